@@ -1,0 +1,9 @@
+"""One module per family of algorithms; importing this package registers them all.
+
+Every algorithm is a pure function of ``(rank, size, **params)`` that returns
+``(nblocks, rounds)``: how many blocks the data is split into and what this rank
+does in each round (see :mod:`mpicoll.schedule`).  Nothing here touches MPI or
+arrays.
+"""
+
+from . import binomial, dbtree, linear, recursive, ring  # noqa: F401

@@ -1,0 +1,175 @@
+"""Parse the buffer arguments of mpi4py's uppercase collectives.
+
+mpi4py accepts a buffer-like object alone or inside a list or tuple with a count,
+displacement and MPI datatype (``[buf, datatype]``, ``[buf, count, datatype]``,
+``[buf, (count, displ), datatype]``, ``[buf, count, displ, datatype]``).  Each form
+becomes a :class:`Buffer`: a one-dimensional typed array covering exactly the
+elements the call may touch, with the array namespace (NumPy or CuPy) it lives
+in.  An explicit datatype wins over the object's own element type.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from mpi4py import MPI
+
+__all__ = ["Buffer", "parse", "is_in_place", "as_count"]
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """Exactly the ``count`` elements of ``dtype`` that a call may read or write."""
+
+    array: Any        # one-dimensional, contiguous, numpy or cupy
+    dtype: np.dtype
+    count: int
+    xp: Any           # the array namespace: numpy or cupy
+    writable: bool
+
+    @property
+    def nbytes(self) -> int:
+        return self.count * self.dtype.itemsize
+
+    @property
+    def on_gpu(self) -> bool:
+        return self.xp is not np
+
+
+def is_in_place(obj: Any) -> bool:
+    """``MPI.IN_PLACE`` or ``None``: mpi4py treats both as 'in place' for a send buffer."""
+    return obj is None or obj is MPI.IN_PLACE
+
+
+def as_count(value: Any, what: str) -> int:
+    """An int, NumPy integer or 0-d integer array as a non-negative int."""
+    if isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{what} must be an integer, got {value!r}")
+    try:
+        n = int(np.asarray(value).item()) if not isinstance(value, int) else value
+    except Exception:
+        raise TypeError(f"{what} must be an integer, got {type(value).__name__}") from None
+    if isinstance(value, float) or (hasattr(value, "dtype") and np.asarray(value).dtype.kind not in "iu"):
+        raise TypeError(f"{what} must be an integer, got {value!r}")
+    if n < 0:
+        raise ValueError(f"{what} must be >= 0, got {n}")
+    return n
+
+
+def parse(spec: Any, what: str, *, writable: bool = False) -> Buffer:
+    """Turn one buffer argument (``what`` names it in errors) into a :class:`Buffer`."""
+    obj, count, displ, datatype = _split_spec(spec, what)
+    array, xp = _as_array(obj, what)
+    writable_array = _is_writable(array)
+    if writable and not writable_array:
+        raise ValueError(f"{what}: the buffer is read-only, but it receives data")
+    factor = 1  # elements of the base type per element of the datatype
+    if datatype is not None:
+        dtype = _dtype_of(datatype, what)
+        if dtype.subdtype is not None:  # a contiguous datatype such as ('i4', (3,))
+            dtype, shape = dtype.subdtype
+            factor = int(np.prod(shape))
+        array = _retype(array, dtype)
+    units = array.shape[0] // factor
+    displ = 0 if displ is None else as_count(displ, f"{what}: displacement")
+    count = units - displ if count is None else as_count(count, f"{what}: count")
+    if displ + count > units:
+        raise ValueError(f"{what}: count {count} at displacement {displ} needs {displ + count} "
+                         f"elements, the buffer has {units}")
+    view = array[displ * factor:(displ + count) * factor]
+    return Buffer(view, array.dtype, count * factor, xp, writable_array)
+
+
+def _split_spec(spec: Any, what: str) -> tuple[Any, Any, Any, Any]:
+    """(object, count, displacement, datatype) of any mpi4py buffer form."""
+    if not isinstance(spec, (list, tuple)):
+        return spec, None, None, None
+    items = list(spec)
+    if not items:
+        raise ValueError(f"{what}: empty buffer specification")
+    obj, rest = items[0], items[1:]
+    datatype = None
+    if rest and (isinstance(rest[-1], (MPI.Datatype, str))):
+        datatype = rest.pop()
+    count = displ = None
+    if len(rest) == 1:
+        if isinstance(rest[0], (list, tuple)):
+            if len(rest[0]) != 2:
+                raise ValueError(f"{what}: expected (count, displacement), got {rest[0]!r}")
+            count, displ = rest[0]
+        else:
+            count = rest[0]
+    elif len(rest) == 2:
+        count, displ = rest
+    elif rest:
+        raise ValueError(f"{what}: cannot read buffer specification {spec!r}; expected buf, "
+                         "[buf, datatype], [buf, count, datatype] or [buf, count, displ, datatype]")
+    return obj, count, displ, datatype
+
+
+def _dtype_of(datatype: Any, what: str) -> np.dtype:
+    from mpi4py.util import dtlib
+
+    if isinstance(datatype, str):
+        try:
+            datatype = MPI._typedict[datatype]
+        except KeyError:
+            raise ValueError(f"{what}: unknown MPI type code {datatype!r}") from None
+    if datatype == MPI.DATATYPE_NULL:
+        raise ValueError(f"{what}: MPI.DATATYPE_NULL is not a datatype")
+    try:
+        return dtlib.to_numpy_dtype(datatype)
+    except Exception as exc:
+        raise TypeError(f"{what}: datatype {datatype.Get_name() or datatype} has no NumPy "
+                        f"equivalent ({exc})") from None
+
+
+def _as_array(obj: Any, what: str) -> tuple[Any, Any]:
+    """A one-dimensional view of ``obj`` and its array namespace; never a copy."""
+    if isinstance(obj, np.ndarray):
+        arr = obj
+    elif hasattr(obj, "__cuda_array_interface__") or _dlpack_on_gpu(obj):
+        import cupy  # noqa: PLC0415 - only needed for GPU buffers
+
+        arr = cupy.asarray(obj) if hasattr(obj, "__cuda_array_interface__") else cupy.from_dlpack(obj)
+        if not arr.flags.c_contiguous:
+            raise ValueError(f"{what}: the buffer is not contiguous")
+        return arr.reshape(-1), cupy
+    else:
+        try:
+            arr = np.asarray(memoryview(obj))
+        except TypeError:
+            if hasattr(obj, "__dlpack__"):
+                arr = np.from_dlpack(obj)
+            else:
+                raise TypeError(f"{what}: expected a buffer (NumPy array, bytes-like, DLPack or "
+                                f"CUDA array), got {type(obj).__name__}") from None
+    if not arr.flags.c_contiguous:
+        raise ValueError(f"{what}: the buffer is not contiguous")
+    return arr.reshape(-1), np
+
+
+def _dlpack_on_gpu(obj: Any) -> bool:
+    device = getattr(obj, "__dlpack_device__", None)
+    if device is None or isinstance(obj, np.ndarray):
+        return False
+    try:
+        return device()[0] != 1  # 1 is kDLCPU
+    except Exception:
+        return False
+
+
+def _is_writable(arr: Any) -> bool:
+    flags = getattr(arr, "flags", None)
+    return bool(getattr(flags, "writeable", True))
+
+
+def _retype(array: Any, dtype: np.dtype) -> Any:
+    """View the bytes of ``array`` as ``dtype`` (an explicit datatype wins)."""
+    if array.dtype == dtype:
+        return array
+    raw = array.view(np.uint8)
+    usable = raw.shape[0] - raw.shape[0] % dtype.itemsize
+    return raw[:usable].view(dtype)

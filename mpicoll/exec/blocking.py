@@ -1,0 +1,86 @@
+"""The blocking executor: run one rank's schedule with mpi4py point-to-point calls.
+
+:func:`bind` resolves every block of a schedule to array views once (MPI sees
+raw bytes, so any dtype travels, bfloat16 included; reductions see typed
+views).  :func:`execute` then runs the rounds: a round with exactly one send and
+one receive uses ``Sendrecv``, a lone send or receive uses ``Send``/``Recv``,
+anything else posts every receive and send nonblocking and waits for all; then
+the round's local steps run in order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+from mpi4py import MPI
+
+from ..layout import Layout
+from ..schedule import Block, Reduce, Schedule
+
+__all__ = ["bind", "execute", "BoundRound"]
+
+BoundRound = tuple[list[tuple[Any, int]], list[tuple[Any, int]], list[Callable[[], None]]]
+
+
+def bind(schedule: Schedule, arrays: dict[str, Any], layouts: dict[str, Layout], reduce: Callable,
+         xp: Any) -> list[BoundRound]:
+    """Resolve a schedule against real buffers.
+
+    ``arrays`` maps buffer names to one-dimensional typed arrays (an in-place
+    call maps ``send`` to the receive array); ``layouts`` maps names to layouts,
+    with ``recv``'s used for any name not listed.
+    """
+    raw = {name: arr.view("u1") for name, arr in arrays.items()}
+    itemsize = {name: arr.dtype.itemsize for name, arr in arrays.items()}
+
+    def span(block: Block) -> tuple[int, int]:
+        return layouts.get(block.buf, layouts["recv"]).span(block.lo, block.hi)
+
+    def typed(block: Block) -> Any:
+        start, stop = span(block)
+        return arrays[block.buf][start:stop]
+
+    def message(block: Block) -> Any:
+        start, stop = span(block)
+        k = itemsize[block.buf]
+        return raw[block.buf][start * k:stop * k]
+
+    bound: list[BoundRound] = []
+    for rnd in schedule.rounds:
+        if not rnd:
+            continue
+        steps: list[Callable[[], None]] = []
+        for st in rnd.steps:
+            if isinstance(st, Reduce):
+                steps.append(partial(reduce, typed(st.out), typed(st.left), typed(st.right)))
+            elif not _same_memory(arrays, st.out, st.src):
+                steps.append(partial(xp.copyto, typed(st.out), typed(st.src)))
+        bound.append(([(message(x.block), x.peer) for x in rnd.sends],
+                      [(message(x.block), x.peer) for x in rnd.recvs], steps))
+    return bound
+
+
+def _same_memory(arrays: dict[str, Any], a: Block, b: Block) -> bool:
+    return arrays[a.buf] is arrays[b.buf] and (a.lo, a.hi) == (b.lo, b.hi)
+
+
+def execute(bound: list[BoundRound], comm: MPI.Comm, tag: int = 0) -> None:
+    """Run bound rounds on ``comm`` (a private communicator), in order."""
+    sendrecv, send, recv = comm.Sendrecv, comm.Send, comm.Recv
+    isend, irecv, waitall = comm.Isend, comm.Irecv, MPI.Request.Waitall
+    for sends, recvs, steps in bound:
+        if len(sends) == 1 and len(recvs) == 1:
+            (sbuf, dest), (rbuf, source) = sends[0], recvs[0]
+            sendrecv(sbuf, dest, tag, rbuf, source, tag)
+        elif len(sends) == 1 and not recvs:
+            send(sends[0][0], sends[0][1], tag)
+        elif len(recvs) == 1 and not sends:
+            recv(recvs[0][0], recvs[0][1], tag)
+        elif sends or recvs:
+            requests = [irecv(buf, peer, tag) for buf, peer in recvs]
+            requests += [isend(buf, peer, tag) for buf, peer in sends]
+            waitall(requests)
+        for step in steps:
+            step()

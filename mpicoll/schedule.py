@@ -1,0 +1,262 @@
+"""The schedule IR: what one rank does in one collective, as data.
+
+An algorithm returns, for one rank, a :class:`Schedule`: a tuple of
+:class:`Round`.  In a round the rank first exchanges messages (every
+:class:`Send` and :class:`Recv` of the round is in flight at once), then runs the
+round's local steps (:class:`Reduce`, :class:`Copy`) in order.
+
+Rounds are *global time steps*: a message sent by rank a in round t is received
+by its peer in round t.  This makes every schedule deadlock-free when each rank
+completes its rounds in order, and it lets the simulator, the checker, the cost
+model and the drawings treat the p schedules of a collective as one picture.
+Messages between the same two ranks in the same round and direction are
+matched in the order they are listed (MPI's non-overtaking rule).
+
+Blocks are symbolic: ``Block("recv", 2, 4)`` names blocks 2 and 3 of the receive
+buffer.  All buffers of a call share one block index space (``nblocks`` blocks);
+a :mod:`mpicoll.layout` turns a block range into elements only when the
+schedule is bound to real buffers.  Buffer names are ``send``, ``recv`` and
+scratch buffers whose names start with ``tmp`` (each as large as ``recv``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import NamedTuple, Union
+
+__all__ = [
+    "Block", "Send", "Recv", "Reduce", "Copy", "Round", "Schedule", "ScheduleSet",
+    "ScheduleError", "EMPTY_ROUND", "Timeline",
+]
+
+
+class ScheduleError(RuntimeError):
+    """A schedule breaks a rule: an unmatched message, a wrong result, ..."""
+
+
+class Block(NamedTuple):
+    """Blocks ``lo`` to ``hi - 1`` of buffer ``buf``."""
+
+    buf: str
+    lo: int
+    hi: int
+
+    def __str__(self) -> str:
+        if self.hi == self.lo + 1:
+            return f"{self.buf}[{self.lo}]"
+        return f"{self.buf}[{self.lo}:{self.hi}]"
+
+    @property
+    def nblocks(self) -> int:
+        return self.hi - self.lo
+
+
+class Send(NamedTuple):
+    """Send ``block`` to rank ``peer``."""
+
+    peer: int
+    block: Block
+
+    def __str__(self) -> str:
+        return f"{self.block}->{self.peer}"
+
+
+class Recv(NamedTuple):
+    """Receive from rank ``peer`` into ``block``."""
+
+    peer: int
+    block: Block
+
+    def __str__(self) -> str:
+        return f"{self.block}<-{self.peer}"
+
+
+class Reduce(NamedTuple):
+    """``out = left (op) right``; ``left`` holds the lower ranks' contributions.
+
+    This is MPI's convention for ``op(invec, inoutvec)``: ``inoutvec`` becomes
+    ``invec o inoutvec`` with ``invec`` the left operand.
+    """
+
+    out: Block
+    left: Block
+    right: Block
+
+    def __str__(self) -> str:
+        return f"{self.out}={self.left}+{self.right}"
+
+
+class Copy(NamedTuple):
+    """``out = src`` (local copy)."""
+
+    out: Block
+    src: Block
+
+    def __str__(self) -> str:
+        return f"{self.out}={self.src}"
+
+
+Step = Union[Reduce, Copy]
+
+
+class Round(NamedTuple):
+    """One time step: messages in flight together, then local steps in order."""
+
+    sends: tuple[Send, ...] = ()
+    recvs: tuple[Recv, ...] = ()
+    steps: tuple[Step, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.sends or self.recvs or self.steps)
+
+    def __str__(self) -> str:
+        return " ".join(str(x) for x in (*self.sends, *self.recvs, *self.steps)) or "."
+
+
+EMPTY_ROUND = Round()
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """What one rank does in one collective."""
+
+    collective: str
+    algorithm: str
+    rank: int
+    size: int
+    nblocks: int
+    rounds: tuple[Round, ...]
+    params: tuple[tuple[str, object], ...] = field(default=())
+
+    def buffers(self) -> set[str]:
+        """Names of every buffer the schedule touches."""
+        names: set[str] = set()
+        for rnd in self.rounds:
+            for x in (*rnd.sends, *rnd.recvs):
+                names.add(x.block.buf)
+            for st in rnd.steps:
+                names.add(st.out.buf)
+                names.update(b.buf for b in ((st.left, st.right) if isinstance(st, Reduce) else (st.src,)))
+        return names
+
+    def scratch(self) -> list[str]:
+        """Scratch buffers (``tmp*``) the schedule needs, sorted."""
+        return sorted(b for b in self.buffers() if b.startswith("tmp"))
+
+    def __str__(self) -> str:
+        head = f"{self.collective}/{self.algorithm} rank {self.rank} of {self.size}, {self.nblocks} blocks"
+        lines = [head] + [f"  round {t}: {rnd}" for t, rnd in enumerate(self.rounds) if rnd]
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class ScheduleSet:
+    """The schedules of all ranks of one collective; prints as a rounds x ranks table."""
+
+    schedules: tuple[Schedule, ...]
+
+    @property
+    def size(self) -> int:
+        return len(self.schedules)
+
+    @property
+    def nrounds(self) -> int:
+        return max((len(s.rounds) for s in self.schedules), default=0)
+
+    def __getitem__(self, rank: int) -> Schedule:
+        return self.schedules[rank]
+
+    def __iter__(self):
+        return iter(self.schedules)
+
+    def table(self, ranks: list[int] | None = None) -> str:
+        """A text table: one row per round, one column per rank."""
+        ranks = list(range(self.size)) if ranks is None else ranks
+        rows = [["round"] + [f"rank {r}" for r in ranks]]
+        for t in range(self.nrounds):
+            cells = []
+            for r in ranks:
+                rounds = self.schedules[r].rounds
+                cells.append(_cell(rounds[t]) if t < len(rounds) else "")
+            rows.append([str(t)] + cells)
+        widths = [max(len(line) for row in rows for line in row[c].split("\n")) for c in range(len(rows[0]))]
+        out = []
+        s0 = self.schedules[0] if self.schedules else None
+        if s0 is not None:
+            out.append(f"{s0.collective} / {s0.algorithm}: p = {self.size}, {s0.nblocks} blocks")
+        for i, row in enumerate(rows):
+            height = max(len(c.split("\n")) for c in row)
+            for k in range(height):
+                parts = []
+                for c, cell in enumerate(row):
+                    lines = cell.split("\n")
+                    parts.append((lines[k] if k < len(lines) else "").ljust(widths[c]))
+                out.append(" | ".join(parts).rstrip())
+            if i == 0:
+                out.append("-+-".join("-" * w for w in widths))
+        return "\n".join(out)
+
+    def __str__(self) -> str:
+        return self.table()
+
+
+def _cell(rnd: Round) -> str:
+    """One rank's round as lines: sends, receives, then local steps."""
+    parts = [f"send {x.block} to {x.peer}" for x in rnd.sends]
+    parts += [f"recv {x.block} from {x.peer}" for x in rnd.recvs]
+    for st in rnd.steps:
+        if isinstance(st, Reduce):
+            parts.append(f"{st.out} = {st.left} + {st.right}")
+        else:
+            parts.append(f"{st.out} = {st.src}")
+    return "\n".join(parts) or "."
+
+
+class Timeline:
+    """Builds a rank's rounds by global round index (handy for pipelines).
+
+    >>> tl = Timeline()
+    >>> tl.send(0, 1, Block("send", 0, 1)); tl.recv(1, 1, Block("recv", 0, 1))
+    >>> len(tl.rounds())
+    2
+    """
+
+    def __init__(self) -> None:
+        self._sends: dict[int, list[Send]] = {}
+        self._recvs: dict[int, list[Recv]] = {}
+        self._steps: dict[int, list[Step]] = {}
+
+    def send(self, t: int, peer: int, block: Block) -> None:
+        self._sends.setdefault(t, []).append(Send(peer, block))
+
+    def recv(self, t: int, peer: int, block: Block) -> None:
+        self._recvs.setdefault(t, []).append(Recv(peer, block))
+
+    def step(self, t: int, step: Step) -> None:
+        self._steps.setdefault(t, []).append(step)
+
+    def reduce(self, t: int, out: Block, left: Block, right: Block) -> None:
+        self.step(t, Reduce(out, left, right))
+
+    def copy(self, t: int, out: Block, src: Block) -> None:
+        self.step(t, Copy(out, src))
+
+    def extend(self, offset: int, rounds: tuple[Round, ...]) -> None:
+        """Append another schedule's rounds, shifted to start at round ``offset``."""
+        for t, rnd in enumerate(rounds):
+            for x in rnd.sends:
+                self.send(offset + t, x.peer, x.block)
+            for x in rnd.recvs:
+                self.recv(offset + t, x.peer, x.block)
+            for st in rnd.steps:
+                self.step(offset + t, st)
+
+    def rounds(self, nrounds: int | None = None) -> tuple[Round, ...]:
+        """The rounds so far; ``nrounds`` pads with empty rounds."""
+        last = max([*self._sends, *self._recvs, *self._steps], default=-1)
+        n = last + 1 if nrounds is None else max(nrounds, last + 1)
+        return tuple(
+            Round(tuple(self._sends.get(t, ())), tuple(self._recvs.get(t, ())), tuple(self._steps.get(t, ())))
+            if t in self._sends or t in self._recvs or t in self._steps else EMPTY_ROUND
+            for t in range(n)
+        )
