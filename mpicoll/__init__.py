@@ -8,7 +8,7 @@ for an mpi4py communicator whose collectives are mpicoll's.
 from __future__ import annotations
 
 from . import algorithms as _algorithm_modules  # noqa: F401  (registers them; the name is the function below)
-from .api import MismatchError
+from .calls import MismatchError
 from .comm import Comm
 from .ops import Op
 from .registry import algorithms, collectives, schedule, schedules

@@ -28,6 +28,8 @@ class Buffer:
     count: int
     xp: Any           # the array namespace: numpy or cupy
     writable: bool
+    unit: int = 1     # elements of ``dtype`` per element of the MPI datatype (never split)
+    datatype: Any = None  # the explicit MPI datatype, if one was given
 
     @property
     def nbytes(self) -> int:
@@ -66,6 +68,8 @@ def parse(spec: Any, what: str, *, writable: bool = False) -> Buffer:
     if writable and not writable_array:
         raise ValueError(f"{what}: the buffer is read-only, but it receives data")
     factor = 1  # elements of the base type per element of the datatype
+    if isinstance(datatype, str):
+        datatype = _datatype_of_code(datatype, what)
     if datatype is not None:
         dtype = _dtype_of(datatype, what)
         if dtype.subdtype is not None:  # a contiguous datatype such as ('i4', (3,))
@@ -79,7 +83,7 @@ def parse(spec: Any, what: str, *, writable: bool = False) -> Buffer:
         raise ValueError(f"{what}: count {count} at displacement {displ} needs {displ + count} "
                          f"elements, the buffer has {units}")
     view = array[displ * factor:(displ + count) * factor]
-    return Buffer(view, array.dtype, count * factor, xp, writable_array)
+    return Buffer(view, array.dtype, count * factor, xp, writable_array, factor, datatype)
 
 
 def _split_spec(spec: Any, what: str) -> tuple[Any, Any, Any, Any]:
@@ -109,14 +113,16 @@ def _split_spec(spec: Any, what: str) -> tuple[Any, Any, Any, Any]:
     return obj, count, displ, datatype
 
 
+def _datatype_of_code(code: str, what: str) -> MPI.Datatype:
+    try:
+        return MPI._typedict[code]
+    except KeyError:
+        raise ValueError(f"{what}: unknown MPI type code {code!r}") from None
+
+
 def _dtype_of(datatype: Any, what: str) -> np.dtype:
     from mpi4py.util import dtlib
 
-    if isinstance(datatype, str):
-        try:
-            datatype = MPI._typedict[datatype]
-        except KeyError:
-            raise ValueError(f"{what}: unknown MPI type code {datatype!r}") from None
     if datatype == MPI.DATATYPE_NULL:
         raise ValueError(f"{what}: MPI.DATATYPE_NULL is not a datatype")
     try:

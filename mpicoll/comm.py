@@ -11,11 +11,16 @@ match the user's own messages.
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+import importlib.util
+from typing import TYPE_CHECKING, Any
 
 from mpi4py import MPI
 
-from . import api
+from .calls import Plan, run
+
+if TYPE_CHECKING:
+    from .exec.nonblocking import Prequest, Request
 
 __all__ = ["Comm"]
 
@@ -49,23 +54,236 @@ class Comm(MPI.Intracomm):
             self.__dict__["_private"] = dup
         return dup
 
-    # -- collectives ---------------------------------------------------------
+    # -- how every collective runs -------------------------------------------
+    # ``method`` is mpi4py's method name (``"Bcast"``); the collective's module is
+    # ``mpicoll.calls.<method in lowercase>``.  A collective without a module is
+    # forwarded to mpi4py's built-in one, unless a specific algorithm was asked for.
+
+    def _prepare(self, method: str, *args: Any, algorithm: str) -> Plan | None:
+        module = importlib.import_module(f"{__package__}.calls.{method.lower()}")
+        return module.prepare(self, *args, algorithm=algorithm)
+
+    def _by_hand(self, method: str, algorithm: str) -> bool:
+        if importlib.util.find_spec(f"{__package__}.calls.{method.lower()}") is not None:
+            return True
+        if algorithm != "auto":
+            raise NotImplementedError(f"mpicoll has no {method} of its own yet, so algorithm={algorithm!r} "
+                                      "cannot be honoured; use algorithm='auto' for MPI's built-in")
+        return False
+
+    def _run(self, method: str, *args: Any, algorithm: str) -> None:
+        if not self._by_hand(method, algorithm):
+            return getattr(MPI.Intracomm, method)(self, *args)
+        run(self._prepare(method, *args, algorithm=algorithm), self)
+
+    def _start(self, method: str, *args: Any, algorithm: str) -> Request:
+        if not self._by_hand(method, algorithm):
+            return getattr(MPI.Intracomm, "I" + method[0].lower() + method[1:])(self, *args)
+        from .exec import nonblocking  # noqa: PLC0415
+
+        return nonblocking.start(self._prepare(method, *args, algorithm=algorithm), self)
+
+    def _init(self, method: str, *args: Any, info: MPI.Info, algorithm: str) -> Prequest:
+        # mpicoll accepts the ``info`` hints of the *_init methods and ignores them
+        if not self._by_hand(method, algorithm):
+            return getattr(MPI.Intracomm, method + "_init")(self, *args, info)
+        from .exec import nonblocking  # noqa: PLC0415
+
+        return nonblocking.persistent(self._prepare(method, *args, algorithm=algorithm), self)
+
+    # -- the collectives: mpi4py's signatures, plus ``algorithm`` ---------------
+
+    def Barrier(self, *, algorithm: str = "auto") -> None:
+        """Block until every rank has called it (MPI_Barrier)."""
+        self._run("Barrier", algorithm=algorithm)
+
+    def Ibarrier(self, *, algorithm: str = "auto") -> Request:
+        """Nonblocking Barrier: returns a request; see :meth:`Barrier`."""
+        return self._start("Barrier", algorithm=algorithm)
+
+    def Barrier_init(self, info: MPI.Info = MPI.INFO_NULL, *, algorithm: str = "auto") -> Prequest:
+        """Persistent Barrier: returns an inactive request to ``Start()``; see :meth:`Barrier`."""
+        return self._init("Barrier", info=info, algorithm=algorithm)
+
+    def Bcast(self, buf: Any, root: int = 0, *, algorithm: str = "auto") -> None:
+        """Broadcast ``buf`` from ``root`` to every rank (MPI_Bcast)."""
+        self._run("Bcast", buf, root, algorithm=algorithm)
+
+    def Ibcast(self, buf: Any, root: int = 0, *, algorithm: str = "auto") -> Request:
+        """Nonblocking Bcast: returns a request; see :meth:`Bcast`."""
+        return self._start("Bcast", buf, root, algorithm=algorithm)
+
+    def Bcast_init(self, buf: Any, root: int = 0, info: MPI.Info = MPI.INFO_NULL, *, algorithm: str = "auto") -> Prequest:
+        """Persistent Bcast: returns an inactive request to ``Start()``; see :meth:`Bcast`."""
+        return self._init("Bcast", buf, root, info=info, algorithm=algorithm)
+
+    def Reduce(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, root: int = 0, *, algorithm: str = "auto") -> None:
+        """Reduce every rank's ``sendbuf`` with ``op`` into ``recvbuf`` at ``root`` (MPI_Reduce)."""
+        self._run("Reduce", sendbuf, recvbuf, op, root, algorithm=algorithm)
+
+    def Ireduce(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, root: int = 0, *, algorithm: str = "auto") -> Request:
+        """Nonblocking Reduce: returns a request; see :meth:`Reduce`."""
+        return self._start("Reduce", sendbuf, recvbuf, op, root, algorithm=algorithm)
+
+    def Reduce_init(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, root: int = 0, info: MPI.Info = MPI.INFO_NULL, *, algorithm: str = "auto") -> Prequest:
+        """Persistent Reduce: returns an inactive request to ``Start()``; see :meth:`Reduce`."""
+        return self._init("Reduce", sendbuf, recvbuf, op, root, info=info, algorithm=algorithm)
 
     def Allreduce(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto") -> None:
-        """Reduce ``sendbuf`` of every rank with ``op`` into every rank's ``recvbuf``.
+        """Reduce every rank's ``sendbuf`` with ``op`` into every rank's ``recvbuf`` (MPI_Allreduce)."""
+        self._run("Allreduce", sendbuf, recvbuf, op, algorithm=algorithm)
 
-        Parameters
-        ----------
-        sendbuf : buffer, buffer spec, ``MPI.IN_PLACE`` or None
-            This rank's contribution; ``IN_PLACE`` or None takes it from ``recvbuf``.
-        recvbuf : buffer or buffer spec
-            Receives the result; same count and dtype as ``sendbuf``.
-        op : MPI.Op or mpicoll.Op
-            The reduction; non-commutative ops are applied in rank order.
-        algorithm : str
-            ``"auto"`` or one of ``mpicoll.algorithms("allreduce")``.
-        """
-        api.allreduce(self, sendbuf, recvbuf, op, algorithm)
+    def Iallreduce(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto") -> Request:
+        """Nonblocking Allreduce: returns a request; see :meth:`Allreduce`."""
+        return self._start("Allreduce", sendbuf, recvbuf, op, algorithm=algorithm)
+
+    def Allreduce_init(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, info: MPI.Info = MPI.INFO_NULL, *, algorithm: str = "auto") -> Prequest:
+        """Persistent Allreduce: returns an inactive request to ``Start()``; see :meth:`Allreduce`."""
+        return self._init("Allreduce", sendbuf, recvbuf, op, info=info, algorithm=algorithm)
+
+    def Gather(self, sendbuf: Any, recvbuf: Any, root: int = 0, *, algorithm: str = "auto") -> None:
+        """Gather equal blocks from every rank at ``root``, in rank order (MPI_Gather)."""
+        self._run("Gather", sendbuf, recvbuf, root, algorithm=algorithm)
+
+    def Igather(self, sendbuf: Any, recvbuf: Any, root: int = 0, *, algorithm: str = "auto") -> Request:
+        """Nonblocking Gather: returns a request; see :meth:`Gather`."""
+        return self._start("Gather", sendbuf, recvbuf, root, algorithm=algorithm)
+
+    def Gather_init(self, sendbuf: Any, recvbuf: Any, root: int = 0, info: MPI.Info = MPI.INFO_NULL, *, algorithm: str = "auto") -> Prequest:
+        """Persistent Gather: returns an inactive request to ``Start()``; see :meth:`Gather`."""
+        return self._init("Gather", sendbuf, recvbuf, root, info=info, algorithm=algorithm)
+
+    def Gatherv(self, sendbuf: Any, recvbuf: Any, root: int = 0, *, algorithm: str = "auto") -> None:
+        """Gather blocks of varying size at ``root`` (MPI_Gatherv)."""
+        self._run("Gatherv", sendbuf, recvbuf, root, algorithm=algorithm)
+
+    def Igatherv(self, sendbuf: Any, recvbuf: Any, root: int = 0, *, algorithm: str = "auto") -> Request:
+        """Nonblocking Gatherv: returns a request; see :meth:`Gatherv`."""
+        return self._start("Gatherv", sendbuf, recvbuf, root, algorithm=algorithm)
+
+    def Gatherv_init(self, sendbuf: Any, recvbuf: Any, root: int = 0, info: MPI.Info = MPI.INFO_NULL, *, algorithm: str = "auto") -> Prequest:
+        """Persistent Gatherv: returns an inactive request to ``Start()``; see :meth:`Gatherv`."""
+        return self._init("Gatherv", sendbuf, recvbuf, root, info=info, algorithm=algorithm)
+
+    def Scatter(self, sendbuf: Any, recvbuf: Any, root: int = 0, *, algorithm: str = "auto") -> None:
+        """Send block i of ``root``'s ``sendbuf`` to rank i (MPI_Scatter)."""
+        self._run("Scatter", sendbuf, recvbuf, root, algorithm=algorithm)
+
+    def Iscatter(self, sendbuf: Any, recvbuf: Any, root: int = 0, *, algorithm: str = "auto") -> Request:
+        """Nonblocking Scatter: returns a request; see :meth:`Scatter`."""
+        return self._start("Scatter", sendbuf, recvbuf, root, algorithm=algorithm)
+
+    def Scatter_init(self, sendbuf: Any, recvbuf: Any, root: int = 0, info: MPI.Info = MPI.INFO_NULL, *, algorithm: str = "auto") -> Prequest:
+        """Persistent Scatter: returns an inactive request to ``Start()``; see :meth:`Scatter`."""
+        return self._init("Scatter", sendbuf, recvbuf, root, info=info, algorithm=algorithm)
+
+    def Scatterv(self, sendbuf: Any, recvbuf: Any, root: int = 0, *, algorithm: str = "auto") -> None:
+        """Scatter blocks of varying size from ``root`` (MPI_Scatterv)."""
+        self._run("Scatterv", sendbuf, recvbuf, root, algorithm=algorithm)
+
+    def Iscatterv(self, sendbuf: Any, recvbuf: Any, root: int = 0, *, algorithm: str = "auto") -> Request:
+        """Nonblocking Scatterv: returns a request; see :meth:`Scatterv`."""
+        return self._start("Scatterv", sendbuf, recvbuf, root, algorithm=algorithm)
+
+    def Scatterv_init(self, sendbuf: Any, recvbuf: Any, root: int = 0, info: MPI.Info = MPI.INFO_NULL, *, algorithm: str = "auto") -> Prequest:
+        """Persistent Scatterv: returns an inactive request to ``Start()``; see :meth:`Scatterv`."""
+        return self._init("Scatterv", sendbuf, recvbuf, root, info=info, algorithm=algorithm)
+
+    def Allgather(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> None:
+        """Gather equal blocks from every rank at every rank (MPI_Allgather)."""
+        self._run("Allgather", sendbuf, recvbuf, algorithm=algorithm)
+
+    def Iallgather(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> Request:
+        """Nonblocking Allgather: returns a request; see :meth:`Allgather`."""
+        return self._start("Allgather", sendbuf, recvbuf, algorithm=algorithm)
+
+    def Allgather_init(self, sendbuf: Any, recvbuf: Any, info: MPI.Info = MPI.INFO_NULL, *, algorithm: str = "auto") -> Prequest:
+        """Persistent Allgather: returns an inactive request to ``Start()``; see :meth:`Allgather`."""
+        return self._init("Allgather", sendbuf, recvbuf, info=info, algorithm=algorithm)
+
+    def Allgatherv(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> None:
+        """Gather blocks of varying size at every rank (MPI_Allgatherv)."""
+        self._run("Allgatherv", sendbuf, recvbuf, algorithm=algorithm)
+
+    def Iallgatherv(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> Request:
+        """Nonblocking Allgatherv: returns a request; see :meth:`Allgatherv`."""
+        return self._start("Allgatherv", sendbuf, recvbuf, algorithm=algorithm)
+
+    def Allgatherv_init(self, sendbuf: Any, recvbuf: Any, info: MPI.Info = MPI.INFO_NULL, *, algorithm: str = "auto") -> Prequest:
+        """Persistent Allgatherv: returns an inactive request to ``Start()``; see :meth:`Allgatherv`."""
+        return self._init("Allgatherv", sendbuf, recvbuf, info=info, algorithm=algorithm)
+
+    def Reduce_scatter_block(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto") -> None:
+        """Reduce, then give rank i block i of equal blocks (MPI_Reduce_scatter_block)."""
+        self._run("Reduce_scatter_block", sendbuf, recvbuf, op, algorithm=algorithm)
+
+    def Ireduce_scatter_block(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto") -> Request:
+        """Nonblocking Reduce_scatter_block: returns a request; see :meth:`Reduce_scatter_block`."""
+        return self._start("Reduce_scatter_block", sendbuf, recvbuf, op, algorithm=algorithm)
+
+    def Reduce_scatter_block_init(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, info: MPI.Info = MPI.INFO_NULL, *, algorithm: str = "auto") -> Prequest:
+        """Persistent Reduce_scatter_block: returns an inactive request to ``Start()``; see :meth:`Reduce_scatter_block`."""
+        return self._init("Reduce_scatter_block", sendbuf, recvbuf, op, info=info, algorithm=algorithm)
+
+    def Reduce_scatter(self, sendbuf: Any, recvbuf: Any, recvcounts: Any = None, op: Any = MPI.SUM, *, algorithm: str = "auto") -> None:
+        """Reduce, then give rank i ``recvcounts[i]`` elements (MPI_Reduce_scatter)."""
+        self._run("Reduce_scatter", sendbuf, recvbuf, recvcounts, op, algorithm=algorithm)
+
+    def Ireduce_scatter(self, sendbuf: Any, recvbuf: Any, recvcounts: Any = None, op: Any = MPI.SUM, *, algorithm: str = "auto") -> Request:
+        """Nonblocking Reduce_scatter: returns a request; see :meth:`Reduce_scatter`."""
+        return self._start("Reduce_scatter", sendbuf, recvbuf, recvcounts, op, algorithm=algorithm)
+
+    def Reduce_scatter_init(self, sendbuf: Any, recvbuf: Any, recvcounts: Any = None, op: Any = MPI.SUM, info: MPI.Info = MPI.INFO_NULL, *, algorithm: str = "auto") -> Prequest:
+        """Persistent Reduce_scatter: returns an inactive request to ``Start()``; see :meth:`Reduce_scatter`."""
+        return self._init("Reduce_scatter", sendbuf, recvbuf, recvcounts, op, info=info, algorithm=algorithm)
+
+    def Alltoall(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> None:
+        """Send block j of every rank's ``sendbuf`` to rank j (MPI_Alltoall)."""
+        self._run("Alltoall", sendbuf, recvbuf, algorithm=algorithm)
+
+    def Ialltoall(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> Request:
+        """Nonblocking Alltoall: returns a request; see :meth:`Alltoall`."""
+        return self._start("Alltoall", sendbuf, recvbuf, algorithm=algorithm)
+
+    def Alltoall_init(self, sendbuf: Any, recvbuf: Any, info: MPI.Info = MPI.INFO_NULL, *, algorithm: str = "auto") -> Prequest:
+        """Persistent Alltoall: returns an inactive request to ``Start()``; see :meth:`Alltoall`."""
+        return self._init("Alltoall", sendbuf, recvbuf, info=info, algorithm=algorithm)
+
+    def Alltoallv(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> None:
+        """All-to-all with blocks of varying size (MPI_Alltoallv)."""
+        self._run("Alltoallv", sendbuf, recvbuf, algorithm=algorithm)
+
+    def Ialltoallv(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> Request:
+        """Nonblocking Alltoallv: returns a request; see :meth:`Alltoallv`."""
+        return self._start("Alltoallv", sendbuf, recvbuf, algorithm=algorithm)
+
+    def Alltoallv_init(self, sendbuf: Any, recvbuf: Any, info: MPI.Info = MPI.INFO_NULL, *, algorithm: str = "auto") -> Prequest:
+        """Persistent Alltoallv: returns an inactive request to ``Start()``; see :meth:`Alltoallv`."""
+        return self._init("Alltoallv", sendbuf, recvbuf, info=info, algorithm=algorithm)
+
+    def Scan(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto") -> None:
+        """Inclusive prefix reduction: rank i gets ranks 0..i reduced (MPI_Scan)."""
+        self._run("Scan", sendbuf, recvbuf, op, algorithm=algorithm)
+
+    def Iscan(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto") -> Request:
+        """Nonblocking Scan: returns a request; see :meth:`Scan`."""
+        return self._start("Scan", sendbuf, recvbuf, op, algorithm=algorithm)
+
+    def Scan_init(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, info: MPI.Info = MPI.INFO_NULL, *, algorithm: str = "auto") -> Prequest:
+        """Persistent Scan: returns an inactive request to ``Start()``; see :meth:`Scan`."""
+        return self._init("Scan", sendbuf, recvbuf, op, info=info, algorithm=algorithm)
+
+    def Exscan(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto") -> None:
+        """Exclusive prefix reduction: rank i gets ranks 0..i-1 reduced (MPI_Exscan)."""
+        self._run("Exscan", sendbuf, recvbuf, op, algorithm=algorithm)
+
+    def Iexscan(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto") -> Request:
+        """Nonblocking Exscan: returns a request; see :meth:`Exscan`."""
+        return self._start("Exscan", sendbuf, recvbuf, op, algorithm=algorithm)
+
+    def Exscan_init(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, info: MPI.Info = MPI.INFO_NULL, *, algorithm: str = "auto") -> Prequest:
+        """Persistent Exscan: returns an inactive request to ``Start()``; see :meth:`Exscan`."""
+        return self._init("Exscan", sendbuf, recvbuf, op, info=info, algorithm=algorithm)
 
     # -- derived communicators stay wrapped ------------------------------------
 

@@ -23,10 +23,16 @@ class Layout:
         self.ends = tuple(int(e) for e in ends)
 
     @classmethod
-    def even(cls, count: int, nblocks: int) -> Layout:
-        """``count`` elements in ``nblocks`` nearly equal blocks, in order."""
-        base, extra = divmod(count, nblocks) if nblocks else (0, 0)
-        starts = [b * base + min(b, extra) for b in range(nblocks)]
+    def even(cls, count: int, nblocks: int, unit: int = 1) -> Layout:
+        """``count`` elements in ``nblocks`` nearly equal blocks, in order.
+
+        Block boundaries fall on multiples of ``unit`` elements, so that an
+        element of a contiguous MPI datatype (``unit`` NumPy elements) is never
+        split between blocks.
+        """
+        units = count // unit
+        base, extra = divmod(units, nblocks) if nblocks else (0, 0)
+        starts = [(b * base + min(b, extra)) * unit for b in range(nblocks)]
         ends = starts[1:] + [count]
         return cls(starts, ends)
 

@@ -145,14 +145,23 @@ class Reducer:
         self.commutative = commutative
 
 
-def reducer(op: Any, dtype: np.dtype, xp: Any = np) -> Reducer:
-    """The local kernel of ``op`` on arrays of ``dtype`` from namespace ``xp``."""
+def reducer(op: Any, dtype: np.dtype, xp: Any = np, datatype: Any = None) -> Reducer:
+    """The local kernel of ``op`` on arrays of ``dtype`` from namespace ``xp``.
+
+    ``datatype`` is the MPI datatype the caller named, if any: a user op made
+    with ``MPI.Op.Create`` receives its data typed with it.
+    """
     check_op(op, dtype)
     if isinstance(op, Op):
         return Reducer(_inout_kernel(op.function, xp), op.commute)
     name = op_name(op)
     if name == "user":
-        return Reducer(_inout_kernel(op.Reduce_local, xp), bool(op.Is_commutative()))
+        if datatype is None:
+            apply = op.Reduce_local
+        else:
+            def apply(invec: Any, inoutvec: Any) -> None:
+                op.Reduce_local([invec, datatype], [inoutvec, datatype])
+        return Reducer(_inout_kernel(apply, xp), bool(op.Is_commutative()))
     if name in ("MINLOC", "MAXLOC"):
         return Reducer(_loc_kernel(name == "MINLOC", xp), True)
     ufunc = getattr(xp, _PREDEFINED[name][0])

@@ -14,7 +14,12 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["to_host", "to_device"]
+__all__ = ["on_device", "to_host", "to_device"]
+
+
+def on_device(array: Any) -> bool:
+    """True for a CuPy (GPU) array."""
+    return type(array).__module__.split(".")[0] == "cupy"
 
 
 def to_host(array: Any) -> np.ndarray:

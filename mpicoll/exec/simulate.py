@@ -14,6 +14,7 @@ import numpy as np
 from mpi4py import MPI
 
 from .. import registry
+from ..calls import spec as get_spec
 from ..layout import Layout
 from ..ops import reducer
 from ..schedule import Block, Copy, Reduce, ScheduleError
@@ -23,9 +24,9 @@ __all__ = ["simulate", "ArrayDomain"]
 
 
 class ArrayDomain:
-    """Each rank's buffers as NumPy arrays; blocks resolved through one layout per buffer."""
+    """Each rank's buffers as NumPy arrays; blocks resolved through each rank's layouts."""
 
-    def __init__(self, arrays: list[dict[str, np.ndarray]], layouts: dict[str, Layout], op: Any,
+    def __init__(self, arrays: list[dict[str, np.ndarray]], layouts: list[dict[str, Layout]], op: Any,
                  alias: dict[str, str]):
         self.arrays = arrays
         self.layouts = layouts
@@ -35,7 +36,8 @@ class ArrayDomain:
 
     def view(self, rank: int, block: Block) -> np.ndarray:
         name = self.alias.get(block.buf, block.buf)
-        start, stop = self.layouts.get(block.buf, self.layouts["recv"]).span(block.lo, block.hi)
+        layouts = self.layouts[rank]
+        start, stop = layouts.get(block.buf, layouts["recv"]).span(block.lo, block.hi)
         return self.arrays[rank][name][start:stop]
 
     def read(self, rank: int, block: Block) -> np.ndarray:
@@ -66,27 +68,25 @@ def simulate(collective: str, algorithm: str, inputs: Sequence[np.ndarray], op: 
     >>> out[2]
     array([ 0.,  6., 12., 18., 24.])
     """
-    if collective != "allreduce":
-        raise NotImplementedError(f"the simulator does not know {collective!r} yet")
+    spec = get_spec(collective)
     size = len(inputs)
     scheds = registry.schedules(collective, algorithm, size, **params).schedules
-    count = len(inputs[0])
-    layout = Layout.even(count, scheds[0].nblocks)
+    inputs = [np.asarray(x) for x in inputs]
+    contract = {k: v for k, v in params.items() if k in spec.params}  # e.g. root, not segments
+    setups = spec.simulate(inputs, scheds[0].nblocks, in_place=in_place, **contract)
     arrays = []
-    for r, data in enumerate(inputs):
-        data = np.asarray(data)
-        bufs = {"recv": np.full_like(data, _poison(data.dtype))}
-        if in_place:
-            bufs["recv"][...] = data
-        else:
-            bufs["send"] = data.copy()
-        for name in scheds[r].scratch():
-            bufs[name] = np.full_like(data, _poison(data.dtype))
+    for sched, (bufs, layouts, _) in zip(scheds, setups):
+        bufs = dict(bufs)
+        like = bufs["recv"]
+        if not in_place:  # results must come from the algorithm, not from what was there
+            like[...] = _poison(like.dtype)
+        for name in sched.scratch():
+            bufs[name] = np.full_like(like, _poison(like.dtype))
         arrays.append(bufs)
     alias = {"send": "recv"} if in_place else {}
-    domain = ArrayDomain(arrays, {"recv": layout}, op, alias)
+    domain = ArrayDomain(arrays, [layouts for _, layouts, _ in setups], op, alias)
     run_lockstep(scheds, domain, alias)
-    return [bufs["recv"] for bufs in arrays]
+    return [bufs[result] for bufs, (_, _, result) in zip(arrays, setups)]
 
 
 def _poison(dtype: np.dtype) -> Any:

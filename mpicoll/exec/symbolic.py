@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import registry
-from ..collectives import spec as get_spec
+from ..calls import spec as get_spec
 from ..schedule import Block, Copy, Reduce, ScheduleError
 from .lockstep import run_lockstep
 

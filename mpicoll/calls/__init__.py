@@ -1,0 +1,141 @@
+"""One module per collective: its contract, its argument checks and its binding.
+
+Each module ``mpicoll.calls.<collective>`` defines
+
+- ``SPEC``: what the collective computes, on symbolic blocks (used by the
+  checker) and on arrays (used by the simulator), see :class:`Spec`;
+- ``prepare(comm, ...)``: validates a call's arguments (before any message),
+  chooses the algorithm and returns a :class:`Plan` (or None when there is
+  nothing to do), which the blocking, nonblocking and persistent paths run.
+
+A symbolic value is ``(block, runs)``: the data of block index ``block`` reduced
+over the ranks in ``runs``, a tuple of half-open ranges ``(lo, hi)`` in the order
+they were combined.  Rank r's own input of block b is ``(b, ((r, r + 1),))``; a
+complete all-reduce result is ``(b, ((0, p),))``.  Data-movement collectives use
+the same form with a single contributing rank.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .. import backends, registry
+from ..exec.blocking import bind, execute
+from ..layout import Layout
+from ..ops import reducer
+from ..schedule import Schedule
+
+if TYPE_CHECKING:
+    from ..comm import Comm
+
+__all__ = ["Spec", "spec", "Plan", "make_plan", "run", "MismatchError", "debug_check", "own"]
+
+Value = tuple[int, tuple[tuple[int, int], ...]]
+
+
+def own(rank: int, block: int) -> Value:
+    """Rank ``rank``'s own input of block ``block``."""
+    return (block, ((rank, rank + 1),))
+
+
+@dataclass(frozen=True)
+class Spec:
+    """The contract of one collective.
+
+    ``inputs(rank, size, nblocks, **params)`` and ``outputs(...)`` give, per
+    buffer name, the symbolic values before and (expected) after the call;
+    ``None`` entries in outputs are not checked.  ``simulate(inputs, nblocks,
+    **params)`` gives per rank ``(arrays, layouts, result_names)`` for the
+    simulator, from one input array per rank.
+    """
+
+    name: str
+    reduces: bool
+    in_place: bool
+    inputs: Callable[..., dict[str, list]]
+    outputs: Callable[..., dict[str, list]]
+    simulate: Callable[..., list[tuple[dict[str, Any], dict[str, Layout], str]]] | None = None
+    params: tuple[str, ...] = field(default=())
+
+
+def spec(collective: str) -> Spec:
+    """The :class:`Spec` of ``collective``."""
+    try:
+        module = importlib.import_module(f"{__name__}.{collective}")
+    except ModuleNotFoundError:
+        raise ValueError(f"unknown collective {collective!r}") from None
+    return module.SPEC
+
+
+class MismatchError(ValueError):
+    """Ranks called the same collective with arguments that do not agree."""
+
+
+def debug_check(comm: Comm, signature: tuple) -> None:
+    """With ``MPICOLL_DEBUG`` set, raise on every rank unless all ranks passed the same signature."""
+    if os.environ.get("MPICOLL_DEBUG", "0") in ("", "0"):
+        return
+    everyone = comm.private.allgather(signature)
+    if any(sig != everyone[0] for sig in everyone):
+        groups: dict[tuple, list[int]] = {}
+        for rank, sig in enumerate(everyone):
+            groups.setdefault(sig, []).append(rank)
+        text = "; ".join(f"ranks {ranks}: {sig}" for sig, ranks in groups.items())
+        raise MismatchError(f"{signature[0]}: the ranks disagree on the call's arguments: {text}")
+
+
+@dataclass
+class Plan:
+    """A schedule bound to this call's buffers, ready to run (blocking or not)."""
+
+    schedule: Schedule
+    arrays: dict[str, Any]
+    layouts: dict[str, Layout]
+    kernel: Callable[[Any, Any, Any], None] | None
+    xp: Any
+    finish: Callable[[], None] | None = None   # e.g. copy a staged result back to the GPU
+
+    def bound(self) -> list:
+        return bind(self.schedule, self.arrays, self.layouts, self.kernel, self.xp)
+
+
+def make_plan(comm: Comm, collective: str, name: str, params: dict[str, Any], arrays: dict[str, Any],
+              layouts: Callable[[int], dict[str, Layout]], *, op: Any = None, dtype: np.dtype,
+              scratch_count: int, datatype: Any = None) -> Plan:
+    """Build (cached) this rank's schedule and attach buffers, scratch space and the kernel.
+
+    GPU arrays are staged: the plan works on host copies, and its ``finish``
+    copies the receive buffer back to the device.
+    """
+    sched = registry.schedule(collective, name, comm.rank, comm.size, **params)
+    xp: Any = np
+    finish = None
+    if any(backends.on_device(arr) for arr in arrays.values()):
+        device = arrays
+        arrays = {key: backends.to_host(arr) for key, arr in device.items()}
+        if device.get("send") is device.get("recv"):
+            arrays["send"] = arrays["recv"]
+
+        def finish() -> None:
+            backends.to_device(arrays["recv"], device["recv"])
+    else:
+        arrays = dict(arrays)
+    for scratch in sched.scratch():
+        arrays[scratch] = xp.empty(scratch_count, dtype)
+    kernel = reducer(op, dtype, xp, datatype).reduce if op is not None else None
+    return Plan(sched, arrays, layouts(sched.nblocks), kernel, xp, finish)
+
+
+def run(plan: Plan | None, comm: Comm) -> None:
+    """Run a plan to completion on the communicator's private duplicate."""
+    if plan is None:
+        return
+    execute(plan.bound(), comm.private)
+    if plan.finish is not None:
+        plan.finish()

@@ -1,0 +1,56 @@
+"""Allreduce: every rank gets the reduction of every rank's send buffer."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .. import selection
+from ..buffers import Buffer, is_in_place, parse
+from ..layout import Layout
+from ..ops import check_op, is_commutative, op_name
+from . import Plan, Spec, debug_check, make_plan, own
+
+if TYPE_CHECKING:
+    from ..comm import Comm
+
+
+def _simulate(inputs: list[np.ndarray], nblocks: int, in_place: bool = False) -> list[tuple[dict, dict, str]]:
+    layout = {"recv": Layout.even(len(inputs[0]), nblocks)}
+    if in_place:
+        return [({"recv": x.copy()}, layout, "recv") for x in inputs]
+    return [({"send": x.copy(), "recv": np.empty_like(x)}, layout, "recv") for x in inputs]
+
+
+SPEC = Spec(
+    "allreduce", reduces=True, in_place=True,
+    inputs=lambda r, p, nb, **_: {"send": [own(r, b) for b in range(nb)]},
+    outputs=lambda r, p, nb, **_: {"recv": [(b, ((0, p),)) for b in range(nb)]},
+    simulate=_simulate,
+)
+
+
+def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, op: Any, *, algorithm: str | None) -> Plan | None:
+    """Check an ``Allreduce`` call and bind its schedule; None when the count is 0."""
+    recv = parse(recvbuf, "recvbuf", writable=True)
+    send: Buffer | None = None
+    if not is_in_place(sendbuf):
+        send = parse(sendbuf, "sendbuf")
+        if send.count != recv.count:
+            raise ValueError(f"recvbuf: Allreduce needs as many elements as sendbuf ({send.count}), "
+                             f"got {recv.count}")
+        if send.dtype != recv.dtype or send.unit != recv.unit:
+            raise TypeError(f"recvbuf: dtype {recv.dtype} differs from sendbuf's {send.dtype}")
+        if send.xp is not recv.xp:
+            raise TypeError("sendbuf and recvbuf must both be host arrays or both device arrays")
+    check_op(op, recv.dtype)
+    name, params = selection.choose("allreduce", algorithm, size=comm.size, nbytes=recv.nbytes,
+                                    count=recv.count, commutative=is_commutative(op))
+    debug_check(comm, ("Allreduce", recv.count, str(recv.dtype), op_name(op), name))
+    if recv.count == 0:
+        return None
+    arrays = {"send": recv.array if send is None else send.array, "recv": recv.array}
+    return make_plan(comm, "allreduce", name, params, arrays,
+                     lambda nb: {"recv": Layout.even(recv.count, nb, recv.unit)},
+                     op=op, dtype=recv.dtype, scratch_count=recv.count, datatype=recv.datatype)

@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""Run the whole test suite: unit tests, then the MPI tests at several world sizes.
+
+    python3 tests/run_all.py                 # everything (what CI runs)
+    python3 tests/run_all.py --sizes 1,4     # MPI tests at these world sizes only
+    python3 tests/run_all.py -k allreduce    # passed on to pytest
+
+Each MPI launch runs ``python -m pytest tests/mpi --with-mpi`` on N processes
+through :mod:`mpicoll.launch` (which finds mpirun and allows running as root),
+with a per-test time limit (pytest-timeout) and a time limit for the whole
+launch, so that a deadlock fails instead of hanging.  Every rank writes a JUnit
+report; the summary counts the tests of rank 0 and fails if any rank failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from mpicoll.launch import launch_env, mpirun_command  # noqa: E402
+
+DEFAULT_SIZES = (1, 2, 3, 4, 5, 8)
+LAUNCH_TIMEOUT = 1200  # seconds for one world size, all tests
+TEST_TIMEOUT = 180     # seconds for one test
+
+
+def junit_counts(path: str) -> tuple[int, int, int]:
+    """(passed, failed, skipped) from a JUnit XML report."""
+    root = ET.parse(path).getroot()
+    suites = [root] if root.tag == "testsuite" else list(root)
+    total = sum(int(s.get("tests", 0)) for s in suites)
+    failed = sum(int(s.get("failures", 0)) + int(s.get("errors", 0)) for s in suites)
+    skipped = sum(int(s.get("skipped", 0)) for s in suites)
+    return total - failed - skipped, failed, skipped
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)),
+                        help="comma-separated MPI world sizes (default: %(default)s)")
+    parser.add_argument("--no-unit", action="store_true", help="skip the unit tests")
+    parser.add_argument("--no-mpi", action="store_true", help="skip the MPI tests")
+    parser.add_argument("-k", help="pytest -k expression")
+    ns = parser.parse_args()
+    env = launch_env()
+    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    extra = ["-k", ns.k] if ns.k else []
+    results: list[tuple[str, int, int, int, float]] = []
+    status = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        if not ns.no_unit:
+            t0 = time.time()
+            report = os.path.join(tmp, "unit.xml")
+            code = subprocess.call([sys.executable, "-m", "pytest", "tests/unit", "-q",
+                                    f"--timeout={TEST_TIMEOUT}", f"--junitxml={report}", *extra],
+                                   cwd=ROOT, env=env)
+            passed, failed, skipped = junit_counts(report) if os.path.exists(report) else (0, 1, 0)
+            if code not in (0, 5):
+                status = 1
+                failed = max(failed, 1)
+            results.append(("unit", passed, failed, skipped, time.time() - t0))
+        for size in ([] if ns.no_mpi else [int(s) for s in ns.sizes.split(",") if s]):
+            t0 = time.time()
+            prefix = os.path.join(tmp, f"np{size}-rank")
+            cmd = mpirun_command(size, ["-m", "pytest", "tests/mpi", "--with-mpi", "-q", "-p", "no:cacheprovider",
+                                        f"--timeout={TEST_TIMEOUT}", "--timeout-method=thread", f"--junit-prefix=np{size}", *extra])
+            env["MPICOLL_JUNIT_PREFIX"] = prefix
+            print(f"\n=== MPI tests on {size} process{'es' if size > 1 else ''}: {' '.join(cmd)}", flush=True)
+            try:
+                code = subprocess.call(cmd, cwd=ROOT, env=env, timeout=LAUNCH_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                print(f"!!! world size {size}: no result after {LAUNCH_TIMEOUT} s (deadlock?)", flush=True)
+                code = 124
+            counts = [junit_counts(f"{prefix}{r}.xml") for r in range(size) if os.path.exists(f"{prefix}{r}.xml")]
+            passed, failed, skipped = counts[0] if counts else (0, 0, 0)
+            failed = max([c[1] for c in counts] + [failed])
+            if code != 0 or len(counts) != size:
+                status = 1
+                failed = max(failed, 1)
+            results.append((f"np={size}", passed, failed, skipped, time.time() - t0))
+    print("\n=== summary")
+    for name, passed, failed, skipped, secs in results:
+        print(f"{name:>6}: {passed:4d} passed, {failed:3d} failed, {skipped:3d} skipped  ({secs:6.1f} s)")
+    total = [sum(r[i] for r in results) for i in (1, 2, 3)]
+    print(f"{total[0]} passed, {total[1]} failed, {total[2]} skipped")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,220 @@
+"""Every algorithm's schedules, checked without MPI: symbolic proof and simulation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+import mpicoll
+from mpicoll import registry
+from mpicoll.exec.simulate import simulate
+from mpicoll.exec.symbolic import verify
+from mpicoll.schedule import Block, ScheduleError
+
+SIZES = list(range(1, 34)) + [64, 127]
+CASES = [(c, a) for c in registry.collectives() for a in registry.algorithms(c)]
+
+
+def params_for(collective: str, algorithm: str, size: int) -> list[dict]:
+    """The parameter sets worth checking: every root kind, a few segment counts."""
+    alg = registry.get(collective, algorithm)
+    roots = sorted({0, size - 1, size // 2}) if "root" in alg.params else [None]
+    segments = [1, 3] if "segments" in alg.params else [None]
+    out = []
+    for root in roots:
+        for seg in segments:
+            p = {}
+            if root is not None:
+                p["root"] = root
+            if seg is not None:
+                p["segments"] = seg
+            out.append(p)
+    return out
+
+
+@pytest.mark.parametrize("collective,algorithm", CASES)
+def test_symbolic_small_and_odd_sizes(collective, algorithm):
+    spec = mpicoll.calls.spec(collective)
+    for size in SIZES:
+        for params in params_for(collective, algorithm, size):
+            verify(collective, algorithm, size, **params)
+            if spec.in_place:
+                verify(collective, algorithm, size, in_place=True, **params)
+
+
+@pytest.mark.parametrize("collective,algorithm", CASES)
+def test_symbolic_1024(collective, algorithm):
+    params = {k: v for k, v in params_for(collective, algorithm, 1024)[-1].items()}
+    verify(collective, algorithm, 1024, **params)
+
+
+@pytest.mark.parametrize("collective,algorithm", CASES)
+def test_ordered_claim_matches_symbolic_proof(collective, algorithm):
+    """An algorithm that claims to keep rank order is checked in ordered mode (verify's default)."""
+    alg = registry.get(collective, algorithm)
+    if not mpicoll.calls.spec(collective).reduces:
+        pytest.skip("moves data only")
+    for size in range(1, 18):
+        if not alg.keeps_order(size):
+            with pytest.raises(ScheduleError):
+                for params in params_for(collective, algorithm, size):
+                    verify(collective, algorithm, size, ordered=True, **params)
+
+
+@pytest.mark.parametrize("algorithm", registry.algorithms("allreduce"))
+@pytest.mark.parametrize("size", [1, 2, 3, 5, 8, 13])
+@pytest.mark.parametrize("count", [0, 1, 4, 14, 101])
+def test_simulated_allreduce_matches_numpy(algorithm, size, count):
+    rng = np.random.default_rng(size * 100 + count)
+    inputs = [rng.integers(-5, 5, count).astype(np.float64) for _ in range(size)]
+    expected = np.sum(inputs, axis=0)
+    for in_place in (False, True):
+        outs = simulate("allreduce", algorithm, inputs, in_place=in_place,
+                        **({"segments": 3} if algorithm == "double_binary_tree" else {}))
+        for out in outs:
+            np.testing.assert_array_equal(out, expected)
+
+
+def test_simulated_results_are_bitwise_identical_across_ranks():
+    rng = np.random.default_rng(5)
+    inputs = [rng.standard_normal(1000) for _ in range(7)]
+    for algorithm in registry.algorithms("allreduce"):
+        outs = simulate("allreduce", algorithm, inputs)
+        for out in outs[1:]:
+            assert out.tobytes() == outs[0].tobytes(), algorithm
+
+
+def test_simulated_non_commutative_order():
+    def concat_op(a, b):  # digit strings: b = a o b, associative, and the order is visible
+        b[...] = [int(f"{x}{y}") for x, y in zip(a.tolist(), b.tolist())]
+
+    op = mpicoll.Op(concat_op, commute=False)
+    inputs = [np.array([r + 1], dtype=np.int64) for r in range(6)]
+    for algorithm in registry.algorithms("allreduce"):
+        if registry.get("allreduce", algorithm).keeps_order(6):
+            assert simulate("allreduce", algorithm, inputs, op=op)[3][0] == 123456, algorithm
+
+
+def test_schedule_table_reads_like_the_textbook():
+    text = str(mpicoll.schedules("allreduce", "ring", 4))
+    assert "rank 3" in text and "send send[3] to 1" in text and "recv[2] = tmp[2] + send[2]" in text
+    assert len(text.splitlines()) > 6
+
+
+def test_registry_lists_the_six_allreduce_algorithms():
+    assert set(mpicoll.algorithms("allreduce")) >= {
+        "ring", "recursive_doubling", "rabenseifner", "binomial", "double_binary_tree", "linear"}
+    with pytest.raises(ValueError, match="no algorithm"):
+        registry.get("allreduce", "nope")
+    with pytest.raises(ValueError, match="unknown collective"):
+        mpicoll.algorithms("allfoo")
+
+
+class TestCheckerCatchesBrokenSchedules:
+    """Deliberately broken schedules must be rejected, naming what is wrong."""
+
+    def _register(self, name, build, keeps_order=True):
+        registry.register("allreduce", name, keeps_order=keeps_order)(build)
+        registry._schedule.cache_clear()
+
+    def teardown_method(self):
+        registry._REGISTRY["allreduce"].pop("broken", None)
+        registry._schedule.cache_clear()
+
+    def test_unmatched_send(self):
+        from mpicoll.schedule import Timeline
+
+        def build(rank, size):
+            tl = Timeline()
+            if rank == 0:
+                tl.send(0, 1, Block("send", 0, 1))
+            tl.copy(0, Block("recv", 0, 1), Block("send", 0, 1))
+            return 1, tl.rounds()
+
+        self._register("broken", build)
+        with pytest.raises(ScheduleError, match="never received"):
+            verify("allreduce", "broken", 2)
+
+    def test_double_counting(self):
+        from mpicoll.schedule import Timeline
+
+        def build(rank, size):  # recursive doubling that adds its own part twice
+            tl = Timeline()
+            peer = rank ^ 1
+            tl.send(0, peer, Block("send", 0, 1))
+            tl.recv(0, peer, Block("tmp", 0, 1))
+            tl.reduce(0, Block("recv", 0, 1), Block("send", 0, 1), Block("tmp", 0, 1))
+            tl.reduce(0, Block("recv", 0, 1), Block("recv", 0, 1), Block("send", 0, 1))
+            return 1, tl.rounds()
+
+        self._register("broken", build, keeps_order=False)
+        with pytest.raises(ScheduleError, match="counted twice"):
+            verify("allreduce", "broken", 2)
+
+    def test_wrong_order(self):
+        from mpicoll.schedule import Timeline
+
+        def build(rank, size):  # upper o lower
+            tl = Timeline()
+            peer = rank ^ 1
+            tl.send(0, peer, Block("send", 0, 1))
+            tl.recv(0, peer, Block("tmp", 0, 1))
+            left, right = ("send", "tmp") if rank > peer else ("tmp", "send")
+            tl.reduce(0, Block("recv", 0, 1), Block(left, 0, 1), Block(right, 0, 1))
+            return 1, tl.rounds()
+
+        self._register("broken", build, keeps_order=True)
+        with pytest.raises(ScheduleError, match="out of rank order"):
+            verify("allreduce", "broken", 2)
+
+    def test_receive_into_block_in_flight(self):
+        from mpicoll.schedule import Timeline
+
+        def build(rank, size):
+            tl = Timeline()
+            peer = rank ^ 1
+            tl.copy(0, Block("recv", 0, 1), Block("send", 0, 1))
+            tl.send(1, peer, Block("recv", 0, 1))
+            tl.recv(1, peer, Block("recv", 0, 1))
+            return 1, tl.rounds()
+
+        self._register("broken", build, keeps_order=False)
+        with pytest.raises(ScheduleError, match="in flight"):
+            verify("allreduce", "broken", 2)
+
+    def test_missing_contribution(self):
+        from mpicoll.schedule import Timeline
+
+        def build(rank, size):
+            tl = Timeline()
+            tl.copy(0, Block("recv", 0, 1), Block("send", 0, 1))
+            return 1, tl.rounds()
+
+        self._register("broken", build)
+        with pytest.raises(ScheduleError, match="expected"):
+            verify("allreduce", "broken", 3)
+
+    def test_in_place_hazard(self):
+        from mpicoll.schedule import Timeline
+
+        def build(rank, size):  # reads its own part after overwriting it in place
+            tl = Timeline()
+            peer = rank ^ 1
+            tl.send(0, peer, Block("send", 0, 1))
+            tl.recv(0, peer, Block("tmp", 0, 1))
+            lo, hi = ("tmp", "send") if peer < rank else ("send", "tmp")
+            tl.reduce(0, Block("recv", 0, 1), Block(lo, 0, 1), Block(hi, 0, 1))
+            tl.reduce(0, Block("tmp2", 0, 1), Block("send", 0, 1), Block("tmp", 0, 1))
+            return 1, tl.rounds()
+
+        self._register("broken", build, keeps_order=False)
+        verify("allreduce", "broken", 2)  # fine with separate buffers
+        with pytest.raises(ScheduleError, match="counted twice"):
+            verify("allreduce", "broken", 2, in_place=True)
+
+
+def test_simulator_uses_mpi_ops():
+    inputs = [np.array([3, 1, 2], dtype=np.int32) * (r + 1) for r in range(4)]
+    out = simulate("allreduce", "rabenseifner", inputs, op=MPI.MAX)
+    np.testing.assert_array_equal(out[0], [12, 4, 8])
