@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
-__all__ = ["Buffer", "parse", "is_in_place", "as_count"]
+__all__ = ["Buffer", "VBuffer", "parse", "parse_v", "is_in_place", "as_count"]
 
 
 @dataclass(frozen=True)
@@ -84,6 +84,96 @@ def parse(spec: Any, what: str, *, writable: bool = False) -> Buffer:
                          f"elements, the buffer has {units}")
     view = array[displ * factor:(displ + count) * factor]
     return Buffer(view, array.dtype, count * factor, xp, writable_array, factor, datatype)
+
+
+@dataclass(frozen=True)
+class VBuffer:
+    """A buffer split into ``len(counts)`` blocks: block i is ``counts[i]`` elements from ``displs[i]``.
+
+    ``array`` is the whole buffer (one-dimensional, from element 0); counts and
+    displacements are in elements of ``dtype`` (already multiplied by ``unit``).
+    """
+
+    array: Any
+    dtype: np.dtype
+    counts: tuple[int, ...]
+    displs: tuple[int, ...]
+    xp: Any
+    writable: bool
+    unit: int = 1
+    datatype: Any = None
+
+    @property
+    def nbytes(self) -> int:
+        return sum(self.counts) * self.dtype.itemsize
+
+
+def parse_v(spec: Any, what: str, blocks: int, *, writable: bool = False) -> VBuffer:
+    """Parse a v-variant buffer argument (Gatherv, Scatterv, Allgatherv, Alltoallv, ...).
+
+    Forms, as in mpi4py: ``buf`` (split into ``blocks`` equal blocks),
+    ``[buf, counts]``, ``[buf, (counts, displs)]``, ``[buf, counts, displs]``, each
+    optionally followed by a datatype.  ``counts`` may be one int (the same for
+    every block); ``displs`` default to the running sum of ``counts``.  Every
+    block must lie inside the buffer.
+    """
+    counts, displs, obj, datatype = _split_v_spec(spec, what)
+    array, xp = _as_array(obj, what)
+    if writable and not _is_writable(array):
+        raise ValueError(f"{what}: the buffer is read-only, but it receives data")
+    unit = 1
+    if isinstance(datatype, str):
+        datatype = _datatype_of_code(datatype, what)
+    if datatype is not None:
+        dtype = _dtype_of(datatype, what)
+        if dtype.subdtype is not None:
+            dtype, shape = dtype.subdtype
+            unit = int(np.prod(shape))
+        array = _retype(array, dtype)
+    units = array.shape[0] // unit
+    if counts is None:
+        counts = [units // blocks if blocks else 0] * blocks
+    elif isinstance(counts, (int, np.integer)) or np.ndim(counts) == 0:
+        counts = [as_count(counts, f"{what}: count")] * blocks
+    else:
+        counts = [as_count(c, f"{what}: counts[{i}]") for i, c in enumerate(np.asarray(counts).reshape(-1))]
+    if len(counts) != blocks:
+        raise ValueError(f"{what}: expected {blocks} counts (one per rank), got {len(counts)}")
+    if displs is None:
+        displs = [int(x) for x in np.concatenate([[0], np.cumsum(counts)[:-1]])] if blocks else []
+    else:
+        displs = [as_count(d, f"{what}: displs[{i}]") for i, d in enumerate(np.asarray(displs).reshape(-1))]
+        if len(displs) != blocks:
+            raise ValueError(f"{what}: expected {blocks} displacements (one per rank), got {len(displs)}")
+    for i, (c, d) in enumerate(zip(counts, displs)):
+        if d + c > units:
+            raise ValueError(f"{what}: block {i} (count {c} at displacement {d}) ends past the buffer's "
+                             f"{units} elements")
+    return VBuffer(array, array.dtype, tuple(c * unit for c in counts), tuple(d * unit for d in displs), xp,
+                   _is_writable(array), unit, datatype)
+
+
+def _split_v_spec(spec: Any, what: str) -> tuple[Any, Any, Any, Any]:
+    """(counts, displs, object, datatype) of any mpi4py v-variant buffer form."""
+    if not isinstance(spec, (list, tuple)):
+        return None, None, spec, None
+    items = list(spec)
+    if not items:
+        raise ValueError(f"{what}: empty buffer specification")
+    obj, rest = items[0], items[1:]
+    datatype = rest.pop() if rest and isinstance(rest[-1], (MPI.Datatype, str)) else None
+    counts = displs = None
+    if len(rest) == 1:
+        if isinstance(rest[0], tuple) and len(rest[0]) == 2:  # as mpi4py: a pair is (counts, displs)
+            counts, displs = rest[0]
+        else:
+            counts = rest[0]
+    elif len(rest) == 2:
+        counts, displs = rest
+    elif rest:
+        raise ValueError(f"{what}: cannot read buffer specification; expected buf, [buf, counts], "
+                         "[buf, (counts, displs)] or [buf, counts, displs, datatype]")
+    return counts, displs, obj, datatype
 
 
 def _split_spec(spec: Any, what: str) -> tuple[Any, Any, Any, Any]:

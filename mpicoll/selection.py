@@ -4,26 +4,20 @@
 forces those choices wherever the call says ``algorithm="auto"``.  An explicit
 ``algorithm=`` argument wins over the environment.
 
-The "auto" rules (a rule table for now; the cost model calibrates it later):
-
-==========  ======================================================  =====================
-collective  condition                                               algorithm
-==========  ======================================================  =====================
-allreduce   p = 1, or fewer than 16 KiB, or fewer elements than p   recursive_doubling
-allreduce   p a power of two, or the op is not commutative          rabenseifner
-allreduce   p >= 64 and less than 4 MiB                             double_binary_tree
-allreduce   otherwise                                               ring
-==========  ======================================================  =====================
+The "auto" rule of each collective lives next to its call, in
+``mpicoll.calls.<collective>``, registered with :func:`auto_rule`; each documents
+its table.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 from . import registry
 
-__all__ = ["choose", "forced_by_environment", "segments_for"]
+__all__ = ["choose", "auto_rule", "forced_by_environment", "segments_for"]
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -53,17 +47,26 @@ def segments_for(nbytes: int, pieces: int = 1) -> int:
     return max(1, min(MAX_SEGMENTS, -(-per_piece // SEGMENT_BYTES)))
 
 
-def _auto_allreduce(size: int, nbytes: int, count: int, commutative: bool) -> str:
-    if size == 1 or nbytes < 16 * KiB or count < size:
-        return "recursive_doubling"
-    if size & (size - 1) == 0 or not commutative:
-        return "rabenseifner"
-    if size >= 64 and nbytes < 4 * MiB:
-        return "double_binary_tree"
-    return "ring"
+AutoRule = Callable[..., str]
+_AUTO: dict[str, AutoRule] = {}
 
 
-_AUTO = {"allreduce": _auto_allreduce}
+def auto_rule(collective: str) -> Callable[[AutoRule], AutoRule]:
+    """Decorator: ``rule(size=, nbytes=, count=, commutative=)`` names the algorithm "auto" runs."""
+
+    def deco(rule: AutoRule) -> AutoRule:
+        _AUTO[collective] = rule
+        return rule
+
+    return deco
+
+
+def _auto(collective: str) -> AutoRule:
+    if collective not in _AUTO:
+        import importlib
+
+        importlib.import_module(f"{__package__}.calls.{collective}")  # registers its rule
+    return _AUTO[collective]
 
 
 def choose(collective: str, requested: str | None, *, size: int, nbytes: int, count: int,
@@ -80,7 +83,7 @@ def choose(collective: str, requested: str | None, *, size: int, nbytes: int, co
         if forced and forced != "auto":
             name, source = forced, "MPICOLL_ALGO"
         else:
-            name = _AUTO[collective](size, nbytes, count, commutative)
+            name = _auto(collective)(size=size, nbytes=nbytes, count=count, commutative=commutative)
     try:
         alg = registry.get(collective, name)
     except ValueError as exc:

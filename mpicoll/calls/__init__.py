@@ -107,8 +107,12 @@ class Plan:
 
 def make_plan(comm: Comm, collective: str, name: str, params: dict[str, Any], arrays: dict[str, Any],
               layouts: Callable[[int], dict[str, Layout]], *, op: Any = None, dtype: np.dtype,
-              scratch_count: int, datatype: Any = None) -> Plan:
+              scratch_count: int | dict[str, int], datatype: Any = None) -> Plan:
     """Build (cached) this rank's schedule and attach buffers, scratch space and the kernel.
+
+    ``layouts(nblocks)`` returns the layout of each buffer name (``bind`` uses
+    ``layouts["recv"]`` for names it does not list); ``scratch_count`` is the
+    element count of every scratch buffer (``tmp*``), or a dict by name.
 
     GPU arrays are staged: the plan works on host copies, and its ``finish``
     copies the receive buffer back to the device.
@@ -127,7 +131,8 @@ def make_plan(comm: Comm, collective: str, name: str, params: dict[str, Any], ar
     else:
         arrays = dict(arrays)
     for scratch in sched.scratch():
-        arrays[scratch] = xp.empty(scratch_count, dtype)
+        count = scratch_count[scratch] if isinstance(scratch_count, dict) else scratch_count
+        arrays[scratch] = xp.empty(count, dtype)
     kernel = reducer(op, dtype, xp, datatype).reduce if op is not None else None
     return Plan(sched, arrays, layouts(sched.nblocks), kernel, xp, finish)
 

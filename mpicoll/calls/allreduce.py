@@ -1,4 +1,16 @@
-"""Allreduce: every rank gets the reduction of every rank's send buffer."""
+"""Allreduce: every rank gets the reduction of every rank's send buffer.
+
+"auto" picks (a rule table; the cost model calibrates it later):
+
+===========================================================  ====================
+condition                                                    algorithm
+===========================================================  ====================
+p = 1, or fewer than 16 KiB, or fewer elements than ranks    recursive_doubling
+p a power of two, or the op is not commutative               rabenseifner
+p >= 64 and less than 4 MiB                                  double_binary_tree
+otherwise                                                    ring
+===========================================================  ====================
+"""
 
 from __future__ import annotations
 
@@ -7,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import selection
+from ..selection import KiB, MiB
 from ..buffers import Buffer, is_in_place, parse
 from ..layout import Layout
 from ..ops import check_op, is_commutative, op_name
@@ -21,6 +34,17 @@ def _simulate(inputs: list[np.ndarray], nblocks: int, in_place: bool = False) ->
     if in_place:
         return [({"recv": x.copy()}, layout, "recv") for x in inputs]
     return [({"send": x.copy(), "recv": np.empty_like(x)}, layout, "recv") for x in inputs]
+
+
+@selection.auto_rule("allreduce")
+def auto(*, size: int, nbytes: int, count: int, commutative: bool) -> str:
+    if size == 1 or nbytes < 16 * KiB or count < size:
+        return "recursive_doubling"
+    if size & (size - 1) == 0 or not commutative:
+        return "rabenseifner"
+    if size >= 64 and nbytes < 4 * MiB:
+        return "double_binary_tree"
+    return "ring"
 
 
 SPEC = Spec(
