@@ -210,7 +210,7 @@ def examples_page(docs: str) -> str:
 
         """)
     for name in names:
-        text += f"\n.. automodule:: mpicoll.examples.{name}\n   :no-index:\n"
+        text += "\n" + _title(name, "-") + f"\n.. automodule:: mpicoll.examples.{name}\n   :members:\n"
     return text
 
 
