@@ -4,18 +4,24 @@
     python3 tests/run_all.py                 # everything (what CI runs)
     python3 tests/run_all.py --sizes 1,4     # MPI tests at these world sizes only
     python3 tests/run_all.py -k allreduce    # passed on to pytest
+    python3 tests/run_all.py --no-examples   # skip running the examples
 
 Each MPI launch runs ``python -m pytest tests/mpi --with-mpi`` on N processes
 through :mod:`mpicoll.launch` (which finds mpirun and allows running as root),
 with a per-test time limit (pytest-timeout) and a time limit for the whole
 launch, so that a deadlock fails instead of hanging.  Every rank writes a JUnit
 report; the summary counts the tests of rank 0 and fails if any rank failed.
+
+Then every example in :mod:`mpicoll.examples` runs at ``EXAMPLE_SIZES`` (each
+checks its own result and exits non-zero if the check fails); each run counts
+as one test in the summary.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import pkgutil
 import subprocess
 import sys
 import tempfile
@@ -30,6 +36,8 @@ from mpicoll.launch import launch_env, mpirun_command  # noqa: E402
 DEFAULT_SIZES = (1, 2, 3, 4, 5, 8)
 LAUNCH_TIMEOUT = 1200  # seconds for one world size, all tests
 TEST_TIMEOUT = 180     # seconds for one test
+EXAMPLE_SIZES = (4, 2)  # world sizes every example runs at
+EXAMPLE_TIMEOUT = 120   # seconds for one example run
 
 
 def junit_counts(path: str) -> tuple[int, int, int]:
@@ -42,13 +50,49 @@ def junit_counts(path: str) -> tuple[int, int, int]:
     return total - failed - skipped, failed, skipped
 
 
+def example_names() -> list[str]:
+    """The runnable examples: every module of mpicoll.examples not starting with '_'."""
+    path = os.path.join(ROOT, "mpicoll", "examples")
+    return sorted(m.name for m in pkgutil.iter_modules([path]) if not m.name.startswith("_"))
+
+
+def run_examples(env: dict[str, str], sizes: tuple[int, ...] = EXAMPLE_SIZES,
+                 only: str | None = None) -> tuple[int, int, list[str]]:
+    """Run every example at every size; (passed, failed, names of the failed runs)."""
+    passed, failed = 0, []
+    for name in example_names():
+        if only and only not in name:
+            continue
+        for size in sizes:
+            cmd = mpirun_command(size, ["-m", f"mpicoll.examples.{name}"])
+            t0 = time.time()
+            try:
+                proc = subprocess.run(cmd, cwd=ROOT, env=env, timeout=EXAMPLE_TIMEOUT,
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                code, out = proc.returncode, proc.stdout
+            except subprocess.TimeoutExpired as exc:
+                code = 124
+                out = (exc.stdout or b"").decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+                out += f"\n!!! no result after {EXAMPLE_TIMEOUT} s (deadlock?)"
+            verdict = "ok" if code == 0 else f"FAILED (exit {code})"
+            print(f"example {name:28s} np={size}: {verdict}  ({time.time() - t0:5.1f} s)", flush=True)
+            if code == 0:
+                passed += 1
+            else:
+                failed.append(f"{name} np={size}")
+                print(out[-3000:], flush=True)
+    return passed, len(failed), failed
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)),
                         help="comma-separated MPI world sizes (default: %(default)s)")
     parser.add_argument("--no-unit", action="store_true", help="skip the unit tests")
     parser.add_argument("--no-mpi", action="store_true", help="skip the MPI tests")
-    parser.add_argument("-k", help="pytest -k expression")
+    parser.add_argument("--no-examples", action="store_true", help="skip running the examples")
+    parser.add_argument("--examples-only", action="store_true", help="run only the examples")
+    parser.add_argument("-k", help="pytest -k expression (for the examples: a substring of the name)")
     ns = parser.parse_args()
     env = launch_env()
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
@@ -56,7 +100,7 @@ def main() -> int:
     results: list[tuple[str, int, int, int, float]] = []
     status = 0
     with tempfile.TemporaryDirectory() as tmp:
-        if not ns.no_unit:
+        if not ns.no_unit and not ns.examples_only:
             t0 = time.time()
             report = os.path.join(tmp, "unit.xml")
             code = subprocess.call([sys.executable, "-m", "pytest", "tests/unit", "-q",
@@ -67,11 +111,12 @@ def main() -> int:
                 status = 1
                 failed = max(failed, 1)
             results.append(("unit", passed, failed, skipped, time.time() - t0))
-        for size in ([] if ns.no_mpi else [int(s) for s in ns.sizes.split(",") if s]):
+        for size in ([] if ns.no_mpi or ns.examples_only else [int(s) for s in ns.sizes.split(",") if s]):
             t0 = time.time()
             prefix = os.path.join(tmp, f"np{size}-rank")
             cmd = mpirun_command(size, ["-m", "pytest", "tests/mpi", "--with-mpi", "-q", "-p", "no:cacheprovider",
-                                        f"--timeout={TEST_TIMEOUT}", "--timeout-method=thread", f"--junit-prefix=np{size}", *extra])
+                                        f"--timeout={TEST_TIMEOUT}", "--timeout-method=thread",
+                                        f"--junit-prefix=np{size}", *extra])
             env["MPICOLL_JUNIT_PREFIX"] = prefix
             print(f"\n=== MPI tests on {size} process{'es' if size > 1 else ''}: {' '.join(cmd)}", flush=True)
             try:
@@ -86,9 +131,18 @@ def main() -> int:
                 status = 1
                 failed = max(failed, 1)
             results.append((f"np={size}", passed, failed, skipped, time.time() - t0))
+        if not ns.no_examples:
+            t0 = time.time()
+            print(f"\n=== examples at world sizes {', '.join(map(str, EXAMPLE_SIZES))}", flush=True)
+            env.pop("MPICOLL_JUNIT_PREFIX", None)
+            passed, failed, names = run_examples(env, only=ns.k)
+            if failed:
+                status = 1
+                print("failed examples: " + ", ".join(names), flush=True)
+            results.append(("examples", passed, failed, 0, time.time() - t0))
     print("\n=== summary")
     for name, passed, failed, skipped, secs in results:
-        print(f"{name:>6}: {passed:4d} passed, {failed:3d} failed, {skipped:3d} skipped  ({secs:6.1f} s)")
+        print(f"{name:>8}: {passed:4d} passed, {failed:3d} failed, {skipped:3d} skipped  ({secs:6.1f} s)")
     total = [sum(r[i] for r in results) for i in (1, 2, 3)]
     print(f"{total[0]} passed, {total[1]} failed, {total[2]} skipped")
     return status
