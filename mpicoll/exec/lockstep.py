@@ -14,7 +14,8 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from ..schedule import EMPTY_ROUND, Block, Copy, Reduce, Schedule, ScheduleError
+from ..registry import gc_paused
+from ..schedule import Block, Copy, Reduce, Schedule, ScheduleError
 
 __all__ = ["Domain", "run_lockstep"]
 
@@ -37,37 +38,59 @@ def run_lockstep(schedules: Sequence[Schedule], domain: Domain, alias: dict[str,
     calls: ``{"send": "recv"}``), so that hazards between them are caught.
     """
     alias = alias or {}
+    with gc_paused():  # millions of short-lived tuples, no cycles
+        _run(schedules, domain, alias)
+
+
+def _run(schedules: Sequence[Schedule], domain: Domain, alias: dict[str, str]) -> None:
     size = len(schedules)
     nrounds = max((len(s.rounds) for s in schedules), default=0)
+    read, write, reduce, copy = domain.read, domain.write, domain.reduce, domain.copy
     for t in range(nrounds):
-        rounds = [s.rounds[t] if t < len(s.rounds) else EMPTY_ROUND for s in schedules]
+        active = [(s, s.rounds[t]) for s in schedules if t < len(s.rounds) and s.rounds[t]]
+        if not active:
+            continue
         in_flight: dict[tuple[int, int], deque] = {}
-        for s, rnd in zip(schedules, rounds):
-            _check_hazards(s, t, rnd, alias)
+        nsent = 0
+        for s, rnd in active:
+            if rnd.recvs or rnd.steps:
+                _check_hazards(s, t, rnd, alias)
+            rank = s.rank
             for x in rnd.sends:
-                if not 0 <= x.peer < size or x.peer == s.rank:
-                    raise ScheduleError(f"{_where(s, t)}: send of {x.block} to invalid peer {x.peer}")
-                in_flight.setdefault((s.rank, x.peer), deque()).append((x.block, domain.read(s.rank, x.block)))
-        for s, rnd in zip(schedules, rounds):
+                peer = x.peer
+                if not 0 <= peer < size or peer == rank:
+                    raise ScheduleError(f"{_where(s, t)}: send of {x.block} to invalid peer {peer}")
+                key = (rank, peer)
+                queue = in_flight.get(key)
+                if queue is None:
+                    queue = in_flight[key] = deque()
+                queue.append((x.block, read(rank, x.block)))
+                nsent += 1
+        nreceived = 0
+        for s, rnd in active:
+            rank = s.rank
             for x in rnd.recvs:
-                queue = in_flight.get((x.peer, s.rank))
+                queue = in_flight.get((x.peer, rank))
                 if not queue:
                     raise ScheduleError(f"{_where(s, t)}: receive into {x.block} from {x.peer} has no matching send")
                 sent, payload = queue.popleft()
-                if sent.nblocks != x.block.nblocks:
+                if sent.hi - sent.lo != x.block.hi - x.block.lo:
                     raise ScheduleError(f"{_where(s, t)}: receives {x.block.nblocks} block(s) into {x.block} "
                                         f"but rank {x.peer} sends {sent.nblocks} ({sent})")
-                domain.write(s.rank, x.block, payload)
-        for (src, dst), queue in in_flight.items():
-            if queue:
-                raise ScheduleError(f"{_where(schedules[src], t)}: send of {queue[0][0]} to {dst} is never received")
-        for s, rnd in zip(schedules, rounds):
+                write(rank, x.block, payload)
+                nreceived += 1
+        if nreceived != nsent:
+            for (src, dst), queue in in_flight.items():
+                if queue:
+                    raise ScheduleError(f"{_where(schedules[src], t)}: send of {queue[0][0]} to {dst} "
+                                        "is never received")
+        for s, rnd in active:
             for st in rnd.steps:
                 try:
-                    if isinstance(st, Reduce):
-                        domain.reduce(s.rank, st)
+                    if type(st) is Reduce:
+                        reduce(s.rank, st)
                     else:
-                        domain.copy(s.rank, st)
+                        copy(s.rank, st)
                 except ScheduleError as exc:
                     raise ScheduleError(f"{_where(s, t)}: step {st}: {exc}") from None
 

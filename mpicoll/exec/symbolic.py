@@ -46,29 +46,42 @@ class SymbolicDomain:
 
     def _buf(self, rank: int, name: str) -> list:
         name = self.alias.get(name, name)
-        return self.states[rank].setdefault(name, [None] * self.nblocks)
+        bufs = self.states[rank]
+        buf = bufs.get(name)
+        if buf is None:
+            buf = bufs[name] = [None] * self.nblocks
+        return buf
 
     def read(self, rank: int, block: Block) -> list:
-        if not 0 <= block.lo <= block.hi <= self.nblocks:
+        buf, lo, hi = block
+        if not 0 <= lo <= hi <= self.nblocks:
             raise ScheduleError(f"{block} is outside blocks 0..{self.nblocks - 1}")
-        values = self._buf(rank, block.buf)[block.lo:block.hi]
-        if any(v is None for v in values):
+        values = self._buf(rank, buf)[lo:hi]
+        if None in values:
             raise ScheduleError(f"reads {block} before it holds data (rank {rank})")
         return values
 
     def write(self, rank: int, block: Block, payload: list) -> None:
-        if not 0 <= block.lo <= block.hi <= self.nblocks:
+        buf, lo, hi = block
+        if not 0 <= lo <= hi <= self.nblocks:
             raise ScheduleError(f"{block} is outside blocks 0..{self.nblocks - 1}")
-        self._buf(rank, block.buf)[block.lo:block.hi] = payload
+        self._buf(rank, buf)[lo:hi] = payload
 
     def combine(self, left: Any, right: Any) -> Any:
         if left[0] != right[0]:
             raise ScheduleError(f"combines block {left[0]} with block {right[0]}")
+        lruns, rruns = left[1], right[1]
+        if len(lruns) == 1 and len(rruns) == 1:  # the common case: two contiguous ranges
+            (a, b), (c, d) = lruns[0], rruns[0]
+            if b == c:
+                return (left[0], ((a, d),))
+            if self.ordered:
+                raise ScheduleError(f"reduces ranks {lruns} with {rruns} out of rank order")
+            if d == a:
+                return (left[0], ((c, b),))
         if not self.ordered:
-            return (left[0], _normalize(left[1] + right[1]))
-        if len(left[1]) != 1 or len(right[1]) != 1 or left[1][0][1] != right[1][0][0]:
-            raise ScheduleError(f"reduces ranks {left[1]} with {right[1]} out of rank order")
-        return (left[0], ((left[1][0][0], right[1][0][1]),))
+            return (left[0], _normalize(lruns + rruns))
+        raise ScheduleError(f"reduces ranks {lruns} with {rruns} out of rank order")
 
     def reduce(self, rank: int, step: Reduce) -> None:
         left, right = self.read(rank, step.left), self.read(rank, step.right)
