@@ -95,19 +95,18 @@ def _run(schedules: Sequence[Schedule], domain: Domain, alias: dict[str, str]) -
                     raise ScheduleError(f"{_where(s, t)}: step {st}: {exc}") from None
 
 
-def _overlap(a: Block, b: Block, alias: dict[str, str]) -> bool:
-    same = alias.get(a.buf, a.buf) == alias.get(b.buf, b.buf)
-    return same and a.lo < b.hi and b.lo < a.hi
-
-
 def _check_hazards(s: Schedule, t: int, rnd, alias: dict[str, str]) -> None:
     """Blocks in flight in one round must not overlap a block being received."""
-    for i, r in enumerate(rnd.recvs):
-        if r.block.buf == "send":
-            raise ScheduleError(f"{_where(s, t)}: receives into the send buffer ({r.block})")
-        for other in [*rnd.sends, *rnd.recvs[i + 1:]]:
-            if _overlap(r.block, other.block, alias):
-                raise ScheduleError(f"{_where(s, t)}: {r.block} is received while {other.block} is in flight")
+    recvs = rnd.recvs
+    for i, r in enumerate(recvs):
+        rb = r.block
+        if rb.buf == "send":
+            raise ScheduleError(f"{_where(s, t)}: receives into the send buffer ({rb})")
+        mine = alias.get(rb.buf, rb.buf)
+        for other in (*rnd.sends, *recvs[i + 1:]):
+            ob = other.block
+            if ob.lo < rb.hi and rb.lo < ob.hi and alias.get(ob.buf, ob.buf) == mine:
+                raise ScheduleError(f"{_where(s, t)}: {rb} is received while {ob} is in flight")
     for st in rnd.steps:
         if st.out.buf == "send":
             raise ScheduleError(f"{_where(s, t)}: step {st} writes the send buffer")
