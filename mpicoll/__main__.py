@@ -131,9 +131,10 @@ def _verify(ns: argparse.Namespace) -> int:
     try:
         for case in tools.verify_all(colls, algs, sizes):
             count += 1
-            if not ns.quiet and (case.collective, case.algorithm) not in done:
+            if (case.collective, case.algorithm) not in done:
                 done.add((case.collective, case.algorithm))
-                print(f"checking {case.collective}/{case.algorithm} ...", flush=True)
+                if not ns.quiet:
+                        print(f"checking {case.collective}/{case.algorithm} ...", flush=True)
     except ScheduleError as exc:
         print(f"FAILED: {exc}", file=sys.stderr)
         return 1

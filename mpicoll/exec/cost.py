@@ -23,7 +23,9 @@ chosen to contain a slowest rank of every round for the algorithms we have:
 the ends, the middle, node boundaries, ranks near every power of two and the
 fold boundary of the non-power-of-two algorithms (see :func:`sample_ranks`).
 The maximum over a sample can only be lower than the true maximum; the unit
-tests check that for every registered algorithm at p <= 256 it is equal.
+tests check that for every registered algorithm at p <= 256 the latency terms
+are equal, and the whole time when n splits evenly into blocks (otherwise the
+sample may miss, in a round, the rank that moves a block one byte larger).
 """
 
 from __future__ import annotations

@@ -154,7 +154,11 @@ def test_sampled_ranks_give_the_exact_cost(collective, algorithm):
             ps = params(collective, algorithm, size, n)
             exact = cost(collective, algorithm, size, n, m, **ps)
             sampled = cost(collective, algorithm, size, n, m, ranks=sample_ranks(size, per_node), **ps)
-            assert sampled.time == pytest.approx(exact.time, rel=1e-9), (size, n)
+            assert sampled.latency == pytest.approx(exact.latency, rel=1e-9), (size, n)
+            if n % size == 0:   # even blocks: every term exact
+                assert sampled.time == pytest.approx(exact.time, rel=1e-9), (size, n)
+            else:               # uneven blocks: the sample may miss the one-byte-larger blocks of a round
+                assert 0 <= exact.time - sampled.time <= exact.rounds * 4 * max(m.beta, m.gamma), (size, n)
 
 
 def _published(p):
