@@ -7,6 +7,7 @@ here.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from . import registry, selection
 from .calls import spec as get_spec
 from .exec.cost import Cost, Machine, cost, lower_bound
 from .exec.symbolic import verify
+from .schedule import ScheduleError
 
 __all__ = ["show", "check_cases", "verify_all", "model", "ModelResult", "draw", "calibrate", "SWEEP_SIZES"]
 
@@ -84,9 +86,48 @@ def verify_all(collectives: Iterable[str] | None = None, algorithms: Iterable[st
                 if size < 1:
                     raise ValueError(f"-p: expected positive sizes, got {size}")
                 for params in check_cases(coll, name, size):
-                    for place in (False, True) if in_place else (False,):
-                        verify(coll, name, size, in_place=place, **params)
+                    sset = registry.schedules(coll, name, size, **params)  # built once for both forms
+                    forms = (False, True) if in_place else (False,)
+                    if size >= PARALLEL_FROM and len(forms) == 2 and _can_fork():
+                        _verify_both_forms(coll, name, size, sset, params)
+                    else:
+                        for place in forms:
+                            verify(coll, name, size, in_place=place, schedules=sset, **params)
+                    for place in forms:
                         yield Checked(coll, name, size, params, place)
+                    del sset
+
+
+PARALLEL_FROM = 512  # from this size on, the two forms are checked in two processes
+
+
+def _can_fork() -> bool:
+    return hasattr(os, "fork") and (os.cpu_count() or 1) > 1
+
+
+def _verify_both_forms(coll: str, name: str, size: int, sset: Any, params: dict[str, Any]) -> None:
+    """Check the in-place form in a forked child (sharing the schedules) while this process checks the other."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: report the in-place result through the pipe, then leave at once
+        os.close(read_end)
+        try:
+            verify(coll, name, size, in_place=True, schedules=sset, **params)
+            message = b""
+        except BaseException as exc:  # noqa: B036  (anything must reach the parent)
+            message = (f"{type(exc).__name__}\0{exc}").encode() or b"?"
+        os.write(write_end, message)
+        os._exit(0)
+    os.close(write_end)
+    try:
+        verify(coll, name, size, in_place=False, schedules=sset, **params)
+    finally:
+        with os.fdopen(read_end, "rb") as f:
+            message = f.read()
+        os.waitpid(pid, 0)
+    if message:
+        kind, _, text = message.decode().partition("\0")
+        raise (ScheduleError if kind == "ScheduleError" else RuntimeError)(text)
 
 
 @dataclass(frozen=True)

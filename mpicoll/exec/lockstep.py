@@ -46,46 +46,56 @@ def _run(schedules: Sequence[Schedule], domain: Domain, alias: dict[str, str]) -
     size = len(schedules)
     nrounds = max((len(s.rounds) for s in schedules), default=0)
     read, write, reduce, copy = domain.read, domain.write, domain.reduce, domain.copy
-    for t in range(nrounds):
-        active = [(s, s.rounds[t]) for s in schedules if t < len(s.rounds) and s.rounds[t]]
-        if not active:
-            continue
-        in_flight: dict[tuple[int, int], deque] = {}
+    by_round: list[list] = [[] for _ in range(nrounds)]  # the ranks that do something, per round
+    for s in schedules:
+        for t, rnd in enumerate(s.rounds):
+            if rnd:
+                by_round[t].append((s, rnd))
+    for t, active in enumerate(by_round):
+        in_flight: dict[int, deque] = {}
         nsent = 0
         for s, rnd in active:
-            if rnd.recvs or rnd.steps:
-                _check_hazards(s, t, rnd, alias)
+            sends, recvs = rnd.sends, rnd.recvs
+            if recvs:
+                if len(recvs) == 1 and len(sends) <= 1:  # the common case, inlined
+                    rb = recvs[0].block
+                    if rb.buf == "send" or (sends and _overlap(rb, sends[0].block, alias)):
+                        _check_hazards(s, t, rnd, alias)
+                else:
+                    _check_hazards(s, t, rnd, alias)
             rank = s.rank
-            for x in rnd.sends:
-                peer = x.peer
+            for peer, block in sends:
                 if not 0 <= peer < size or peer == rank:
-                    raise ScheduleError(f"{_where(s, t)}: send of {x.block} to invalid peer {peer}")
-                key = (rank, peer)
+                    raise ScheduleError(f"{_where(s, t)}: send of {block} to invalid peer {peer}")
+                key = rank * size + peer
                 queue = in_flight.get(key)
                 if queue is None:
                     queue = in_flight[key] = deque()
-                queue.append((x.block, read(rank, x.block)))
+                queue.append((block, read(rank, block)))
                 nsent += 1
         nreceived = 0
         for s, rnd in active:
             rank = s.rank
-            for x in rnd.recvs:
-                queue = in_flight.get((x.peer, rank))
+            for peer, block in rnd.recvs:
+                queue = in_flight.get(peer * size + rank)
                 if not queue:
-                    raise ScheduleError(f"{_where(s, t)}: receive into {x.block} from {x.peer} has no matching send")
+                    raise ScheduleError(f"{_where(s, t)}: receive into {block} from {peer} has no matching send")
                 sent, payload = queue.popleft()
-                if sent.hi - sent.lo != x.block.hi - x.block.lo:
-                    raise ScheduleError(f"{_where(s, t)}: receives {x.block.nblocks} block(s) into {x.block} "
-                                        f"but rank {x.peer} sends {sent.nblocks} ({sent})")
-                write(rank, x.block, payload)
+                if sent.hi - sent.lo != block.hi - block.lo:
+                    raise ScheduleError(f"{_where(s, t)}: receives {block.nblocks} block(s) into {block} "
+                                        f"but rank {peer} sends {sent.nblocks} ({sent})")
+                write(rank, block, payload)
                 nreceived += 1
         if nreceived != nsent:
-            for (src, dst), queue in in_flight.items():
+            for key, queue in in_flight.items():
                 if queue:
+                    src, dst = divmod(key, size)
                     raise ScheduleError(f"{_where(schedules[src], t)}: send of {queue[0][0]} to {dst} "
                                         "is never received")
         for s, rnd in active:
             for st in rnd.steps:
+                if st.out.buf == "send":
+                    raise ScheduleError(f"{_where(s, t)}: step {st} writes the send buffer")
                 try:
                     if type(st) is Reduce:
                         reduce(s.rank, st)
@@ -93,6 +103,10 @@ def _run(schedules: Sequence[Schedule], domain: Domain, alias: dict[str, str]) -
                         copy(s.rank, st)
                 except ScheduleError as exc:
                     raise ScheduleError(f"{_where(s, t)}: step {st}: {exc}") from None
+
+
+def _overlap(a: Block, b: Block, alias: dict[str, str]) -> bool:
+    return a.lo < b.hi and b.lo < a.hi and alias.get(a.buf, a.buf) == alias.get(b.buf, b.buf)
 
 
 def _check_hazards(s: Schedule, t: int, rnd, alias: dict[str, str]) -> None:
