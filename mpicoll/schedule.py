@@ -222,41 +222,44 @@ class Timeline:
     """
 
     def __init__(self) -> None:
-        self._sends: dict[int, list[Send]] = {}
-        self._recvs: dict[int, list[Recv]] = {}
-        self._steps: dict[int, list[Step]] = {}
+        self._at: dict[int, tuple[list[Send], list[Recv], list[Step]]] = {}
+
+    def _slot(self, t: int) -> tuple[list[Send], list[Recv], list[Step]]:
+        slot = self._at.get(t)
+        if slot is None:
+            slot = self._at[t] = ([], [], [])
+        return slot
 
     def send(self, t: int, peer: int, block: Block) -> None:
-        self._sends.setdefault(t, []).append(Send(peer, block))
+        self._slot(t)[0].append(Send(peer, block))
 
     def recv(self, t: int, peer: int, block: Block) -> None:
-        self._recvs.setdefault(t, []).append(Recv(peer, block))
+        self._slot(t)[1].append(Recv(peer, block))
 
     def step(self, t: int, step: Step) -> None:
-        self._steps.setdefault(t, []).append(step)
+        self._slot(t)[2].append(step)
 
     def reduce(self, t: int, out: Block, left: Block, right: Block) -> None:
-        self.step(t, Reduce(out, left, right))
+        self._slot(t)[2].append(Reduce(out, left, right))
 
     def copy(self, t: int, out: Block, src: Block) -> None:
-        self.step(t, Copy(out, src))
+        self._slot(t)[2].append(Copy(out, src))
 
     def extend(self, offset: int, rounds: tuple[Round, ...]) -> None:
         """Append another schedule's rounds, shifted to start at round ``offset``."""
         for t, rnd in enumerate(rounds):
-            for x in rnd.sends:
-                self.send(offset + t, x.peer, x.block)
-            for x in rnd.recvs:
-                self.recv(offset + t, x.peer, x.block)
-            for st in rnd.steps:
-                self.step(offset + t, st)
+            if rnd:
+                sends, recvs, steps = self._slot(offset + t)
+                sends.extend(rnd.sends)
+                recvs.extend(rnd.recvs)
+                steps.extend(rnd.steps)
 
     def rounds(self, nrounds: int | None = None) -> tuple[Round, ...]:
         """The rounds so far; ``nrounds`` pads with empty rounds."""
-        last = max([*self._sends, *self._recvs, *self._steps], default=-1)
+        last = max(self._at, default=-1)
         n = last + 1 if nrounds is None else max(nrounds, last + 1)
-        return tuple(
-            Round(tuple(self._sends.get(t, ())), tuple(self._recvs.get(t, ())), tuple(self._steps.get(t, ())))
-            if t in self._sends or t in self._recvs or t in self._steps else EMPTY_ROUND
-            for t in range(n)
-        )
+        out = [EMPTY_ROUND] * n
+        for t, (sends, recvs, steps) in self._at.items():
+            if sends or recvs or steps:
+                out[t] = Round(tuple(sends), tuple(recvs), tuple(steps))
+        return tuple(out)

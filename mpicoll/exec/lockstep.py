@@ -14,7 +14,8 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from ..schedule import EMPTY_ROUND, Block, Copy, Reduce, Schedule, ScheduleError
+from ..registry import gc_paused
+from ..schedule import Block, Copy, Reduce, Schedule, ScheduleError
 
 __all__ = ["Domain", "run_lockstep"]
 
@@ -37,54 +38,89 @@ def run_lockstep(schedules: Sequence[Schedule], domain: Domain, alias: dict[str,
     calls: ``{"send": "recv"}``), so that hazards between them are caught.
     """
     alias = alias or {}
+    with gc_paused():  # millions of short-lived tuples, no cycles
+        _run(schedules, domain, alias)
+
+
+def _run(schedules: Sequence[Schedule], domain: Domain, alias: dict[str, str]) -> None:
     size = len(schedules)
     nrounds = max((len(s.rounds) for s in schedules), default=0)
-    for t in range(nrounds):
-        rounds = [s.rounds[t] if t < len(s.rounds) else EMPTY_ROUND for s in schedules]
-        in_flight: dict[tuple[int, int], deque] = {}
-        for s, rnd in zip(schedules, rounds):
-            _check_hazards(s, t, rnd, alias)
-            for x in rnd.sends:
-                if not 0 <= x.peer < size or x.peer == s.rank:
-                    raise ScheduleError(f"{_where(s, t)}: send of {x.block} to invalid peer {x.peer}")
-                in_flight.setdefault((s.rank, x.peer), deque()).append((x.block, domain.read(s.rank, x.block)))
-        for s, rnd in zip(schedules, rounds):
-            for x in rnd.recvs:
-                queue = in_flight.get((x.peer, s.rank))
+    read, write, reduce, copy = domain.read, domain.write, domain.reduce, domain.copy
+    by_round: list[list] = [[] for _ in range(nrounds)]  # the ranks that do something, per round
+    for s in schedules:
+        for t, rnd in enumerate(s.rounds):
+            if rnd:
+                by_round[t].append((s, rnd))
+    for t, active in enumerate(by_round):
+        in_flight: dict[int, deque] = {}
+        nsent = 0
+        for s, rnd in active:
+            sends, recvs = rnd.sends, rnd.recvs
+            if recvs:
+                if len(recvs) == 1 and len(sends) <= 1:  # the common case, inlined
+                    rb = recvs[0].block
+                    if rb.buf == "send" or (sends and _overlap(rb, sends[0].block, alias)):
+                        _check_hazards(s, t, rnd, alias)
+                else:
+                    _check_hazards(s, t, rnd, alias)
+            rank = s.rank
+            for peer, block in sends:
+                if not 0 <= peer < size or peer == rank:
+                    raise ScheduleError(f"{_where(s, t)}: send of {block} to invalid peer {peer}")
+                key = rank * size + peer
+                queue = in_flight.get(key)
+                if queue is None:
+                    queue = in_flight[key] = deque()
+                queue.append((block, read(rank, block)))
+                nsent += 1
+        nreceived = 0
+        for s, rnd in active:
+            rank = s.rank
+            for peer, block in rnd.recvs:
+                queue = in_flight.get(peer * size + rank)
                 if not queue:
-                    raise ScheduleError(f"{_where(s, t)}: receive into {x.block} from {x.peer} has no matching send")
+                    raise ScheduleError(f"{_where(s, t)}: receive into {block} from {peer} has no matching send")
                 sent, payload = queue.popleft()
-                if sent.nblocks != x.block.nblocks:
-                    raise ScheduleError(f"{_where(s, t)}: receives {x.block.nblocks} block(s) into {x.block} "
-                                        f"but rank {x.peer} sends {sent.nblocks} ({sent})")
-                domain.write(s.rank, x.block, payload)
-        for (src, dst), queue in in_flight.items():
-            if queue:
-                raise ScheduleError(f"{_where(schedules[src], t)}: send of {queue[0][0]} to {dst} is never received")
-        for s, rnd in zip(schedules, rounds):
+                if sent.hi - sent.lo != block.hi - block.lo:
+                    raise ScheduleError(f"{_where(s, t)}: receives {block.nblocks} block(s) into {block} "
+                                        f"but rank {peer} sends {sent.nblocks} ({sent})")
+                write(rank, block, payload)
+                nreceived += 1
+        if nreceived != nsent:
+            for key, queue in in_flight.items():
+                if queue:
+                    src, dst = divmod(key, size)
+                    raise ScheduleError(f"{_where(schedules[src], t)}: send of {queue[0][0]} to {dst} "
+                                        "is never received")
+        for s, rnd in active:
             for st in rnd.steps:
+                if st.out.buf == "send":
+                    raise ScheduleError(f"{_where(s, t)}: step {st} writes the send buffer")
                 try:
-                    if isinstance(st, Reduce):
-                        domain.reduce(s.rank, st)
+                    if type(st) is Reduce:
+                        reduce(s.rank, st)
                     else:
-                        domain.copy(s.rank, st)
+                        copy(s.rank, st)
                 except ScheduleError as exc:
                     raise ScheduleError(f"{_where(s, t)}: step {st}: {exc}") from None
 
 
 def _overlap(a: Block, b: Block, alias: dict[str, str]) -> bool:
-    same = alias.get(a.buf, a.buf) == alias.get(b.buf, b.buf)
-    return same and a.lo < b.hi and b.lo < a.hi
+    return a.lo < b.hi and b.lo < a.hi and alias.get(a.buf, a.buf) == alias.get(b.buf, b.buf)
 
 
 def _check_hazards(s: Schedule, t: int, rnd, alias: dict[str, str]) -> None:
     """Blocks in flight in one round must not overlap a block being received."""
-    for i, r in enumerate(rnd.recvs):
-        if r.block.buf == "send":
-            raise ScheduleError(f"{_where(s, t)}: receives into the send buffer ({r.block})")
-        for other in [*rnd.sends, *rnd.recvs[i + 1:]]:
-            if _overlap(r.block, other.block, alias):
-                raise ScheduleError(f"{_where(s, t)}: {r.block} is received while {other.block} is in flight")
+    recvs = rnd.recvs
+    for i, r in enumerate(recvs):
+        rb = r.block
+        if rb.buf == "send":
+            raise ScheduleError(f"{_where(s, t)}: receives into the send buffer ({rb})")
+        mine = alias.get(rb.buf, rb.buf)
+        for other in (*rnd.sends, *recvs[i + 1:]):
+            ob = other.block
+            if ob.lo < rb.hi and rb.lo < ob.hi and alias.get(ob.buf, ob.buf) == mine:
+                raise ScheduleError(f"{_where(s, t)}: {rb} is received while {ob} is in flight")
     for st in rnd.steps:
         if st.out.buf == "send":
             raise ScheduleError(f"{_where(s, t)}: step {st} writes the send buffer")

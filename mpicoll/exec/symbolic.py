@@ -14,7 +14,7 @@ from typing import Any
 
 from .. import registry
 from ..calls import spec as get_spec
-from ..schedule import Block, Copy, Reduce, ScheduleError
+from ..schedule import Block, Copy, Reduce, ScheduleError, ScheduleSet
 from .lockstep import run_lockstep
 
 __all__ = ["verify", "SymbolicDomain"]
@@ -45,36 +45,53 @@ class SymbolicDomain:
         self.alias = alias
 
     def _buf(self, rank: int, name: str) -> list:
-        name = self.alias.get(name, name)
-        return self.states[rank].setdefault(name, [None] * self.nblocks)
+        if self.alias:
+            name = self.alias.get(name, name)
+        bufs = self.states[rank]
+        buf = bufs.get(name)
+        if buf is None:
+            buf = bufs[name] = [None] * self.nblocks
+        return buf
 
     def read(self, rank: int, block: Block) -> list:
-        if not 0 <= block.lo <= block.hi <= self.nblocks:
+        name, lo, hi = block
+        if lo < 0 or lo > hi or hi > self.nblocks:
             raise ScheduleError(f"{block} is outside blocks 0..{self.nblocks - 1}")
-        values = self._buf(rank, block.buf)[block.lo:block.hi]
-        if any(v is None for v in values):
+        values = self._buf(rank, name)[lo:hi]
+        if None in values:
             raise ScheduleError(f"reads {block} before it holds data (rank {rank})")
         return values
 
     def write(self, rank: int, block: Block, payload: list) -> None:
-        if not 0 <= block.lo <= block.hi <= self.nblocks:
+        name, lo, hi = block
+        if lo < 0 or lo > hi or hi > self.nblocks:
             raise ScheduleError(f"{block} is outside blocks 0..{self.nblocks - 1}")
-        self._buf(rank, block.buf)[block.lo:block.hi] = payload
+        self._buf(rank, name)[lo:hi] = payload
 
     def combine(self, left: Any, right: Any) -> Any:
         if left[0] != right[0]:
             raise ScheduleError(f"combines block {left[0]} with block {right[0]}")
+        lruns, rruns = left[1], right[1]
+        if len(lruns) == 1 and len(rruns) == 1:  # the common case: two contiguous ranges
+            (a, b), (c, d) = lruns[0], rruns[0]
+            if b == c:
+                return (left[0], ((a, d),))
+            if self.ordered:
+                raise ScheduleError(f"reduces ranks {lruns} with {rruns} out of rank order")
+            if d == a:
+                return (left[0], ((c, b),))
         if not self.ordered:
-            return (left[0], _normalize(left[1] + right[1]))
-        if len(left[1]) != 1 or len(right[1]) != 1 or left[1][0][1] != right[1][0][0]:
-            raise ScheduleError(f"reduces ranks {left[1]} with {right[1]} out of rank order")
-        return (left[0], ((left[1][0][0], right[1][0][1]),))
+            return (left[0], _normalize(lruns + rruns))
+        raise ScheduleError(f"reduces ranks {lruns} with {rruns} out of rank order")
 
     def reduce(self, rank: int, step: Reduce) -> None:
         left, right = self.read(rank, step.left), self.read(rank, step.right)
-        if step.out.nblocks != len(left) or len(left) != len(right):
+        if step.out.hi - step.out.lo != len(left) or len(left) != len(right):
             raise ScheduleError("operands have different numbers of blocks")
-        self.write(rank, step.out, [self.combine(a, b) for a, b in zip(left, right)])
+        if len(left) == 1:
+            self.write(rank, step.out, [self.combine(left[0], right[0])])
+        else:
+            self.write(rank, step.out, [self.combine(a, b) for a, b in zip(left, right)])
 
     def copy(self, rank: int, step: Copy) -> None:
         values = self.read(rank, step.src)
@@ -84,16 +101,26 @@ class SymbolicDomain:
 
 
 def verify(collective: str, algorithm: str, size: int, *, ordered: bool | None = None,
-           in_place: bool = False, **params: int) -> None:
+           in_place: bool = False, schedules: ScheduleSet | None = None, **params: int) -> None:
     """Raise :class:`ScheduleError` unless the algorithm computes ``collective`` at ``size`` ranks.
 
     ``ordered`` defaults to whether the algorithm claims to keep rank order at
     this size; ``in_place`` runs with the send buffer aliased to the receive
-    buffer, as ``MPI.IN_PLACE`` does.
+    buffer, as ``MPI.IN_PLACE`` does.  ``schedules`` may pass the schedules
+    already built (``registry.schedules(collective, algorithm, size, **params)``)
+    so that checking both forms at a large p builds them once.
     """
+    with registry.gc_paused():  # see gc_paused: the schedules of a large p are millions of tuples
+        _verify(collective, algorithm, size, ordered, in_place, schedules, params)
+
+
+def _verify(collective: str, algorithm: str, size: int, ordered: bool | None, in_place: bool,
+            given: ScheduleSet | None, params: dict[str, int]) -> None:
     alg = registry.get(collective, algorithm)
     spec = get_spec(collective)
-    scheds = registry.schedules(collective, algorithm, size, **params).schedules
+    scheds = (given or registry.schedules(collective, algorithm, size, **params)).schedules
+    if len(scheds) != size or scheds[0].algorithm != algorithm or scheds[0].collective != collective:
+        raise ValueError(f"schedules: expected the {size} schedules of {collective}/{algorithm}")
     nblocks = scheds[0].nblocks
     ordered = alg.keeps_order(size) if ordered is None else ordered
     alias = {"send": "recv"} if in_place else {}
@@ -104,7 +131,12 @@ def verify(collective: str, algorithm: str, size: int, *, ordered: bool | None =
             state["recv"] = state.pop("send")
         states.append(state)
     domain = SymbolicDomain(states, nblocks, ordered, alias)
-    run_lockstep(scheds, domain, alias)
+    try:
+        run_lockstep(scheds, domain, alias)
+    except ScheduleError as exc:
+        if in_place:  # say which form failed
+            raise ScheduleError(f"{exc} [in place]") from None
+        raise
     where = f"{collective}/{algorithm} p={size}" + (" in place" if in_place else "")
     for r in range(size):
         for name, expected in spec.outputs(r, size, nblocks, **params).items():
@@ -114,7 +146,7 @@ def verify(collective: str, algorithm: str, size: int, *, ordered: bool | None =
                     continue
                 if g is None:
                     raise ScheduleError(f"{where}: rank {r} ends with no data in {name}[{b}]")
-                if not ordered and spec.reduces:
+                if g != e and not ordered and spec.reduces:
                     g = (g[0], _normalize(g[1]))
                 if g != e:
                     raise ScheduleError(f"{where}: rank {r} ends with {name}[{b}] = {g}, expected {e}")

@@ -1,0 +1,216 @@
+"""The cost model: the alpha-beta-gamma time of a schedule, round by round.
+
+Port model (full-duplex, single port).  In round t, rank r's messages go out
+one after another and come in one after another, but a send and a receive
+overlap::
+
+    send_r(t) = sum over r's sends    of (alpha_m + bytes_m * beta_m)
+    recv_r(t) = sum over r's receives of (alpha_m + bytes_m * beta_m)
+    time_r(t) = max(send_r(t), recv_r(t)) + gamma * (bytes r reduces in round t)
+
+A round lasts as long as its slowest rank (rounds are global time steps), and a
+schedule's time is the sum of its rounds.  ``alpha_m`` and ``beta_m`` are the
+intra-node constants when both ends of message m share a node (``r // K ==
+peer // K`` with K ranks per node) and the inter-node ones otherwise.  Bytes
+come from the blocks: ``n`` bytes split evenly into the schedule's ``nblocks``
+blocks (:meth:`mpicoll.layout.Layout.even`).
+
+Every rank's cost is computed from its own schedule alone (a receive names
+its peer and its block), so ranks can be costed one at a time.  Up to
+``EXACT_LIMIT`` ranks every rank is costed.  Above it (a ring at p = 24,576 has
+p x 2(p-1) = 1.2 billion rank-rounds) the model costs a fixed *sample* of ranks
+chosen to contain a slowest rank of every round for the algorithms we have:
+the ends, the middle, node boundaries, ranks near every power of two and the
+fold boundary of the non-power-of-two algorithms (see :func:`sample_ranks`).
+The maximum over a sample can only be lower than the true maximum; the unit
+tests check that for every registered algorithm at p <= 256 the latency terms
+are equal, and the whole time when n splits evenly into blocks (otherwise the
+sample may miss, in a round, the rank that moves a block one byte larger).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from math import ceil, log2
+
+from .. import registry
+from ..layout import Layout
+from ..schedule import Reduce, Round
+
+__all__ = ["Machine", "Cost", "cost", "lower_bound", "sample_ranks", "EXACT_LIMIT"]
+
+EXACT_LIMIT = 256
+
+
+@dataclass(frozen=True)
+class Machine:
+    """Cost constants (seconds, seconds per byte).
+
+    ``alpha``/``beta`` are the inter-node (or only) constants; ``alpha_intra``
+    and ``beta_intra`` apply between ranks of one node when ``ranks_per_node``
+    is set.  ``alpha_by_algorithm`` overrides the inter-node alpha for named
+    algorithms, as NCCL's own tuning tables carry a per-hop latency per
+    algorithm (used by the ``nccl-summit`` preset; see
+    :mod:`mpicoll.presets`).
+    """
+
+    alpha: float
+    beta: float
+    gamma: float
+    alpha_intra: float | None = None
+    beta_intra: float | None = None
+    ranks_per_node: int | None = None
+    alpha_by_algorithm: dict[str, float] = field(default_factory=dict)
+    name: str = "custom"
+
+    def with_nodes(self, ranks_per_node: int | None) -> Machine:
+        return replace(self, ranks_per_node=ranks_per_node)
+
+    def constants(self, algorithm: str) -> tuple[float, float, float, float]:
+        """(alpha_inter, beta_inter, alpha_intra, beta_intra) for ``algorithm``."""
+        a = self.alpha_by_algorithm.get(algorithm, self.alpha)
+        a_in = self.alpha_intra if self.alpha_intra is not None else a
+        b_in = self.beta_intra if self.beta_intra is not None else self.beta
+        return a, self.beta, a_in, b_in
+
+
+@dataclass(frozen=True)
+class Cost:
+    """Predicted time of one algorithm, split into its alpha, beta and gamma terms.
+
+    The terms are those of the slowest rank of each round, summed over rounds.
+    """
+
+    collective: str
+    algorithm: str
+    size: int
+    nbytes: int
+    latency: float
+    bandwidth: float
+    reduction: float
+    rounds: int
+    sampled: bool
+
+    @property
+    def time(self) -> float:
+        return self.latency + self.bandwidth + self.reduction
+
+
+def sample_ranks(size: int, ranks_per_node: int | None = None) -> list[int]:
+    """The ranks that stand for all ranks above :data:`EXACT_LIMIT` (see the module docstring).
+
+    The ends and the middle; 2^k and p - 2^k (in the trees, the ranks whose
+    subtrees are largest, and their mirror images); both sides of the fold
+    boundary 2(p - p') of the non-power-of-two algorithms; both sides of the
+    first node boundaries.
+    """
+    picks = {0, 1, 2, size - 2, size - 1, size // 2}
+    pof2 = 1 << (size.bit_length() - 1)
+    extra = size - pof2
+    picks.update((2 * extra - 1, 2 * extra, 2 * extra + 1))
+    k = 1
+    while k < size:
+        picks.update((k, size - k))
+        k *= 2
+    if ranks_per_node:
+        picks.update((ranks_per_node - 1, ranks_per_node, 2 * ranks_per_node - 1, 2 * ranks_per_node))
+    return sorted(r for r in picks if 0 <= r < size)
+
+
+def _round_terms(rnd: Round, rank: int, layout: Layout, consts: tuple[float, float, float, float],
+                 per_node: int | None) -> tuple[float, float, float]:
+    """(latency, bandwidth, bytes reduced) of one rank's round, by the port model above."""
+    a_out, b_out, a_in, b_in = consts
+    starts, ends = layout.starts, layout.ends
+    node = rank // per_node if per_node else -1
+    best = (-1.0, 0.0, 0.0)
+    for msgs in (rnd.sends, rnd.recvs):
+        lat = bw = 0.0
+        for peer, (_, lo, hi) in msgs:
+            nbytes = ends[hi - 1] - starts[lo] if hi > lo else 0
+            if per_node and peer // per_node == node:
+                lat += a_in
+                bw += nbytes * b_in
+            else:
+                lat += a_out
+                bw += nbytes * b_out
+        if lat + bw > best[0]:
+            best = (lat + bw, lat, bw)
+    red = 0
+    for st in rnd.steps:
+        if type(st) is Reduce:
+            out = st.out
+            red += ends[out.hi - 1] - starts[out.lo] if out.hi > out.lo else 0
+    return best[1], best[2], red
+
+
+def cost(collective: str, algorithm: str, size: int, nbytes: int, machine: Machine, *,
+         ranks: Iterable[int] | None = None, **params: int) -> Cost:
+    """The predicted time of ``algorithm`` for ``nbytes`` bytes on ``size`` ranks.
+
+    ``ranks`` restricts the maximum to those ranks (default: every rank up to
+    :data:`EXACT_LIMIT`, else :func:`sample_ranks`).
+    """
+    alg = registry.get(collective, algorithm)
+    consts = machine.constants(algorithm)
+    per_node = machine.ranks_per_node
+    if ranks is not None:
+        chosen = list(ranks)
+    else:
+        chosen = list(range(size)) if size <= EXACT_LIMIT else sample_ranks(size, per_node)
+    worst: list[tuple[float, float, float, float]] = []  # per round: (time, lat, bw, red bytes)
+    layout = None
+    with registry.gc_paused():
+        for r in chosen:
+            if size <= EXACT_LIMIT:
+                sched = registry.schedule(collective, algorithm, r, size, **params)
+                nblocks, rounds = sched.nblocks, sched.rounds
+            else:  # built directly, so that huge schedules do not crowd the cache
+                nblocks, rounds = alg.build(r, size, **params)
+            if layout is None:
+                layout = Layout.even(nbytes, nblocks)
+            if len(worst) < len(rounds):
+                worst.extend([(0.0, 0.0, 0.0, 0.0)] * (len(rounds) - len(worst)))
+            for t, rnd in enumerate(rounds):
+                if not rnd:
+                    continue
+                lat, bw, red = _round_terms(rnd, r, layout, consts, per_node)
+                total = lat + bw + red * machine.gamma
+                if total > worst[t][0]:
+                    worst[t] = (total, lat, bw, red * machine.gamma)
+    return Cost(collective, algorithm, size, nbytes,
+                latency=sum(w[1] for w in worst), bandwidth=sum(w[2] for w in worst),
+                reduction=sum(w[3] for w in worst), rounds=sum(1 for w in worst if w[0] > 0),
+                sampled=len(chosen) < size)
+
+
+# Lower bounds of ALGORITHMS.md: h alpha plus (bandwidth factor) n beta plus (reduction factor) n gamma.
+# Factors as functions of p; collectives not listed get the latency bound alone.
+_BOUNDS = {
+    "allreduce": (lambda p: 2 * (p - 1) / p, lambda p: (p - 1) / p),
+    "bcast": (lambda p: 1.0, lambda p: 0.0),
+    "reduce": (lambda p: 1.0, lambda p: (p - 1) / p),
+    "scatter": (lambda p: (p - 1) / p, lambda p: 0.0),
+    "gather": (lambda p: (p - 1) / p, lambda p: 0.0),
+    "allgather": (lambda p: (p - 1) / p, lambda p: 0.0),
+    "reduce_scatter": (lambda p: (p - 1) / p, lambda p: (p - 1) / p),
+    "reduce_scatter_block": (lambda p: (p - 1) / p, lambda p: (p - 1) / p),
+}
+
+
+def lower_bound(collective: str, size: int, nbytes: int, machine: Machine) -> float:
+    """The lower bound of ALGORITHMS.md, with the smallest of the machine's constants.
+
+    A single rank needs no message, so its bound is 0.  For p > 1 the latency
+    bound is ceil(lg p) alpha; n is the bytes per rank (the whole vector for
+    allgather and reduce-scatter).
+    """
+    if size <= 1:
+        return 0.0
+    alphas = [machine.alpha, *machine.alpha_by_algorithm.values()]
+    if machine.ranks_per_node and machine.alpha_intra is not None:
+        alphas.append(machine.alpha_intra)
+    beta = min(machine.beta, machine.beta_intra if machine.ranks_per_node and machine.beta_intra else machine.beta)
+    bw, red = _BOUNDS.get(collective, (lambda p: 0.0, lambda p: 0.0))
+    return ceil(log2(size)) * min(alphas) + bw(size) * nbytes * beta + red(size) * nbytes * machine.gamma

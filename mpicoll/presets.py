@@ -1,0 +1,86 @@
+"""Named cost-model constants: ``local`` (this machine) and ``nccl-summit``.
+
+``local`` reads the file that ``python -m mpicoll calibrate`` writes
+(``$MPICOLL_CALIBRATION``, else ``~/.config/mpicoll/calibration.json``) and
+falls back to :data:`DEFAULT_LOCAL` (shared memory on a small Linux box)
+when there is none.
+
+``nccl-summit`` reproduces the NCCL 2.4 announcement's 8-byte all-reduce on
+Summit (6 GPUs per node; ALGORITHMS.md): rings about 0.9 us x 2(p-1), trees
+about 68 + 14.5 lg(nodes) us.  Derivation, with the model of
+:mod:`mpicoll.exec.cost` (per round, the slowest rank):
+
+* With 6 ranks per node every round of the ring has a message that crosses a
+  node boundary, so the ring costs 2(p-1) alpha_inter (8 bytes make the beta
+  terms negligible).  The published slope is 0.90 us per step (179 us / 190
+  steps at 96 ranks, 44.4 ms / 49,150 steps at 24,576): alpha_inter = 0.9 us.
+* The double binary tree with one segment takes 2 ceil(lg p) rounds (14 at 96
+  ranks, 30 at 24,576), again each with an inter-node message.  The published
+  tree time grows by 14.5 us per doubling of the nodes, i.e. 7.25 us per round,
+  eight times the ring's step: NCCL 2.4's tree crossed the network through its
+  proxy thread at every hop, while the ring's low-latency protocol pipelines
+  steps.  No schedule can show that, so, like NCCL's own tuning tables (a
+  per-hop latency per algorithm and protocol), the preset carries a separate
+  inter-node alpha for the tree algorithms.  Least squares in relative error
+  over 96 .. 24,576 ranks (x2 steps) gives 8.6 us: 120 us at 96 (published
+  128, -6%) and 258 us at 24,576 (published 247, +4.5%).
+* Intra-node constants are nominal NVLink figures (0.6 us, 50 GB/s), beta
+  inter is one EDR InfiniBand rail (12.5 GB/s), gamma a GPU's reduction
+  (1 / 400 GB/s).  They do not move the 8-byte figures.
+
+Not modelled: the fall of the ring's bus bandwidth at 64 MB with scale, which
+needs a contention term the alpha-beta-gamma model does not have.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from .exec.cost import Machine
+
+__all__ = ["preset", "PRESETS", "calibration_path", "DEFAULT_LOCAL", "NCCL_SUMMIT"]
+
+TREES = ("double_binary_tree",)
+
+NCCL_SUMMIT = Machine(
+    alpha=0.9e-6, beta=1 / 12.5e9, gamma=1 / 400e9, alpha_intra=0.6e-6, beta_intra=1 / 50e9,
+    ranks_per_node=6, alpha_by_algorithm={name: 5.1e-6 for name in TREES}, name="nccl-summit",
+)
+
+# shared memory between processes of one small machine; replaced by `calibrate`
+DEFAULT_LOCAL = Machine(alpha=1.0e-6, beta=1 / 5e9, gamma=1 / 4e9, name="local (default)")
+
+
+def calibration_path() -> Path:
+    """Where ``calibrate`` writes and ``local`` reads the measured constants."""
+    env = os.environ.get("MPICOLL_CALIBRATION")
+    if env:
+        return Path(env)
+    return Path(os.environ.get("XDG_CONFIG_HOME", Path.home() / ".config")) / "mpicoll" / "calibration.json"
+
+
+def load_local(path: str | os.PathLike | None = None) -> Machine:
+    """The calibrated constants of this machine, or :data:`DEFAULT_LOCAL` when none were measured."""
+    file = Path(path) if path else calibration_path()
+    if not file.exists():
+        return DEFAULT_LOCAL
+    data = json.loads(file.read_text())
+    try:
+        return Machine(alpha=float(data["alpha"]), beta=float(data["beta"]), gamma=float(data["gamma"]),
+                       name=f"local ({file})")
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"{file}: expected a JSON object with numbers alpha, beta, gamma ({exc})") from None
+
+
+PRESETS = ("local", "nccl-summit")
+
+
+def preset(name: str) -> Machine:
+    """The constants of preset ``name`` (one of :data:`PRESETS`)."""
+    if name == "local":
+        return load_local()
+    if name == "nccl-summit":
+        return NCCL_SUMMIT
+    raise ValueError(f"preset: unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
