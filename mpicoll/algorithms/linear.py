@@ -30,3 +30,83 @@ def allreduce(rank: int, size: int):
         tl.send(rank - 1, 0, Block("send", *whole))
         tl.recv(size - 1, 0, Block("recv", *whole))
     return 1, tl.rounds()
+
+
+# -- rooted collectives: the root talks to every other rank directly ------------------
+
+
+@register("bcast", "linear", params=("root",))
+def bcast(rank: int, size: int, root: int = 0):
+    """The root sends the whole buffer to each other rank, all in one round."""
+    tl = Timeline()
+    for dst in range(size):
+        if dst != root and rank == root:
+            tl.send(0, dst, Block("recv", 0, 1))
+    if rank != root:
+        tl.recv(0, root, Block("recv", 0, 1))
+    return 1, tl.rounds()
+
+
+@register("gatherv", "linear", params=("root",))
+@register("gather", "linear", params=("root",))
+def gather(rank: int, size: int, root: int = 0):
+    """Every rank sends its block r to the root, which receives all p - 1 at once (one round)."""
+    tl = Timeline()
+    own = Block("send", rank, rank + 1)
+    if rank != root:
+        tl.send(0, root, own)
+        return size, tl.rounds()
+    tl.copy(0, Block("recv", rank, rank + 1), own)
+    for src in range(size):
+        if src != root:
+            tl.recv(0, src, Block("recv", src, src + 1))
+    return size, tl.rounds()
+
+
+@register("scatterv", "linear", params=("root",))
+@register("scatter", "linear", params=("root",))
+def scatter(rank: int, size: int, root: int = 0):
+    """The root sends block r to rank r for every r, all in one round."""
+    tl = Timeline()
+    own = Block("recv", rank, rank + 1)
+    if rank != root:
+        tl.recv(0, root, own)
+        return size, tl.rounds()
+    tl.copy(0, own, Block("send", rank, rank + 1))
+    for dst in range(size):
+        if dst != root:
+            tl.send(0, dst, Block("send", dst, dst + 1))
+    return size, tl.rounds()
+
+
+@register("reduce", "linear", params=("root",))
+def reduce(rank: int, size: int, root: int = 0):
+    """The root receives ranks 0, 1, ..., p-1 (not itself) one per round and folds them in rank order.
+
+    Round t brings rank t (t < root) or t + 1 (t >= root).  Until the root's own
+    part joins, the running fold of ranks 0 .. t lives in scratch ``tmp2`` (in
+    place, ``recv`` still holds the root's own part); from then on in ``recv``.
+    """
+    tl = Timeline()
+    whole = (0, 1)
+    if rank != root:
+        tl.send(rank if rank < root else rank - 1, root, Block("send", *whole))
+        return 1, tl.rounds()
+    cur = None  # the buffer holding the fold of the ranks so far
+    for src in range(size):
+        t = src if src < root else src - 1
+        if src == root:
+            if cur is not None:  # add our own part in round root - 1, after rank root - 1's
+                tl.reduce(t, Block("recv", *whole), Block(cur, *whole), Block("send", *whole))
+            cur = "recv" if cur is not None else "send"
+        elif cur is None:  # rank 0's part starts the fold
+            tl.recv(t, src, Block("tmp2", *whole))
+            cur = "tmp2"
+        else:
+            tl.recv(t, src, Block("tmp", *whole))
+            out = "recv" if src > root else "tmp2"
+            tl.reduce(t, Block(out, *whole), Block(cur, *whole), Block("tmp", *whole))
+            cur = out
+    if cur == "send":  # p = 1
+        tl.copy(0, Block("recv", *whole), Block("send", *whole))
+    return 1, tl.rounds()

@@ -127,7 +127,8 @@ def make_plan(comm: Comm, collective: str, name: str, params: dict[str, Any], ar
             arrays["send"] = arrays["recv"]
 
         def finish() -> None:
-            backends.to_device(arrays["recv"], device["recv"])
+            if "recv" in device:  # a non-root rank of Gather or Reduce has no receive buffer
+                backends.to_device(arrays["recv"], device["recv"])
     else:
         arrays = dict(arrays)
     for scratch in sched.scratch():

@@ -78,10 +78,11 @@ def simulate(collective: str, algorithm: str, inputs: Sequence[np.ndarray], op: 
     for sched, (bufs, layouts, _) in zip(scheds, setups):
         bufs = dict(bufs)
         like = bufs["recv"]
-        if not in_place:  # results must come from the algorithm, not from what was there
+        if not in_place and "send" in bufs:  # results must come from the algorithm, not from what was there
             like[...] = _poison(like.dtype)
-        for name in sched.scratch():
-            bufs[name] = np.full_like(like, _poison(like.dtype))
+        for name in sched.scratch():  # as large as its layout (rooted collectives: subtree scratch)
+            size = max(layouts.get(name, layouts["recv"]).ends, default=0)
+            bufs[name] = np.full(size, _poison(like.dtype), like.dtype)
         arrays.append(bufs)
     alias = {"send": "recv"} if in_place else {}
     domain = ArrayDomain(arrays, [layouts for _, layouts, _ in setups], op, alias)

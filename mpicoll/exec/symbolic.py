@@ -127,7 +127,7 @@ def _verify(collective: str, algorithm: str, size: int, ordered: bool | None, in
     states = []
     for r in range(size):
         state = {name: list(values) for name, values in spec.inputs(r, size, nblocks, **params).items()}
-        if in_place:
+        if in_place and "send" in state:  # rooted collectives: ranks without a send buffer
             state["recv"] = state.pop("send")
         states.append(state)
     domain = SymbolicDomain(states, nblocks, ordered, alias)

@@ -1,0 +1,67 @@
+"""Bcast: the root's buffer is copied to every rank.
+
+"auto" picks (a rule table, not yet calibrated by measurement):
+
+=========================================  ====================
+condition                                  algorithm
+=========================================  ====================
+p <= 2, or fewer than 16 KiB               binomial
+fewer than 512 KiB                         scatter_allgather
+p <= 8                                     pipelined_chain
+otherwise                                  double_binary_tree
+=========================================  ====================
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .. import selection
+from ..buffers import parse
+from ..layout import Layout
+from ..selection import KiB
+from . import Plan, Spec, debug_check, make_plan
+from ._rooted import check_root, from_root
+
+if TYPE_CHECKING:
+    from ..comm import Comm
+
+
+def _simulate(inputs: list[np.ndarray], nblocks: int, in_place: bool = False, root: int = 0) -> list:
+    # every rank starts with its own data, so a block a rank never receives shows
+    return [({"recv": x.copy()}, {"recv": Layout.even(len(x), nblocks)}, "recv") for x in inputs]
+
+
+@selection.auto_rule("bcast")
+def auto(*, size: int, nbytes: int, count: int, commutative: bool = True) -> str:
+    if size <= 2 or nbytes < 16 * KiB:
+        return "binomial"
+    if nbytes < 512 * KiB:
+        return "scatter_allgather"
+    return "pipelined_chain" if size <= 8 else "double_binary_tree"
+
+
+SPEC = Spec(
+    "bcast", reduces=False, in_place=False, params=("root",),
+    inputs=lambda r, p, nb, root=0, **_: {"recv": from_root(root, range(nb))} if r == root else {},
+    outputs=lambda r, p, nb, root=0, **_: {"recv": from_root(root, range(nb))},
+    simulate=_simulate,
+)
+
+
+def prepare(comm: Comm, buf: Any, root: Any, *, algorithm: str | None) -> Plan | None:
+    """Check a ``Bcast`` call and bind its schedule; None when the count is 0.
+
+    The root's buffer is only read (it may be read-only, as in mpi4py).
+    """
+    root = check_root(root, comm.size, "Bcast")
+    b = parse(buf, "buf", writable=comm.rank != root)
+    name, params = selection.choose("bcast", algorithm, size=comm.size, nbytes=b.nbytes, count=b.count)
+    params["root"] = root
+    debug_check(comm, ("Bcast", b.nbytes, root, name))
+    if b.count == 0:
+        return None
+    return make_plan(comm, "bcast", name, params, {"recv": b.array},
+                     lambda nb: {"recv": Layout.even(b.count, nb, b.unit)}, dtype=b.dtype, scratch_count=0)

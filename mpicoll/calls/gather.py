@@ -1,0 +1,117 @@
+"""Gather: the root receives every rank's block, in rank order.
+
+"auto" picks (a rule table, not yet calibrated): binomial when p > 2 and the
+gathered total is under 256 KiB (lg p steps instead of p - 1 messages at the
+root), linear otherwise (every byte moves once).
+
+==============================================  ==========
+condition                                       algorithm
+==============================================  ==========
+p > 2 and p x count x itemsize < 256 KiB        binomial
+otherwise                                       linear
+==============================================  ==========
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .. import selection
+from ..buffers import Buffer, is_in_place, parse
+from ..layout import Layout
+from ..selection import KiB
+from . import Plan, Spec, debug_check, make_plan, own
+from ._rooted import at, check_root, check_same_type, only, parse_blocks, subtree_layout
+
+if TYPE_CHECKING:
+    from ..comm import Comm
+
+
+def _simulate(inputs: list[np.ndarray], nblocks: int, in_place: bool = False, root: int = 0) -> list:
+    """Rank r sends ``inputs[r]``; the root's ``recv`` holds p such blocks."""
+    p, c = len(inputs), len(inputs[0])
+    whole = Layout.even(p * c, p)
+    out = []
+    for r, x in enumerate(inputs):
+        if in_place and r == root:  # the root's block is already in place
+            recv = np.zeros(p * c, x.dtype)
+            recv[r * c:(r + 1) * c] = x
+            out.append(({"recv": recv}, {"recv": whole, "send": whole}, "recv"))
+        elif in_place:  # (the checker aliases send to recv everywhere)
+            out.append(({"recv": x.copy()}, {"recv": only(p, r, c), "send": only(p, r, c), "tmp": whole}, "recv"))
+        else:
+            out.append(({"send": x.copy(), "recv": np.empty(p * c, x.dtype)},
+                        {"recv": whole, "send": only(p, r, c), "tmp": whole}, "recv"))
+    return out
+
+
+@selection.auto_rule("gather")
+def auto(*, size: int, nbytes: int, count: int, commutative: bool = True) -> str:
+    return "binomial" if size > 2 and nbytes < 256 * KiB else "linear"
+
+
+SPEC = Spec(
+    "gather", reduces=False, in_place=True, params=("root",),
+    inputs=lambda r, p, nb, **_: {"send": at(r, nb, own(r, r))},
+    outputs=lambda r, p, nb, root=0, **_: {"recv": [own(b, b) for b in range(nb)]} if r == root else {},
+    simulate=_simulate,
+)
+
+
+def send_or_in_place(sendbuf: Any, rank: int, root: int, method: str) -> Buffer | None:
+    """The send buffer, or None for ``MPI.IN_PLACE``/None, which only the root may pass."""
+    if not is_in_place(sendbuf):
+        return parse(sendbuf, "sendbuf")
+    if rank != root:
+        raise ValueError(f"sendbuf: only the root ({root}) may pass MPI.IN_PLACE or None to {method}; "
+                         f"rank {rank} must pass its data")
+    return None
+
+
+def gather_plan(comm: Comm, collective: str, name: str, params: dict, root: int, send: Buffer | None,
+                recv: Any, recv_layout: Layout | None) -> Plan:
+    """Bind a gather-like schedule: ``send`` is None in place; ``recv``/``recv_layout`` at the root only."""
+    p, rank = comm.size, comm.rank
+    data = recv if send is None else send
+    if rank == root:
+        arrays = {"recv": recv.array, "send": recv.array if send is None else send.array}
+        layouts = {"recv": recv_layout, "send": recv_layout if send is None else only(p, rank, send.count)}
+        scratch = 0
+    else:
+        tmp, scratch = subtree_layout(rank, p, root, send.count)
+        arrays = {"send": send.array}
+        layouts = {"recv": only(p, rank, send.count), "send": only(p, rank, send.count), "tmp": tmp}
+    return make_plan(comm, collective, name, params, arrays, lambda nb: layouts, dtype=data.dtype,
+                     scratch_count={"tmp": scratch})
+
+
+def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, root: Any, *, algorithm: str | None) -> Plan | None:
+    """Check a ``Gather`` call and bind its schedule; None when the count is 0.
+
+    At the root ``recvbuf`` holds p blocks (an explicit count is per block, as
+    in mpi4py) and ``sendbuf`` may be ``MPI.IN_PLACE`` or None; elsewhere
+    ``recvbuf`` is ignored (None is fine).
+    """
+    root = check_root(root, comm.size, "Gather")
+    p, rank = comm.size, comm.rank
+    send = send_or_in_place(sendbuf, rank, root, "Gather")
+    recv = None
+    if rank == root:
+        recv, per = parse_blocks(recvbuf, "recvbuf", p, writable=True)
+        if send is not None:
+            if send.count != per:
+                raise ValueError(f"sendbuf: Gather's root receives {per} elements from each rank "
+                                 f"(recvbuf), but its sendbuf has {send.count}")
+            check_same_type(send, recv, "sendbuf", "recvbuf")
+    else:
+        per = send.count
+    data = recv if recv is not None else send
+    name, params = selection.choose("gather", algorithm, size=p, nbytes=p * per * data.dtype.itemsize, count=p * per)
+    params["root"] = root
+    debug_check(comm, ("Gather", per, str(data.dtype), root, name))
+    if per == 0:
+        return None
+    return gather_plan(comm, "gather", name, params, root, send, recv,
+                       Layout.even(recv.count, p, recv.unit) if recv is not None else None)

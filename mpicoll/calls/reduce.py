@@ -1,0 +1,91 @@
+"""Reduce: the root gets the reduction of every rank's send buffer.
+
+Every reduce algorithm keeps rank order, for any root, so non-commutative ops
+may use them all.  "auto" picks (a rule table, not yet calibrated):
+
+=============================================================  ====================
+condition                                                      algorithm
+=============================================================  ====================
+p <= 2, or fewer than 16 KiB, or fewer elements than ranks     binomial
+otherwise                                                      rabenseifner
+=============================================================  ====================
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .. import registry, selection
+from ..buffers import Buffer, is_in_place, parse
+from ..layout import Layout
+from ..ops import check_op, is_commutative, op_name
+from ..selection import KiB
+from . import Plan, Spec, debug_check, make_plan, own
+from ._rooted import check_root, check_same_type
+
+if TYPE_CHECKING:
+    from ..comm import Comm
+
+
+def _simulate(inputs: list[np.ndarray], nblocks: int, in_place: bool = False, root: int = 0) -> list:
+    layout = {"recv": Layout.even(len(inputs[0]), nblocks)}
+    if in_place:
+        return [({"recv": x.copy()}, layout, "recv") for x in inputs]
+    return [({"send": x.copy(), "recv": np.empty_like(x)}, layout, "recv") for x in inputs]
+
+
+@selection.auto_rule("reduce")
+def auto(*, size: int, nbytes: int, count: int, commutative: bool = True) -> str:
+    if size <= 2 or nbytes < 16 * KiB or count < size:
+        return "binomial"
+    return "rabenseifner"
+
+
+SPEC = Spec(
+    "reduce", reduces=True, in_place=True, params=("root",),
+    inputs=lambda r, p, nb, **_: {"send": [own(r, b) for b in range(nb)]},
+    outputs=lambda r, p, nb, root=0, **_: {"recv": [(b, ((0, p),)) for b in range(nb)]} if r == root else {},
+    simulate=_simulate,
+)
+
+
+def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, op: Any, root: Any, *, algorithm: str | None) -> Plan | None:
+    """Check a ``Reduce`` call and bind its schedule; None when the count is 0.
+
+    ``recvbuf`` matters at the root only (elsewhere it may be None and is never
+    touched); ``sendbuf`` may be ``MPI.IN_PLACE`` or None at the root only.
+    """
+    root = check_root(root, comm.size, "Reduce")
+    is_root = comm.rank == root
+    send: Buffer | None = None
+    if is_in_place(sendbuf):
+        if not is_root:
+            raise ValueError(f"sendbuf: only the root ({root}) may pass MPI.IN_PLACE or None to Reduce; "
+                             f"rank {comm.rank} must pass its data")
+    else:
+        send = parse(sendbuf, "sendbuf")
+    recv = parse(recvbuf, "recvbuf", writable=True) if is_root else None
+    if send is not None and recv is not None:
+        if send.count != recv.count:
+            raise ValueError(f"recvbuf: Reduce needs as many elements as sendbuf ({send.count}), got {recv.count}")
+        check_same_type(recv, send, "recvbuf", "sendbuf")
+    data = recv if send is None else send
+    assert data is not None
+    check_op(op, data.dtype)
+    name, params = selection.choose("reduce", algorithm, size=comm.size, nbytes=data.nbytes, count=data.count,
+                                    commutative=is_commutative(op))
+    params["root"] = root
+    debug_check(comm, ("Reduce", data.count, str(data.dtype), op_name(op), root, name))
+    if data.count == 0:
+        return None
+    if recv is not None:
+        arrays = {"send": recv.array if send is None else send.array, "recv": recv.array}
+    else:
+        arrays = {"send": data.array}
+        if "recv" in registry.schedule("reduce", name, comm.rank, comm.size, **params).buffers():
+            arrays["recv"] = data.xp.empty(data.count, data.dtype)  # scratch: a non-root has no recvbuf
+    return make_plan(comm, "reduce", name, params, arrays,
+                     lambda nb: {"recv": Layout.even(data.count, nb, data.unit)},
+                     op=op, dtype=data.dtype, scratch_count=data.count, datatype=data.datatype)

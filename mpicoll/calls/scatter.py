@@ -1,0 +1,116 @@
+"""Scatter: rank i receives block i of the root's send buffer.
+
+"auto" picks (a rule table, not yet calibrated): binomial when p > 2 and the
+scattered total is under 256 KiB, linear otherwise.
+
+==============================================  ==========
+condition                                       algorithm
+==============================================  ==========
+p > 2 and p x count x itemsize < 256 KiB        binomial
+otherwise                                       linear
+==============================================  ==========
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .. import selection
+from ..buffers import Buffer, is_in_place, parse
+from ..layout import Layout
+from ..selection import KiB
+from . import Plan, Spec, debug_check, make_plan
+from ._rooted import at, check_root, check_same_type, from_root, only, parse_blocks, subtree_layout
+
+if TYPE_CHECKING:
+    from ..comm import Comm
+
+
+def _simulate(inputs: list[np.ndarray], nblocks: int, in_place: bool = False, root: int = 0) -> list:
+    """The root scatters ``inputs[root]`` (p blocks); rank r starts with its own slice of ``inputs[r]``."""
+    p = len(inputs)
+    c = len(inputs[0]) // p
+    whole = Layout.even(p * c, p)
+    out = []
+    for r, x in enumerate(inputs):
+        if r == root and in_place:
+            out.append(({"recv": x.copy()}, {"recv": whole, "send": whole}, "recv"))
+        elif r == root:
+            out.append(({"send": x.copy(), "recv": np.empty(c, x.dtype)}, {"recv": only(p, r, c), "send": whole},
+                        "recv"))
+        else:
+            out.append(({"recv": x[r * c:(r + 1) * c].copy()}, {"recv": only(p, r, c), "tmp": whole}, "recv"))
+    return out
+
+
+@selection.auto_rule("scatter")
+def auto(*, size: int, nbytes: int, count: int, commutative: bool = True) -> str:
+    return "binomial" if size > 2 and nbytes < 256 * KiB else "linear"
+
+
+SPEC = Spec(
+    "scatter", reduces=False, in_place=True, params=("root",),
+    inputs=lambda r, p, nb, root=0, **_: {"send": from_root(root, range(nb))} if r == root else {},
+    outputs=lambda r, p, nb, root=0, **_: {"recv": at(r, nb, from_root(root, range(r, r + 1))[0])},
+    simulate=_simulate,
+)
+
+
+def recv_or_in_place(recvbuf: Any, rank: int, root: int, method: str) -> Buffer | None:
+    """The receive buffer, or None for ``MPI.IN_PLACE``/None, which only the root may pass."""
+    if not is_in_place(recvbuf):
+        return parse(recvbuf, "recvbuf", writable=True)
+    if rank != root:
+        raise ValueError(f"recvbuf: only the root ({root}) may pass MPI.IN_PLACE or None to {method}; "
+                         f"rank {rank} needs a buffer to receive into")
+    return None
+
+
+def scatter_plan(comm: Comm, collective: str, name: str, params: dict, root: int, send: Any,
+                 send_layout: Layout | None, recv: Buffer | None) -> Plan:
+    """Bind a scatter-like schedule: ``send``/``send_layout`` at the root only; ``recv`` None in place."""
+    p, rank = comm.size, comm.rank
+    data = send if recv is None else recv
+    scratch = 0
+    if rank == root:
+        arrays = {"send": send.array, "recv": send.array if recv is None else recv.array}
+        layouts = {"send": send_layout, "recv": send_layout if recv is None else only(p, rank, recv.count)}
+    else:
+        tmp, scratch = subtree_layout(rank, p, root, recv.count)
+        arrays = {"recv": recv.array}
+        layouts = {"recv": only(p, rank, recv.count), "tmp": tmp}
+    return make_plan(comm, collective, name, params, arrays, lambda nb: layouts, dtype=data.dtype,
+                     scratch_count={"tmp": scratch})
+
+
+def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, root: Any, *, algorithm: str | None) -> Plan | None:
+    """Check a ``Scatter`` call and bind its schedule; None when the count is 0.
+
+    At the root ``sendbuf`` holds p blocks (an explicit count is per block, as
+    in mpi4py) and ``recvbuf`` may be ``MPI.IN_PLACE`` or None; elsewhere
+    ``sendbuf`` is ignored (None is fine).
+    """
+    root = check_root(root, comm.size, "Scatter")
+    p, rank = comm.size, comm.rank
+    recv = recv_or_in_place(recvbuf, rank, root, "Scatter")
+    send = None
+    if rank == root:
+        send, per = parse_blocks(sendbuf, "sendbuf", p)
+        if recv is not None:
+            if recv.count != per:
+                raise ValueError(f"recvbuf: Scatter's root sends {per} elements to each rank (sendbuf), "
+                                 f"but its recvbuf has {recv.count}")
+            check_same_type(recv, send, "recvbuf", "sendbuf")
+    else:
+        per = recv.count
+    data = send if send is not None else recv
+    name, params = selection.choose("scatter", algorithm, size=p, nbytes=p * per * data.dtype.itemsize,
+                                    count=p * per)
+    params["root"] = root
+    debug_check(comm, ("Scatter", per, str(data.dtype), root, name))
+    if per == 0:
+        return None
+    return scatter_plan(comm, "scatter", name, params, root, send,
+                        Layout.even(send.count, p, send.unit) if send is not None else None, recv)

@@ -1,0 +1,54 @@
+"""Scatterv: rank i receives ``counts[i]`` elements from ``displs[i]`` of the root's send buffer.
+
+Only the linear algorithm exists: the root sends every block straight to its
+rank, all at once ("auto" = linear).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from .. import selection
+from ..buffers import parse_v
+from ..layout import Layout
+from . import Plan, debug_check
+from ._rooted import check_root, check_same_type
+from .scatter import SPEC as SCATTER_SPEC
+from .scatter import recv_or_in_place, scatter_plan
+
+if TYPE_CHECKING:
+    from ..comm import Comm
+
+SPEC = replace(SCATTER_SPEC, name="scatterv")  # the same contract as Scatter's, with blocks of any size
+
+
+@selection.auto_rule("scatterv")
+def auto(*, size: int, nbytes: int, count: int, commutative: bool = True) -> str:
+    return "linear"
+
+
+def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, root: Any, *, algorithm: str | None) -> Plan | None:
+    """Check a ``Scatterv`` call and bind its schedule.
+
+    At the root ``sendbuf`` is any mpi4py v-variant form and ``recvbuf`` may be
+    ``MPI.IN_PLACE`` or None; elsewhere ``sendbuf`` is ignored.
+    """
+    root = check_root(root, comm.size, "Scatterv")
+    p, rank = comm.size, comm.rank
+    recv = recv_or_in_place(recvbuf, rank, root, "Scatterv")
+    send = layout = None
+    if rank == root:
+        send = parse_v(sendbuf, "sendbuf", p)
+        if recv is not None:
+            if recv.count != send.counts[root]:
+                raise ValueError(f"recvbuf: the root's recvbuf has {recv.count} elements, but sendbuf's "
+                                 f"counts[{root}] is {send.counts[root]}")
+            check_same_type(recv, send, "recvbuf", "sendbuf")
+        layout = Layout.v(send.counts, send.displs)
+    name, params = selection.choose("scatterv", algorithm, size=p, nbytes=0, count=0)
+    params["root"] = root
+    dtype = (send if send is not None else recv).dtype
+    debug_check(comm, ("Scatterv", str(dtype), root, name))
+    # never skipped: a rank receiving 0 elements cannot know whether others get some
+    return scatter_plan(comm, "scatterv", name, params, root, send, layout, recv)
