@@ -80,8 +80,9 @@ def simulate(collective: str, algorithm: str, inputs: Sequence[np.ndarray], op: 
         like = bufs["recv"]
         if not in_place:  # results must come from the algorithm, not from what was there
             like[...] = _poison(like.dtype)
-        for name in sched.scratch():
-            bufs[name] = np.full_like(like, _poison(like.dtype))
+        for name in sched.scratch():  # as large as recv, or as the layout the spec gives it
+            size = len(like) if name not in layouts else max(layouts[name].ends, default=0)
+            bufs[name] = np.full(size, _poison(like.dtype), like.dtype)
         arrays.append(bufs)
     alias = {"send": "recv"} if in_place else {}
     domain = ArrayDomain(arrays, [layouts for _, layouts, _ in setups], op, alias)
