@@ -6,4 +6,6 @@ does in each round (see :mod:`mpicoll.schedule`).  Nothing here touches MPI or
 arrays.
 """
 
-from . import binomial, chain, composed, dbtree, linear, recursive, ring  # noqa: F401
+from . import (  # noqa: F401
+    binomial, bruck, chain, composed, dbtree, dissemination, linear, pairwise, recursive, ring,
+)

@@ -110,3 +110,81 @@ def reduce(rank: int, size: int, root: int = 0):
     if cur == "send":  # p = 1
         tl.copy(0, Block("recv", *whole), Block("send", *whole))
     return 1, tl.rounds()
+
+# -- non-rooted collectives: everyone exchanges with everyone, or a chain -------
+
+@register("allgather", "linear")
+@register("allgatherv", "linear")
+def allgather(rank: int, size: int):
+    """One round: send the own block to every rank, receive every other block."""
+    tl = Timeline()
+    for peer in range(size):
+        if peer != rank:
+            tl.send(0, peer, Block("send", rank, rank + 1))
+            tl.recv(0, peer, Block("recv", peer, peer + 1))
+    tl.copy(0, Block("recv", rank, rank + 1), Block("send", rank, rank + 1))
+    return size, tl.rounds()
+
+
+@register("alltoall", "linear")
+@register("alltoallv", "linear")
+def alltoall(rank: int, size: int):
+    """One round: send block j to every rank j, receive block j from every rank j."""
+    tl = Timeline()
+    for peer in range(size):
+        if peer != rank:
+            tl.send(0, peer, Block("send", peer, peer + 1))
+            tl.recv(0, peer, Block("recv", peer, peer + 1))
+    tl.copy(0, Block("recv", rank, rank + 1), Block("send", rank, rank + 1))
+    return size, tl.rounds()
+
+
+@register("scan", "linear")
+def scan(rank: int, size: int):
+    """A chain: rank r gets ranks 0..r-1's prefix from r - 1 in round r - 1, adds its part, passes it on."""
+    tl = Timeline()
+    one = (0, 1)
+    if rank == 0:
+        tl.copy(0, Block("recv", *one), Block("send", *one))
+    else:
+        tl.recv(rank - 1, rank - 1, Block("tmp", *one))
+        tl.reduce(rank - 1, Block("recv", *one), Block("tmp", *one), Block("send", *one))
+    if rank + 1 < size:  # rank 0's prefix is its own part: send it straight from ``send``
+        tl.send(rank, rank + 1, Block("send" if rank == 0 else "recv", *one))
+    return 1, tl.rounds()
+
+
+@register("exscan", "linear")
+def exscan(rank: int, size: int):
+    """A chain as for scan, but rank r keeps the prefix of 0..r-1 and passes on 0..r.
+
+    The prefix arrives in ``tmp`` (in place, ``recv`` still holds the own part),
+    the next prefix is formed in ``tmp2`` before ``recv`` is overwritten.
+    Rank 0's ``recv`` is never written (MPI leaves it undefined).
+    """
+    tl = Timeline()
+    one = (0, 1)
+    nxt = "send"
+    if rank > 0:
+        tl.recv(rank - 1, rank - 1, Block("tmp", *one))
+        if rank + 1 < size:
+            tl.reduce(rank - 1, Block("tmp2", *one), Block("tmp", *one), Block("send", *one))
+            nxt = "tmp2"
+        tl.copy(rank - 1, Block("recv", *one), Block("tmp", *one))
+    if rank + 1 < size:
+        tl.send(rank, rank + 1, Block(nxt, *one))
+    return 1, tl.rounds()
+
+
+@register("barrier", "linear")
+def barrier(rank: int, size: int):
+    """Everyone signals rank 0 (round 0); rank 0 answers everyone (round 1).  Empty messages."""
+    tl = Timeline()
+    if rank == 0:
+        for peer in range(1, size):
+            tl.recv(0, peer, Block("recv", peer, peer + 1))
+            tl.send(1, peer, Block("send", 0, 1))
+    else:
+        tl.send(0, 0, Block("send", rank, rank + 1))
+        tl.recv(1, 0, Block("recv", 0, 1))
+    return size, tl.rounds()

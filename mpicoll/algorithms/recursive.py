@@ -30,8 +30,12 @@ class Fold:
         """The real rank behind ``new_rank``."""
         return 2 * new_rank + 1 if new_rank < self.extra else new_rank + self.extra
 
-    def fold_in(self, tl: Timeline, t: int, blocks: tuple[int, int]) -> str:
-        """Round ``t``: extra ranks hand over their data; returns where this rank's data is."""
+    def fold_in(self, tl: Timeline, t: int, blocks: tuple[int, int], *, acc: str = "recv") -> str:
+        """Round ``t``: extra ranks hand over their data; returns where this rank's data is.
+
+        The receiving rank adds the handed-over part (lower rank, so on the left)
+        to its own into ``acc``.
+        """
         if not self.extra or self.rank >= 2 * self.extra:
             return "send"
         lo, hi = blocks
@@ -39,17 +43,27 @@ class Fold:
             tl.send(t, self.rank + 1, Block("send", lo, hi))
             return "send"
         tl.recv(t, self.rank - 1, Block("tmp", lo, hi))
-        tl.reduce(t, Block("recv", lo, hi), Block("tmp", lo, hi), Block("send", lo, hi))
-        return "recv"
+        tl.reduce(t, Block(acc, lo, hi), Block("tmp", lo, hi), Block("send", lo, hi))
+        return acc
 
-    def fold_out(self, tl: Timeline, t: int, blocks: tuple[int, int]) -> None:
-        """Round ``t``: the result goes back to the ranks that sat out."""
-        if self.rank < 2 * self.extra:
+    def fold_out(self, tl: Timeline, t: int, blocks: tuple[int, int], *, src: str = "recv",
+                 dst: str = "recv") -> None:
+        """Round ``t``: the result (``src`` ``blocks``) goes back to the ranks that sat out (into ``dst``)."""
+        if self.rank < 2 * self.extra and blocks[1] > blocks[0]:
             lo, hi = blocks
             if self.new_rank is None:
-                tl.recv(t, self.rank + 1, Block("recv", lo, hi))
+                tl.recv(t, self.rank + 1, Block(dst, lo, hi))
             else:
-                tl.send(t, self.rank - 1, Block("recv", lo, hi))
+                tl.send(t, self.rank - 1, Block(src, lo, hi))
+
+    def edge(self, new_rank: int) -> int:
+        """First of the ``size`` blocks that new rank ``new_rank`` stands for (``edge(p') = size``).
+
+        New rank i < extra stands for old ranks 2i and 2i+1, so for blocks 2i and
+        2i+1; the others for one block each.  A range of new ranks [a, b) thus
+        stands for the contiguous blocks [edge(a), edge(b)).
+        """
+        return 2 * new_rank if new_rank < self.extra else new_rank + self.extra
 
 
 @register("allreduce", "recursive_doubling")
@@ -76,42 +90,66 @@ def allreduce_recursive_doubling(rank: int, size: int):
     return 1, tl.rounds()
 
 
-def halving_steps(tl: Timeline, t0: int, fold: Fold, cur: str) -> list[tuple[int, int, int]]:
-    """Recursive-halving reduce-scatter over p' blocks, in rounds ``t0 ..``.
+def halving_windows(new_rank: int, pof2: int, *, descending: bool = False) -> list[tuple[int, int, int]]:
+    """The windows (lo, hi, bit) of new ranks that ``new_rank`` halves, step by step.
 
-    In step k (k = 0 .. lg p' - 1) new ranks that differ in bit k split their
-    current window of blocks in two: the one with bit k clear keeps the lower
-    half, its partner the upper; each sends the half it gives up and adds the
-    partner's copy of the half it keeps.  Distances grow (1, 2, 4, ...) so each
-    partial sum covers a contiguous range of ranks, which keeps rank order.
-    After lg p' steps new rank i holds block bitreverse(i) reduced in ``recv``.
-    Returns the windows before each step (what the all-gather retraces).
+    Each step pairs new ranks that differ in ``bit`` and halves the window that
+    contains ``new_rank``: the rank with ``bit`` clear keeps the lower half.  With
+    ascending bits (1, 2, 4, ...) partial sums cover contiguous rank ranges (rank
+    order kept) and new rank i ends with window bitreverse(i); with descending
+    bits (p'/2, ..., 1) it ends with window [i, i + 1).
     """
-    lo, hi = 0, fold.pof2
-    history = []
-    for k in range(fold.steps):
-        bit = 1 << k
+    bits = [1 << k for k in range(pof2.bit_length() - 1)]
+    lo, hi = 0, pof2
+    out = []
+    for bit in (reversed(bits) if descending else bits):
+        out.append((lo, hi, bit))
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if new_rank & bit else (lo, mid)
+    return out
+
+
+def halving_steps(tl: Timeline, t0: int, fold: Fold, cur: str, *, descending: bool = False,
+                  edge=lambda i: i, acc: str = "recv", own: tuple[int, str] | None = None
+                  ) -> list[tuple[int, int, int]]:
+    """Recursive-halving reduce-scatter in rounds ``t0 ..`` (windows from :func:`halving_windows`).
+
+    In each step partners split their current window in two; each sends the half
+    it gives up and adds the partner's copy of the half it keeps into ``acc``
+    (lower rank on the left).  Windows are in new ranks; ``edge`` maps a window
+    edge to a block index (identity: p' blocks, one per new rank).  ``own =
+    (block, buffer)`` sends that block's final sum to ``buffer`` instead of ``acc``.
+    Returns the windows (what the all-gather retraces).
+    """
+    history = halving_windows(fold.new_rank, fold.pof2, descending=descending)
+    for k, (lo, hi, bit) in enumerate(history):
         partner = fold.old(fold.new_rank ^ bit)
         mid = (lo + hi) // 2
         keep, give = ((mid, hi), (lo, mid)) if fold.new_rank & bit else ((lo, mid), (mid, hi))
+        keep, give = (edge(keep[0]), edge(keep[1])), (edge(give[0]), edge(give[1]))
         tl.send(t0 + k, partner, Block(cur, *give))
         tl.recv(t0 + k, partner, Block("tmp", *keep))
         left, right = ("tmp", cur) if partner < fold.rank else (cur, "tmp")
-        tl.reduce(t0 + k, Block("recv", *keep), Block(left, *keep), Block(right, *keep))
-        history.append((lo, hi, bit))
-        lo, hi = keep
-        cur = "recv"
+        pieces = [(keep, acc)]
+        if own is not None and k == len(history) - 1:  # the last step: the own block goes elsewhere
+            b, buf = own
+            pieces = [((keep[0], b), acc), ((b, b + 1), buf), ((b + 1, keep[1]), acc)]
+        for (a, z), out in pieces:
+            if z > a:
+                tl.reduce(t0 + k, Block(out, a, z), Block(left, a, z), Block(right, a, z))
+        cur = acc
     return history
 
 
-def doubling_allgather_steps(tl: Timeline, t0: int, fold: Fold, history: list[tuple[int, int, int]]) -> None:
+def doubling_allgather_steps(tl: Timeline, t0: int, fold: Fold, history: list[tuple[int, int, int]], *,
+                             edge=lambda i: i, buf: str = "recv") -> None:
     """Undo the halving windows in reverse: each step swaps halves with the partner."""
     for i, (lo, hi, bit) in enumerate(reversed(history)):
         partner = fold.old(fold.new_rank ^ bit)
         mid = (lo + hi) // 2
         mine, theirs = ((mid, hi), (lo, mid)) if fold.new_rank & bit else ((lo, mid), (mid, hi))
-        tl.send(t0 + i, partner, Block("recv", *mine))
-        tl.recv(t0 + i, partner, Block("recv", *theirs))
+        tl.send(t0 + i, partner, Block(buf, edge(mine[0]), edge(mine[1])))
+        tl.recv(t0 + i, partner, Block(buf, edge(theirs[0]), edge(theirs[1])))
 
 
 @register("allreduce", "rabenseifner")
@@ -129,3 +167,104 @@ def allreduce_rabenseifner(rank: int, size: int):
     if fold.extra:
         fold.fold_out(tl, t + 2 * fold.steps, whole)
     return fold.pof2, tl.rounds()
+
+
+@register("allgather", "recursive_doubling")
+def allgather_recursive_doubling(rank: int, size: int):
+    """Recursive doubling: lg p' steps, the gathered range doubling each step (any p, via the fold).
+
+    Round 0: the ranks that sit out (even ranks below 2(p - p')) hand their block
+    to their odd neighbour, every rank copies its own block into ``recv``.  Then
+    the p' remaining ranks retrace descending halving windows: in the step of bit
+    b, new rank i swaps its window of b new ranks with new rank i ^ b.  New rank
+    i stands for blocks [edge(i), edge(i + 1)), so every window is a contiguous
+    range of blocks.  Last round: the sitters get everything but their own block.
+    """
+    tl, fold = Timeline(), Fold(rank, size)
+    tl.copy(0, Block("recv", rank, rank + 1), Block("send", rank, rank + 1))
+    pair = rank & ~1  # the even rank of a folded pair
+    if fold.extra and rank < 2 * fold.extra:
+        if fold.new_rank is None:
+            tl.send(0, rank + 1, Block("send", rank, rank + 1))
+        else:
+            tl.recv(0, rank - 1, Block("recv", pair, pair + 1))
+    if fold.new_rank is not None:
+        history = halving_windows(fold.new_rank, fold.pof2, descending=True)
+        doubling_allgather_steps(tl, 1, fold, history, edge=fold.edge)
+    for blocks in ((0, pair), (pair + 1, size)):  # all but the sitter's own block
+        fold.fold_out(tl, 1 + fold.steps, blocks)
+    return size, tl.rounds()
+
+
+@register("reduce_scatter_block", "recursive_halving", keeps_order=lambda size: size <= 3)
+def reduce_scatter_block_recursive_halving(rank: int, size: int):
+    """Recursive halving: lg p' steps, the window of blocks halving each step (any p, via the fold).
+
+    Round 0: even ranks below 2(p - p') hand their whole vector to their odd
+    neighbour and sit out.  The p' others halve windows of new ranks with
+    descending bits (p'/2 first), so that new rank i ends with its own window
+    [i, i + 1), that is blocks [edge(i), edge(i + 1)): its own block, written to
+    ``recv``, and for a folded pair also the sitter's, which the last round hands
+    back.  Partial sums live in scratch (``tmp2``).  The first step pairs ranks
+    p'/2 apart, so rank order is lost once p' >= 4.
+    """
+    tl, fold = Timeline(), Fold(rank, size)
+    t = 1 if fold.extra else 0
+    cur = fold.fold_in(tl, 0, (0, size), acc="tmp2")
+    if fold.new_rank is not None:
+        halving_steps(tl, t, fold, cur, descending=True, edge=fold.edge, acc="tmp2", own=(rank, "recv"))
+    if size == 1:
+        tl.copy(0, Block("recv", 0, 1), Block("send", 0, 1))
+    pair = rank & ~1
+    fold.fold_out(tl, t + fold.steps, (pair, pair + 1), src="tmp2")
+    return size, tl.rounds()
+
+
+def prefix_steps(tl: Timeline, rank: int, size: int, *, exclusive: bool) -> None:
+    """Recursive doubling prefix reduction: ceil(lg p) steps, any p (as MPICH).
+
+    ``partial`` (``tmp2``, or ``send`` before the first exchange) is the sum over
+    the aligned group of 2^(k+1) ranks around r after step k.  In step k rank r
+    swaps ``partial`` with r ^ 2^k (skipped when that rank does not exist): a
+    lower partner's part goes on the left of both ``partial`` and the result
+    (``recv``), an upper partner's only on the right of ``partial``.  Both stay
+    contiguous rank ranges, so rank order is kept.  ``partial`` is always updated
+    before the result, because in place the result overwrites ``send``.
+    The exclusive scan starts with no result: its first lower part is copied.
+    """
+    one = (0, 1)
+    if not exclusive:
+        tl.copy(0, Block("recv", *one), Block("send", *one))  # inclusive: own part first
+    partial, have_result = "send", not exclusive
+    for k in range((size - 1).bit_length()):
+        peer = rank ^ (1 << k)
+        if peer >= size:
+            continue
+        tl.send(k, peer, Block(partial, *one))
+        tl.recv(k, peer, Block("tmp", *one))
+        if peer < rank:
+            tl.reduce(k, Block("tmp2", *one), Block("tmp", *one), Block(partial, *one))
+            if have_result:
+                tl.reduce(k, Block("recv", *one), Block("tmp", *one), Block("recv", *one))
+            else:
+                tl.copy(k, Block("recv", *one), Block("tmp", *one))
+                have_result = True
+        else:
+            tl.reduce(k, Block("tmp2", *one), Block(partial, *one), Block("tmp", *one))
+        partial = "tmp2"
+
+
+@register("scan", "recursive_doubling")
+def scan_recursive_doubling(rank: int, size: int):
+    """Inclusive prefix by recursive doubling: ceil(lg p) steps of the whole vector."""
+    tl = Timeline()
+    prefix_steps(tl, rank, size, exclusive=False)
+    return 1, tl.rounds()
+
+
+@register("exscan", "recursive_doubling")
+def exscan_recursive_doubling(rank: int, size: int):
+    """Exclusive prefix by recursive doubling: ceil(lg p) steps; rank 0's ``recv`` is never written."""
+    tl = Timeline()
+    prefix_steps(tl, rank, size, exclusive=True)
+    return 1, tl.rounds()

@@ -12,35 +12,39 @@ from ..schedule import Block, Timeline
 
 
 def reduce_scatter_steps(tl: Timeline, t0: int, rank: int, size: int, *, src: str = "send",
-                         acc: str = "recv", tmp: str = "tmp") -> int:
-    """Ring reduce-scatter into rounds ``t0 ..``; afterwards ``acc`` block ``rank`` is reduced.
+                         acc: str = "recv", tmp: str = "tmp", out: str | None = None) -> int:
+    """Ring reduce-scatter into rounds ``t0 ..``; afterwards ``out`` block ``rank`` is reduced.
 
     Block b starts at rank b + 1 and travels once around the ring, each rank adding
     its own part, so that it ends fully reduced at rank b.  Hence in step
     s = 0 .. p-2 rank r sends block (r - s - 1) mod p (its own part when s = 0, else
     the partial sum it made in step s - 1) and receives block (r - s - 2) mod p, to
-    which it adds its own part.  The last receive (s = p - 2) is block r.
-    Returns the number of rounds used (p - 1).
+    which it adds its own part.  The last receive (s = p - 2) is block r.  Partial
+    sums live in ``acc``; the finished block r goes to ``out`` (default ``acc``), so
+    a reduce-scatter keeps its partial sums in scratch and writes only its own
+    block to ``recv``.  Returns the number of rounds used (p - 1).
     """
     for s in range(size - 1):
         send_b, recv_b = (rank - s - 1) % size, (rank - s - 2) % size
+        dest = (out or acc) if s == size - 2 else acc
         tl.send(t0 + s, (rank + 1) % size, Block(src if s == 0 else acc, send_b, send_b + 1))
         tl.recv(t0 + s, (rank - 1) % size, Block(tmp, recv_b, recv_b + 1))
-        tl.reduce(t0 + s, Block(acc, recv_b, recv_b + 1), Block(tmp, recv_b, recv_b + 1),
+        tl.reduce(t0 + s, Block(dest, recv_b, recv_b + 1), Block(tmp, recv_b, recv_b + 1),
                   Block(src, recv_b, recv_b + 1))
     return size - 1
 
 
-def allgather_steps(tl: Timeline, t0: int, rank: int, size: int, *, buf: str = "recv") -> int:
-    """Ring all-gather in rounds ``t0 ..``, starting with block ``rank`` in ``buf``.
+def allgather_steps(tl: Timeline, t0: int, rank: int, size: int, *, buf: str = "recv", src: str | None = None) -> int:
+    """Ring all-gather in rounds ``t0 ..``, starting with block ``rank`` in ``src`` (default ``buf``).
 
     In step s = 0 .. p-2 rank r forwards block (r - s) mod p (its own when s = 0,
-    else the one it received in step s - 1) and receives block (r - s - 1) mod p.
-    After p - 1 steps every block has reached every rank.  Returns p - 1.
+    read from ``src``; else the one it received in step s - 1) and receives block
+    (r - s - 1) mod p.  After p - 1 steps every block has reached every rank.
+    Returns p - 1.
     """
     for s in range(size - 1):
         send_b, recv_b = (rank - s) % size, (rank - s - 1) % size
-        tl.send(t0 + s, (rank + 1) % size, Block(buf, send_b, send_b + 1))
+        tl.send(t0 + s, (rank + 1) % size, Block((src or buf) if s == 0 else buf, send_b, send_b + 1))
         tl.recv(t0 + s, (rank - 1) % size, Block(buf, recv_b, recv_b + 1))
     return size - 1
 
@@ -51,6 +55,36 @@ def allreduce(rank: int, size: int):
     tl = Timeline()
     t = reduce_scatter_steps(tl, 0, rank, size)
     allgather_steps(tl, t, rank, size)
+    if size == 1:
+        tl.copy(0, Block("recv", 0, 1), Block("send", 0, 1))
+    return size, tl.rounds()
+
+
+@register("allgather", "ring")
+@register("allgatherv", "ring")
+def allgather(rank: int, size: int):
+    """Ring all-gather: p - 1 steps, each passing one block to the right neighbour.
+
+    The own block is sent straight from ``send`` in step 0 and copied to ``recv``
+    after that step's messages (a no-op in place, where ``send`` is ``recv``).
+    """
+    tl = Timeline()
+    allgather_steps(tl, 0, rank, size, src="send")
+    tl.copy(0, Block("recv", rank, rank + 1), Block("send", rank, rank + 1))
+    return size, tl.rounds()
+
+
+@register("reduce_scatter_block", "ring", keeps_order=lambda size: size == 1)
+@register("reduce_scatter", "ring", keeps_order=lambda size: size == 1)
+def reduce_scatter(rank: int, size: int):
+    """Ring reduce-scatter: the first phase of the ring all-reduce, p - 1 steps.
+
+    ``recv`` holds one block (the rank's own), so partial sums travel through
+    scratch (``tmp2``) and only the last step writes ``recv``.  Block b wraps
+    around the ring from rank b + 1 to b, so rank order is lost for p > 1.
+    """
+    tl = Timeline()
+    reduce_scatter_steps(tl, 0, rank, size, acc="tmp2", out="recv")
     if size == 1:
         tl.copy(0, Block("recv", 0, 1), Block("send", 0, 1))
     return size, tl.rounds()

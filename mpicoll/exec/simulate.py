@@ -80,8 +80,11 @@ def simulate(collective: str, algorithm: str, inputs: Sequence[np.ndarray], op: 
         like = bufs["recv"]
         if not in_place and "send" in bufs:  # results must come from the algorithm, not from what was there
             like[...] = _poison(like.dtype)
-        for name in sched.scratch():  # as large as its layout (rooted collectives: subtree scratch)
-            size = max(layouts.get(name, layouts["recv"]).ends, default=0)
+        for name in sched.scratch():  # as large as the layout the spec gives it, else as recv
+            if name in layouts:
+                size = max(layouts[name].ends, default=0)
+            else:
+                size = max(len(like), max(layouts["recv"].ends, default=0))
             bufs[name] = np.full(size, _poison(like.dtype), like.dtype)
         arrays.append(bufs)
     alias = {"send": "recv"} if in_place else {}

@@ -1,0 +1,58 @@
+"""Pairwise exchange: p - 1 steps; in step s rank r sends to r + s and receives from r - s.
+
+Every rank exchanges exactly once with every other rank, one partner per step,
+and each message carries only what that partner needs: n/p of the data, so
+(p-1)/p n in all, with p - 1 latencies.  Works for any p.
+"""
+
+from __future__ import annotations
+
+from ..registry import register
+from ..schedule import Block, Timeline
+
+
+@register("alltoall", "pairwise")
+@register("alltoallv", "pairwise")
+def alltoall(rank: int, size: int):
+    """Step s = 1 .. p-1: send block r + s to rank r + s, receive block r - s from rank r - s."""
+    tl = Timeline()
+    tl.copy(0, Block("recv", rank, rank + 1), Block("send", rank, rank + 1))
+    for s in range(1, size):
+        dst, src = (rank + s) % size, (rank - s) % size
+        tl.send(s - 1, dst, Block("send", dst, dst + 1))
+        tl.recv(s - 1, src, Block("recv", src, src + 1))
+    return size, tl.rounds()
+
+
+@register("reduce_scatter_block", "pairwise")
+@register("reduce_scatter", "pairwise")
+def reduce_scatter(rank: int, size: int):
+    """Step s = 1 .. p-1: send block r + s to rank r + s, add rank r - s's part of block r.
+
+    The parts of block r arrive from ranks r-1, r-2, ..., 0, then p-1, p-2, ...,
+    r+1.  To keep rank order, two sums grow to the left: ``lower`` (``tmp2``)
+    = part(r-s) o lower covers ranks [r-s, r], ``upper`` (``tmp3``) covers
+    [src, p); the last step forms lower o upper in ``recv``.
+    """
+    tl = Timeline()
+    one = (rank, rank + 1)
+    lower, upper = "send", None
+    for s in range(1, size):
+        t, dst, src = s - 1, (rank + s) % size, (rank - s) % size
+        tl.send(t, dst, Block("send", dst, dst + 1))
+        if upper is None and src < rank:      # lower part: ranks r-1 down to 0
+            tl.recv(t, src, Block("tmp", *one))
+            out = "recv" if s == size - 1 else "tmp2"
+            tl.reduce(t, Block(out, *one), Block("tmp", *one), Block(lower, *one))
+            lower = out
+        elif upper is None:                   # the first upper part: rank p-1
+            tl.recv(t, src, Block("tmp3", *one))
+            upper = "tmp3"
+        else:                                 # ranks p-2 down to r+1
+            tl.recv(t, src, Block("tmp", *one))
+            tl.reduce(t, Block("tmp3", *one), Block("tmp", *one), Block("tmp3", *one))
+        if upper is not None and s == size - 1:
+            tl.reduce(t, Block("recv", *one), Block(lower, *one), Block("tmp3", *one))
+    if size == 1:
+        tl.copy(0, Block("recv", *one), Block("send", *one))
+    return size, tl.rounds()

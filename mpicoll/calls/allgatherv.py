@@ -1,0 +1,63 @@
+"""Allgatherv: every rank gets every rank's block; blocks may differ in size.
+
+``recvbuf`` is a v-variant spec (``[buf, counts]``, ``[buf, (counts, displs)]``,
+``[buf, counts, displs, datatype]`` or a plain buffer split evenly); block j
+receives rank j's ``recvcounts[j]`` elements at ``displs[j]``, and nothing
+outside the blocks is written.
+
+"auto" picks:
+
+======================================================  ====================
+condition                                               algorithm
+======================================================  ====================
+p <= 4                                                  linear (one round)
+otherwise                                               ring
+======================================================  ====================
+
+``sendbuf`` ``IN_PLACE`` (or None): the rank's block is already in ``recvbuf``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .. import selection
+from ..buffers import is_in_place, parse, parse_v
+from ..layout import Layout
+from . import Plan, Spec, debug_check, make_plan
+from . import allgather as _allgather
+from ._nonrooted import check_disjoint, check_pair, only
+
+if TYPE_CHECKING:
+    from ..comm import Comm
+
+SPEC = Spec("allgatherv", reduces=False, in_place=True, inputs=_allgather.SPEC.inputs,
+            outputs=_allgather.SPEC.outputs, simulate=_allgather.simulate_setup)
+
+
+@selection.auto_rule("allgatherv")
+def auto(*, size: int, nbytes: int, count: int, commutative: bool) -> str:
+    return "linear" if size <= 4 else "ring"
+
+
+def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, *, algorithm: str | None) -> Plan | None:
+    """Check an ``Allgatherv`` call and bind its schedule; None when every count is 0."""
+    p, r = comm.size, comm.rank
+    recv = parse_v(recvbuf, "recvbuf", p, writable=True)
+    check_disjoint(recv, "recvbuf")
+    layout = Layout.v(recv.counts, recv.displs)
+    if is_in_place(sendbuf):
+        send_array, send_layout = recv.array, layout
+    else:
+        send = parse(sendbuf, "sendbuf")
+        check_pair(send, recv)
+        if send.count != recv.counts[r]:
+            raise ValueError(f"recvbuf: counts[{r}] is {recv.counts[r] // recv.unit}, but this rank "
+                             f"sends {send.count // send.unit} elements")
+        send_array, send_layout = send.array, only(r, send.count, p)
+    name, params = selection.choose("allgatherv", algorithm, size=p, nbytes=recv.nbytes, count=sum(recv.counts))
+    debug_check(comm, ("Allgatherv", recv.counts, str(recv.dtype), name))
+    if sum(recv.counts) == 0:
+        return None
+    return make_plan(comm, "allgatherv", name, params, {"send": send_array, "recv": recv.array},
+                     lambda nb: {"recv": layout, "send": send_layout}, dtype=recv.dtype, scratch_count=0)

@@ -1,0 +1,100 @@
+"""Alltoall: rank i's block j goes to rank j's block i.
+
+"auto" picks (a rule table; the cost model calibrates it later):
+
+======================================================  ====================
+condition (b = bytes of one block)                      algorithm
+======================================================  ====================
+p >= 8 and b <= 256 bytes                               bruck
+p <= 4                                                  linear (one round)
+otherwise                                               pairwise
+======================================================  ====================
+
+``sendbuf`` ``IN_PLACE`` (or None): ``recvbuf`` holds the data to send and is
+replaced by the data received.  The algorithm then receives into scratch and
+the result is copied into ``recvbuf`` once all messages are done, so no block
+is overwritten before it was sent.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .. import selection
+from ..buffers import is_in_place
+from ..layout import Layout
+from . import Plan, Spec, debug_check, make_plan, own
+from ._nonrooted import check_pair, copy_result_to, parse_blocks, scratch_layouts
+
+if TYPE_CHECKING:
+    from ..comm import Comm
+
+
+def simulate_setup(inputs: list[np.ndarray], nblocks: int, in_place: bool = False) -> list[tuple[dict, dict, str]]:
+    """Rank j's input split as evenly as possible into p blocks (uneven and empty blocks too: Alltoallv).
+
+    Rank r's receive block j is rank j's send block r, one after the other.
+    """
+    size = len(inputs)
+    send = [Layout.even(len(x), size) for x in inputs]
+    out = []
+    for r, x in enumerate(inputs):
+        counts = [send[j].count(r, r + 1) for j in range(size)]
+        recv = Layout.v(counts, [sum(counts[:j]) for j in range(size)])
+        layouts = {"send": send[r], "recv": recv, **scratch_layouts(recv)}
+        out.append(({"send": x.copy(), "recv": np.empty(sum(counts), x.dtype)}, layouts, "recv"))
+    return out
+
+
+SPEC = Spec(
+    "alltoall", reduces=False, in_place=False,
+    # rank r's send block j is (j, r): "for j, from r"; rank j must end with it as its recv block r
+    inputs=lambda r, p, nb, **_: {"send": [own(r, j) for j in range(nb)]},
+    outputs=lambda r, p, nb, **_: {"recv": [own(j, r) for j in range(nb)]},
+    simulate=simulate_setup,
+)
+
+
+@selection.auto_rule("alltoall")
+def auto(*, size: int, nbytes: int, count: int, commutative: bool) -> str:
+    if size >= 8 and nbytes // size <= 256:
+        return "bruck"
+    return "linear" if size <= 4 else "pairwise"
+
+
+def bind_alltoall(comm: Comm, collective: str, name: str, params: dict, send_array: Any, send_layout: Layout,
+                  recv_array: Any, recv_layout: Layout, dtype: np.dtype, xp: Any, in_place: bool) -> Plan:
+    """The plan of an all-to-all; in place, the result goes to scratch and is copied block by block at the end."""
+    size = max(recv_layout.ends, default=0)
+    result = xp.empty(size, dtype) if in_place else recv_array
+    layouts = {"send": send_layout, "recv": recv_layout, **scratch_layouts(recv_layout)}
+    plan = make_plan(comm, collective, name, params, {"send": send_array, "recv": result}, lambda nb: layouts,
+                     dtype=dtype, scratch_count=size)
+    if in_place:
+        copy_result_to(plan, result, recv_array, [recv_layout.span(b, b + 1) for b in range(comm.size)])
+    return plan
+
+
+def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, *, algorithm: str | None) -> Plan | None:
+    """Check an ``Alltoall`` call and bind its schedule; None when the count is 0."""
+    p = comm.size
+    recv = parse_blocks(recvbuf, "recvbuf", p, writable=True)
+    count = recv.count // p
+    in_place = is_in_place(sendbuf)
+    send_array = recv.array
+    if not in_place:
+        send = parse_blocks(sendbuf, "sendbuf", p)
+        check_pair(send, recv)
+        if send.count != recv.count:
+            raise ValueError(f"recvbuf: Alltoall needs blocks of sendbuf's {send.count // p} elements, "
+                             f"got {count}")
+        send_array = send.array
+    name, params = selection.choose("alltoall", algorithm, size=p, nbytes=recv.nbytes, count=recv.count)
+    debug_check(comm, ("Alltoall", count, str(recv.dtype), name))
+    if count == 0:
+        return None
+    layout = Layout.v([count] * p, [b * count for b in range(p)])
+    return bind_alltoall(comm, "alltoall", name, params, send_array, layout, recv.array, layout, recv.dtype,
+                         recv.xp, in_place)

@@ -1,0 +1,60 @@
+"""Alltoallv: rank i's block j goes to rank j's block i; blocks may differ in size.
+
+Both buffers are v-variant specs (``[buf, counts]``, ``[buf, (counts, displs)]``,
+``[buf, counts, displs, datatype]``, or a plain buffer split evenly); rank i's
+``sendcounts[j]`` must equal rank j's ``recvcounts[i]``.  Nothing outside the
+receive blocks is written.
+
+"auto" picks:
+
+======================================================  ====================
+condition                                               algorithm
+======================================================  ====================
+p <= 4                                                  linear (one round)
+otherwise                                               pairwise
+======================================================  ====================
+
+``sendbuf`` ``IN_PLACE`` (or None): ``recvbuf``'s blocks are sent and then
+replaced (through scratch, as for Alltoall).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .. import selection
+from ..buffers import is_in_place, parse_v
+from ..layout import Layout
+from . import Plan, Spec, debug_check
+from . import alltoall as _alltoall
+from ._nonrooted import check_disjoint, check_pair
+
+if TYPE_CHECKING:
+    from ..comm import Comm
+
+SPEC = Spec("alltoallv", reduces=False, in_place=False, inputs=_alltoall.SPEC.inputs,
+            outputs=_alltoall.SPEC.outputs, simulate=_alltoall.simulate_setup)
+
+
+@selection.auto_rule("alltoallv")
+def auto(*, size: int, nbytes: int, count: int, commutative: bool) -> str:
+    return "linear" if size <= 4 else "pairwise"
+
+
+def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, *, algorithm: str | None) -> Plan | None:
+    """Check an ``Alltoallv`` call and bind its schedule (zero-size messages included)."""
+    p = comm.size
+    recv = parse_v(recvbuf, "recvbuf", p, writable=True)
+    check_disjoint(recv, "recvbuf")
+    recv_layout = Layout.v(recv.counts, recv.displs)
+    in_place = is_in_place(sendbuf)
+    send_array, send_layout = recv.array, recv_layout
+    if not in_place:
+        send = parse_v(sendbuf, "sendbuf", p)
+        check_pair(send, recv)
+        send_array, send_layout = send.array, Layout.v(send.counts, send.displs)
+    name, params = selection.choose("alltoallv", algorithm, size=p, nbytes=recv.nbytes, count=sum(recv.counts))
+    debug_check(comm, ("Alltoallv", str(recv.dtype), name))
+    # never skip a call: only all ranks together know whether nothing moves at all
+    return _alltoall.bind_alltoall(comm, "alltoallv", name, params, send_array, send_layout, recv.array,
+                                   recv_layout, recv.dtype, recv.xp, in_place)

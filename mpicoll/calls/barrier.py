@@ -1,0 +1,55 @@
+"""Barrier: no rank leaves before every rank has entered.
+
+The schedules move empty messages: the spec has one empty block per rank
+(``recv`` and ``send`` are zero-length arrays), so every executor runs a barrier
+like any other collective.  "auto" always picks ``dissemination`` (ceil(lg p)
+rounds, any p); ``linear`` (everyone to rank 0 and back) is the baseline.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .. import selection
+from ..layout import Layout
+from . import Plan, Spec, debug_check, make_plan, own
+
+if TYPE_CHECKING:
+    from ..comm import Comm
+
+
+def _empty(nblocks: int) -> Layout:
+    return Layout([0] * nblocks, [0] * nblocks)
+
+
+def simulate_setup(inputs: list[Any], nblocks: int, in_place: bool = False) -> list[tuple[dict, dict, str]]:
+    """No data: every rank has empty buffers whatever the inputs."""
+    layouts = {"send": _empty(nblocks), "recv": _empty(nblocks)}
+    return [({"send": np.empty(0, np.uint8), "recv": np.empty(0, np.uint8)}, layouts, "recv") for _ in inputs]
+
+
+SPEC = Spec(
+    "barrier", reduces=False, in_place=False,
+    # tokens: what a message carries is only checked for being sent and received
+    inputs=lambda r, p, nb, **_: {"send": [own(r, b) for b in range(nb)]},
+    outputs=lambda r, p, nb, **_: {"recv": [None] * nb},
+    simulate=simulate_setup,
+)
+
+
+@selection.auto_rule("barrier")
+def auto(*, size: int, nbytes: int, count: int, commutative: bool) -> str:
+    return "dissemination"
+
+
+def prepare(comm: Comm, *, algorithm: str | None) -> Plan | None:
+    """Choose the barrier's algorithm and bind its (empty) buffers; None on one rank."""
+    name, params = selection.choose("barrier", algorithm, size=comm.size, nbytes=0, count=0)
+    debug_check(comm, ("Barrier", name))
+    if comm.size == 1:
+        return None
+    arrays = {"send": np.empty(0, np.uint8), "recv": np.empty(0, np.uint8)}
+    return make_plan(comm, "barrier", name, params, arrays,
+                     lambda nb: {"send": _empty(nb), "recv": _empty(nb)}, dtype=np.dtype(np.uint8), scratch_count=0)

@@ -1,0 +1,44 @@
+"""Exscan: exclusive prefix reduction; rank i > 0 gets ranks 0..i-1 reduced, in rank order.
+
+Rank 0's ``recvbuf`` is left untouched (MPI leaves it undefined).
+
+"auto" picks:
+
+======================================================  ====================
+condition                                               algorithm
+======================================================  ====================
+p <= 2                                                  linear (a chain)
+otherwise                                               recursive_doubling
+======================================================  ====================
+
+Both algorithms keep rank order.  ``sendbuf`` ``IN_PLACE`` (or None): the input
+is in ``recvbuf``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .. import selection
+from . import Plan, Spec, own
+from . import scan as _scan
+
+if TYPE_CHECKING:
+    from ..comm import Comm
+
+SPEC = Spec(
+    "exscan", reduces=True, in_place=True,
+    inputs=lambda r, p, nb, **_: {"send": [own(r, 0)]},
+    outputs=lambda r, p, nb, **_: {"recv": [(0, ((0, r),)) if r > 0 else None]},
+    simulate=_scan.simulate_setup,
+)
+
+
+@selection.auto_rule("exscan")
+def auto(*, size: int, nbytes: int, count: int, commutative: bool) -> str:
+    return "linear" if size <= 2 else "recursive_doubling"
+
+
+def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, op: Any, *, algorithm: str | None) -> Plan | None:
+    """Check an ``Exscan`` call and bind its schedule; None when the count is 0."""
+    return _scan.prepare_prefix(comm, "exscan", "Exscan", sendbuf, recvbuf, op, algorithm)

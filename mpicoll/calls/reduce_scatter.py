@@ -1,0 +1,96 @@
+"""Reduce_scatter: reduce the input over all ranks; rank i gets ``recvcounts[i]`` elements.
+
+The input (``sum(recvcounts)`` elements) is cut into blocks of ``recvcounts``
+in rank order; zeros are allowed.  ``recvcounts=None`` takes each rank's count
+from its ``recvbuf`` (the counts are then exchanged, as mpi4py does).
+
+"auto" picks:
+
+======================================================  ====================
+condition                                               algorithm
+======================================================  ====================
+the op is not commutative, or p <= 2                    pairwise
+otherwise                                               ring
+======================================================  ====================
+
+``sendbuf`` ``IN_PLACE`` (or None): ``recvbuf`` holds the whole input; the
+result goes to its start (copied there from scratch once all messages are done).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .. import selection
+from ..buffers import is_in_place, parse
+from ..ops import check_op, is_commutative, op_name
+from . import MismatchError, Plan, Spec, debug_check
+from . import reduce_scatter_block as _rsb
+from ._nonrooted import check_pair, counts_of
+
+if TYPE_CHECKING:
+    from ..comm import Comm
+
+SPEC = Spec("reduce_scatter", reduces=True, in_place=False, inputs=_rsb.SPEC.inputs, outputs=_rsb.SPEC.outputs,
+            simulate=_rsb.simulate_setup)
+
+
+@selection.auto_rule("reduce_scatter")
+def auto(*, size: int, nbytes: int, count: int, commutative: bool) -> str:
+    return "pairwise" if not commutative or size <= 2 else "ring"
+
+
+def _exchange_counts(comm: Comm, recvbuf: Any, sendbuf: Any) -> list[int]:
+    """recvcounts=None: every rank's recvbuf count, agreed on by all ranks (a bad one fails everywhere)."""
+    mine: int | None = None
+    error: Exception | None = None
+    try:
+        if is_in_place(sendbuf):
+            raise TypeError("recvcounts: Reduce_scatter with sendbuf IN_PLACE needs explicit recvcounts")
+        mine = parse(recvbuf, "recvbuf", writable=True).count
+    except Exception as exc:  # tell the others before raising, so nobody waits forever
+        error = exc
+    everyone = comm.private.allgather(mine)
+    if error is not None:
+        raise error
+    bad = [r for r, c in enumerate(everyone) if c is None]
+    if bad:
+        raise MismatchError(f"Reduce_scatter: ranks {bad} passed bad arguments (recvcounts=None)")
+    return everyone
+
+
+def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, recvcounts: Any, op: Any, *,
+            algorithm: str | None) -> Plan | None:
+    """Check a ``Reduce_scatter`` call and bind its schedule; None when every count is 0."""
+    p, r = comm.size, comm.rank
+    in_place = is_in_place(sendbuf)
+    recv = parse(recvbuf, "recvbuf", writable=True)
+    if recvcounts is None:
+        counts = [c // recv.unit for c in _exchange_counts(comm, recvbuf, sendbuf)]
+    else:
+        counts = counts_of(recvcounts, p)
+    counts = [c * recv.unit for c in counts]
+    total = sum(counts)
+    if in_place:
+        if recv.count < total:
+            raise ValueError(f"recvbuf: with sendbuf IN_PLACE it holds the input, sum(recvcounts) = "
+                             f"{total // recv.unit} elements; it has {recv.count // recv.unit}")
+        send_array = recv.array[:total]
+    else:
+        send = parse(sendbuf, "sendbuf")
+        check_pair(send, recv)
+        if send.count != total:
+            raise ValueError(f"sendbuf: Reduce_scatter needs sum(recvcounts) = {total // recv.unit} elements, "
+                             f"got {send.count // send.unit}")
+        if recv.count != counts[r]:
+            raise ValueError(f"recvbuf: recvcounts[{r}] is {counts[r] // recv.unit}, but recvbuf holds "
+                             f"{recv.count // recv.unit} elements")
+        send_array = send.array
+    check_op(op, recv.dtype)
+    name, params = selection.choose("reduce_scatter", algorithm, size=p, nbytes=total * recv.dtype.itemsize,
+                                    count=total, commutative=is_commutative(op))
+    debug_check(comm, ("Reduce_scatter", tuple(counts), str(recv.dtype), op_name(op), name))
+    if total == 0:
+        return None
+    return _rsb.bind_reduce_scatter(comm, "reduce_scatter", name, params, send_array, counts, recv.array, op,
+                                    recv.dtype, recv.datatype, recv.xp, in_place)

@@ -1,0 +1,113 @@
+"""Reduce_scatter_block: reduce p equal blocks over all ranks; rank i gets block i.
+
+"auto" picks (a rule table; the cost model calibrates it later):
+
+===========================================================  ====================
+condition (n = bytes of one rank's input)                    algorithm
+===========================================================  ====================
+the op is not commutative                                    pairwise
+p a power of two, or n < 64 KiB                              recursive_halving
+otherwise                                                    ring
+===========================================================  ====================
+
+``sendbuf`` ``IN_PLACE`` (or None): ``recvbuf`` holds the whole input (p
+blocks); the result goes to its first block.  The algorithm then reduces into
+scratch and the result is copied to the start of ``recvbuf`` once all messages
+are done, so no input is overwritten before it was sent.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .. import selection
+from ..buffers import is_in_place, parse
+from ..layout import Layout
+from ..ops import check_op, is_commutative, op_name
+from ..selection import KiB
+from . import Plan, Spec, debug_check, make_plan, own
+from ._nonrooted import check_pair, contiguous, copy_result_to, only, parse_blocks, scratch_layouts
+
+if TYPE_CHECKING:
+    from ..comm import Comm
+
+
+def simulate_setup(inputs: list[np.ndarray], nblocks: int, in_place: bool = False) -> list[tuple[dict, dict, str]]:
+    """Every rank's input split as evenly as possible (so also uneven and empty blocks, as Reduce_scatter)."""
+    size = len(inputs)
+    send = Layout.even(len(inputs[0]), nblocks)
+    counts = [send.count(b, b + 1) for b in range(nblocks)]
+    out = []
+    for r, x in enumerate(inputs):
+        layouts = {"send": send, "recv": only(r, counts[r], nblocks), **scratch_layouts(send)}
+        out.append(({"send": x.copy(), "recv": np.empty(counts[r] if r < size else 0, x.dtype)}, layouts, "recv"))
+    return out
+
+
+def _inputs(r: int, p: int, nb: int, **_: Any) -> dict[str, list]:
+    return {"send": [own(r, b) for b in range(nb)]}
+
+
+def _outputs(r: int, p: int, nb: int, **_: Any) -> dict[str, list]:
+    return {"recv": [(b, ((0, p),)) if b == r else None for b in range(nb)]}
+
+
+SPEC = Spec("reduce_scatter_block", reduces=True, in_place=False, inputs=_inputs, outputs=_outputs,
+            simulate=simulate_setup)
+
+
+@selection.auto_rule("reduce_scatter_block")
+def auto(*, size: int, nbytes: int, count: int, commutative: bool) -> str:
+    if not commutative:
+        return "pairwise"
+    if size & (size - 1) == 0 or nbytes < 64 * KiB:
+        return "recursive_halving"
+    return "ring"
+
+
+def bind_reduce_scatter(comm: Comm, collective: str, name: str, params: dict, send_array: Any,
+                        counts: list[int], recv_array: Any, op: Any, dtype: np.dtype, datatype: Any,
+                        xp: Any, in_place: bool) -> Plan:
+    """The plan of a reduce-scatter: ``send_array`` in blocks of ``counts``; rank r's block into ``recv_array``.
+
+    In place, the result is computed into a scratch block and copied to
+    ``recv_array`` (the start of the input) at the end.
+    """
+    r = comm.rank
+    send_layout = contiguous(counts)
+    result = xp.empty(counts[r], dtype) if in_place else recv_array
+    layouts = {"send": send_layout, "recv": only(r, counts[r], comm.size), **scratch_layouts(send_layout)}
+    plan = make_plan(comm, collective, name, params, {"send": send_array, "recv": result}, lambda nb: layouts,
+                     op=op, dtype=dtype, scratch_count=sum(counts), datatype=datatype)
+    if in_place:
+        copy_result_to(plan, result, recv_array, [(0, counts[r])])
+    return plan
+
+
+def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, op: Any, *, algorithm: str | None) -> Plan | None:
+    """Check a ``Reduce_scatter_block`` call and bind its schedule; None when the count is 0."""
+    p = comm.size
+    in_place = is_in_place(sendbuf)
+    if in_place:
+        recv = parse_blocks(recvbuf, "recvbuf", p, writable=True)
+        count = recv.count // p
+        send_array = recv.array
+    else:
+        recv = parse(recvbuf, "recvbuf", writable=True)
+        send = parse_blocks(sendbuf, "sendbuf", p)
+        check_pair(send, recv)
+        count = recv.count
+        if send.count != count * p:
+            raise ValueError(f"sendbuf: Reduce_scatter_block needs {p} blocks of recvbuf's count {count}, "
+                             f"that is {count * p} elements; got {send.count}")
+        send_array = send.array
+    check_op(op, recv.dtype)
+    name, params = selection.choose("reduce_scatter_block", algorithm, size=p, nbytes=count * p * recv.dtype.itemsize,
+                                    count=count * p, commutative=is_commutative(op))
+    debug_check(comm, ("Reduce_scatter_block", count, str(recv.dtype), op_name(op), name))
+    if count == 0:
+        return None
+    return bind_reduce_scatter(comm, "reduce_scatter_block", name, params, send_array, [count] * p,
+                               recv.array, op, recv.dtype, recv.datatype, recv.xp, in_place)

@@ -1,0 +1,78 @@
+"""Scan: inclusive prefix reduction; rank i gets ranks 0..i reduced, in rank order.
+
+"auto" picks:
+
+======================================================  ====================
+condition                                               algorithm
+======================================================  ====================
+p <= 2                                                  linear (a chain)
+otherwise                                               recursive_doubling
+======================================================  ====================
+
+Both algorithms keep rank order, so any op, commutative or not, may be used.
+``sendbuf`` ``IN_PLACE`` (or None): the input is in ``recvbuf``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .. import selection
+from ..buffers import Buffer, is_in_place, parse
+from ..layout import Layout
+from ..ops import check_op, is_commutative, op_name
+from . import Plan, Spec, debug_check, make_plan, own
+
+if TYPE_CHECKING:
+    from ..comm import Comm
+
+
+def simulate_setup(inputs: list[np.ndarray], nblocks: int, in_place: bool = False) -> list[tuple[dict, dict, str]]:
+    layout = {"recv": Layout.v([len(inputs[0])], [0])}
+    if in_place:
+        return [({"recv": x.copy()}, layout, "recv") for x in inputs]
+    return [({"send": x.copy(), "recv": np.empty_like(x)}, layout, "recv") for x in inputs]
+
+
+SPEC = Spec(
+    "scan", reduces=True, in_place=True,
+    inputs=lambda r, p, nb, **_: {"send": [own(r, 0)]},
+    outputs=lambda r, p, nb, **_: {"recv": [(0, ((0, r + 1),))]},
+    simulate=simulate_setup,
+)
+
+
+@selection.auto_rule("scan")
+def auto(*, size: int, nbytes: int, count: int, commutative: bool) -> str:
+    return "linear" if size <= 2 else "recursive_doubling"
+
+
+def prepare_prefix(comm: Comm, collective: str, method: str, sendbuf: Any, recvbuf: Any, op: Any,
+                   algorithm: str | None) -> Plan | None:
+    """Scan and Exscan: check the call and bind the schedule; None when the count is 0."""
+    recv = parse(recvbuf, "recvbuf", writable=True)
+    send: Buffer | None = None
+    if not is_in_place(sendbuf):
+        send = parse(sendbuf, "sendbuf")
+        if send.count != recv.count:
+            raise ValueError(f"recvbuf: {method} needs as many elements as sendbuf ({send.count}), got {recv.count}")
+        if send.dtype != recv.dtype or send.unit != recv.unit:
+            raise TypeError(f"recvbuf: dtype {recv.dtype} differs from sendbuf's {send.dtype}")
+        if send.xp is not recv.xp:
+            raise TypeError("sendbuf and recvbuf must both be host arrays or both device arrays")
+    check_op(op, recv.dtype)
+    name, params = selection.choose(collective, algorithm, size=comm.size, nbytes=recv.nbytes,
+                                    count=recv.count, commutative=is_commutative(op))
+    debug_check(comm, (method, recv.count, str(recv.dtype), op_name(op), name))
+    if recv.count == 0:
+        return None
+    arrays = {"send": recv.array if send is None else send.array, "recv": recv.array}
+    return make_plan(comm, collective, name, params, arrays, lambda nb: {"recv": Layout.v([recv.count], [0])},
+                     op=op, dtype=recv.dtype, scratch_count=recv.count, datatype=recv.datatype)
+
+
+def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, op: Any, *, algorithm: str | None) -> Plan | None:
+    """Check a ``Scan`` call and bind its schedule; None when the count is 0."""
+    return prepare_prefix(comm, "scan", "Scan", sendbuf, recvbuf, op, algorithm)
