@@ -294,16 +294,16 @@ _UNITS = {"": 1, "B": 1, "K": 1024, "KB": 1024, "KIB": 1024, "M": 1024 ** 2, "MB
 
 def parse_size(text: str) -> int:
     """``8``, ``64K``, ``1M``, ``2MiB`` -> bytes."""
-    t = text.strip().upper()
-    digits = t.rstrip("KMGIB")
-    unit = t[len(digits):]
-    if not digits or unit not in _UNITS:
+    import re  # noqa: PLC0415
+
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([KMG]?I?B?)", text.strip().upper())
+    if not m or m.group(2) not in _UNITS:
         raise ValueError(f"--sizes: cannot read size {text!r} (examples: 8, 64K, 1M)")
-    return int(float(digits) * _UNITS[unit])
+    return int(float(m.group(1)) * _UNITS[m.group(2)])
 
 
 def parse_sizes(text: str) -> list[int]:
-    """``8:64M`` (powers of two... no: every factor of 4 from 8 to 64M), ``8:64M:2`` (factor 2), or a list ``8,1M``."""
+    """``8:64M`` (8 bytes, the powers of 4 between, 64 MiB), ``8:64M:2`` (powers of 2), or a list ``8,1M``."""
     if ":" in text:
         parts = text.split(":")
         if len(parts) not in (2, 3):
@@ -312,11 +312,12 @@ def parse_sizes(text: str) -> list[int]:
         factor = int(parts[2]) if len(parts) == 3 else 4
         if lo < 1 or hi < lo or factor < 2:
             raise ValueError(f"--sizes: need 1 <= LO <= HI and FACTOR >= 2, got {text!r}")
-        sizes, s = [], lo
-        while s <= hi:
-            sizes.append(s)
+        sizes, s = [lo], 1
+        while s < hi:   # the powers of FACTOR strictly between LO and HI, so that 8:64M hits 64K and 1M
+            if s > lo:
+                sizes.append(s)
             s *= factor
-        if sizes[-1] != hi:
+        if hi > lo:
             sizes.append(hi)
         return sizes
     return [parse_size(x) for x in text.split(",") if x.strip()]

@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import selection
-from ..selection import KiB, MiB
 from ..buffers import Buffer, is_in_place, parse
 from ..layout import Layout
 from ..ops import check_op, is_commutative, op_name
+from ..selection import KiB, MiB
 from . import Plan, Spec, cached_plan, call_key, debug_check, make_plan, own, remember_plan
 
 if TYPE_CHECKING:
