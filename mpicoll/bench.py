@@ -158,9 +158,9 @@ def variants(coll: Collective, p: int, only: list[str] | None) -> tuple[list[str
     notes: list[str] = []
     names = [BUILTIN]
     if not _has_module(coll):
-        notes.append(f"{coll.name}: mpicoll has no {coll.method} of its own on this branch; "
-                     "mpicoll.Comm forwards it to the built-in, so only the built-in is timed")
-        return names, notes
+        notes.append(f"{coll.name}: mpicoll has no {coll.method} of its own on this branch; mpicoll.Comm forwards "
+                     "it to the built-in, so 'auto' times that forwarding (no algorithms to compare)")
+        return names + [AUTO], notes
     algs = registry.algorithms(coll.name) if coll.name in registry.collectives() else []
     wanted = [AUTO, *algs] if only is None else [a for a in only if a == AUTO or a in algs]
     if only is not None:

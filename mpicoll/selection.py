@@ -161,6 +161,5 @@ def choose(collective: str, requested: str | None, *, size: int, nbytes: int, co
                          f"and the op is not commutative; use one of {', '.join(keeping)}")
     params: dict[str, Any] = {}
     if "segments" in alg.params:
-        pieces = {"double_binary_tree": 2, "ring_segmented": size}.get(name, 1)   # segments per piece
-        params["segments"] = segments_for(nbytes, pieces=pieces)
+        params["segments"] = segments_for(nbytes, pieces=2 if name == "double_binary_tree" else 1)
     return name, params

@@ -6,4 +6,4 @@ does in each round (see :mod:`mpicoll.schedule`).  Nothing here touches MPI or
 arrays.
 """
 
-from . import binomial, dbtree, linear, recursive, ring, ring_segmented  # noqa: F401
+from . import binomial, dbtree, linear, recursive, ring  # noqa: F401

@@ -136,16 +136,27 @@ PLAN_CACHE_ENTRIES = 16
 PLAN_CACHE_SCRATCH = 256 * 1024 * 1024   # bytes of scratch the cached plans of one communicator may hold
 
 
+def _environ() -> dict:
+    # os.environ's own dict (kept in step by os.environ's setters): a plain dict lookup,
+    # where os.environ.get encodes the key and costs a microsecond per call
+    data = getattr(os.environ, "_data", None)
+    return data if isinstance(data, dict) else {k.encode(): v for k, v in os.environ.items()}
+
+
+_ALGO, _DEBUG = b"MPICOLL_ALGO", b"MPICOLL_DEBUG"
+
+
 def call_key(*objects: Any) -> tuple | None:
     """A cache key for a call on these arguments, or None when the call must not be cached."""
-    env = os.environ
-    if env.get("MPICOLL_DEBUG", "0") not in ("", "0"):
+    env = _environ()
+    debug = env.get(_DEBUG)
+    if debug and debug != b"0":
         return None
-    parts: list[Any] = [env.get("MPICOLL_ALGO"), selection.tuning_generation()]
+    parts: list[Any] = [env.get(_ALGO), selection._GENERATION]
     for obj in objects:
         if type(obj) is np.ndarray:
             parts.append((id(obj), obj.shape, obj.strides, obj.dtype, obj.flags.writeable))
-        elif obj is None or obj is MPI.IN_PLACE or isinstance(obj, (str, int)):
+        elif obj is None or obj is MPI.IN_PLACE or type(obj) is str or type(obj) is int:
             parts.append(obj)   # IN_PLACE, a root, an algorithm name
         elif isinstance(obj, (MPI.Op, Op)):
             parts.append(id(obj))
