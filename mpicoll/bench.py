@@ -431,6 +431,7 @@ def plot(results: list[dict], path: str) -> None:
             ax.set_title(title)
             ax.grid(True, which="both", alpha=0.3)
         ax_t.set_yscale("log")
+        ax_bw.set_yscale("log")
         ax_bw.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
