@@ -99,10 +99,8 @@ def tuned_choice(collective: str, size: int, nbytes: int, commutative: bool = Tr
     bands = _tuning().get(collective, {}).get(str(size))
     if not bands:
         return None
-    for upper, name in bands:
-        if upper is None or nbytes < upper:
-            break
-    else:
+    name = next((alg for upper, alg in bands if upper is None or nbytes < upper), None)
+    if name is None:
         return None
     try:
         alg = registry.get(collective, name)
