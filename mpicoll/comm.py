@@ -24,6 +24,10 @@ if TYPE_CHECKING:
 
 __all__ = ["Comm"]
 
+# per method name: whether mpicoll.calls has a module for it, and the module (looked up once)
+_HAS_MODULE: dict[str, bool] = {}
+_MODULES: dict[str, Any] = {}
+
 
 class Comm(MPI.Intracomm):
     """Wrap ``comm`` (an ``MPI.Intracomm``) so that its collectives are mpicoll's.
@@ -60,11 +64,16 @@ class Comm(MPI.Intracomm):
     # forwarded to mpi4py's built-in one, unless a specific algorithm was asked for.
 
     def _prepare(self, method: str, *args: Any, algorithm: str) -> Plan | None:
-        module = importlib.import_module(f"{__package__}.calls.{method.lower()}")
+        module = _MODULES.get(method)
+        if module is None:
+            module = _MODULES[method] = importlib.import_module(f"{__package__}.calls.{method.lower()}")
         return module.prepare(self, *args, algorithm=algorithm)
 
     def _by_hand(self, method: str, algorithm: str) -> bool:
-        if importlib.util.find_spec(f"{__package__}.calls.{method.lower()}") is not None:
+        found = _HAS_MODULE.get(method)
+        if found is None:
+            found = _HAS_MODULE[method] = importlib.util.find_spec(f"{__package__}.calls.{method.lower()}") is not None
+        if found:
             return True
         if algorithm != "auto":
             raise NotImplementedError(f"mpicoll has no {method} of its own yet, so algorithm={algorithm!r} "

@@ -17,7 +17,8 @@ from typing import Any
 
 from . import registry
 
-__all__ = ["choose", "auto_rule", "forced_by_environment", "segments_for"]
+__all__ = ["choose", "auto_rule", "forced_by_environment", "segments_for", "tuned_choice", "tuning_path",
+           "reload_tuning"]
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -45,6 +46,69 @@ def segments_for(nbytes: int, pieces: int = 1) -> int:
     """Pipeline segments so that each of ``pieces`` parts moves in segments of about 256 KiB."""
     per_piece = -(-nbytes // max(1, pieces))
     return max(1, min(MAX_SEGMENTS, -(-per_piece // SEGMENT_BYTES)))
+
+
+def tuning_path() -> str:
+    """The tuning file: ``$MPICOLL_TUNING``, else ``~/.config/mpicoll/tuning.json``."""
+    return os.environ.get("MPICOLL_TUNING") or os.path.join(os.path.expanduser("~"), ".config", "mpicoll",
+                                                             "tuning.json")
+
+
+_TUNING: dict[str, Any] | None = None
+_GENERATION = 0
+
+
+def reload_tuning() -> None:
+    """Forget the loaded tuning file (the next call reads it again; cached plans are chosen anew)."""
+    global _TUNING, _GENERATION
+    _TUNING = None
+    _GENERATION += 1
+
+
+def tuning_generation() -> int:
+    """Counts :func:`reload_tuning` calls (part of the plan cache's key)."""
+    return _GENERATION
+
+
+def _tuning() -> dict[str, Any]:
+    global _TUNING
+    if _TUNING is None:
+        import json  # noqa: PLC0415
+
+        try:
+            with open(tuning_path()) as fh:
+                _TUNING = json.load(fh)
+        except FileNotFoundError:
+            _TUNING = {}
+        except (OSError, ValueError) as exc:
+            import warnings  # noqa: PLC0415
+
+            warnings.warn(f"mpicoll: ignoring the tuning file {tuning_path()}: {exc}", stacklevel=2)
+            _TUNING = {}
+    return _TUNING
+
+
+def tuned_choice(collective: str, size: int, nbytes: int, commutative: bool = True) -> str | None:
+    """The algorithm ``python -m mpicoll.bench --tune`` measured fastest here, or None.
+
+    The tuning file maps ``collective -> str(p) -> [[upper_bytes or null, algorithm], ...]``
+    (bands in increasing size; a band covers sizes below its upper bound).  A
+    tuned algorithm that is unknown, or that does not keep rank order when the
+    op is not commutative, is ignored.
+    """
+    bands = _tuning().get(collective, {}).get(str(size))
+    if not bands:
+        return None
+    name = next((alg for upper, alg in bands if upper is None or nbytes < upper), None)
+    if name is None:
+        return None
+    try:
+        alg = registry.get(collective, name)
+    except ValueError:
+        return None
+    if not commutative and not alg.keeps_order(size):
+        return None
+    return name
 
 
 AutoRule = Callable[..., str]
@@ -83,7 +147,8 @@ def choose(collective: str, requested: str | None, *, size: int, nbytes: int, co
         if forced and forced != "auto":
             name, source = forced, "MPICOLL_ALGO"
         else:
-            name = _auto(collective)(size=size, nbytes=nbytes, count=count, commutative=commutative)
+            tuned = tuned_choice(collective, size, nbytes, commutative) if count >= size else None
+            name = tuned or _auto(collective)(size=size, nbytes=nbytes, count=count, commutative=commutative)
     try:
         alg = registry.get(collective, name)
     except ValueError as exc:

@@ -1,0 +1,591 @@
+"""Benchmark mpicoll's collectives against the MPI library's built-in ones.
+
+Run it like the OSU micro-benchmarks or nccl-tests::
+
+    python -m mpicoll.launch -n 2 -m mpicoll.bench allreduce --sizes 8:64M
+    mpirun -n 2 python -m mpicoll.bench allreduce bcast --algorithms ring,auto --json out.json
+
+For every size, every algorithm of the collective, ``auto``, the persistent
+``*_init`` form (when :mod:`mpicoll.exec.nonblocking` exists) and the built-in
+collective are timed in the same run, interleaved round by round on the same
+warm buffers, next to ``np.copyto`` of the same size (the memory-copy bandwidth
+of this machine, the physical reference).  A round times a batch of back-to-back
+calls (enough for about 2 ms, at least one call); the time of a round is the
+slowest rank's; the table reports the median and the minimum over ``--iters``
+rounds, algbw and busbw (the nccl-tests factors, see ALGORITHMS.md) and the
+ratio of each variant's median to the built-in's median (lower is better).
+Every variant's result is checked against the built-in's once per size.
+
+``--tune`` measures, for each collective at this process count, which
+algorithm is fastest at each size and writes the crossovers to the tuning file
+that "auto" consults (``$MPICOLL_TUNING``, else ``~/.config/mpicoll/tuning.json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import importlib
+import importlib.util
+import json
+import math
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from mpi4py import MPI
+
+from . import registry, selection
+from .comm import Comm
+
+__all__ = ["Collective", "COLLECTIVES", "main", "parse_size", "parse_sizes", "run_bench"]
+
+BUILTIN = "builtin"
+AUTO = "auto"
+PERSISTENT = "persistent"
+BATCH_SECONDS = 2e-3   # a timed round runs calls for about this long (small messages need batches)
+MAX_BATCH = 1000
+
+
+# -- the collectives ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Collective:
+    """How to benchmark one collective.
+
+    ``buffers(rank, p, nbytes, dtype)`` returns ``(args, out, expected_fill)``:
+    the positional arguments of the call after the buffers are filled, the array
+    that holds the result, and a function filling the send data (called before
+    the correctness check).  ``factor(p)`` is nccl-tests' busbw factor; ``payload``
+    says whether the benchmark size is the per-rank buffer (1) or the total
+    vector of p blocks (p).
+    """
+
+    name: str
+    method: str
+    reduces: bool
+    factor: Callable[[int], float]
+    total_vector: bool   # the size is count x p (allgather, reduce-scatter, alltoall)
+    root_only: bool = False  # only the root's result is defined (reduce)
+
+
+def _ring_factor(p: int) -> float:
+    return (p - 1) / p if p > 1 else 1.0
+
+
+COLLECTIVES: dict[str, Collective] = {c.name: c for c in (
+    Collective("allreduce", "Allreduce", True, lambda p: 2 * (p - 1) / p if p > 1 else 1.0, False),
+    Collective("bcast", "Bcast", False, lambda p: 1.0, False),
+    Collective("reduce", "Reduce", True, lambda p: 1.0, False, root_only=True),
+    Collective("allgather", "Allgather", False, _ring_factor, True),
+    Collective("reduce_scatter_block", "Reduce_scatter_block", True, _ring_factor, True),
+    Collective("alltoall", "Alltoall", False, _ring_factor, True),
+)}
+
+
+class Buffers:
+    """The warm buffers of one (collective, size): send data, one output per variant."""
+
+    def __init__(self, coll: Collective, rank: int, p: int, nbytes: int, dtype: np.dtype):
+        itemsize = dtype.itemsize
+        self.coll, self.rank, self.p = coll, rank, p
+        count = max(1, nbytes // itemsize)
+        if coll.total_vector:
+            count = max(1, count // p)       # elements per block
+        self.count = count
+        if coll.name in ("allreduce", "reduce", "bcast"):
+            send_n, recv_n = count, count
+        elif coll.name == "allgather":
+            send_n, recv_n = count, count * p
+        elif coll.name == "reduce_scatter_block":
+            send_n, recv_n = count * p, count
+        else:  # alltoall
+            send_n, recv_n = count * p, count * p
+        self.nbytes = (recv_n if coll.name == "allgather" else send_n) * itemsize
+        rng = np.random.default_rng(1234 + rank)
+        if dtype.kind == "f":
+            self.send = rng.integers(-8, 8, send_n).astype(dtype)   # exact sums in floats
+        else:
+            self.send = rng.integers(-8, 8, send_n).astype(dtype)
+        self.recv_n, self.dtype = recv_n, dtype
+        self.outs: dict[str, np.ndarray] = {}
+        self.copy_src = np.ones(max(1, nbytes // itemsize), dtype)
+        self.copy_dst = np.empty_like(self.copy_src)
+
+    def out(self, variant: str) -> np.ndarray:
+        if variant not in self.outs:
+            self.outs[variant] = np.zeros(self.recv_n, self.dtype)
+        return self.outs[variant]
+
+    def args(self, variant: str) -> tuple:
+        """Arguments of the call for ``variant`` (its own output buffer, the shared send data)."""
+        out = self.out(variant)
+        name = self.coll.name
+        if name == "bcast":
+            return (out, 0)
+        if name == "reduce":
+            return (self.send, out, MPI.SUM, 0)
+        if self.coll.reduces:
+            return (self.send, out, MPI.SUM)
+        return (self.send, out)
+
+    def reset_for_check(self, variant: str) -> None:
+        """Put the input of a bcast (the root's data) into the variant's buffer."""
+        out = self.out(variant)
+        out[...] = 0
+        if self.coll.name == "bcast" and self.rank == 0:
+            out[...] = self.send[: self.recv_n]
+
+
+# -- variants: how one call of each runs ------------------------------------------------------------
+
+def _has_module(coll: Collective) -> bool:
+    return importlib.util.find_spec(f"mpicoll.calls.{coll.method.lower()}") is not None
+
+
+def _nonblocking() -> Any:
+    try:
+        return importlib.import_module("mpicoll.exec.nonblocking")
+    except ImportError:
+        return None
+
+
+def variants(coll: Collective, p: int, only: list[str] | None) -> tuple[list[str], list[str]]:
+    """(variant names, notes): the built-in first, then auto, the algorithms, the persistent form."""
+    notes: list[str] = []
+    names = [BUILTIN]
+    if not _has_module(coll):
+        notes.append(f"{coll.name}: mpicoll has no {coll.method} of its own on this branch; mpicoll.Comm forwards "
+                     "it to the built-in, so 'auto' times that forwarding (no algorithms to compare)")
+        return names + [AUTO], notes
+    algs = registry.algorithms(coll.name) if coll.name in registry.collectives() else []
+    wanted = [AUTO, *algs] if only is None else [a for a in only if a == AUTO or a in algs]
+    if only is not None:
+        unknown = [a for a in only if a not in (AUTO, BUILTIN, PERSISTENT, *algs)]
+        if unknown:
+            raise ValueError(f"--algorithms: {coll.name} has no algorithm(s) {', '.join(unknown)}; "
+                             f"choose from {', '.join([AUTO, *algs])}")
+    names += wanted
+    if only is None or PERSISTENT in only:
+        if _nonblocking() is not None and hasattr(Comm, coll.method + "_init"):
+            names.append(PERSISTENT)
+        elif only is not None:
+            notes.append(f"{coll.name}: no persistent form (mpicoll.exec.nonblocking is missing)")
+    return names, notes
+
+
+def make_call(variant: str, coll: Collective, comm: Comm, bufs: Buffers) -> tuple[Callable[[], None], Any]:
+    """A no-argument function running one call of ``variant``, and a request to free later."""
+    args = bufs.args(variant)
+    if variant == BUILTIN:
+        fn = getattr(MPI.Intracomm, coll.method)
+        return (lambda: fn(comm, *args)), None
+    if variant == PERSISTENT:
+        req = getattr(comm, coll.method + "_init")(*args)
+        start, wait = req.Start, req.Wait
+
+        def persistent() -> None:
+            start()
+            wait()
+        return persistent, req
+    method = getattr(comm, coll.method)
+    return (lambda: method(*args, algorithm=variant)), None
+
+
+def _close(results: np.ndarray, expected: np.ndarray) -> bool:
+    if results.dtype.kind in "fc":
+        return bool(np.allclose(results, expected, rtol=1e-5, atol=1e-6))
+    return bool(np.array_equal(results, expected))
+
+
+# -- timing -----------------------------------------------------------------------------------------
+
+def _batch(fn: Callable[[], None], world: MPI.Intracomm) -> int:
+    """Calls per timed round: about BATCH_SECONDS of work, agreed on by every rank."""
+    world.Barrier()
+    t0 = time.perf_counter()
+    fn()
+    fn()
+    one = (time.perf_counter() - t0) / 2
+    one = world.allreduce(one, op=MPI.MAX)
+    return int(max(1, min(MAX_BATCH, BATCH_SECONDS // max(one, 1e-9))))
+
+
+def measure(coll: Collective, comm: Comm, nbytes: int, dtype: np.dtype, names: list[str], iters: int,
+            warmup: int) -> dict[str, Any]:
+    """Time every variant at one size; returns per-variant statistics (slowest rank) and checks."""
+    world = MPI.Intracomm(comm)
+    rank, p = comm.rank, comm.size
+    bufs = Buffers(coll, rank, p, nbytes, dtype)
+    calls: dict[str, Callable[[], None]] = {}
+    requests = []
+    errors: dict[str, str] = {}
+    for name in names:
+        try:
+            fn, req = make_call(name, coll, comm, bufs)
+        except Exception as exc:   # an algorithm that cannot run here (reported, not fatal)
+            errors[name] = f"{type(exc).__name__}: {exc}"
+            continue
+        calls[name] = fn
+        if req is not None:
+            requests.append(req)
+    # check each result once, against the built-in's
+    checked: dict[str, bool] = {}
+    for name, fn in calls.items():
+        bufs.reset_for_check(name)
+        fn()
+    ref = bufs.out(BUILTIN)
+    for name in calls:
+        if coll.root_only and rank != 0:
+            checked[name] = True
+        else:
+            checked[name] = _close(bufs.out(name), ref)
+    flags = np.array([checked[n] for n in calls], dtype=np.int32)
+    world.Allreduce(MPI.IN_PLACE, flags, op=MPI.MIN)
+    checked = {n: bool(f) for n, f in zip(calls, flags)}
+    copy_src, copy_dst = bufs.copy_src, bufs.copy_dst
+    copy_fn = lambda: np.copyto(copy_dst, copy_src)  # noqa: E731
+    timed = {"memcpy": copy_fn, **calls}
+    batch = {name: _batch(fn, world) for name, fn in timed.items()}
+    for _ in range(warmup):
+        for fn in timed.values():
+            fn()
+    times = np.zeros((iters, len(timed)))
+    order = list(enumerate(timed.items()))
+    for it in range(iters):
+        rot = it % len(order)   # rotate who goes first, so no variant always follows the same one
+        for j, (name, fn) in order[rot:] + order[:rot]:
+            k = batch[name]
+            world.Barrier()
+            t0 = time.perf_counter()
+            for _ in range(k):
+                fn()
+            times[it, j] = (time.perf_counter() - t0) / k
+    slowest = np.empty_like(times)
+    world.Allreduce(times, slowest, op=MPI.MAX)
+    for req in requests:
+        req.Free()
+    size_bytes = bufs.nbytes
+    factor = coll.factor(p)
+    stats: dict[str, Any] = {}
+    for j, name in enumerate(timed):
+        col = slowest[:, j]
+        med, low = float(np.median(col)), float(col.min())
+        algbw = size_bytes / med / 1e9
+        stats[name] = {"median_s": med, "min_s": low, "algbw_GBs": algbw,
+                       "busbw_GBs": algbw * (1.0 if name == "memcpy" else factor),
+                       "batch": batch[name], "ok": checked.get(name, True)}
+    base = stats[BUILTIN]["median_s"]
+    for name in calls:
+        stats[name]["ratio"] = stats[name]["median_s"] / base
+    for name, err in errors.items():
+        stats[name] = {"error": err}
+    return {"bytes": size_bytes, "count": bufs.count, "stats": stats}
+
+
+# -- sizes and output -------------------------------------------------------------------------------
+
+_UNITS = {"": 1, "B": 1, "K": 1024, "KB": 1024, "KIB": 1024, "M": 1024 ** 2, "MB": 1024 ** 2, "MIB": 1024 ** 2,
+          "G": 1024 ** 3, "GB": 1024 ** 3, "GIB": 1024 ** 3}
+
+
+def parse_size(text: str) -> int:
+    """``8``, ``64K``, ``1M``, ``2MiB`` -> bytes."""
+    import re  # noqa: PLC0415
+
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([KMG]?I?B?)", text.strip().upper())
+    if not m or m.group(2) not in _UNITS:
+        raise ValueError(f"--sizes: cannot read size {text!r} (examples: 8, 64K, 1M)")
+    return int(float(m.group(1)) * _UNITS[m.group(2)])
+
+
+def parse_sizes(text: str) -> list[int]:
+    """``8:64M`` (8 bytes, the powers of 4 between, 64 MiB), ``8:64M:2`` (powers of 2), or a list ``8,1M``."""
+    if ":" in text:
+        parts = text.split(":")
+        if len(parts) not in (2, 3):
+            raise ValueError(f"--sizes: expected LO:HI or LO:HI:FACTOR, got {text!r}")
+        lo, hi = parse_size(parts[0]), parse_size(parts[1])
+        factor = int(parts[2]) if len(parts) == 3 else 4
+        if lo < 1 or hi < lo or factor < 2:
+            raise ValueError(f"--sizes: need 1 <= LO <= HI and FACTOR >= 2, got {text!r}")
+        sizes, s = [lo], 1
+        while s < hi:   # the powers of FACTOR strictly between LO and HI, so that 8:64M hits 64K and 1M
+            if s > lo:
+                sizes.append(s)
+            s *= factor
+        if hi > lo:
+            sizes.append(hi)
+        return sizes
+    return [parse_size(x) for x in text.split(",") if x.strip()]
+
+
+def human(nbytes: float) -> str:
+    for unit, scale in (("GiB", 1024 ** 3), ("MiB", 1024 ** 2), ("KiB", 1024)):
+        if nbytes >= scale:
+            v = nbytes / scale
+            return f"{v:.0f} {unit}" if v == int(v) else f"{v:.1f} {unit}"
+    return f"{int(nbytes)} B"
+
+
+class Progress:
+    """A one-line progress bar on stderr (rank 0 only)."""
+
+    def __init__(self, total: int, enabled: bool):
+        self.total, self.done, self.enabled = total, 0, enabled and total > 1
+        self.t0 = time.perf_counter()
+
+    def step(self, label: str) -> None:
+        self.done += 1
+        if not self.enabled:
+            return
+        width = 30
+        fill = int(width * self.done / self.total)
+        elapsed = time.perf_counter() - self.t0
+        sys.stderr.write(f"\r[{'#' * fill}{'.' * (width - fill)}] {self.done}/{self.total} {label:<30} "
+                         f"{elapsed:6.1f} s")
+        if self.done == self.total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
+def rows(results: list[dict]) -> list[dict]:
+    """One flat row per (collective, size, variant)."""
+    out = []
+    for res in results:
+        for entry in res["sizes"]:
+            fastest = min((s["median_s"], n) for n, s in entry["stats"].items()
+                          if n not in ("memcpy", BUILTIN, PERSISTENT) and "median_s" in s and s["ok"])
+            for name, s in entry["stats"].items():
+                row = {"collective": res["collective"], "p": res["p"], "dtype": res["dtype"], "bytes": entry["bytes"],
+                       "variant": name, **s}
+                if name == AUTO and "median_s" in s:
+                    row["auto_vs_fastest"] = s["median_s"] / fastest[0]
+                    row["fastest"] = fastest[1]
+                out.append(row)
+    return out
+
+
+def table(res: dict) -> str:
+    """The text table of one collective's sweep."""
+    lines = [f"# {res['collective']}  p = {res['p']}  dtype = {res['dtype']}  "
+             f"(times: slowest rank, median [min] over {res['iters']} rounds; ratio = median / built-in median)"]
+    if res["p"] > res.get("cores", res["p"]):
+        lines.append(f"# NOISY: {res['p']} ranks on {res['cores']} cores (oversubscribed)")
+    for note in res["notes"]:
+        lines.append(f"# note: {note}")
+    head = f"{'size':>9} {'variant':<22} {'median us':>11} {'min us':>10} {'algbw GB/s':>10} {'busbw GB/s':>10} " \
+           f"{'ratio':>6} {'check':>5}"
+    lines.append(head)
+    for entry in res["sizes"]:
+        stats = entry["stats"]
+        algs = [(s["median_s"], n) for n, s in stats.items()
+                if n not in ("memcpy", BUILTIN, PERSISTENT) and "median_s" in s]
+        fastest = min(algs) if algs else None
+        for name, s in stats.items():
+            if "error" in s:
+                lines.append(f"{human(entry['bytes']):>9} {name:<22} error: {s['error']}")
+                continue
+            ratio = "" if name == "memcpy" else f"{s['ratio']:.2f}" if "ratio" in s else ""
+            flag = ""
+            if name == AUTO and fastest is not None and s["median_s"] > 1.10 * fastest[0]:
+                flag = f"  auto {s['median_s'] / fastest[0]:.2f}x the fastest ({fastest[1]})"
+            label = "memcpy (np.copyto)" if name == "memcpy" else name
+            lines.append(f"{human(entry['bytes']):>9} {label:<22} {s['median_s'] * 1e6:11.2f} {s['min_s'] * 1e6:10.2f} "
+                         f"{s['algbw_GBs']:10.2f} {s['busbw_GBs']:10.2f} {ratio:>6} "
+                         f"{'' if name == 'memcpy' else 'ok' if s['ok'] else 'WRONG':>5}{flag}")
+    return "\n".join(lines)
+
+
+def plot(results: list[dict], path: str) -> None:
+    """busbw and time against size, one line per variant, one row of panels per collective."""
+    try:
+        import matplotlib  # noqa: PLC0415
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt  # noqa: PLC0415
+    except ImportError:
+        raise SystemExit("--plot needs matplotlib (pip install matplotlib)") from None
+    fig, axes = plt.subplots(len(results), 2, figsize=(12, 4.2 * len(results)), squeeze=False)
+    for (ax_bw, ax_t), res in zip(axes, results):
+        names = list(res["sizes"][0]["stats"])
+        for name in names:
+            pts = [(e["bytes"], e["stats"][name]) for e in res["sizes"] if "median_s" in e["stats"].get(name, {})]
+            if not pts:
+                continue
+            x = [b for b, _ in pts]
+            style = {"memcpy": dict(color="black", linestyle=":"), BUILTIN: dict(color="black", linewidth=2),
+                     AUTO: dict(color="tab:red", linewidth=2)}.get(name, {})
+            label = "memcpy (np.copyto)" if name == "memcpy" else name
+            ax_bw.plot(x, [s["busbw_GBs"] for _, s in pts], marker=".", label=label, **style)
+            if name != "memcpy":
+                ax_t.plot(x, [s["median_s"] * 1e6 for _, s in pts], marker=".", label=label, **style)
+        title = f"{res['collective']}, p = {res['p']}, {res['dtype']}"
+        for ax, ylabel in ((ax_bw, "busbw (GB/s)"), (ax_t, "time (us, median of slowest rank)")):
+            ax.set_xscale("log", base=2)
+            ax.set_xlabel("bytes")
+            ax.set_ylabel(ylabel)
+            ax.set_title(title)
+            ax.grid(True, which="both", alpha=0.3)
+        ax_t.set_yscale("log")
+        ax_bw.set_yscale("log")
+        ax_bw.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+# -- the sweep and tuning -----------------------------------------------------------------------------
+
+def run_bench(comm: Comm, collectives: list[str], sizes: list[int], *, algorithms: list[str] | None = None,
+              dtype: str = "float64", iters: int = 20, warmup: int = 3, progress: bool = True) -> list[dict]:
+    """Run the sweep; every rank returns the same list of per-collective results."""
+    dt = np.dtype(dtype)
+    plans = []
+    for name in collectives:
+        key = name.lower()
+        if key not in COLLECTIVES:
+            raise ValueError(f"unknown collective {name!r}; choose from {', '.join(COLLECTIVES)}")
+        coll = COLLECTIVES[key]
+        names, notes = variants(coll, comm.size, algorithms)
+        plans.append((coll, names, notes))
+    bar = Progress(sum(len(sizes) for _ in plans), progress and comm.rank == 0)
+    results = []
+    for coll, names, notes in plans:
+        entries = []
+        for nbytes in sizes:
+            entries.append(measure(coll, comm, nbytes, dt, names, iters, warmup))
+            bar.step(f"{coll.name} {human(nbytes)}")
+        results.append({"collective": coll.name, "p": comm.size, "dtype": dt.name, "iters": iters,
+                        "cores": _cores(), "notes": notes, "sizes": entries})
+    return results
+
+
+def _cores() -> int:
+    import os  # noqa: PLC0415
+
+    return os.cpu_count() or 1   # the machine's (mpirun binds each rank to one core)
+
+
+def tune(results: list[dict]) -> dict[str, Any]:
+    """Crossovers from a sweep: per collective and p, bands ``[upper_bytes, algorithm]`` of the fastest.
+
+    A band ends halfway (geometrically) between the last size where its algorithm
+    won and the next measured size; the last band is open (``null``).
+    """
+    out: dict[str, Any] = {}
+    for res in results:
+        best = []
+        for entry in res["sizes"]:
+            algs = [(s["median_s"], n) for n, s in entry["stats"].items()
+                    if n not in ("memcpy", BUILTIN, PERSISTENT, AUTO) and "median_s" in s and s["ok"]]
+            if algs:
+                best.append((entry["bytes"], min(algs)[1]))
+        bands: list[list] = []
+        for i, (nbytes, name) in enumerate(best):
+            if bands and bands[-1][1] == name:
+                continue
+            if bands:
+                bands[-1][0] = int(math.sqrt(best[i - 1][0] * nbytes))
+            bands.append([None, name])
+        if bands:
+            out.setdefault(res["collective"], {})[str(res["p"])] = bands
+    return out
+
+
+def write_tuning(found: dict[str, Any], path: str) -> None:
+    """Merge ``found`` into the tuning file at ``path`` (other collectives and p are kept)."""
+    import os  # noqa: PLC0415
+
+    data: dict[str, Any] = {}
+    if os.path.exists(path):
+        with open(path) as fh:
+            data = json.load(fh)
+    for coll, by_p in found.items():
+        data.setdefault(coll, {}).update(by_p)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as fh:
+        json.dump(data, fh, indent=1)
+    selection.reload_tuning()
+
+
+# -- command line ---------------------------------------------------------------------------------
+
+def main(argv: list[str] | None = None, comm: MPI.Intracomm | None = None) -> list[dict]:
+    """The command line; returns the results (every rank)."""
+    ap = argparse.ArgumentParser(prog="python -m mpicoll.bench", description=__doc__.split("\n\n")[0])
+    ap.add_argument("collectives", nargs="*", default=["allreduce"],
+                    help=f"collectives to time (default allreduce): {', '.join(COLLECTIVES)}, or 'all'")
+    ap.add_argument("--algorithms", help="comma-separated: algorithm names, auto, persistent (default: all)")
+    ap.add_argument("--sizes", default="8:64M", help="LO:HI[:FACTOR] (default 8:64M, every factor 4) or a list")
+    ap.add_argument("--dtype", default="float64")
+    ap.add_argument("--iters", type=int, default=20, help="timed rounds per size (default 20)")
+    ap.add_argument("--warmup", type=int, default=3, help="untimed rounds per size (default 3)")
+    ap.add_argument("--json", help="write the results as JSON")
+    ap.add_argument("--csv", help="write one row per (size, variant) as CSV")
+    ap.add_argument("--plot", help="draw busbw and time against size (PNG; needs matplotlib)")
+    ap.add_argument("--tune", action="store_true",
+                    help="measure crossovers between algorithms and write them to the tuning file")
+    ap.add_argument("--tuning-file", help="where --tune writes (default $MPICOLL_TUNING or "
+                                          "~/.config/mpicoll/tuning.json)")
+    ap.add_argument("--quiet", action="store_true", help="no progress bar")
+    args = ap.parse_args(argv)
+    if args.iters < 1 or args.warmup < 0:
+        ap.error("--iters must be >= 1 and --warmup >= 0")
+    try:
+        np.dtype(args.dtype)
+    except TypeError:
+        ap.error(f"--dtype: unknown dtype {args.dtype!r}")
+    names = list(COLLECTIVES) if args.collectives == ["all"] else args.collectives
+    try:
+        sizes = parse_sizes(args.sizes)
+    except ValueError as exc:
+        ap.error(str(exc))
+    algorithms = [a.strip().lower() for a in args.algorithms.split(",")] if args.algorithms else None
+    wrapped = Comm(comm if comm is not None else MPI.COMM_WORLD)
+    if args.tune:
+        algorithms = None
+    results = run_bench(wrapped, names, sizes, algorithms=algorithms, dtype=args.dtype, iters=args.iters,
+                        warmup=args.warmup, progress=not args.quiet)
+    if wrapped.rank == 0:
+        print(f"# mpicoll.bench: {' '.join(sys.argv[1:]) if argv is None else ' '.join(argv)}")
+        for res in results:
+            print(table(res))
+            print()
+        if args.json:
+            with open(args.json, "w") as fh:
+                json.dump(results, fh, indent=1)
+        if args.csv:
+            flat = rows(results)
+            keys = sorted({k for r in flat for k in r}, key=lambda k: list(flat[0]).index(k) if k in flat[0] else 99)
+            with open(args.csv, "w", newline="") as fh:
+                writer = csv.DictWriter(fh, fieldnames=keys)
+                writer.writeheader()
+                writer.writerows(flat)
+        if args.plot:
+            plot(results, args.plot)
+        if args.tune:
+            path = args.tuning_file or selection.tuning_path()
+            found = tune(results)
+            write_tuning(found, path)
+            print(f"# tuning: wrote {json.dumps(found)} to {path}")
+    wrapped.Barrier()
+    if args.tune:
+        selection.reload_tuning()
+    return results
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except SystemExit:
+        raise
+    except BaseException:
+        import traceback  # noqa: PLC0415
+
+        traceback.print_exc()
+        sys.stderr.flush()
+        MPI.COMM_WORLD.Abort(1)   # one rank's error must not leave the others waiting
