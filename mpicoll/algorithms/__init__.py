@@ -7,5 +7,14 @@ arrays.
 """
 
 from . import (  # noqa: F401
-    binomial, bruck, chain, composed, dbtree, dissemination, linear, pairwise, recursive, ring,
+    binomial,
+    bruck,
+    chain,
+    composed,
+    dbtree,
+    dissemination,
+    linear,
+    pairwise,
+    recursive,
+    ring,
 )

@@ -8,11 +8,12 @@ import os
 
 import numpy as np
 import pytest
-from conftest import WORLD, check
 from mpi4py import MPI
 
 from mpicoll import bench, registry, selection
 from mpicoll.calls import call_key
+
+from conftest import WORLD, check
 
 
 def _shared_tmp(tmp_path) -> str:

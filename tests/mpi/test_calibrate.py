@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import WORLD, check
 
 from mpicoll.calibrate import measure
+
+from conftest import WORLD, check
 
 
 @pytest.mark.mpi

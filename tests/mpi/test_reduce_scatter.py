@@ -7,6 +7,7 @@ import pytest
 from mpi4py import MPI
 
 import mpicoll
+
 from conftest import WORLD, check
 
 pytestmark = pytest.mark.mpi
