@@ -88,11 +88,11 @@ class Comm(MPI.Intracomm):
 
     def _run(self, method: str, *args: Any, algorithm: str) -> None:
         # while mpicoll requests are outstanding, a blocking call keeps them moving (a peer may be
-        # waiting on one of them before it joins this call): it runs as a request of its own (tag 0)
+        # waiting on one of them before it joins this call): it runs as a request of its own (tag 0).
+        # MPI's built-in is always called nonblocking, since MPI never matches a blocking collective
+        # on one rank with a nonblocking one on another.
         if not self._by_hand(method, algorithm):
-            if nonblocking.outstanding():
-                return nonblocking.wait_mpi(getattr(MPI.Intracomm, "I" + method[0].lower() + method[1:])(self, *args))
-            return getattr(MPI.Intracomm, method)(self, *args)
+            return nonblocking.wait_mpi(getattr(MPI.Intracomm, "I" + method[0].lower() + method[1:])(self, *args))
         plan = self._prepare(method, *args, algorithm=algorithm)
         if nonblocking.outstanding():
             nonblocking.start(plan, self, tag=0).Wait()

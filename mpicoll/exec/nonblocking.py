@@ -173,7 +173,10 @@ class _Collective:
             index, flag = _Collective.Testany(requests, status)
             if flag:
                 return index
-            _block_once([r for r in requests if isinstance(r, MPI.Request)])
+            mine = [i for i, r in enumerate(requests) if isinstance(r, MPI.Request)]
+            k = _block_once([requests[i] for i in mine], status)
+            if k is not None:       # one of the MPI requests completed (MPI has completed it)
+                return mine[k]
 
     @staticmethod
     def Testany(requests: Sequence[Any], status: MPI.Status | None = None) -> tuple[int, bool]:
@@ -336,37 +339,40 @@ def wait_mpi(request: MPI.Request) -> None:
 
 # -- helpers ---------------------------------------------------------------------------
 
-def _wait_until(done: Callable[[], bool], extra: Sequence[MPI.Request] = ()) -> None:
+def _wait_until(done: Callable[[], bool]) -> None:
     """Progress everything until ``done()``, sleeping inside MPI (Waitany) rather than polling in Python."""
     progress()
     while not done():
-        _block_once(extra)
+        _block_once(())
         progress()
 
 
-def _block_once(extra: Sequence[MPI.Request]) -> None:
-    """Block until one message of some outstanding request (or one of ``extra``) completes."""
-    reqs = [q for req in _ACTIVE for q in req._pending]
-    reqs += [q for q in extra if q]
-    if reqs:
-        _waitany(reqs)
+def _block_once(extra: Sequence[MPI.Request], status: MPI.Status | None = None) -> int | None:
+    """Block until one message of some outstanding request, or one of ``extra``, completes.
+
+    Returns the index in ``extra`` of the request that completed (MPI has then
+    completed it, as ``Waitany`` does, filling ``status``), or None.
+    """
+    internal = [q for req in _ACTIVE for q in req._pending]
+    if not internal and not any(extra):
+        return None
+    i = _waitany(internal + list(extra), status)
+    return i - len(internal) if i != MPI.UNDEFINED and i >= len(internal) else None
 
 
 def _wait_one(req: Any, status: MPI.Status | None) -> None:
     if isinstance(req, _Collective):
         req.Wait(status)
     elif isinstance(req, MPI.Request):
-        if _ACTIVE:
-            _wait_until(lambda: _mpi_done(req), (req,))
+        while _ACTIVE:        # keep mpicoll's requests moving while the MPI request is not done
+            progress()
+            if req.Get_status():
+                break
+            if _block_once((req,), status) == 0:
+                return        # Waitany completed it
         req.Wait(status)
     else:
         raise TypeError(f"expected a request, got {type(req).__name__}")
-
-
-def _mpi_done(req: MPI.Request) -> bool:
-    # Waitany in _block_once completes (nulls) a finished non-persistent request; persistent ones
-    # become inactive, and Get_status answers true for those
-    return req == MPI.REQUEST_NULL or req.Get_status()
 
 
 def _is_active(req: Any) -> bool:
@@ -381,7 +387,7 @@ def _is_complete(req: Any) -> bool:
     if isinstance(req, _Collective):
         return req._done()
     if isinstance(req, MPI.Request):
-        return _mpi_done(req)
+        return req.Get_status()    # true for a null or inactive request too, as MPI_Request_get_status says
     raise TypeError(f"expected a request, got {type(req).__name__}")
 
 
