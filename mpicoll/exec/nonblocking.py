@@ -128,7 +128,8 @@ class _Collective:
             else:
                 _wait_until(lambda: self._state != _RUNNING)
         self._state = _INACTIVE
-        _empty(status)
+        if status is not None:
+            _empty(status)
         return True
 
     def Test(self, status: MPI.Status | None = None) -> bool:
