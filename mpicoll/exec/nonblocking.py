@@ -273,7 +273,13 @@ class Prequest(_Collective):
                                "it is still active (Wait() or Test() it to completion first)"))
         if self._rebuild is not None:   # GPU buffers: stage the current device contents again
             self._bind(self._rebuild())
-        self._launch()
+        if self._nrounds and self._requests[0]:     # the common case, kept lean: Startall round 0
+            self._state, self._round = _RUNNING, 0
+            _ACTIVE.append(self)
+            self._pending = reqs = self._requests[0]
+            _startall(reqs)
+        else:
+            self._launch()
 
     def Free(self) -> None:
         """Release the MPI persistent requests; the request cannot be started again."""
