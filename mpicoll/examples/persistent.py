@@ -22,7 +22,8 @@ from mpi4py import MPI
 import mpicoll
 
 
-def variants(comm: mpicoll.Comm, x: np.ndarray, y: np.ndarray, algorithm: str) -> dict[str, Callable[[], None]]:
+def variants(comm: mpicoll.Comm, x: np.ndarray, y: np.ndarray, algorithm: str,
+             every: bool) -> dict[str, Callable[[], None]]:
     world = MPI.COMM_WORLD
     ours = comm.Allreduce_init(x, y, algorithm=algorithm)
     theirs = world.Allreduce_init(x, y)
@@ -35,13 +36,15 @@ def variants(comm: mpicoll.Comm, x: np.ndarray, y: np.ndarray, algorithm: str) -
         theirs.Start()
         theirs.Wait()
 
-    return {
+    runs = {
         "MPI built-in Allreduce": lambda: world.Allreduce(x, y),
         "mpicoll Allreduce_init + Start/Wait": persistent,
-        "mpicoll Allreduce (blocking)": lambda: comm.Allreduce(x, y, algorithm=algorithm),
-        "mpicoll Iallreduce + Wait": lambda: comm.Iallreduce(x, y, algorithm=algorithm).Wait(),
         "MPI built-in Allreduce_init": builtin_persistent,
     }
+    if every:   # the calls that prepare a plan each time
+        runs["mpicoll Allreduce (blocking)"] = lambda: comm.Allreduce(x, y, algorithm=algorithm)
+        runs["mpicoll Iallreduce + Wait"] = lambda: comm.Iallreduce(x, y, algorithm=algorithm).Wait()
+    return runs
 
 
 def main() -> None:
@@ -50,10 +53,11 @@ def main() -> None:
     parser.add_argument("--iters", type=int, default=2000, help="calls per batch")
     parser.add_argument("--batches", type=int, default=15)
     parser.add_argument("--algorithm", default="auto")
+    parser.add_argument("--all", action="store_true", help="also time mpicoll's blocking Allreduce and Iallreduce")
     ns = parser.parse_args()
     comm = mpicoll.Comm(MPI.COMM_WORLD)
     x, y = np.full(ns.count, 1.0 + comm.rank), np.zeros(ns.count)
-    runs = variants(comm, x, y, ns.algorithm)
+    runs = variants(comm, x, y, ns.algorithm, ns.all)
     per_call: dict[str, list[float]] = {name: [] for name in runs}
     for fn in runs.values():          # warm up every path
         for _ in range(100):
