@@ -91,8 +91,13 @@ class _Collective:
                     _waitall(pending)
                 elif not _testall(pending):
                     return False
-            for step in steps[t]:
-                step()
+            try:
+                for step in steps[t]:
+                    step()
+            except BaseException:      # e.g. a user op raised: drop the request rather than retry it forever
+                _ACTIVE.remove(self)
+                self._state, self._pending = _INACTIVE, []
+                raise
             t += 1
             if t == self._nrounds:
                 _ACTIVE.remove(self)

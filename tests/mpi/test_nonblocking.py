@@ -442,3 +442,29 @@ def test_mpi_requests_mix_with_ours(comm):
 
 def test_nothing_left_outstanding():
     check(not nonblocking.outstanding(), "a request was left running")
+
+
+def test_overlap_example_gives_the_serial_result(comm):
+    from mpicoll.examples import overlap
+
+    work = np.empty(1000)
+    a = [np.empty(1000) for _ in range(4)]
+    b = [np.empty(1000) for _ in range(4)]
+    overlap.serial(comm, a, work, 2, "ring")
+    overlap.overlapped(comm, b, work, 2, "ring")
+    check(all(np.array_equal(x, y) for x, y in zip(a, b, strict=True)), "overlapped differs from serial")
+    check(not nonblocking.outstanding(), "the example left requests running")
+
+
+def test_a_failing_step_does_not_leave_the_request_running(comm):
+    def bad(invec, inoutvec):
+        raise ZeroDivisionError("user op failed")
+
+    op = mpicoll.Op(bad, commute=True)
+    x = np.ones(4)
+    if P == 1 or P & (P - 1):
+        pytest.skip("only when p is a power of two does every rank reduce in round 0 (else some would wait)")
+    req = comm.Iallreduce(x, np.zeros(4), op=op, algorithm="recursive_doubling")
+    with pytest.raises(ZeroDivisionError):
+        req.Wait()
+    check(not nonblocking.outstanding(), "the failed request is still progressed")
