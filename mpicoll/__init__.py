@@ -10,6 +10,7 @@ from __future__ import annotations
 from . import algorithms as _algorithm_modules  # noqa: F401  (registers them; the name is the function below)
 from .calls import MismatchError
 from .comm import Comm
+from .exec.nonblocking import Prequest, Request
 from .ops import Op
 from .registry import algorithms, collectives, schedule, schedules
 from .schedule import Block, Copy, Recv, Reduce, Round, Schedule, ScheduleError, ScheduleSet, Send
@@ -17,7 +18,7 @@ from .schedule import Block, Copy, Recv, Reduce, Round, Schedule, ScheduleError,
 __version__ = "0.1.0"
 
 __all__ = [
-    "Comm", "Op", "MismatchError", "algorithms", "collectives", "schedule", "schedules",
+    "Comm", "Request", "Prequest", "Op", "MismatchError", "algorithms", "collectives", "schedule", "schedules",
     "Block", "Send", "Recv", "Reduce", "Copy", "Round", "Schedule", "ScheduleSet", "ScheduleError",
     "__version__",
 ]

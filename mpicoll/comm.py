@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from mpi4py import MPI
 
 from .calls import Plan, run
+from .exec import nonblocking
 
 if TYPE_CHECKING:
     from .exec.nonblocking import Prequest, Request
@@ -58,6 +59,20 @@ class Comm(MPI.Intracomm):
             self.__dict__["_private"] = dup
         return dup
 
+    def _next_tag(self, persistent: bool = False) -> int:
+        """The tag of the next nonblocking call (or persistent request) on this communicator.
+
+        Every rank calls the collectives of one communicator in the same order, so
+        every rank draws the same tag for the same call.  Blocking calls use tag 0;
+        nonblocking calls cycle through 1 .. TAG_UB // 2 and persistent requests,
+        which keep their tag for their whole life, through TAG_UB // 2 + 1 .. TAG_UB,
+        so a long-lived persistent request is not caught up by a billion Iallreduce.
+        """
+        state = self.__dict__.setdefault("_tags", [MPI.COMM_WORLD.Get_attr(MPI.TAG_UB) // 2, 0, 0])
+        half, kind = state[0], 2 if persistent else 1
+        state[kind] = state[kind] % half + 1
+        return state[kind] + (half if persistent else 0)
+
     # -- how every collective runs -------------------------------------------
     # ``method`` is mpi4py's method name (``"Bcast"``); the collective's module is
     # ``mpicoll.calls.<method in lowercase>``.  A collective without a module is
@@ -81,24 +96,33 @@ class Comm(MPI.Intracomm):
         return False
 
     def _run(self, method: str, *args: Any, algorithm: str) -> None:
+        # while mpicoll requests are outstanding, a blocking call keeps them moving (a peer may be
+        # waiting on one of them before it joins this call): it runs as a request of its own (tag 0).
+        # MPI's built-in is always called nonblocking, since MPI never matches a blocking collective
+        # on one rank with a nonblocking one on another.
         if not self._by_hand(method, algorithm):
-            return getattr(MPI.Intracomm, method)(self, *args)
-        run(self._prepare(method, *args, algorithm=algorithm), self)
+            return nonblocking.wait_mpi(getattr(MPI.Intracomm, "I" + method[0].lower() + method[1:])(self, *args))
+        plan = self._prepare(method, *args, algorithm=algorithm)
+        if nonblocking.outstanding():
+            nonblocking.start(plan, self, tag=0).Wait()
+        else:
+            run(plan, self)
 
     def _start(self, method: str, *args: Any, algorithm: str) -> Request:
         if not self._by_hand(method, algorithm):
             return getattr(MPI.Intracomm, "I" + method[0].lower() + method[1:])(self, *args)
-        from .exec import nonblocking  # noqa: PLC0415
-
         return nonblocking.start(self._prepare(method, *args, algorithm=algorithm), self)
 
     def _init(self, method: str, *args: Any, info: MPI.Info, algorithm: str) -> Prequest:
         # mpicoll accepts the ``info`` hints of the *_init methods and ignores them
         if not self._by_hand(method, algorithm):
             return getattr(MPI.Intracomm, method + "_init")(self, *args, info)
-        from .exec import nonblocking  # noqa: PLC0415
-
-        return nonblocking.persistent(self._prepare(method, *args, algorithm=algorithm), self)
+        plan = self._prepare(method, *args, algorithm=algorithm)
+        rebuild = None
+        if plan is not None and plan.finish is not None:   # GPU buffers staged on the host: stage again per Start
+            def rebuild() -> Plan | None:
+                return self._prepare(method, *args, algorithm=algorithm)
+        return nonblocking.persistent(plan, self, rebuild)
 
     # -- the collectives: mpi4py's signatures, plus ``algorithm`` ---------------
 
