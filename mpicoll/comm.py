@@ -91,8 +91,10 @@ class Comm(MPI.Intracomm):
         if found:
             return True
         if algorithm != "auto":
-            raise NotImplementedError(f"mpicoll has no {method} of its own yet, so algorithm={algorithm!r} "
-                                      "cannot be honoured; use algorithm='auto' for MPI's built-in")
+            raise NotImplementedError(
+                f"mpicoll has no {method} of its own yet, so algorithm={algorithm!r} "
+                "cannot be honoured; use algorithm='auto' for MPI's built-in"
+            )
         return False
 
     def _run(self, method: str, *args: Any, algorithm: str) -> None:
@@ -119,9 +121,11 @@ class Comm(MPI.Intracomm):
             return getattr(MPI.Intracomm, method + "_init")(self, *args, info)
         plan = self._prepare(method, *args, algorithm=algorithm)
         rebuild = None
-        if plan is not None and plan.finish is not None:   # GPU buffers staged on the host: stage again per Start
+        if plan is not None and plan.finish is not None:  # GPU buffers staged on the host: stage again per Start
+
             def rebuild() -> Plan | None:
                 return self._prepare(method, *args, algorithm=algorithm)
+
         return nonblocking.persistent(plan, self, rebuild)
 
     # -- the collectives: mpi4py's signatures, plus ``algorithm`` ---------------
@@ -146,7 +150,9 @@ class Comm(MPI.Intracomm):
         """Nonblocking Bcast: returns a request; see :meth:`Bcast`."""
         return self._start("Bcast", buf, root, algorithm=algorithm)
 
-    def Bcast_init(self, buf: Any, root: int = 0, info: MPI.Info = MPI.INFO_NULL, *, algorithm: str = "auto") -> Prequest:
+    def Bcast_init(
+        self, buf: Any, root: int = 0, info: MPI.Info = MPI.INFO_NULL, *, algorithm: str = "auto"
+    ) -> Prequest:
         """Persistent Bcast: returns an inactive request to ``Start()``; see :meth:`Bcast`."""
         return self._init("Bcast", buf, root, info=info, algorithm=algorithm)
 
@@ -154,11 +160,22 @@ class Comm(MPI.Intracomm):
         """Reduce every rank's ``sendbuf`` with ``op`` into ``recvbuf`` at ``root`` (MPI_Reduce)."""
         self._run("Reduce", sendbuf, recvbuf, op, root, algorithm=algorithm)
 
-    def Ireduce(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, root: int = 0, *, algorithm: str = "auto") -> Request:
+    def Ireduce(
+        self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, root: int = 0, *, algorithm: str = "auto"
+    ) -> Request:
         """Nonblocking Reduce: returns a request; see :meth:`Reduce`."""
         return self._start("Reduce", sendbuf, recvbuf, op, root, algorithm=algorithm)
 
-    def Reduce_init(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, root: int = 0, info: MPI.Info = MPI.INFO_NULL, *, algorithm: str = "auto") -> Prequest:
+    def Reduce_init(
+        self,
+        sendbuf: Any,
+        recvbuf: Any,
+        op: Any = MPI.SUM,
+        root: int = 0,
+        info: MPI.Info = MPI.INFO_NULL,
+        *,
+        algorithm: str = "auto",
+    ) -> Prequest:
         """Persistent Reduce: returns an inactive request to ``Start()``; see :meth:`Reduce`."""
         return self._init("Reduce", sendbuf, recvbuf, op, root, info=info, algorithm=algorithm)
 
@@ -170,7 +187,9 @@ class Comm(MPI.Intracomm):
         """Nonblocking Allreduce: returns a request; see :meth:`Allreduce`."""
         return self._start("Allreduce", sendbuf, recvbuf, op, algorithm=algorithm)
 
-    def Allreduce_init(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, info: MPI.Info = MPI.INFO_NULL, *, algorithm: str = "auto") -> Prequest:
+    def Allreduce_init(
+        self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, info: MPI.Info = MPI.INFO_NULL, *, algorithm: str = "auto"
+    ) -> Prequest:
         """Persistent Allreduce: returns an inactive request to ``Start()``; see :meth:`Allreduce`."""
         return self._init("Allreduce", sendbuf, recvbuf, op, info=info, algorithm=algorithm)
 
@@ -182,7 +201,9 @@ class Comm(MPI.Intracomm):
         """Nonblocking Gather: returns a request; see :meth:`Gather`."""
         return self._start("Gather", sendbuf, recvbuf, root, algorithm=algorithm)
 
-    def Gather_init(self, sendbuf: Any, recvbuf: Any, root: int = 0, info: MPI.Info = MPI.INFO_NULL, *, algorithm: str = "auto") -> Prequest:
+    def Gather_init(
+        self, sendbuf: Any, recvbuf: Any, root: int = 0, info: MPI.Info = MPI.INFO_NULL, *, algorithm: str = "auto"
+    ) -> Prequest:
         """Persistent Gather: returns an inactive request to ``Start()``; see :meth:`Gather`."""
         return self._init("Gather", sendbuf, recvbuf, root, info=info, algorithm=algorithm)
 
@@ -194,7 +215,9 @@ class Comm(MPI.Intracomm):
         """Nonblocking Gatherv: returns a request; see :meth:`Gatherv`."""
         return self._start("Gatherv", sendbuf, recvbuf, root, algorithm=algorithm)
 
-    def Gatherv_init(self, sendbuf: Any, recvbuf: Any, root: int = 0, info: MPI.Info = MPI.INFO_NULL, *, algorithm: str = "auto") -> Prequest:
+    def Gatherv_init(
+        self, sendbuf: Any, recvbuf: Any, root: int = 0, info: MPI.Info = MPI.INFO_NULL, *, algorithm: str = "auto"
+    ) -> Prequest:
         """Persistent Gatherv: returns an inactive request to ``Start()``; see :meth:`Gatherv`."""
         return self._init("Gatherv", sendbuf, recvbuf, root, info=info, algorithm=algorithm)
 
@@ -206,7 +229,9 @@ class Comm(MPI.Intracomm):
         """Nonblocking Scatter: returns a request; see :meth:`Scatter`."""
         return self._start("Scatter", sendbuf, recvbuf, root, algorithm=algorithm)
 
-    def Scatter_init(self, sendbuf: Any, recvbuf: Any, root: int = 0, info: MPI.Info = MPI.INFO_NULL, *, algorithm: str = "auto") -> Prequest:
+    def Scatter_init(
+        self, sendbuf: Any, recvbuf: Any, root: int = 0, info: MPI.Info = MPI.INFO_NULL, *, algorithm: str = "auto"
+    ) -> Prequest:
         """Persistent Scatter: returns an inactive request to ``Start()``; see :meth:`Scatter`."""
         return self._init("Scatter", sendbuf, recvbuf, root, info=info, algorithm=algorithm)
 
@@ -218,7 +243,9 @@ class Comm(MPI.Intracomm):
         """Nonblocking Scatterv: returns a request; see :meth:`Scatterv`."""
         return self._start("Scatterv", sendbuf, recvbuf, root, algorithm=algorithm)
 
-    def Scatterv_init(self, sendbuf: Any, recvbuf: Any, root: int = 0, info: MPI.Info = MPI.INFO_NULL, *, algorithm: str = "auto") -> Prequest:
+    def Scatterv_init(
+        self, sendbuf: Any, recvbuf: Any, root: int = 0, info: MPI.Info = MPI.INFO_NULL, *, algorithm: str = "auto"
+    ) -> Prequest:
         """Persistent Scatterv: returns an inactive request to ``Start()``; see :meth:`Scatterv`."""
         return self._init("Scatterv", sendbuf, recvbuf, root, info=info, algorithm=algorithm)
 
@@ -230,7 +257,9 @@ class Comm(MPI.Intracomm):
         """Nonblocking Allgather: returns a request; see :meth:`Allgather`."""
         return self._start("Allgather", sendbuf, recvbuf, algorithm=algorithm)
 
-    def Allgather_init(self, sendbuf: Any, recvbuf: Any, info: MPI.Info = MPI.INFO_NULL, *, algorithm: str = "auto") -> Prequest:
+    def Allgather_init(
+        self, sendbuf: Any, recvbuf: Any, info: MPI.Info = MPI.INFO_NULL, *, algorithm: str = "auto"
+    ) -> Prequest:
         """Persistent Allgather: returns an inactive request to ``Start()``; see :meth:`Allgather`."""
         return self._init("Allgather", sendbuf, recvbuf, info=info, algorithm=algorithm)
 
@@ -242,7 +271,9 @@ class Comm(MPI.Intracomm):
         """Nonblocking Allgatherv: returns a request; see :meth:`Allgatherv`."""
         return self._start("Allgatherv", sendbuf, recvbuf, algorithm=algorithm)
 
-    def Allgatherv_init(self, sendbuf: Any, recvbuf: Any, info: MPI.Info = MPI.INFO_NULL, *, algorithm: str = "auto") -> Prequest:
+    def Allgatherv_init(
+        self, sendbuf: Any, recvbuf: Any, info: MPI.Info = MPI.INFO_NULL, *, algorithm: str = "auto"
+    ) -> Prequest:
         """Persistent Allgatherv: returns an inactive request to ``Start()``; see :meth:`Allgatherv`."""
         return self._init("Allgatherv", sendbuf, recvbuf, info=info, algorithm=algorithm)
 
@@ -250,23 +281,40 @@ class Comm(MPI.Intracomm):
         """Reduce, then give rank i block i of equal blocks (MPI_Reduce_scatter_block)."""
         self._run("Reduce_scatter_block", sendbuf, recvbuf, op, algorithm=algorithm)
 
-    def Ireduce_scatter_block(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto") -> Request:
+    def Ireduce_scatter_block(
+        self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto"
+    ) -> Request:
         """Nonblocking Reduce_scatter_block: returns a request; see :meth:`Reduce_scatter_block`."""
         return self._start("Reduce_scatter_block", sendbuf, recvbuf, op, algorithm=algorithm)
 
-    def Reduce_scatter_block_init(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, info: MPI.Info = MPI.INFO_NULL, *, algorithm: str = "auto") -> Prequest:
-        """Persistent Reduce_scatter_block: returns an inactive request to ``Start()``; see :meth:`Reduce_scatter_block`."""
+    def Reduce_scatter_block_init(
+        self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, info: MPI.Info = MPI.INFO_NULL, *, algorithm: str = "auto"
+    ) -> Prequest:
+        """Persistent Reduce_scatter_block: an inactive request to ``Start()``; see :meth:`Reduce_scatter_block`."""
         return self._init("Reduce_scatter_block", sendbuf, recvbuf, op, info=info, algorithm=algorithm)
 
-    def Reduce_scatter(self, sendbuf: Any, recvbuf: Any, recvcounts: Any = None, op: Any = MPI.SUM, *, algorithm: str = "auto") -> None:
+    def Reduce_scatter(
+        self, sendbuf: Any, recvbuf: Any, recvcounts: Any = None, op: Any = MPI.SUM, *, algorithm: str = "auto"
+    ) -> None:
         """Reduce, then give rank i ``recvcounts[i]`` elements (MPI_Reduce_scatter)."""
         self._run("Reduce_scatter", sendbuf, recvbuf, recvcounts, op, algorithm=algorithm)
 
-    def Ireduce_scatter(self, sendbuf: Any, recvbuf: Any, recvcounts: Any = None, op: Any = MPI.SUM, *, algorithm: str = "auto") -> Request:
+    def Ireduce_scatter(
+        self, sendbuf: Any, recvbuf: Any, recvcounts: Any = None, op: Any = MPI.SUM, *, algorithm: str = "auto"
+    ) -> Request:
         """Nonblocking Reduce_scatter: returns a request; see :meth:`Reduce_scatter`."""
         return self._start("Reduce_scatter", sendbuf, recvbuf, recvcounts, op, algorithm=algorithm)
 
-    def Reduce_scatter_init(self, sendbuf: Any, recvbuf: Any, recvcounts: Any = None, op: Any = MPI.SUM, info: MPI.Info = MPI.INFO_NULL, *, algorithm: str = "auto") -> Prequest:
+    def Reduce_scatter_init(
+        self,
+        sendbuf: Any,
+        recvbuf: Any,
+        recvcounts: Any = None,
+        op: Any = MPI.SUM,
+        info: MPI.Info = MPI.INFO_NULL,
+        *,
+        algorithm: str = "auto",
+    ) -> Prequest:
         """Persistent Reduce_scatter: returns an inactive request to ``Start()``; see :meth:`Reduce_scatter`."""
         return self._init("Reduce_scatter", sendbuf, recvbuf, recvcounts, op, info=info, algorithm=algorithm)
 
@@ -278,7 +326,9 @@ class Comm(MPI.Intracomm):
         """Nonblocking Alltoall: returns a request; see :meth:`Alltoall`."""
         return self._start("Alltoall", sendbuf, recvbuf, algorithm=algorithm)
 
-    def Alltoall_init(self, sendbuf: Any, recvbuf: Any, info: MPI.Info = MPI.INFO_NULL, *, algorithm: str = "auto") -> Prequest:
+    def Alltoall_init(
+        self, sendbuf: Any, recvbuf: Any, info: MPI.Info = MPI.INFO_NULL, *, algorithm: str = "auto"
+    ) -> Prequest:
         """Persistent Alltoall: returns an inactive request to ``Start()``; see :meth:`Alltoall`."""
         return self._init("Alltoall", sendbuf, recvbuf, info=info, algorithm=algorithm)
 
@@ -290,7 +340,9 @@ class Comm(MPI.Intracomm):
         """Nonblocking Alltoallv: returns a request; see :meth:`Alltoallv`."""
         return self._start("Alltoallv", sendbuf, recvbuf, algorithm=algorithm)
 
-    def Alltoallv_init(self, sendbuf: Any, recvbuf: Any, info: MPI.Info = MPI.INFO_NULL, *, algorithm: str = "auto") -> Prequest:
+    def Alltoallv_init(
+        self, sendbuf: Any, recvbuf: Any, info: MPI.Info = MPI.INFO_NULL, *, algorithm: str = "auto"
+    ) -> Prequest:
         """Persistent Alltoallv: returns an inactive request to ``Start()``; see :meth:`Alltoallv`."""
         return self._init("Alltoallv", sendbuf, recvbuf, info=info, algorithm=algorithm)
 
@@ -302,7 +354,9 @@ class Comm(MPI.Intracomm):
         """Nonblocking Scan: returns a request; see :meth:`Scan`."""
         return self._start("Scan", sendbuf, recvbuf, op, algorithm=algorithm)
 
-    def Scan_init(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, info: MPI.Info = MPI.INFO_NULL, *, algorithm: str = "auto") -> Prequest:
+    def Scan_init(
+        self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, info: MPI.Info = MPI.INFO_NULL, *, algorithm: str = "auto"
+    ) -> Prequest:
         """Persistent Scan: returns an inactive request to ``Start()``; see :meth:`Scan`."""
         return self._init("Scan", sendbuf, recvbuf, op, info=info, algorithm=algorithm)
 
@@ -314,7 +368,9 @@ class Comm(MPI.Intracomm):
         """Nonblocking Exscan: returns a request; see :meth:`Exscan`."""
         return self._start("Exscan", sendbuf, recvbuf, op, algorithm=algorithm)
 
-    def Exscan_init(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, info: MPI.Info = MPI.INFO_NULL, *, algorithm: str = "auto") -> Prequest:
+    def Exscan_init(
+        self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, info: MPI.Info = MPI.INFO_NULL, *, algorithm: str = "auto"
+    ) -> Prequest:
         """Persistent Exscan: returns an inactive request to ``Start()``; see :meth:`Exscan`."""
         return self._init("Exscan", sendbuf, recvbuf, op, info=info, algorithm=algorithm)
 
