@@ -19,11 +19,12 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import WORLD, check
 from mpi4py import MPI
 
 import mpicoll
 from mpicoll.exec import nonblocking
+
+from conftest import WORLD, check
 
 pytestmark = pytest.mark.mpi
 
