@@ -398,7 +398,8 @@ class Comm(MPI.Intracomm):
         return Comm(MPI.Intracomm.Create_group(self, group, tag))
 
     def Free(self) -> None:
-        """Free the private duplicate, then the communicator itself."""
+        """Free the private duplicate and the cached plans, then the communicator itself."""
+        self.__dict__.pop("_plans", None)  # bound plans hold references to user arrays
         dup = self.__dict__.pop("_private", None)
         if dup is not None:
             dup.Free()
