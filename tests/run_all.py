@@ -35,7 +35,8 @@ from mpicoll.launch import launch_env, mpirun_command  # noqa: E402
 
 DEFAULT_SIZES = (1, 2, 3, 4, 5, 8)
 LAUNCH_TIMEOUT = 1200  # seconds for one world size, all tests
-TEST_TIMEOUT = 180     # seconds for one test
+TEST_TIMEOUT = 180     # seconds for one MPI test (a deadlock fails after this)
+UNIT_TIMEOUT = 900     # seconds for one unit test (the p = 1024 proofs take a minute on an idle core)
 EXAMPLE_SIZES = (4, 2)  # world sizes every example runs at
 EXAMPLE_TIMEOUT = 120   # seconds for one example run
 
@@ -104,7 +105,7 @@ def main() -> int:
             t0 = time.time()
             report = os.path.join(tmp, "unit.xml")
             code = subprocess.call([sys.executable, "-m", "pytest", "tests/unit", "-q",
-                                    f"--timeout={TEST_TIMEOUT}", f"--junitxml={report}", *extra],
+                                    f"--timeout={UNIT_TIMEOUT}", f"--junitxml={report}", *extra],
                                    cwd=ROOT, env=env)
             passed, failed, skipped = junit_counts(report) if os.path.exists(report) else (0, 1, 0)
             if code not in (0, 5):
