@@ -46,7 +46,11 @@ class SymbolicDomain:
 
     def _buf(self, rank: int, name: str) -> list:
         name = self.alias.get(name, name)
-        return self.states[rank].setdefault(name, [None] * self.nblocks)
+        state = self.states[rank]
+        buf = state.get(name)
+        if buf is None:  # not setdefault: that would build a list of nblocks on every access
+            buf = state[name] = [None] * self.nblocks
+        return buf
 
     def read(self, rank: int, block: Block) -> list:
         if not 0 <= block.lo <= block.hi <= self.nblocks:
