@@ -54,7 +54,8 @@ def main() -> int:
         ok &= same
         after = world.gather(out)
         if rank == 0:
-            print(f"\nReduce_scatter (counts {counts}) {algorithm}: {'matches' if same else 'DIFFERS FROM'} the built-in")
+            verdict = "matches" if same else "DIFFERS FROM"
+            print(f"\nReduce_scatter (counts {counts}) {algorithm}: {verdict} the built-in")
             if algorithm == "pairwise":
                 show("after:", after)
     if rank == 0:

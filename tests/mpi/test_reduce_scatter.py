@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import WORLD, check
 from mpi4py import MPI
 
 import mpicoll
-from conftest import WORLD, check
 
 pytestmark = pytest.mark.mpi
 

@@ -6,10 +6,10 @@ import time
 
 import numpy as np
 import pytest
+from conftest import WORLD, check
 from mpi4py import MPI
 
 import mpicoll
-from conftest import WORLD, check
 
 pytestmark = pytest.mark.mpi
 
