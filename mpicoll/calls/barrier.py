@@ -27,7 +27,7 @@ def _empty(nblocks: int) -> Layout:
 def simulate_setup(inputs: list[Any], nblocks: int, in_place: bool = False) -> list[tuple[dict, dict, str]]:
     """No data: every rank has empty buffers whatever the inputs."""
     layouts = {"send": _empty(nblocks), "recv": _empty(nblocks)}
-    return [({"send": np.empty(0, np.uint8), "recv": np.empty(0, np.uint8)}, layouts, "recv") for _ in inputs]
+    return [({"send": np.empty(0), "recv": np.empty(0)}, layouts, "recv") for _ in inputs]
 
 
 SPEC = Spec(
