@@ -10,7 +10,6 @@ block.
 
 from __future__ import annotations
 
-import gc
 from collections import deque
 from collections.abc import Sequence
 from typing import Any, Protocol
@@ -33,30 +32,16 @@ def _where(s: Schedule, t: int) -> str:
 
 
 def run_lockstep(schedules: Sequence[Schedule], domain: Domain, alias: dict[str, str] | None = None) -> None:
-    """Execute every rank's schedule on ``domain``, round by round (see :func:`_run`).
-
-    The cyclic garbage collector is paused meanwhile: the run makes millions of
-    small acyclic tuples at p = 1024, and the collector's repeated scans of the
-    (large, cached) schedules would make it about ten times slower.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        _run(schedules, domain, alias)
-    finally:
-        if enabled:
-            gc.enable()
-
-
-def _run(schedules: Sequence[Schedule], domain: Domain, alias: dict[str, str] | None = None) -> None:
     """Execute every rank's schedule on ``domain``, round by round.
 
     ``alias`` maps buffer names to the buffer they share memory with (in-place
-    calls: ``{"send": "recv"}``), so that hazards between them are caught.
+    calls: ``{"send": "recv"}``), so that hazards between them are caught.  The
+    cyclic garbage collector is paused meanwhile: the run makes millions of small
+    acyclic tuples at p = 1024, and the collector's repeated scans of the (large,
+    cached) schedules would make it about ten times slower.
     """
-    alias = alias or {}
-    with gc_paused():  # millions of short-lived tuples, no cycles
-        _run(schedules, domain, alias)
+    with gc_paused():
+        _run(schedules, domain, alias or {})
 
 
 def _run(schedules: Sequence[Schedule], domain: Domain, alias: dict[str, str]) -> None:
