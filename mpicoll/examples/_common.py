@@ -22,3 +22,18 @@ def check(comm: MPI.Comm, ok: bool, what: str) -> None:
         print(f"check: {what}: {'OK' if everywhere else 'FAILED'}", flush=True)
     if not everywhere:
         raise SystemExit(f"example check failed: {what}")
+
+
+def show_states(title: str, states: list) -> None:
+    """Print one line per rank, as the textbook figures show a collective (call on rank 0)."""
+    print(title)
+    for r, state in enumerate(states):
+        text = "(no buffer)" if state is None else " ".join(f"{v:>4}" for v in list(state))
+        print(f"  rank {r}: {text}")
+
+
+def show_everyone(comm: MPI.Comm, title: str, x) -> None:
+    """Gather what every rank holds (``x`` may be None) and print it on rank 0."""
+    states = comm.gather(None if x is None else list(x.tolist()))
+    if comm.rank == 0:
+        show_states(title, states)

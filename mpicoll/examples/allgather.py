@@ -13,13 +13,7 @@ import numpy as np
 from mpi4py import MPI
 
 import mpicoll
-
-
-def show(title: str, states: list[np.ndarray]) -> None:
-    """One line per rank, as in the textbook figures."""
-    print(title)
-    for r, x in enumerate(states):
-        print(f"  rank {r}: " + " ".join(f"{v:3d}" for v in x))
+from mpicoll.examples._common import show_states
 
 
 def main() -> int:
@@ -31,7 +25,7 @@ def main() -> int:
     world.Allgather(mine, expected)                                 # MPI's own, for comparison
     before = world.gather(mine)
     if rank == 0:
-        show("before Allgather (each rank has its own block):", before)
+        show_states("before Allgather (each rank has its own block):", before)
     ok = True
     for algorithm in mpicoll.algorithms("allgather"):
         out = np.zeros(2 * size, dtype=np.int64)
@@ -42,7 +36,7 @@ def main() -> int:
         if rank == 0:
             print(f"\n{algorithm}: {'matches' if same else 'DIFFERS FROM'} the built-in")
             if algorithm == "ring":
-                show("after Allgather (every rank has every block):", after)
+                show_states("after Allgather (every rank has every block):", after)
     if rank == 0:
         print("\nThe ring's schedule (print(mpicoll.schedules('allgather', 'ring', p))):\n")
         print(mpicoll.schedules("allgather", "ring", size))

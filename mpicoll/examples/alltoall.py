@@ -13,12 +13,7 @@ import numpy as np
 from mpi4py import MPI
 
 import mpicoll
-
-
-def show(title: str, states: list[np.ndarray]) -> None:
-    print(title)
-    for r, x in enumerate(states):
-        print(f"  rank {r}: " + " ".join(f"{v:3d}" for v in x))
+from mpicoll.examples._common import show_states
 
 
 def main() -> int:
@@ -30,7 +25,7 @@ def main() -> int:
     world.Alltoall(x, expected)
     before = world.gather(x)
     if rank == 0:
-        show("before Alltoall (row r = rank r's blocks, one per destination):", before)
+        show_states("before Alltoall (row r = rank r's blocks, one per destination):", before)
     ok = True
     for algorithm in mpicoll.algorithms("alltoall"):
         out = np.zeros_like(x)
@@ -41,7 +36,7 @@ def main() -> int:
         if rank == 0:
             print(f"\n{algorithm}: {'matches' if same else 'DIFFERS FROM'} the built-in")
             if algorithm == "pairwise":
-                show("after (the transpose: rank j holds 10 r + j from every r):", after)
+                show_states("after (the transpose: rank j holds 10 r + j from every r):", after)
     if rank == 0:
         print("\nBruck's schedule (rotate, lg p packed exchanges, rotate back):\n")
         print(mpicoll.schedules("alltoall", "bruck", size))

@@ -13,15 +13,7 @@ import numpy as np
 from mpi4py import MPI
 
 import mpicoll
-
-
-def show(world: MPI.Comm, title: str, x: np.ndarray) -> None:
-    """Rank 0 prints what every rank holds (it gathers the arrays first)."""
-    states = world.gather(x.tolist())
-    if world.rank == 0:
-        print(title)
-        for r, s in enumerate(states):
-            print(f"  rank {r}: {s}")
+from mpicoll.examples._common import show_everyone
 
 
 def main() -> None:
@@ -29,7 +21,7 @@ def main() -> None:
     comm = mpicoll.Comm(world)
     root = 0
     start = np.arange(1.0, 5.0) if world.rank == root else np.zeros(4)   # only the root has data
-    show(world, f"before Bcast from root {root}:", start)
+    show_everyone(world, f"before Bcast from root {root}:", start)
     ok = True
     for algorithm in mpicoll.algorithms("bcast"):
         x = start.copy()
@@ -40,7 +32,7 @@ def main() -> None:
         ok &= good
         if world.rank == 0:
             print(f"  {algorithm:20s} {'matches' if good else 'DIFFERS FROM'} MPI's Bcast")
-    show(world, "after Bcast:", x)
+    show_everyone(world, "after Bcast:", x)
     if world.rank == 0:
         print("\nbinomial schedule (who sends what in each round):")
         print(mpicoll.schedules("bcast", "binomial", world.size, root=root))

@@ -13,15 +13,7 @@ import numpy as np
 from mpi4py import MPI
 
 import mpicoll
-
-
-def show(world: MPI.Comm, title: str, x: np.ndarray | None) -> None:
-    """Rank 0 prints what every rank holds (it gathers the arrays first)."""
-    states = world.gather(None if x is None else x.tolist())
-    if world.rank == 0:
-        print(title)
-        for r, s in enumerate(states):
-            print(f"  rank {r}: {s if s is not None else '(no receive buffer)'}")
+from mpicoll.examples._common import show_everyone
 
 
 def main() -> None:
@@ -29,7 +21,7 @@ def main() -> None:
     comm = mpicoll.Comm(world)
     root, p = 0, world.size
     x = np.full(2, float(world.rank))
-    show(world, f"before Gather to root {root}:", x)
+    show_everyone(world, f"before Gather to root {root}:", x)
     expected = np.zeros(2 * p) if world.rank == root else None
     world.Gather(x, expected, root=root)                    # MPI's own
     ok = True
@@ -40,7 +32,7 @@ def main() -> None:
         ok &= good
         if world.rank == 0:
             print(f"  {algorithm:20s} {'matches' if good else 'DIFFERS FROM'} MPI's Gather")
-    show(world, "after Gather:", out)
+    show_everyone(world, "after Gather:", out)
     if world.rank == 0:
         print("\nbinomial schedule: each rank passes its whole subtree up:")
         print(mpicoll.schedules("gather", "binomial", p, root=root))

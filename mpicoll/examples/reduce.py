@@ -13,15 +13,7 @@ import numpy as np
 from mpi4py import MPI
 
 import mpicoll
-
-
-def show(world: MPI.Comm, title: str, x: np.ndarray) -> None:
-    """Rank 0 prints what every rank holds (it gathers the arrays first)."""
-    states = world.gather(x.tolist())
-    if world.rank == 0:
-        print(title)
-        for r, s in enumerate(states):
-            print(f"  rank {r}: {s}")
+from mpicoll.examples._common import show_everyone
 
 
 def main() -> None:
@@ -29,7 +21,7 @@ def main() -> None:
     comm = mpicoll.Comm(world)
     root = world.size - 1                                   # any rank can be the root
     x = np.array([1.0, 10.0]) * (world.rank + 1)
-    show(world, f"before Reduce(SUM) to root {root}:", x)
+    show_everyone(world, f"before Reduce(SUM) to root {root}:", x)
     expected = np.zeros(2)
     world.Reduce(x, expected, op=MPI.SUM, root=root)        # MPI's own
     ok = True
@@ -40,7 +32,7 @@ def main() -> None:
         ok &= good
         if world.rank == 0:
             print(f"  {algorithm:20s} {'matches' if good else 'DIFFERS FROM'} MPI's Reduce")
-    show(world, "after Reduce (recvbuf):", out)
+    show_everyone(world, "after Reduce (recvbuf):", out)
     if world.rank == 0:
         print("\nbinomial schedule: a tree toward rank 0 in rank order, then rank 0 -> root:")
         print(mpicoll.schedules("reduce", "binomial", world.size, root=root))

@@ -13,12 +13,7 @@ import numpy as np
 from mpi4py import MPI
 
 import mpicoll
-
-
-def show(title: str, states: list[np.ndarray]) -> None:
-    print(title)
-    for r, x in enumerate(states):
-        print(f"  rank {r}: " + " ".join(f"{v:4d}" for v in x))
+from mpicoll.examples._common import show_states
 
 
 def main() -> int:
@@ -30,7 +25,7 @@ def main() -> int:
     world.Reduce_scatter_block(x, expected)
     before = world.gather(x)
     if rank == 0:
-        show("before Reduce_scatter_block (one number per block):", before)
+        show_states("before Reduce_scatter_block (one number per block):", before)
     ok = True
     for algorithm in mpicoll.algorithms("reduce_scatter_block"):
         out = np.zeros(1, dtype=np.int64)
@@ -41,7 +36,7 @@ def main() -> int:
         if rank == 0:
             print(f"\n{algorithm}: {'matches' if same else 'DIFFERS FROM'} the built-in")
             if algorithm == "ring":
-                show("after (rank j has block j summed over all ranks):", after)
+                show_states("after (rank j has block j summed over all ranks):", after)
     # uneven: rank j receives j + 1 elements; the input is cut accordingly
     counts = [j + 1 for j in range(size)]
     y = np.arange(sum(counts), dtype=np.int64) + 100 * rank
@@ -57,7 +52,7 @@ def main() -> int:
             verdict = "matches" if same else "DIFFERS FROM"
             print(f"\nReduce_scatter (counts {counts}) {algorithm}: {verdict} the built-in")
             if algorithm == "pairwise":
-                show("after:", after)
+                show_states("after:", after)
     if rank == 0:
         print("\nThe ring's schedule:\n")
         print(mpicoll.schedules("reduce_scatter_block", "ring", size))

@@ -13,15 +13,7 @@ import numpy as np
 from mpi4py import MPI
 
 import mpicoll
-
-
-def show(world: MPI.Comm, title: str, x: np.ndarray | None) -> None:
-    """Rank 0 prints what every rank holds (it gathers the arrays first)."""
-    states = world.gather(None if x is None else x.tolist())
-    if world.rank == 0:
-        print(title)
-        for r, s in enumerate(states):
-            print(f"  rank {r}: {s if s is not None else '(no send buffer)'}")
+from mpicoll.examples._common import show_everyone
 
 
 def main() -> None:
@@ -29,7 +21,7 @@ def main() -> None:
     comm = mpicoll.Comm(world)
     root, p = 0, world.size
     full = np.arange(2.0 * p) if world.rank == root else None   # only the root has data to send
-    show(world, f"before Scatter from root {root}:", full)
+    show_everyone(world, f"before Scatter from root {root}:", full)
     expected = np.zeros(2)
     world.Scatter(full, expected, root=root)                # MPI's own
     ok = True
@@ -40,7 +32,7 @@ def main() -> None:
         ok &= good
         if world.rank == 0:
             print(f"  {algorithm:20s} {'matches' if good else 'DIFFERS FROM'} MPI's Scatter")
-    show(world, "after Scatter (recvbuf):", out)
+    show_everyone(world, "after Scatter (recvbuf):", out)
     if world.rank == 0:
         print("\nbinomial schedule: the root hands each child its subtree's blocks:")
         print(mpicoll.schedules("scatter", "binomial", p, root=root))
