@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from mpi4py import MPI
 
-from .calls import Plan, run
+from .calls import Plan, cached_plan, call_key, remember_plan, run
 from .exec import nonblocking
 
 if TYPE_CHECKING:
@@ -78,11 +78,29 @@ class Comm(MPI.Intracomm):
     # ``mpicoll.calls.<method in lowercase>``.  A collective without a module is
     # forwarded to mpi4py's built-in one, unless a specific algorithm was asked for.
 
-    def _prepare(self, method: str, *args: Any, algorithm: str) -> Plan | None:
+    @staticmethod
+    def _module(method: str) -> Any:
         module = _MODULES.get(method)
         if module is None:
             module = _MODULES[method] = importlib.import_module(f"{__package__}.calls.{method.lower()}")
-        return module.prepare(self, *args, algorithm=algorithm)
+        return module
+
+    def _prepare(self, method: str, *args: Any, algorithm: str) -> Plan | None:
+        return self._module(method).prepare(self, *args, algorithm=algorithm)
+
+    def _cached_prepare(self, method: str, *args: Any, algorithm: str) -> Plan | None:
+        # Blocking calls only: a repeated call on the same NumPy arrays (and op, root, algorithm)
+        # reuses its bound plan and scratch buffers (see mpicoll.calls.call_key).  Nonblocking and
+        # persistent calls always get a plan of their own, since two outstanding calls may share
+        # a send buffer and must not share scratch space.
+        module = self._module(method)
+        cacheable = getattr(module, "cacheable", None)
+        key = call_key(method, *args, algorithm) if cacheable is None or cacheable(*args) else None
+        plan = cached_plan(self, key)
+        if plan is None:
+            plan = module.prepare(self, *args, algorithm=algorithm)
+            remember_plan(self, key, plan, args)
+        return plan
 
     def _by_hand(self, method: str, algorithm: str) -> bool:
         found = _HAS_MODULE.get(method)
@@ -104,7 +122,7 @@ class Comm(MPI.Intracomm):
         # on one rank with a nonblocking one on another.
         if not self._by_hand(method, algorithm):
             return nonblocking.wait_mpi(getattr(MPI.Intracomm, "I" + method[0].lower() + method[1:])(self, *args))
-        plan = self._prepare(method, *args, algorithm=algorithm)
+        plan = self._cached_prepare(method, *args, algorithm=algorithm)
         if nonblocking.outstanding():
             nonblocking.start(plan, self, tag=0).Wait()
         else:

@@ -23,7 +23,7 @@ from ..buffers import Buffer, is_in_place, parse
 from ..layout import Layout
 from ..ops import check_op, is_commutative, op_name
 from ..selection import KiB, MiB
-from . import Plan, Spec, cached_plan, call_key, debug_check, make_plan, own, remember_plan
+from . import Plan, Spec, debug_check, make_plan, own
 
 if TYPE_CHECKING:
     from ..comm import Comm
@@ -56,15 +56,7 @@ SPEC = Spec(
 
 
 def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, op: Any, *, algorithm: str | None) -> Plan | None:
-    """Check an ``Allreduce`` call and bind its schedule; None when the count is 0.
-
-    A repeated call on the same NumPy arrays, op and algorithm gets its plan
-    from the communicator's cache (see :func:`mpicoll.calls.call_key`).
-    """
-    key = call_key(sendbuf, recvbuf, op, algorithm)
-    plan = cached_plan(comm, key)
-    if plan is not None:
-        return plan
+    """Check an ``Allreduce`` call and bind its schedule; None when the count is 0."""
     recv = parse(recvbuf, "recvbuf", writable=True)
     send: Buffer | None = None
     if not is_in_place(sendbuf):
@@ -83,8 +75,6 @@ def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, op: Any, *, algorithm: str |
     if recv.count == 0:
         return None
     arrays = {"send": recv.array if send is None else send.array, "recv": recv.array}
-    plan = make_plan(comm, "allreduce", name, params, arrays,
+    return make_plan(comm, "allreduce", name, params, arrays,
                      lambda nb: {"recv": Layout.even(recv.count, nb, recv.unit)},
                      op=op, dtype=recv.dtype, scratch_count=recv.count, datatype=recv.datatype)
-    remember_plan(comm, key, plan, (sendbuf, recvbuf, op))
-    return plan

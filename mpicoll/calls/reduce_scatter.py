@@ -59,6 +59,11 @@ def _exchange_counts(comm: Comm, recvbuf: Any, sendbuf: Any) -> list[int]:
     return everyone
 
 
+def cacheable(sendbuf: Any, recvbuf: Any, recvcounts: Any, op: Any) -> bool:
+    """A call may reuse a cached plan only if its prepare does not communicate (recvcounts given)."""
+    return recvcounts is not None
+
+
 def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, recvcounts: Any, op: Any, *,
             algorithm: str | None) -> Plan | None:
     """Check a ``Reduce_scatter`` call and bind its schedule; None when every count is 0."""
