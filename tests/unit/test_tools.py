@@ -147,18 +147,39 @@ def test_double_binary_tree_allreduce_keeps_ring_order_bandwidth_and_log_latency
 
 @pytest.mark.parametrize("collective,algorithm", CASES)
 def test_sampled_ranks_give_the_exact_cost(collective, algorithm):
-    """Above EXACT_LIMIT the model costs sample_ranks(); at p <= 256 that equals every rank."""
+    """Above EXACT_LIMIT the model costs sample_ranks() (every rank if the sample leaves a round
+    uncovered, as in a chain); at p <= 256 that policy, forced with sample=True, equals every rank."""
     for size, per_node in ((64, None), (96, 6), (127, 4), (200, None), (256, 8)):
         m = M.with_nodes(per_node) if per_node is None else Machine(2e-6, 1e-9, 3e-10, 5e-7, 2e-10, per_node)
         for n in (8, size * 64):
             ps = params(collective, algorithm, size, n)
             exact = cost(collective, algorithm, size, n, m, **ps)
-            sampled = cost(collective, algorithm, size, n, m, ranks=sample_ranks(size, per_node), **ps)
+            sampled = cost(collective, algorithm, size, n, m, sample=True, **ps)
             assert sampled.latency == pytest.approx(exact.latency, rel=1e-9), (size, n)
             if n % size == 0:   # even blocks: every term exact
                 assert sampled.time == pytest.approx(exact.time, rel=1e-9), (size, n)
             else:               # uneven blocks: the sample may miss the one-byte-larger blocks of a round
                 assert 0 <= exact.time - sampled.time <= exact.rounds * 4 * max(m.beta, m.gamma), (size, n)
+
+
+ROOTED = [(c, a) for c, a in CASES if "root" in registry.get(c, a).params]
+
+
+@pytest.mark.parametrize("collective,algorithm", ROOTED)
+def test_sample_follows_the_root(collective, algorithm):
+    """Rooted algorithms number ranks from the root: the sample is rotated with it."""
+    size, root, n = 200, 77, 200 * 64
+    ps = {**params(collective, algorithm, size, n), "root": root}
+    exact = cost(collective, algorithm, size, n, M, **ps)
+    sampled = cost(collective, algorithm, size, n, M, sample=True, **ps)
+    assert sampled.time == pytest.approx(exact.time, rel=1e-9)
+    assert root in sample_ranks(size, None, root) and (root - 1) % size in sample_ranks(size, None, root)
+
+
+def test_sample_is_used_unless_a_round_is_left_uncovered():
+    assert cost("allreduce", "ring", 300, 8, M).sampled                  # every rank acts in every round
+    if "pipelined_chain" in registry.algorithms("bcast"):                 # round t is one rank's alone
+        assert not cost("bcast", "pipelined_chain", 300, 8, M, root=0, segments=1).sampled
 
 
 def _published(p):
