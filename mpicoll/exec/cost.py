@@ -20,12 +20,16 @@ its peer and its block), so ranks can be costed one at a time.  Up to
 ``EXACT_LIMIT`` ranks every rank is costed.  Above it (a ring at p = 24,576 has
 p x 2(p-1) = 1.2 billion rank-rounds) the model costs a fixed *sample* of ranks
 chosen to contain a slowest rank of every round for the algorithms we have:
-the ends, the middle, node boundaries, ranks near every power of two and the
-fold boundary of the non-power-of-two algorithms (see :func:`sample_ranks`).
-The maximum over a sample can only be lower than the true maximum; the unit
-tests check that for every registered algorithm at p <= 256 the latency terms
-are equal, and the whole time when n splits evenly into blocks (otherwise the
-sample may miss, in a round, the rank that moves a block one byte larger).
+the ends, the middle, the neighbourhoods of powers of two and of their mirror
+images, the fold boundary of the non-power-of-two algorithms and node
+boundaries, counted from 0 and from the root (see :func:`sample_ranks`).  If in
+some round no sampled rank does anything (a chain or a linear scan, where round
+t belongs to rank t), the sample provably misses that round, and every rank is
+costed after all.  The maximum over a sample can only be lower than the true
+maximum; the unit tests check that for every registered algorithm at p <= 256
+(forcing the sampling policy) the latency terms are equal, and the whole time
+when n splits evenly into blocks (otherwise the sample may miss, in a round,
+the rank that moves a block one byte larger).
 """
 
 from __future__ import annotations
@@ -102,13 +106,13 @@ def sample_ranks(size: int, ranks_per_node: int | None = None, root: int = 0) ->
 
     Counted both from 0 and from ``root`` (rooted algorithms number ranks
     from the root, some of their phases from 0): the ends and the middle and
-    their neighbours; the neighbourhoods of 2^k, of their mirror images p - 2^k,
-    of p' - 2^k and of 2(p - p') +- 2^k (in the trees, the ranks whose subtrees
+    their neighbours; the neighbourhoods of 2^k and of their mirror images
+    p - 2^k, and p' - 2^k and 2(p - p') +- 2^k (in the trees, the ranks whose subtrees
     are largest; in bruck and the dissemination and doubling algorithms, the ranks whose
     peer at distance 2^k wraps around); both sides of the fold boundary
     2(p - p') of the non-power-of-two algorithms; and, with ``ranks_per_node``
-    set, the first and last ranks of the nodes that hold any of these (their
-    messages at distance 2^k cross a node boundary where the others' do not).
+    set, the last rank of the node that holds each of these and of the node
+    before (their messages cross a node boundary where the others' do not).
     """
     picks = {0, 1, 2, 3, size - 3, size - 2, size - 1, size // 2 - 1, size // 2, size // 2 + 1}
     pof2 = 1 << (size.bit_length() - 1)
@@ -116,14 +120,14 @@ def sample_ranks(size: int, ranks_per_node: int | None = None, root: int = 0) ->
     picks.update((2 * extra - 1, 2 * extra, 2 * extra + 1))
     k = 1
     while k < size:
-        for x in (k, size - k, pof2 - k, 2 * extra - k, 2 * extra + k):
-            picks.update((x - 1, x, x + 1))
+        picks.update((k - 1, k, k + 1, size - k - 1, size - k, size - k + 1, pof2 - k, 2 * extra - k,
+                      2 * extra + k))
         k *= 2
     picks = {x for r in picks if 0 <= r < size for x in (r, (r + root) % size)}
     if ranks_per_node:
         for r in list(picks):
             first = r - r % ranks_per_node
-            picks.update((first - 1, first, first + ranks_per_node - 1, first + ranks_per_node))
+            picks.update((first - 1, first + ranks_per_node - 1))  # the last ranks of its node and the one before
     return sorted(r for r in picks if 0 <= r < size)
 
 
