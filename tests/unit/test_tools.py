@@ -291,3 +291,23 @@ def test_parallel_in_place_check_reports_the_childs_failure(monkeypatch, capsys)
     finally:
         registry._REGISTRY["allreduce"].pop("broken_in_place", None)
         registry._schedule.cache_clear()
+
+
+def test_model_reads_byte_suffixes_and_costs_every_collective(capsys):
+    for coll in registry.collectives():
+        assert main(["model", coll, "-p", "13", "--bytes", "1M", "--json"]) == 0, coll
+        data = json.loads(capsys.readouterr().out)
+        assert set(data) == set(registry.algorithms(coll)) and all(t > 0 for t in data.values()), coll
+    with pytest.raises(SystemExit) as exc:             # argparse: usage error, status 2
+        main(["model", "bcast", "-p", "4", "--bytes", "1X"])
+    assert exc.value.code == 2 and "--bytes" in capsys.readouterr().err
+
+
+def test_trace_latest_shows_where_alltoall_blocks_come_from():
+    from mpicoll.exec.trace import latest, trace
+
+    size = 5
+    tr = trace("alltoall", "bruck", size)
+    for r in range(size):
+        assert latest(tr.states[0][r], size) == [(j, (r,)) for j in range(size)]    # own send buffer
+        assert latest(tr.states[-1][r], size) == [(r, (j,)) for j in range(size)]   # block for r from j
