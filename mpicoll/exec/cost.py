@@ -40,7 +40,7 @@ from math import ceil, log2
 
 from .. import registry
 from ..layout import Layout
-from ..schedule import Reduce, Round
+from ..schedule import EMPTY_ROUND, Reduce, Round
 
 __all__ = ["Machine", "Cost", "cost", "lower_bound", "sample_ranks", "EXACT_LIMIT"]
 
@@ -194,7 +194,7 @@ def cost(collective: str, algorithm: str, size: int, nbytes: int, machine: Machi
             worst.extend([(0.0, 0.0, 0.0, 0.0)] * (len(rounds) - len(worst)))
             active.extend([False] * (len(rounds) - len(active)))
         for t, rnd in enumerate(rounds):
-            if not rnd:
+            if rnd is EMPTY_ROUND or not rnd:  # (identity first: a chain's rank idles through most rounds)
                 continue
             active[t] = True
             lat, bw, red = _round_terms(rnd, r, layout[0], consts, per_node)
