@@ -2,7 +2,7 @@
 
     python -m mpicoll show allreduce ring -p 4 [--rank 2]
     python -m mpicoll verify [allreduce [ring]] [-p 1024 ...]
-    python -m mpicoll model allreduce -p 96 --bytes 8 --preset nccl-summit [--json]
+    python -m mpicoll model allreduce -p 96 --bytes 8 --preset nccl-summit [--json]   (--bytes 1M also)
     python -m mpicoll draw allreduce ring -p 4 -o ring.png
     mpirun -n 2 python -m mpicoll calibrate [-o FILE]
 """
@@ -24,6 +24,16 @@ def _sizes(text: str) -> list[int]:
         return [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+
+
+def _nbytes(text: str) -> int:
+    """``8``, ``64K``, ``1M``, ``2MiB`` -> bytes (the bench's parser)."""
+    from .bench import parse_size
+
+    try:
+        return parse_size(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a byte count such as 8, 64K or 1M, got {text!r}") from None
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -49,7 +59,9 @@ def _parser() -> argparse.ArgumentParser:
     m.add_argument("collective")
     m.add_argument("--algorithms", help="comma-separated algorithm names (default: all)")
     m.add_argument("-p", type=int, required=True)
-    m.add_argument("--bytes", type=int, required=True, dest="nbytes", help="bytes per rank")
+    m.add_argument("--bytes", type=_nbytes, required=True, dest="nbytes",
+                   help="bytes per rank, e.g. 8, 64K, 1M (the whole vector for gather, scatter, allgather, "
+                        "reduce-scatter, alltoall)")
     m.add_argument("--alpha", type=float, help="seconds per message")
     m.add_argument("--beta", type=float, help="seconds per byte")
     m.add_argument("--gamma", type=float, help="seconds per byte reduced")

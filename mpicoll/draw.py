@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .exec.trace import holdings, trace
+from .calls import spec as get_spec
+from .exec.trace import holdings, latest, trace
 
 __all__ = ["draw"]
 
@@ -38,6 +39,7 @@ def draw(collective: str, algorithm: str, size: int, path: str, **params: Any) -
     from matplotlib.patches import FancyArrowPatch, Rectangle
 
     tr = trace(collective, algorithm, size, **params)
+    reduces = get_spec(collective).reduces
     nblocks = tr.schedules[0].nblocks
     shown = min(nblocks, 32)              # long pipelines: the first 32 blocks
     cell = 0.32                           # width of one block square
@@ -57,15 +59,20 @@ def draw(collective: str, algorithm: str, size: int, path: str, **params: Any) -
     for t, states in enumerate(tr.states):
         x0 = t * colw
         for r in range(size):
-            held = holdings(states[r], nblocks)
+            if reduces:  # color = block position, shade and number = how many contributions it holds
+                cells = [(b, len(h) / size, str(len(h))) if h else None
+                         for b, h in enumerate(holdings(states[r], nblocks))]
+            else:        # color = the block's identity, number = the rank it comes from
+                cells = [(v[0], 1.0, ",".join(map(str, v[1][:2])) + ("+" if len(v[1]) > 2 else "")) if v else None
+                         for v in latest(states[r], nblocks)]
             for b in range(shown):
-                frac = len(held[b]) / size
-                base = colors.to_rgb(cmap(b % cmap.N))
-                face = tuple(1 - (1 - c) * (0.15 + 0.85 * frac) for c in base) if held[b] else (1, 1, 1)
+                base = colors.to_rgb(cmap(cells[b][0] % cmap.N)) if cells[b] else (1, 1, 1)
+                frac = cells[b][1] if cells[b] else 0.0
+                face = tuple(1 - (1 - c) * (0.15 + 0.85 * frac) for c in base) if cells[b] else (1, 1, 1)
                 ax.add_patch(Rectangle((x0 + b * cell, y(r) - 0.22), cell * 0.92, 0.44, facecolor=face,
                                        edgecolor="0.35", linewidth=0.5))
-                if size <= 16 and held[b] and shown <= 16:
-                    ax.text(x0 + (b + 0.46) * cell, y(r), str(len(held[b])), ha="center", va="center",
+                if size <= 16 and cells[b] and shown <= 16:
+                    ax.text(x0 + (b + 0.46) * cell, y(r), cells[b][2], ha="center", va="center",
                             fontsize=6, color="black" if frac < 0.7 else "white")
         label = "start" if t == 0 else f"after round {t - 1}"
         ax.text(x0 + strip / 2, y(0) + 0.55, label, ha="center", va="bottom", fontsize=8)
@@ -88,8 +95,11 @@ def draw(collective: str, algorithm: str, size: int, path: str, **params: Any) -
     ax.set_ylim(-0.7, y(0) + 1.0)
     for side in ("top", "right", "bottom"):
         ax.spines[side].set_visible(False)
-    title = (f"{collective} / {algorithm}, p = {size}: blocks colored by block, shade and number = "
-             f"ranks whose contributions they hold; arrows = messages (label: block)")
+    if reduces:
+        what = "blocks colored by block, shade and number = ranks whose contributions they hold"
+    else:
+        what = "blocks colored by their destination block, number = the rank they come from (recv, else scratch)"
+    title = f"{collective} / {algorithm}, p = {size}: {what}; arrows = messages (label: block)"
     ax.set_title(title, fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=130)

@@ -212,6 +212,14 @@ def _cell(rnd: Round) -> str:
     return "\n".join(parts) or "."
 
 
+class _Slots(dict):
+    """Round index -> (sends, receives, steps) lists, made on first use."""
+
+    def __missing__(self, t: int) -> tuple[list[Send], list[Recv], list[Step]]:
+        slot = self[t] = ([], [], [])
+        return slot
+
+
 class Timeline:
     """Builds a rank's rounds by global round index (handy for pipelines).
 
@@ -222,28 +230,27 @@ class Timeline:
     """
 
     def __init__(self) -> None:
-        self._at: dict[int, tuple[list[Send], list[Recv], list[Step]]] = {}
+        self._at: dict[int, tuple[list[Send], list[Recv], list[Step]]] = _Slots()
 
     def _slot(self, t: int) -> tuple[list[Send], list[Recv], list[Step]]:
-        slot = self._at.get(t)
-        if slot is None:
-            slot = self._at[t] = ([], [], [])
-        return slot
+        return self._at[t]
 
+    # The methods below index self._at directly (a round's slot is made on first use): they run
+    # millions of times when a large p is built, and a call to _slot would be a third of their cost.
     def send(self, t: int, peer: int, block: Block) -> None:
-        self._slot(t)[0].append(Send(peer, block))
+        self._at[t][0].append(Send(peer, block))
 
     def recv(self, t: int, peer: int, block: Block) -> None:
-        self._slot(t)[1].append(Recv(peer, block))
+        self._at[t][1].append(Recv(peer, block))
 
     def step(self, t: int, step: Step) -> None:
-        self._slot(t)[2].append(step)
+        self._at[t][2].append(step)
 
     def reduce(self, t: int, out: Block, left: Block, right: Block) -> None:
-        self._slot(t)[2].append(Reduce(out, left, right))
+        self._at[t][2].append(Reduce(out, left, right))
 
     def copy(self, t: int, out: Block, src: Block) -> None:
-        self._slot(t)[2].append(Copy(out, src))
+        self._at[t][2].append(Copy(out, src))
 
     def extend(self, offset: int, rounds: tuple[Round, ...]) -> None:
         """Append another schedule's rounds, shifted to start at round ``offset``."""

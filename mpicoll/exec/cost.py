@@ -20,23 +20,27 @@ its peer and its block), so ranks can be costed one at a time.  Up to
 ``EXACT_LIMIT`` ranks every rank is costed.  Above it (a ring at p = 24,576 has
 p x 2(p-1) = 1.2 billion rank-rounds) the model costs a fixed *sample* of ranks
 chosen to contain a slowest rank of every round for the algorithms we have:
-the ends, the middle, node boundaries, ranks near every power of two and the
-fold boundary of the non-power-of-two algorithms (see :func:`sample_ranks`).
-The maximum over a sample can only be lower than the true maximum; the unit
-tests check that for every registered algorithm at p <= 256 the latency terms
-are equal, and the whole time when n splits evenly into blocks (otherwise the
-sample may miss, in a round, the rank that moves a block one byte larger).
+the ends, the middle, the neighbourhoods of powers of two and of their mirror
+images, the fold boundary of the non-power-of-two algorithms and node
+boundaries, counted from 0 and from the root (see :func:`sample_ranks`).  If in
+some round no sampled rank does anything (a chain or a linear scan, where round
+t belongs to rank t), the sample provably misses that round, and every rank is
+costed after all.  The maximum over a sample can only be lower than the true
+maximum; the unit tests check that for every registered algorithm at p <= 256
+(forcing the sampling policy) the latency terms are equal, and the whole time
+when n splits evenly into blocks (otherwise the sample may miss, in a round,
+the rank that moves a block one byte larger).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from math import ceil, log2
 
 from .. import registry
 from ..layout import Layout
-from ..schedule import Reduce, Round
+from ..schedule import EMPTY_ROUND, Reduce, Round
 
 __all__ = ["Machine", "Cost", "cost", "lower_bound", "sample_ranks", "EXACT_LIMIT"]
 
@@ -97,24 +101,33 @@ class Cost:
         return self.latency + self.bandwidth + self.reduction
 
 
-def sample_ranks(size: int, ranks_per_node: int | None = None) -> list[int]:
+def sample_ranks(size: int, ranks_per_node: int | None = None, root: int = 0) -> list[int]:
     """The ranks that stand for all ranks above :data:`EXACT_LIMIT` (see the module docstring).
 
-    The ends and the middle; 2^k and p - 2^k (in the trees, the ranks whose
-    subtrees are largest, and their mirror images); both sides of the fold
-    boundary 2(p - p') of the non-power-of-two algorithms; both sides of the
-    first node boundaries.
+    Counted both from 0 and from ``root`` (rooted algorithms number ranks
+    from the root, some of their phases from 0): the ends and the middle and
+    their neighbours; the neighbourhoods of 2^k and of their mirror images
+    p - 2^k, and p' - 2^k and 2(p - p') +- 2^k (in the trees, the ranks whose subtrees
+    are largest; in bruck and the dissemination and doubling algorithms, the ranks whose
+    peer at distance 2^k wraps around); both sides of the fold boundary
+    2(p - p') of the non-power-of-two algorithms; and, with ``ranks_per_node``
+    set, the last rank of the node that holds each of these and of the node
+    before (their messages cross a node boundary where the others' do not).
     """
-    picks = {0, 1, 2, size - 2, size - 1, size // 2}
+    picks = {0, 1, 2, 3, size - 3, size - 2, size - 1, size // 2 - 1, size // 2, size // 2 + 1}
     pof2 = 1 << (size.bit_length() - 1)
     extra = size - pof2
     picks.update((2 * extra - 1, 2 * extra, 2 * extra + 1))
     k = 1
     while k < size:
-        picks.update((k, size - k))
+        picks.update((k - 1, k, k + 1, size - k - 1, size - k, size - k + 1, pof2 - k, 2 * extra - k,
+                      2 * extra + k))
         k *= 2
+    picks = {x for r in picks if 0 <= r < size for x in (r, (r + root) % size)}
     if ranks_per_node:
-        picks.update((ranks_per_node - 1, ranks_per_node, 2 * ranks_per_node - 1, 2 * ranks_per_node))
+        for r in list(picks):
+            first = r - r % ranks_per_node
+            picks.update((first - 1, first + ranks_per_node - 1))  # the last ranks of its node and the one before
     return sorted(r for r in picks if 0 <= r < size)
 
 
@@ -146,65 +159,91 @@ def _round_terms(rnd: Round, rank: int, layout: Layout, consts: tuple[float, flo
 
 
 def cost(collective: str, algorithm: str, size: int, nbytes: int, machine: Machine, *,
-         ranks: Iterable[int] | None = None, **params: int) -> Cost:
+         ranks: Iterable[int] | None = None, sample: bool | None = None, **params: int) -> Cost:
     """The predicted time of ``algorithm`` for ``nbytes`` bytes on ``size`` ranks.
 
-    ``ranks`` restricts the maximum to those ranks (default: every rank up to
-    :data:`EXACT_LIMIT`, else :func:`sample_ranks`).
+    ``ranks`` restricts the maximum to those ranks.  Otherwise every rank is
+    costed up to :data:`EXACT_LIMIT` ranks, and above it (or with ``sample``
+    true) the ranks of :func:`sample_ranks`, counted from ``params["root"]``;
+    if in some round none of them does anything, the sample is known not to
+    stand for that round (a chain, where round t is rank t's alone) and every
+    rank is costed after all.  ``sample=False`` costs every rank at any size.
     """
     alg = registry.get(collective, algorithm)
     consts = machine.constants(algorithm)
     per_node = machine.ranks_per_node
     if ranks is not None:
-        chosen = list(ranks)
+        chosen, fallback = list(ranks), False
+    elif sample or (sample is None and size > EXACT_LIMIT):
+        chosen, fallback = sample_ranks(size, per_node, int(params.get("root", 0) or 0)), True
     else:
-        chosen = list(range(size)) if size <= EXACT_LIMIT else sample_ranks(size, per_node)
+        chosen, fallback = list(range(size)), False
     worst: list[tuple[float, float, float, float]] = []  # per round: (time, lat, bw, red bytes)
-    layout = None
+    active: list[bool] = []                              # per round: some costed rank acts in it
+    layout: list[Layout] = []
+
+    def add(r: int) -> None:
+        if size <= EXACT_LIMIT:
+            sched = registry.schedule(collective, algorithm, r, size, **params)
+            nblocks, rounds = sched.nblocks, sched.rounds
+        else:  # built directly, so that huge schedules do not crowd the cache
+            nblocks, rounds = alg.build(r, size, **params)
+        if not layout:
+            layout.append(Layout.even(nbytes, nblocks))
+        if len(worst) < len(rounds):
+            worst.extend([(0.0, 0.0, 0.0, 0.0)] * (len(rounds) - len(worst)))
+            active.extend([False] * (len(rounds) - len(active)))
+        for t, rnd in enumerate(rounds):
+            if rnd is EMPTY_ROUND or not rnd:  # (identity first: a chain's rank idles through most rounds)
+                continue
+            active[t] = True
+            lat, bw, red = _round_terms(rnd, r, layout[0], consts, per_node)
+            total = lat + bw + red * machine.gamma
+            if total > worst[t][0]:
+                worst[t] = (total, lat, bw, red * machine.gamma)
+
     with registry.gc_paused():
         for r in chosen:
-            if size <= EXACT_LIMIT:
-                sched = registry.schedule(collective, algorithm, r, size, **params)
-                nblocks, rounds = sched.nblocks, sched.rounds
-            else:  # built directly, so that huge schedules do not crowd the cache
-                nblocks, rounds = alg.build(r, size, **params)
-            if layout is None:
-                layout = Layout.even(nbytes, nblocks)
-            if len(worst) < len(rounds):
-                worst.extend([(0.0, 0.0, 0.0, 0.0)] * (len(rounds) - len(worst)))
-            for t, rnd in enumerate(rounds):
-                if not rnd:
-                    continue
-                lat, bw, red = _round_terms(rnd, r, layout, consts, per_node)
-                total = lat + bw + red * machine.gamma
-                if total > worst[t][0]:
-                    worst[t] = (total, lat, bw, red * machine.gamma)
+            add(r)
+        if fallback and not all(active):
+            for r in sorted(set(range(size)) - set(chosen)):
+                add(r)
+            chosen = list(range(size))
     return Cost(collective, algorithm, size, nbytes,
                 latency=sum(w[1] for w in worst), bandwidth=sum(w[2] for w in worst),
                 reduction=sum(w[3] for w in worst), rounds=sum(1 for w in worst if w[0] > 0),
                 sampled=len(chosen) < size)
 
 
-# Lower bounds of ALGORITHMS.md: h alpha plus (bandwidth factor) n beta plus (reduction factor) n gamma.
-# Factors as functions of p; collectives not listed get the latency bound alone.
-_BOUNDS = {
-    "allreduce": (lambda p: 2 * (p - 1) / p, lambda p: (p - 1) / p),
-    "bcast": (lambda p: 1.0, lambda p: 0.0),
-    "reduce": (lambda p: 1.0, lambda p: (p - 1) / p),
-    "scatter": (lambda p: (p - 1) / p, lambda p: 0.0),
-    "gather": (lambda p: (p - 1) / p, lambda p: 0.0),
-    "allgather": (lambda p: (p - 1) / p, lambda p: 0.0),
-    "reduce_scatter": (lambda p: (p - 1) / p, lambda p: (p - 1) / p),
-    "reduce_scatter_block": (lambda p: (p - 1) / p, lambda p: (p - 1) / p),
+# Lower bounds of ALGORITHMS.md: h alpha plus (bytes moved) beta plus (bytes reduced) gamma, as functions
+# of (p, n); collectives not listed get the latency bound alone.  n is the whole vector for the collectives
+# that split it into one part per rank (ALGORITHMS.md says so for allgather, reduce-scatter and alltoall;
+# the calls' specs and selection use the same convention for gather and scatter).  The model splits n
+# evenly (Layout.even), so a rank's own part is at most ceil(n / p) bytes: the root of a gather must
+# receive, and the root of a scatter send, at least n - ceil(n / p) bytes, which is (p-1)/p n when p
+# divides n.  Allgather, reduce-scatter and alltoall keep (p-1)/p n: all ranks together must receive
+# (p-1) n bytes, so the busiest receives at least the average.
+_BOUNDS: dict[str, tuple[Callable[[int, int], float], Callable[[int, int], float]]] = {
+    "allreduce": (lambda p, n: 2 * (p - 1) / p * n, lambda p, n: (p - 1) / p * n),
+    "bcast": (lambda p, n: n, lambda p, n: 0.0),
+    "reduce": (lambda p, n: n, lambda p, n: (p - 1) / p * n),
+    "scatter": (lambda p, n: n - -(-n // p), lambda p, n: 0.0),
+    "gather": (lambda p, n: n - -(-n // p), lambda p, n: 0.0),
+    "allgather": (lambda p, n: (p - 1) / p * n, lambda p, n: 0.0),
+    "alltoall": (lambda p, n: (p - 1) / p * n, lambda p, n: 0.0),
+    "reduce_scatter": (lambda p, n: (p - 1) / p * n, lambda p, n: (p - 1) / p * n),
+    "reduce_scatter_block": (lambda p, n: (p - 1) / p * n, lambda p, n: (p - 1) / p * n),
 }
+_BOUNDS.update({v: _BOUNDS[v[:-1]] for v in ("scatterv", "gatherv", "allgatherv", "alltoallv")})
 
 
 def lower_bound(collective: str, size: int, nbytes: int, machine: Machine) -> float:
     """The lower bound of ALGORITHMS.md, with the smallest of the machine's constants.
 
     A single rank needs no message, so its bound is 0.  For p > 1 the latency
-    bound is ceil(lg p) alpha; n is the bytes per rank (the whole vector for
-    allgather and reduce-scatter).
+    bound is ceil(lg p) alpha; ``nbytes`` is the bytes per rank, the whole
+    vector for gather, scatter, allgather, reduce-scatter and alltoall (see
+    ``_BOUNDS`` for the bandwidth terms).
     """
     if size <= 1:
         return 0.0
@@ -212,5 +251,5 @@ def lower_bound(collective: str, size: int, nbytes: int, machine: Machine) -> fl
     if machine.ranks_per_node and machine.alpha_intra is not None:
         alphas.append(machine.alpha_intra)
     beta = min(machine.beta, machine.beta_intra if machine.ranks_per_node and machine.beta_intra else machine.beta)
-    bw, red = _BOUNDS.get(collective, (lambda p: 0.0, lambda p: 0.0))
-    return ceil(log2(size)) * min(alphas) + bw(size) * nbytes * beta + red(size) * nbytes * machine.gamma
+    bw, red = _BOUNDS.get(collective.lower(), (lambda p, n: 0.0, lambda p, n: 0.0))
+    return ceil(log2(size)) * min(alphas) + bw(size, nbytes) * beta + red(size, nbytes) * machine.gamma

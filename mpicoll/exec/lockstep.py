@@ -10,17 +10,19 @@ block.
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Sequence
 from typing import Any, Protocol
 
 from ..registry import gc_paused
-from ..schedule import Block, Copy, Reduce, Schedule, ScheduleError
+from ..schedule import EMPTY_ROUND, Block, Copy, Reduce, Schedule, ScheduleError
 
 __all__ = ["Domain", "run_lockstep"]
 
 
 class Domain(Protocol):
+    """Where the data live.  ``read`` returns a snapshot (a copy), not a view: a rank's local
+    steps may run before a message it sent in the same round is written at its peer."""
+
     def read(self, rank: int, block: Block) -> Any: ...
     def write(self, rank: int, block: Block, payload: Any) -> None: ...
     def reduce(self, rank: int, step: Reduce) -> None: ...
@@ -51,20 +53,28 @@ def _run(schedules: Sequence[Schedule], domain: Domain, alias: dict[str, str]) -
     by_round: list[list] = [[] for _ in range(nrounds)]  # the ranks that do something, per round
     for s in schedules:
         for t, rnd in enumerate(s.rounds):
-            if rnd:
+            if rnd is not EMPTY_ROUND:  # (an empty Round made by hand would just do nothing)
                 by_round[t].append((s, rnd))
     for t, active in enumerate(by_round):
-        in_flight: dict[int, deque] = {}
+        # Sends first: every payload is read before any rank of the round writes.  A pair's
+        # messages of one round queue in a list, in listed order (usually one message).
+        in_flight: dict[int, list] = {}
         nsent = 0
         for s, rnd in active:
             sends, recvs = rnd.sends, rnd.recvs
             if recvs:
                 if len(recvs) == 1 and len(sends) <= 1:  # the common case, inlined
                     rb = recvs[0].block
-                    if rb.buf == "send" or (sends and _overlap(rb, sends[0].block, alias)):
+                    if rb.buf == "send":
                         _check_hazards(s, t, rnd, alias)
+                    elif sends:
+                        sb = sends[0].block
+                        if sb.lo < rb.hi and rb.lo < sb.hi and alias.get(sb.buf, sb.buf) == alias.get(rb.buf, rb.buf):
+                            _check_hazards(s, t, rnd, alias)
                 else:
                     _check_hazards(s, t, rnd, alias)
+            if not sends:
+                continue
             rank = s.rank
             for peer, block in sends:
                 if not 0 <= peer < size or peer == rank:
@@ -72,9 +82,12 @@ def _run(schedules: Sequence[Schedule], domain: Domain, alias: dict[str, str]) -
                 key = rank * size + peer
                 queue = in_flight.get(key)
                 if queue is None:
-                    queue = in_flight[key] = deque()
-                queue.append((block, read(rank, block)))
+                    in_flight[key] = [(block, read(rank, block))]
+                else:
+                    queue.append((block, read(rank, block)))
                 nsent += 1
+        # Then each rank receives and runs its local steps: its steps come after all its receives,
+        # and they touch only its own buffers, which no other rank reads in this round any more.
         nreceived = 0
         for s, rnd in active:
             rank = s.rank
@@ -82,29 +95,28 @@ def _run(schedules: Sequence[Schedule], domain: Domain, alias: dict[str, str]) -
                 queue = in_flight.get(peer * size + rank)
                 if not queue:
                     raise ScheduleError(f"{_where(s, t)}: receive into {block} from {peer} has no matching send")
-                sent, payload = queue.popleft()
+                sent, payload = queue.pop(0)
                 if sent.hi - sent.lo != block.hi - block.lo:
                     raise ScheduleError(f"{_where(s, t)}: receives {block.nblocks} block(s) into {block} "
                                         f"but rank {peer} sends {sent.nblocks} ({sent})")
                 write(rank, block, payload)
                 nreceived += 1
+            for st in rnd.steps:
+                if st.out.buf == "send":
+                    raise ScheduleError(f"{_where(s, t)}: step {st} writes the send buffer")
+                try:
+                    if type(st) is Reduce:
+                        reduce(rank, st)
+                    else:
+                        copy(rank, st)
+                except ScheduleError as exc:
+                    raise ScheduleError(f"{_where(s, t)}: step {st}: {exc}") from None
         if nreceived != nsent:
             for key, queue in in_flight.items():
                 if queue:
                     src, dst = divmod(key, size)
                     raise ScheduleError(f"{_where(schedules[src], t)}: send of {queue[0][0]} to {dst} "
                                         "is never received")
-        for s, rnd in active:
-            for st in rnd.steps:
-                if st.out.buf == "send":
-                    raise ScheduleError(f"{_where(s, t)}: step {st} writes the send buffer")
-                try:
-                    if type(st) is Reduce:
-                        reduce(s.rank, st)
-                    else:
-                        copy(s.rank, st)
-                except ScheduleError as exc:
-                    raise ScheduleError(f"{_where(s, t)}: step {st}: {exc}") from None
 
 
 def _overlap(a: Block, b: Block, alias: dict[str, str]) -> bool:

@@ -35,29 +35,40 @@ def _normalize(runs: Runs) -> Runs:
     return tuple((lo, hi) for lo, hi in out)
 
 
+class _Buffers(dict):
+    """One rank's buffers by name; a buffer first named is made empty (None: no data yet)."""
+
+    __slots__ = ("nblocks",)
+
+    def __missing__(self, name: str) -> list:
+        buf = self[name] = [None] * self.nblocks
+        return buf
+
+
 class SymbolicDomain:
-    """Buffers of symbolic values, one list per buffer per rank (None: no data yet)."""
+    """Buffers of symbolic values, one list per buffer per rank (None: no data yet).
+
+    ``alias`` maps a buffer name to the buffer it shares memory with (in place:
+    ``{"send": "recv"}``); the two names then hold the same list object.
+    """
 
     def __init__(self, states: list[dict[str, list]], nblocks: int, ordered: bool, alias: dict[str, str]):
-        self.states = states
         self.nblocks = nblocks
         self.ordered = ordered
         self.alias = alias
-
-    def _buf(self, rank: int, name: str) -> list:
-        if self.alias:
-            name = self.alias.get(name, name)
-        bufs = self.states[rank]
-        buf = bufs.get(name)
-        if buf is None:
-            buf = bufs[name] = [None] * self.nblocks
-        return buf
+        self.states = []
+        for state in states:
+            bufs = _Buffers(state)
+            bufs.nblocks = nblocks
+            for name, target in alias.items():
+                bufs[name] = bufs[target]
+            self.states.append(bufs)
 
     def read(self, rank: int, block: Block) -> list:
         name, lo, hi = block
         if lo < 0 or lo > hi or hi > self.nblocks:
             raise ScheduleError(f"{block} is outside blocks 0..{self.nblocks - 1}")
-        values = self._buf(rank, name)[lo:hi]
+        values = self.states[rank][name][lo:hi]
         if None in values:
             raise ScheduleError(f"reads {block} before it holds data (rank {rank})")
         return values
@@ -66,7 +77,7 @@ class SymbolicDomain:
         name, lo, hi = block
         if lo < 0 or lo > hi or hi > self.nblocks:
             raise ScheduleError(f"{block} is outside blocks 0..{self.nblocks - 1}")
-        self._buf(rank, name)[lo:hi] = payload
+        self.states[rank][name][lo:hi] = payload
 
     def combine(self, left: Any, right: Any) -> Any:
         if left[0] != right[0]:

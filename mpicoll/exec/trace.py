@@ -17,7 +17,7 @@ from ..schedule import Schedule
 from .lockstep import run_lockstep
 from .symbolic import SymbolicDomain
 
-__all__ = ["Trace", "trace", "holdings"]
+__all__ = ["Trace", "trace", "holdings", "latest"]
 
 
 @dataclass(frozen=True)
@@ -61,4 +61,26 @@ def holdings(state: dict[str, list], nblocks: int) -> list[tuple[int, ...]]:
                 if len(ranks) > len(best):
                     best = ranks
         out.append(best)
+    return out
+
+
+def latest(state: dict[str, list], nblocks: int) -> list[tuple[int, tuple[int, ...]] | None]:
+    """Per block position, the value a data-moving collective (no reduction) shows there.
+
+    The receive buffer first (the result being filled in), then scratch buffers
+    (data on its way, as in Bruck), then the send buffer: ``(block, ranks)``,
+    the block's identity (for alltoall, its destination) and the ranks it comes
+    from, or None where the rank holds nothing.
+    """
+    order = sorted(state, key=lambda name: (name != "recv", name == "send", name))
+    out: list[tuple[int, tuple[int, ...]] | None] = []
+    for b in range(nblocks):
+        found = None
+        for name in order:
+            values = state[name]
+            v = values[b] if b < len(values) else None
+            if v is not None:
+                found = (v[0], tuple(r for lo, hi in v[1] for r in range(lo, hi)))
+                break
+        out.append(found)
     return out

@@ -147,18 +147,39 @@ def test_double_binary_tree_allreduce_keeps_ring_order_bandwidth_and_log_latency
 
 @pytest.mark.parametrize("collective,algorithm", CASES)
 def test_sampled_ranks_give_the_exact_cost(collective, algorithm):
-    """Above EXACT_LIMIT the model costs sample_ranks(); at p <= 256 that equals every rank."""
+    """Above EXACT_LIMIT the model costs sample_ranks() (every rank if the sample leaves a round
+    uncovered, as in a chain); at p <= 256 that policy, forced with sample=True, equals every rank."""
     for size, per_node in ((64, None), (96, 6), (127, 4), (200, None), (256, 8)):
         m = M.with_nodes(per_node) if per_node is None else Machine(2e-6, 1e-9, 3e-10, 5e-7, 2e-10, per_node)
         for n in (8, size * 64):
             ps = params(collective, algorithm, size, n)
             exact = cost(collective, algorithm, size, n, m, **ps)
-            sampled = cost(collective, algorithm, size, n, m, ranks=sample_ranks(size, per_node), **ps)
+            sampled = cost(collective, algorithm, size, n, m, sample=True, **ps)
             assert sampled.latency == pytest.approx(exact.latency, rel=1e-9), (size, n)
             if n % size == 0:   # even blocks: every term exact
                 assert sampled.time == pytest.approx(exact.time, rel=1e-9), (size, n)
             else:               # uneven blocks: the sample may miss the one-byte-larger blocks of a round
                 assert 0 <= exact.time - sampled.time <= exact.rounds * 4 * max(m.beta, m.gamma), (size, n)
+
+
+ROOTED = [(c, a) for c, a in CASES if "root" in registry.get(c, a).params]
+
+
+@pytest.mark.parametrize("collective,algorithm", ROOTED)
+def test_sample_follows_the_root(collective, algorithm):
+    """Rooted algorithms number ranks from the root: the sample is rotated with it."""
+    size, root, n = 200, 77, 200 * 64
+    ps = {**params(collective, algorithm, size, n), "root": root}
+    exact = cost(collective, algorithm, size, n, M, **ps)
+    sampled = cost(collective, algorithm, size, n, M, sample=True, **ps)
+    assert sampled.time == pytest.approx(exact.time, rel=1e-9)
+    assert root in sample_ranks(size, None, root) and (root - 1) % size in sample_ranks(size, None, root)
+
+
+def test_sample_is_used_unless_a_round_is_left_uncovered():
+    assert cost("allreduce", "ring", 300, 8, M).sampled                  # every rank acts in every round
+    if "pipelined_chain" in registry.algorithms("bcast"):                 # round t is one rank's alone
+        assert not cost("bcast", "pipelined_chain", 300, 8, M, root=0, segments=1).sampled
 
 
 def _published(p):
@@ -270,3 +291,23 @@ def test_parallel_in_place_check_reports_the_childs_failure(monkeypatch, capsys)
     finally:
         registry._REGISTRY["allreduce"].pop("broken_in_place", None)
         registry._schedule.cache_clear()
+
+
+def test_model_reads_byte_suffixes_and_costs_every_collective(capsys):
+    for coll in registry.collectives():
+        assert main(["model", coll, "-p", "13", "--bytes", "1M", "--json"]) == 0, coll
+        data = json.loads(capsys.readouterr().out)
+        assert set(data) == set(registry.algorithms(coll)) and all(t > 0 for t in data.values()), coll
+    with pytest.raises(SystemExit) as exc:             # argparse: usage error, status 2
+        main(["model", "bcast", "-p", "4", "--bytes", "1X"])
+    assert exc.value.code == 2 and "--bytes" in capsys.readouterr().err
+
+
+def test_trace_latest_shows_where_alltoall_blocks_come_from():
+    from mpicoll.exec.trace import latest, trace
+
+    size = 5
+    tr = trace("alltoall", "bruck", size)
+    for r in range(size):
+        assert latest(tr.states[0][r], size) == [(j, (r,)) for j in range(size)]    # own send buffer
+        assert latest(tr.states[-1][r], size) == [(r, (j,)) for j in range(size)]   # block for r from j
