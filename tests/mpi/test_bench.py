@@ -98,18 +98,19 @@ def test_tune_writes_bands_that_auto_then_uses(tmp_path, monkeypatch):
 
 def test_plan_cache_reuses_plans_and_notices_changes(monkeypatch):
     comm = bench.Comm(WORLD)
+    cached = comm._cached_prepare   # what a blocking call uses
     x = np.arange(8, dtype=np.float64)
     y = np.empty_like(x)
-    first = comm._cached_prepare("Allreduce", x, y, MPI.SUM, algorithm="auto")
-    check(comm._cached_prepare("Allreduce", x, y, MPI.SUM, algorithm="auto") is first, "a repeated call reuses its plan")
+    first = cached("Allreduce", x, y, MPI.SUM, algorithm="auto")
+    check(cached("Allreduce", x, y, MPI.SUM, algorithm="auto") is first, "a repeated call reuses its plan")
     # nonblocking and persistent calls get plans of their own (no shared scratch between outstanding calls)
     check(comm._prepare("Allreduce", x, y, MPI.SUM, algorithm="auto") is not first, "nonblocking plans are fresh")
-    check(comm._cached_prepare("Allreduce", x, y, MPI.SUM, algorithm="ring") is not first, "another algorithm, another plan")
-    check(comm._cached_prepare("Allreduce", x, y, MPI.MAX, algorithm="auto") is not first, "another op, another plan")
+    check(cached("Allreduce", x, y, MPI.SUM, algorithm="ring") is not first, "another algorithm, another plan")
+    check(cached("Allreduce", x, y, MPI.MAX, algorithm="auto") is not first, "another op, another plan")
     x2 = x[:4]
-    check(comm._cached_prepare("Allreduce", x2, y[:4], MPI.SUM, algorithm="auto") is not first)
+    check(cached("Allreduce", x2, y[:4], MPI.SUM, algorithm="auto") is not first)
     monkeypatch.setenv("MPICOLL_ALGO", "allreduce=linear")
-    forced = comm._cached_prepare("Allreduce", x, y, MPI.SUM, algorithm="auto")
+    forced = cached("Allreduce", x, y, MPI.SUM, algorithm="auto")
     check(forced is not first and forced.schedule.algorithm == "linear", "MPICOLL_ALGO is part of the key")
     monkeypatch.delenv("MPICOLL_ALGO")
     x[...] = WORLD.rank + 1       # new contents, same arrays: the cached plan reads them
