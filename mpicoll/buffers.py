@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
-__all__ = ["Buffer", "VBuffer", "parse", "parse_v", "is_in_place", "as_count"]
+__all__ = ["Buffer", "VBuffer", "parse", "parse_v", "parse_blocks", "is_in_place", "as_count"]
 
 
 @dataclass(frozen=True)
@@ -62,20 +62,9 @@ def as_count(value: Any, what: str) -> int:
 
 def parse(spec: Any, what: str, *, writable: bool = False) -> Buffer:
     """Turn one buffer argument (``what`` names it in errors) into a :class:`Buffer`."""
-    obj, count, displ, datatype = _split_spec(spec, what)
-    array, xp = _as_array(obj, what)
+    obj, count, displ, datatype = _split_spec(spec, what, pair=(list, tuple))
+    array, xp, factor, datatype = _typed_array(obj, datatype, what, writable)
     writable_array = _is_writable(array)
-    if writable and not writable_array:
-        raise ValueError(f"{what}: the buffer is read-only, but it receives data")
-    factor = 1  # elements of the base type per element of the datatype
-    if isinstance(datatype, str):
-        datatype = _datatype_of_code(datatype, what)
-    if datatype is not None:
-        dtype = _dtype_of(datatype, what)
-        if dtype.subdtype is not None:  # a contiguous datatype such as ('i4', (3,))
-            dtype, shape = dtype.subdtype
-            factor = int(np.prod(shape))
-        array = _retype(array, dtype)
     units = array.shape[0] // factor
     displ = 0 if displ is None else as_count(displ, f"{what}: displacement")
     count = units - displ if count is None else as_count(count, f"{what}: count")
@@ -84,6 +73,25 @@ def parse(spec: Any, what: str, *, writable: bool = False) -> Buffer:
                          f"elements, the buffer has {units}")
     view = array[displ * factor:(displ + count) * factor]
     return Buffer(view, array.dtype, count * factor, xp, writable_array, factor, datatype)
+
+
+def parse_blocks(spec: Any, what: str, blocks: int, *, writable: bool = False) -> Buffer:
+    """A buffer of ``blocks`` equal blocks, one per rank (Gather's and Scatter's root buffer,
+    Allgather's recvbuf, Alltoall's buffers), as mpi4py reads it.
+
+    An explicit count in ``[buf, count, datatype]`` is the count of one block (the
+    displacement is where block 0 starts); without one, the buffer must split into
+    ``blocks`` equal blocks.
+    """
+    obj, count, displ, datatype = _split_spec(spec, what)
+    if count is not None:
+        count = as_count(count, f"{what}: count") * blocks
+    buf = parse([obj, count, displ] + ([] if datatype is None else [datatype]), what, writable=writable)
+    units = buf.count // buf.unit
+    if blocks and units % blocks:
+        raise ValueError(f"{what}: {units} elements do not split into {blocks} equal blocks (one per rank); "
+                         "pass [buf, count, datatype] with the count per rank")
+    return buf
 
 
 @dataclass(frozen=True)
@@ -117,19 +125,8 @@ def parse_v(spec: Any, what: str, blocks: int, *, writable: bool = False) -> VBu
     every block); ``displs`` default to the running sum of ``counts``.  Every
     block must lie inside the buffer.
     """
-    counts, displs, obj, datatype = _split_v_spec(spec, what)
-    array, xp = _as_array(obj, what)
-    if writable and not _is_writable(array):
-        raise ValueError(f"{what}: the buffer is read-only, but it receives data")
-    unit = 1
-    if isinstance(datatype, str):
-        datatype = _datatype_of_code(datatype, what)
-    if datatype is not None:
-        dtype = _dtype_of(datatype, what)
-        if dtype.subdtype is not None:
-            dtype, shape = dtype.subdtype
-            unit = int(np.prod(shape))
-        array = _retype(array, dtype)
+    obj, counts, displs, datatype = _split_spec(spec, what, pair=(tuple,))
+    array, xp, unit, datatype = _typed_array(obj, datatype, what, writable)
     units = array.shape[0] // unit
     if counts is None:
         counts = [units // blocks if blocks else 0] * blocks
@@ -153,54 +150,50 @@ def parse_v(spec: Any, what: str, blocks: int, *, writable: bool = False) -> VBu
                    _is_writable(array), unit, datatype)
 
 
-def _split_v_spec(spec: Any, what: str) -> tuple[Any, Any, Any, Any]:
-    """(counts, displs, object, datatype) of any mpi4py v-variant buffer form."""
-    if not isinstance(spec, (list, tuple)):
-        return None, None, spec, None
-    items = list(spec)
-    if not items:
-        raise ValueError(f"{what}: empty buffer specification")
-    obj, rest = items[0], items[1:]
-    datatype = rest.pop() if rest and isinstance(rest[-1], (MPI.Datatype, str)) else None
-    counts = displs = None
-    if len(rest) == 1:
-        if isinstance(rest[0], tuple) and len(rest[0]) == 2:  # as mpi4py: a pair is (counts, displs)
-            counts, displs = rest[0]
-        else:
-            counts = rest[0]
-    elif len(rest) == 2:
-        counts, displs = rest
-    elif rest:
-        raise ValueError(f"{what}: cannot read buffer specification; expected buf, [buf, counts], "
-                         "[buf, (counts, displs)] or [buf, counts, displs, datatype]")
-    return counts, displs, obj, datatype
+def _split_spec(spec: Any, what: str, pair: tuple[type, ...] = (list, tuple)) -> tuple[Any, Any, Any, Any]:
+    """(object, count(s), displacement(s), datatype) of any mpi4py buffer form.
 
-
-def _split_spec(spec: Any, what: str) -> tuple[Any, Any, Any, Any]:
-    """(object, count, displacement, datatype) of any mpi4py buffer form."""
+    ``[buf, X, datatype]`` with X an instance of ``pair`` of length 2 reads X as
+    (count, displacement): for plain buffers a list or tuple, for v-variant ones a
+    tuple only (a list there is the counts), as mpi4py does.
+    """
     if not isinstance(spec, (list, tuple)):
         return spec, None, None, None
     items = list(spec)
     if not items:
         raise ValueError(f"{what}: empty buffer specification")
     obj, rest = items[0], items[1:]
-    datatype = None
-    if rest and (isinstance(rest[-1], (MPI.Datatype, str))):
-        datatype = rest.pop()
-    count = displ = None
-    if len(rest) == 1:
-        if isinstance(rest[0], (list, tuple)):
-            if len(rest[0]) != 2:
-                raise ValueError(f"{what}: expected (count, displacement), got {rest[0]!r}")
-            count, displ = rest[0]
-        else:
-            count = rest[0]
+    datatype = rest.pop() if rest and isinstance(rest[-1], (MPI.Datatype, str)) else None
+    first = second = None
+    if len(rest) == 1 and isinstance(rest[0], pair):
+        if len(rest[0]) != 2:
+            raise ValueError(f"{what}: expected (count, displacement), got {rest[0]!r}")
+        first, second = rest[0]
+    elif len(rest) == 1:
+        first = rest[0]
     elif len(rest) == 2:
-        count, displ = rest
+        first, second = rest
     elif rest:
-        raise ValueError(f"{what}: cannot read buffer specification {spec!r}; expected buf, "
-                         "[buf, datatype], [buf, count, datatype] or [buf, count, displ, datatype]")
-    return obj, count, displ, datatype
+        raise ValueError(f"{what}: cannot read buffer specification; expected buf, [buf, datatype], "
+                         "[buf, count, datatype], [buf, (count, displ), datatype] or [buf, count, displ, datatype]")
+    return obj, first, second, datatype
+
+
+def _typed_array(obj: Any, datatype: Any, what: str, writable: bool) -> tuple[Any, Any, int, Any]:
+    """(one-dimensional array typed by ``datatype``, namespace, base elements per datatype element, datatype)."""
+    array, xp = _as_array(obj, what)
+    if writable and not _is_writable(array):
+        raise ValueError(f"{what}: the buffer is read-only, but it receives data")
+    unit = 1
+    if isinstance(datatype, str):
+        datatype = _datatype_of_code(datatype, what)
+    if datatype is not None:
+        dtype = _dtype_of(datatype, what)
+        if dtype.subdtype is not None:  # a contiguous datatype such as ('i4', (3,))
+            dtype, shape = dtype.subdtype
+            unit = int(np.prod(shape))
+        array = _retype(array, dtype)
+    return array, xp, unit, datatype
 
 
 def _datatype_of_code(code: str, what: str) -> MPI.Datatype:

@@ -41,6 +41,17 @@ class Layout:
         """Block ``i`` holds ``counts[i]`` elements from ``displs[i]``."""
         return cls(displs, [d + c for d, c in zip(displs, counts)])
 
+    @classmethod
+    def only(cls, block: int, count: int, nblocks: int) -> Layout:
+        """A buffer of ``count`` elements that is block ``block`` of ``nblocks``; the others are empty.
+
+        The empty blocks sit at the buffer's ends (before ``block`` at 0, after it at
+        ``count``), so any block range that contains ``block`` is contiguous.
+        """
+        starts = [0 if b <= block else count for b in range(nblocks)]
+        ends = [0 if b < block else count for b in range(nblocks)]
+        return cls(starts, ends)
+
     @property
     def nblocks(self) -> int:
         return len(self.starts)

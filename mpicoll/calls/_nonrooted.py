@@ -7,31 +7,14 @@ from typing import Any
 
 import numpy as np
 
-from ..buffers import Buffer, VBuffer, _split_spec, as_count, parse
+from ..buffers import Buffer, VBuffer, as_count
 from ..layout import Layout
 from . import Plan
 
-__all__ = ["parse_blocks", "check_pair", "only", "contiguous", "check_disjoint", "copy_result_to",
+__all__ = ["check_pair", "contiguous", "check_disjoint", "copy_result_to",
            "scratch_layouts", "counts_of"]
 
 
-def parse_blocks(spec: Any, what: str, blocks: int, *, writable: bool = False) -> Buffer:
-    """A buffer of ``blocks`` equal blocks (Allgather's recvbuf, Alltoall's buffers), as mpi4py reads it.
-
-    An explicit count in ``[buf, count, datatype]`` is the count of one block
-    (the displacement is where block 0 starts); without one, the buffer is
-    split into ``blocks`` equal blocks and must divide evenly.
-    """
-    obj, count, displ, datatype = _split_spec(spec, what)
-    if count is not None:
-        per = as_count(count, f"{what}: count")
-        items: list = [obj, per * blocks, 0 if displ is None else displ]
-        return parse(items + ([datatype] if datatype is not None else []), what, writable=writable)
-    buf = parse(spec, what, writable=writable)
-    units = buf.count // buf.unit
-    if blocks and units % blocks:
-        raise ValueError(f"{what}: cannot split {units} elements into {blocks} equal blocks (one per rank)")
-    return buf
 
 
 def check_pair(send: Buffer | VBuffer, recv: Buffer | VBuffer) -> None:
@@ -42,11 +25,6 @@ def check_pair(send: Buffer | VBuffer, recv: Buffer | VBuffer) -> None:
         raise TypeError("sendbuf and recvbuf must both be host arrays or both device arrays")
 
 
-def only(block: int, count: int, nblocks: int) -> Layout:
-    """A layout in which only ``block`` has elements: ``count`` of them from element 0."""
-    ends = [0] * nblocks
-    ends[block] = count
-    return Layout([0] * nblocks, ends)
 
 
 def contiguous(counts: Sequence[int]) -> Layout:

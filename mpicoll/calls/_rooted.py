@@ -13,11 +13,11 @@ from typing import Any
 import numpy as np
 
 from ..algorithms.binomial import subtree
-from ..buffers import Buffer, _split_spec, as_count, parse
+from ..buffers import as_count
 from ..layout import Layout
 from . import Value, own
 
-__all__ = ["check_root", "only", "subtree_layout", "parse_blocks", "at", "check_same_type", "from_root"]
+__all__ = ["check_root", "subtree_layout", "at", "check_same_type", "from_root"]
 
 
 def check_root(root: Any, size: int, method: str) -> int:
@@ -32,11 +32,6 @@ def check_root(root: Any, size: int, method: str) -> int:
     return value
 
 
-def only(nblocks: int, block: int, count: int) -> Layout:
-    """A buffer of ``count`` elements that is block ``block`` of ``nblocks`` (the others are empty)."""
-    starts = [0 if b <= block else count for b in range(nblocks)]
-    ends = [0 if b < block else count for b in range(nblocks)]
-    return Layout(starts, ends)
 
 
 def subtree_layout(rank: int, size: int, root: int, per: int) -> tuple[Layout, int]:
@@ -54,21 +49,6 @@ def subtree_layout(rank: int, size: int, root: int, per: int) -> tuple[Layout, i
     return Layout(starts, ends), n * per
 
 
-def parse_blocks(spec: Any, what: str, blocks: int, *, writable: bool = False) -> tuple[Buffer, int]:
-    """A Gather/Scatter root buffer: ``blocks`` equal blocks; returns it and the count per block.
-
-    As in mpi4py, an explicit count is per block; without one the buffer must
-    split evenly.
-    """
-    obj, count, displ, datatype = _split_spec(spec, what)
-    if count is not None:
-        count = as_count(count, f"{what}: count") * blocks
-    buf = parse([obj, count, displ] + ([] if datatype is None else [datatype]), what, writable=writable)
-    units = buf.count // buf.unit
-    if units % blocks:
-        raise ValueError(f"{what}: {units} elements do not split into {blocks} equal blocks (one per rank); "
-                         f"pass [buf, count, datatype] with the count per rank")
-    return buf, buf.count // blocks
 
 
 def check_same_type(a: Any, b: Any, what: str, other: str) -> None:

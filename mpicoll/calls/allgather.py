@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import selection
-from ..buffers import is_in_place, parse
+from ..buffers import is_in_place, parse, parse_blocks
 from ..layout import Layout
 from ..selection import KiB, MiB
 from . import Plan, Spec, debug_check, make_plan, own
-from ._nonrooted import check_pair, contiguous, only, parse_blocks
+from ._nonrooted import check_pair, contiguous
 
 if TYPE_CHECKING:
     from ..comm import Comm
@@ -41,7 +41,7 @@ def simulate_setup(inputs: list[np.ndarray], nblocks: int, in_place: bool = Fals
             out.append(({"recv": buf}, {"recv": recv, "send": recv}, "recv"))
         else:
             out.append(({"send": x.copy(), "recv": np.empty(recv.ends[-1], x.dtype)},
-                        {"recv": recv, "send": only(r, len(x), nblocks)}, "recv"))
+                        {"recv": recv, "send": Layout.only(r, len(x), nblocks)}, "recv"))
     return out
 
 
@@ -76,7 +76,7 @@ def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, *, algorithm: str | None) ->
         if send.count != count:
             raise ValueError(f"recvbuf: Allgather needs {send.count} elements per rank (sendbuf's count), "
                              f"got blocks of {count}")
-        send_array, send_layout = send.array, only(r, count, p)
+        send_array, send_layout = send.array, Layout.only(r, count, p)
     name, params = selection.choose("allgather", algorithm, size=p, nbytes=recv.nbytes, count=recv.count)
     debug_check(comm, ("Allgather", count, str(recv.dtype), name))
     if count == 0:

@@ -26,7 +26,7 @@ from ..buffers import is_in_place, parse, parse_v
 from ..layout import Layout
 from . import Plan, Spec, debug_check, make_plan
 from . import allgather as _allgather
-from ._nonrooted import check_disjoint, check_pair, only
+from ._nonrooted import check_disjoint, check_pair
 
 if TYPE_CHECKING:
     from ..comm import Comm
@@ -54,7 +54,7 @@ def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, *, algorithm: str | None) ->
         if send.count != recv.counts[r]:
             raise ValueError(f"recvbuf: counts[{r}] is {recv.counts[r] // recv.unit}, but this rank "
                              f"sends {send.count // send.unit} elements")
-        send_array, send_layout = send.array, only(r, send.count, p)
+        send_array, send_layout = send.array, Layout.only(r, send.count, p)
     name, params = selection.choose("allgatherv", algorithm, size=p, nbytes=recv.nbytes, count=sum(recv.counts))
     debug_check(comm, ("Allgatherv", recv.counts, str(recv.dtype), name))
     if sum(recv.counts) == 0:

@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import selection
-from ..buffers import is_in_place
+from ..buffers import is_in_place, parse_blocks
 from ..layout import Layout
 from . import Plan, Spec, debug_check, make_plan, own
-from ._nonrooted import check_pair, copy_result_to, parse_blocks, scratch_layouts
+from ._nonrooted import check_pair, copy_result_to, scratch_layouts
 
 if TYPE_CHECKING:
     from ..comm import Comm

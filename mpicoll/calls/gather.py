@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import selection
-from ..buffers import Buffer, is_in_place, parse
+from ..buffers import Buffer, is_in_place, parse, parse_blocks
 from ..layout import Layout
 from ..selection import KiB
 from . import Plan, Spec, debug_check, make_plan, own
-from ._rooted import at, check_root, check_same_type, only, parse_blocks, subtree_layout
+from ._rooted import at, check_root, check_same_type, subtree_layout
 
 if TYPE_CHECKING:
     from ..comm import Comm
@@ -40,10 +40,11 @@ def _simulate(inputs: list[np.ndarray], nblocks: int, in_place: bool = False, ro
             recv[r * c:(r + 1) * c] = x
             out.append(({"recv": recv}, {"recv": whole, "send": whole}, "recv"))
         elif in_place:  # (the checker aliases send to recv everywhere)
-            out.append(({"recv": x.copy()}, {"recv": only(p, r, c), "send": only(p, r, c), "tmp": whole}, "recv"))
+            mine = Layout.only(r, c, p)
+            out.append(({"recv": x.copy()}, {"recv": mine, "send": mine, "tmp": whole}, "recv"))
         else:
             out.append(({"send": x.copy(), "recv": np.empty(p * c, x.dtype)},
-                        {"recv": whole, "send": only(p, r, c), "tmp": whole}, "recv"))
+                        {"recv": whole, "send": Layout.only(r, c, p), "tmp": whole}, "recv"))
     return out
 
 
@@ -77,12 +78,12 @@ def gather_plan(comm: Comm, collective: str, name: str, params: dict, root: int,
     data = recv if send is None else send
     if rank == root:
         arrays = {"recv": recv.array, "send": recv.array if send is None else send.array}
-        layouts = {"recv": recv_layout, "send": recv_layout if send is None else only(p, rank, send.count)}
+        layouts = {"recv": recv_layout, "send": recv_layout if send is None else Layout.only(rank, send.count, p)}
         scratch = 0
     else:
         tmp, scratch = subtree_layout(rank, p, root, send.count)
         arrays = {"send": send.array}
-        layouts = {"recv": only(p, rank, send.count), "send": only(p, rank, send.count), "tmp": tmp}
+        layouts = {"recv": Layout.only(rank, send.count, p), "send": Layout.only(rank, send.count, p), "tmp": tmp}
     return make_plan(comm, collective, name, params, arrays, lambda nb: layouts, dtype=data.dtype,
                      scratch_count={"tmp": scratch})
 
@@ -99,7 +100,8 @@ def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, root: Any, *, algorithm: str
     send = send_or_in_place(sendbuf, rank, root, "Gather")
     recv = None
     if rank == root:
-        recv, per = parse_blocks(recvbuf, "recvbuf", p, writable=True)
+        recv = parse_blocks(recvbuf, "recvbuf", p, writable=True)
+        per = recv.count // p
         if send is not None:
             if send.count != per:
                 raise ValueError(f"sendbuf: Gather's root receives {per} elements from each rank "

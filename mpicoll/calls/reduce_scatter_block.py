@@ -23,12 +23,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import selection
-from ..buffers import is_in_place, parse
+from ..buffers import is_in_place, parse, parse_blocks
 from ..layout import Layout
 from ..ops import check_op, is_commutative, op_name
 from ..selection import KiB
 from . import Plan, Spec, debug_check, make_plan, own
-from ._nonrooted import check_pair, contiguous, copy_result_to, only, parse_blocks, scratch_layouts
+from ._nonrooted import check_pair, contiguous, copy_result_to, scratch_layouts
 
 if TYPE_CHECKING:
     from ..comm import Comm
@@ -41,7 +41,7 @@ def simulate_setup(inputs: list[np.ndarray], nblocks: int, in_place: bool = Fals
     counts = [send.count(b, b + 1) for b in range(nblocks)]
     out = []
     for r, x in enumerate(inputs):
-        layouts = {"send": send, "recv": only(r, counts[r], nblocks), **scratch_layouts(send)}
+        layouts = {"send": send, "recv": Layout.only(r, counts[r], nblocks), **scratch_layouts(send)}
         out.append(({"send": x.copy(), "recv": np.empty(counts[r] if r < size else 0, x.dtype)}, layouts, "recv"))
     return out
 
@@ -78,7 +78,7 @@ def bind_reduce_scatter(comm: Comm, collective: str, name: str, params: dict, se
     r = comm.rank
     send_layout = contiguous(counts)
     result = xp.empty(counts[r], dtype) if in_place else recv_array
-    layouts = {"send": send_layout, "recv": only(r, counts[r], comm.size), **scratch_layouts(send_layout)}
+    layouts = {"send": send_layout, "recv": Layout.only(r, counts[r], comm.size), **scratch_layouts(send_layout)}
     plan = make_plan(comm, collective, name, params, {"send": send_array, "recv": result}, lambda nb: layouts,
                      op=op, dtype=dtype, scratch_count=sum(counts), datatype=datatype)
     if in_place:

@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import selection
-from ..buffers import Buffer, is_in_place, parse
+from ..buffers import Buffer, is_in_place, parse, parse_blocks
 from ..layout import Layout
 from ..selection import KiB
 from . import Plan, Spec, debug_check, make_plan
-from ._rooted import at, check_root, check_same_type, from_root, only, parse_blocks, subtree_layout
+from ._rooted import at, check_root, check_same_type, from_root, subtree_layout
 
 if TYPE_CHECKING:
     from ..comm import Comm
@@ -38,10 +38,10 @@ def _simulate(inputs: list[np.ndarray], nblocks: int, in_place: bool = False, ro
         if r == root and in_place:
             out.append(({"recv": x.copy()}, {"recv": whole, "send": whole}, "recv"))
         elif r == root:
-            out.append(({"send": x.copy(), "recv": np.empty(c, x.dtype)}, {"recv": only(p, r, c), "send": whole},
+            out.append(({"send": x.copy(), "recv": np.empty(c, x.dtype)}, {"recv": Layout.only(r, c, p), "send": whole},
                         "recv"))
         else:
-            out.append(({"recv": x[r * c:(r + 1) * c].copy()}, {"recv": only(p, r, c), "tmp": whole}, "recv"))
+            out.append(({"recv": x[r * c:(r + 1) * c].copy()}, {"recv": Layout.only(r, c, p), "tmp": whole}, "recv"))
     return out
 
 
@@ -76,11 +76,11 @@ def scatter_plan(comm: Comm, collective: str, name: str, params: dict, root: int
     scratch = 0
     if rank == root:
         arrays = {"send": send.array, "recv": send.array if recv is None else recv.array}
-        layouts = {"send": send_layout, "recv": send_layout if recv is None else only(p, rank, recv.count)}
+        layouts = {"send": send_layout, "recv": send_layout if recv is None else Layout.only(rank, recv.count, p)}
     else:
         tmp, scratch = subtree_layout(rank, p, root, recv.count)
         arrays = {"recv": recv.array}
-        layouts = {"recv": only(p, rank, recv.count), "tmp": tmp}
+        layouts = {"recv": Layout.only(rank, recv.count, p), "tmp": tmp}
     return make_plan(comm, collective, name, params, arrays, lambda nb: layouts, dtype=data.dtype,
                      scratch_count={"tmp": scratch})
 
@@ -97,7 +97,8 @@ def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, root: Any, *, algorithm: str
     recv = recv_or_in_place(recvbuf, rank, root, "Scatter")
     send = None
     if rank == root:
-        send, per = parse_blocks(sendbuf, "sendbuf", p)
+        send = parse_blocks(sendbuf, "sendbuf", p)
+        per = send.count // p
         if recv is not None:
             if recv.count != per:
                 raise ValueError(f"recvbuf: Scatter's root sends {per} elements to each rank (sendbuf), "
