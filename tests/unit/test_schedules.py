@@ -195,19 +195,8 @@ class TestCheckerCatchesBrokenSchedules:
         with pytest.raises(ScheduleError, match="expected"):
             verify("allreduce", "broken", 3)
 
-    def test_in_place_hazard(self):
-        from mpicoll.schedule import Timeline
-
-        def build(rank, size):  # reads its own part after overwriting it in place
-            tl = Timeline()
-            peer = rank ^ 1
-            tl.send(0, peer, Block("send", 0, 1))
-            tl.recv(0, peer, Block("tmp", 0, 1))
-            lo, hi = ("tmp", "send") if peer < rank else ("send", "tmp")
-            tl.reduce(0, Block("recv", 0, 1), Block(lo, 0, 1), Block(hi, 0, 1))
-            tl.reduce(0, Block("tmp2", 0, 1), Block("send", 0, 1), Block("tmp", 0, 1))
-            return 1, tl.rounds()
-
+    def test_in_place_hazard(self, in_place_hazard_build):
+        build = in_place_hazard_build
         self._register("broken", build, keeps_order=False)
         verify("allreduce", "broken", 2)  # fine with separate buffers
         with pytest.raises(ScheduleError, match="counted twice"):

@@ -268,20 +268,11 @@ def test_trace_ring_holds_the_textbook_states():
     assert all(len(b) == 4 for r in range(4) for b in holdings(tr.states[6][r], 4))
 
 
-def test_parallel_in_place_check_reports_the_childs_failure(monkeypatch, capsys):
+def test_parallel_in_place_check_reports_the_childs_failure(monkeypatch, capsys, in_place_hazard_build):
     """From PARALLEL_FROM ranks on the in-place form runs in a forked child; its failure must surface."""
     from mpicoll import tools
 
-    def build(rank, size):  # fine out of place; in place it reads its own part after overwriting it
-        tl = Timeline()
-        peer = rank ^ 1
-        tl.send(0, peer, Block("send", 0, 1))
-        tl.recv(0, peer, Block("tmp", 0, 1))
-        lo, hi = ("tmp", "send") if peer < rank else ("send", "tmp")
-        tl.reduce(0, Block("recv", 0, 1), Block(lo, 0, 1), Block(hi, 0, 1))
-        tl.reduce(0, Block("tmp2", 0, 1), Block("send", 0, 1), Block("tmp", 0, 1))
-        return 1, tl.rounds()
-
+    build = in_place_hazard_build
     registry.register("allreduce", "broken_in_place", keeps_order=False)(build)
     registry._schedule.cache_clear()
     monkeypatch.setattr(tools, "PARALLEL_FROM", 2)

@@ -1,0 +1,25 @@
+"""Shared pieces of the unit tests (no MPI)."""
+
+from __future__ import annotations
+
+import pytest
+
+from mpicoll.schedule import Block, Timeline
+
+
+def in_place_hazard(rank: int, size: int):
+    """A pairwise all-reduce that is right out of place, but in place reads its own part after overwriting it."""
+    tl = Timeline()
+    peer = rank ^ 1
+    tl.send(0, peer, Block("send", 0, 1))
+    tl.recv(0, peer, Block("tmp", 0, 1))
+    lo, hi = ("tmp", "send") if peer < rank else ("send", "tmp")
+    tl.reduce(0, Block("recv", 0, 1), Block(lo, 0, 1), Block(hi, 0, 1))
+    tl.reduce(0, Block("tmp2", 0, 1), Block("send", 0, 1), Block("tmp", 0, 1))
+    return 1, tl.rounds()
+
+
+@pytest.fixture
+def in_place_hazard_build():
+    """The build function of :func:`in_place_hazard` (a deliberately broken schedule)."""
+    return in_place_hazard
