@@ -5,12 +5,17 @@
     python3 tests/run_all.py --sizes 1,4     # MPI tests at these world sizes only
     python3 tests/run_all.py -k allreduce    # passed on to pytest
     python3 tests/run_all.py --no-examples   # skip running the examples
+    python3 tests/run_all.py --no-fault      # skip the fault tests (erroneous programs on 2 processes)
 
 Each MPI launch runs ``python -m pytest tests/mpi --with-mpi`` on N processes
 through :mod:`mpicoll.launch` (which finds mpirun and allows running as root),
 with a per-test time limit (pytest-timeout) and a time limit for the whole
 launch, so that a deadlock fails instead of hanging.  Every rank writes a JUnit
 report; the summary counts the tests of rank 0 and fails if any rank failed.
+
+The fault tests (``tests/fault``) run erroneous programs on 2 processes, each
+through its own ``mpicoll.launch``, and check that each ends within seconds with
+the documented error.
 
 Then every example in :mod:`mpicoll.examples` runs at ``EXAMPLE_SIZES`` (each
 checks its own result and exits non-zero if the check fails); each run counts
@@ -37,6 +42,7 @@ DEFAULT_SIZES = (1, 2, 3, 4, 5, 8)
 LAUNCH_TIMEOUT = 1200  # seconds for one world size, all tests
 TEST_TIMEOUT = 180     # seconds for one MPI test (a deadlock fails after this)
 UNIT_TIMEOUT = 900     # seconds for one unit test (the p = 1024 proofs take a minute on an idle core)
+FAULT_TIMEOUT = 240     # seconds for one fault test (each launches a 2-process job with its own limit)
 EXAMPLE_SIZES = (4, 2)  # world sizes every example runs at
 EXAMPLE_TIMEOUT = 120   # seconds for one example run
 
@@ -92,6 +98,7 @@ def main() -> int:
     parser.add_argument("--no-unit", action="store_true", help="skip the unit tests")
     parser.add_argument("--no-mpi", action="store_true", help="skip the MPI tests")
     parser.add_argument("--no-examples", action="store_true", help="skip running the examples")
+    parser.add_argument("--no-fault", action="store_true", help="skip the fault tests")
     parser.add_argument("--examples-only", action="store_true", help="run only the examples")
     parser.add_argument("-k", help="pytest -k expression (for the examples: a substring of the name)")
     ns = parser.parse_args()
@@ -112,6 +119,17 @@ def main() -> int:
                 status = 1
                 failed = max(failed, 1)
             results.append(("unit", passed, failed, skipped, time.time() - t0))
+        if not ns.no_fault and not ns.examples_only:
+            t0 = time.time()
+            report = os.path.join(tmp, "fault.xml")
+            print("\n=== fault tests: erroneous programs must end with their documented error", flush=True)
+            code = subprocess.call([sys.executable, "-m", "pytest", "tests/fault", "-q", "-p", "no:cacheprovider",
+                                    f"--timeout={FAULT_TIMEOUT}", f"--junitxml={report}", *extra], cwd=ROOT, env=env)
+            passed, failed, skipped = junit_counts(report) if os.path.exists(report) else (0, 1, 0)
+            if code not in (0, 5):
+                status = 1
+                failed = max(failed, 1)
+            results.append(("fault", passed, failed, skipped, time.time() - t0))
         for size in ([] if ns.no_mpi or ns.examples_only else [int(s) for s in ns.sizes.split(",") if s]):
             t0 = time.time()
             prefix = os.path.join(tmp, f"np{size}-rank")

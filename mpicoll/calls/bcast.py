@@ -60,7 +60,7 @@ def prepare(comm: Comm, buf: Any, root: Any, *, algorithm: str | None) -> Plan |
     b = parse(buf, "buf", writable=comm.rank != root)
     name, params = selection.choose("bcast", algorithm, size=comm.size, nbytes=b.nbytes, count=b.count)
     params["root"] = root
-    debug_check(comm, ("Bcast", b.nbytes, root, name))
+    debug_check(comm, "Bcast", count=b.count, dtype=b.dtype, root=root, algorithm=name)
     if b.count == 0:
         return None
     return make_plan(comm, "bcast", name, params, {"recv": b.array},
