@@ -109,6 +109,7 @@ class _SharedWindow:
         from multiprocessing import shared_memory  # noqa: PLC0415
 
         self._shm = shared_memory.SharedMemory(create=True, size=max(nbytes, 1))
+        _OWNED.add(self._shm.name)
         self.handle = self._shm.name.encode()
         self.nbytes = nbytes
         self._base = np.ndarray(nbytes, np.uint8, buffer=self._shm.buf)
@@ -120,6 +121,7 @@ class _SharedWindow:
         self._base = None
         self._shm.close()
         self._shm.unlink()
+        _OWNED.discard(self._shm.name)
 
 
 class _SharedPeer:
@@ -138,8 +140,13 @@ class _SharedPeer:
         self._shm.close()
 
 
+_OWNED: set[str] = set()     # names of the shared-memory windows this process created
+
+
 def _untrack(shm: Any) -> None:
     # Python's resource tracker would unlink a peer's segment when this process exits; the owner unlinks it
+    if shm.name in _OWNED:
+        return
     try:
         from multiprocessing import resource_tracker  # noqa: PLC0415
 
