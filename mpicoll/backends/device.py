@@ -15,6 +15,7 @@ with "device" memory that happens to be host memory.
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Any, Protocol
 
 import numpy as np
@@ -158,16 +159,18 @@ def _untrack(shm: Any) -> None:
 class HostDevice:
     """The device interface on host memory: synchronous copies, fake streams and events, shared-memory windows.
 
-    ``log`` records every stream operation and copy in order, so that tests can
-    check what a transport overlapped with what; ``opened`` and ``windows``
-    count the live peer mappings and windows.
+    ``log`` records the latest stream operations and copies in order (at most
+    ``LOG_ENTRIES``), so that tests can check what a transport overlapped with
+    what; ``opened`` and ``windows`` count the live peer mappings and windows.
     """
+
+    LOG_ENTRIES = 10_000
 
     name = "host stand-in"
     xp = np
 
     def __init__(self) -> None:
-        self.log: list[tuple] = []
+        self.log: deque[tuple] = deque(maxlen=self.LOG_ENTRIES)
         self.opened = 0
         self.windows = 0
         self.pinned_bytes = 0

@@ -152,7 +152,7 @@ def _environ() -> dict:
     return data if isinstance(data, dict) else {k.encode(): v for k, v in os.environ.items()}
 
 
-_ALGO, _DEBUG = b"MPICOLL_ALGO", b"MPICOLL_DEBUG"
+_ALGO, _DEBUG, _GPU = b"MPICOLL_ALGO", b"MPICOLL_DEBUG", b"MPICOLL_GPU_TRANSPORT"
 
 
 def call_key(*objects: Any) -> tuple | None:
@@ -161,7 +161,7 @@ def call_key(*objects: Any) -> tuple | None:
     debug = env.get(_DEBUG)
     if debug and debug != b"0":
         return None
-    parts: list[Any] = [env.get(_ALGO), selection._GENERATION]
+    parts: list[Any] = [env.get(_ALGO), env.get(_GPU), selection._GENERATION]
     for obj in objects:
         if type(obj) is np.ndarray:
             parts.append((id(obj), obj.shape, obj.strides, obj.dtype, obj.flags.writeable))

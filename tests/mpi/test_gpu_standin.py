@@ -145,17 +145,18 @@ def test_staged_pipeline_order(comm, gpu_env):
     comm.Allreduce(x, y, algorithm="ring")      # plan made and run once
     dev.log.clear()
     comm.Allreduce(x, y, algorithm="ring")      # cached plan: no allocation, no re-binding
-    while dev.log and dev.log[0][0] == "sync":      # waiting for the previous call's copies back
-        dev.log.pop(0)
-    kinds = [e[0] for e in dev.log]
+    log = list(dev.log)
+    while log and log[0][0] == "sync":      # waiting for the previous call's copies back
+        log.pop(0)
+    kinds = [e[0] for e in log]
     h2d = [i for i, k in enumerate(kinds) if k == "h2d"]
     d2h = [i for i, k in enumerate(kinds) if k == "d2h"]
     ok = np.array_equal(host(y), np.full(n, comm.size))
     if comm.size > 1:
         # the caller's stream is waited on before any copy, the copies back end with the caller waiting
-        ok &= kinds[:2] == ["record", "wait"] and dev.log[-1][:2] == ("wait", "current")
+        ok &= kinds[:2] == ["record", "wait"] and log[-1][:2] == ("wait", "current")
         ok &= len(d2h) >= 1 and len(h2d) == comm.size          # one block back per final write
-    check(bool(ok), f"{dev.log}")
+    check(bool(ok), f"{log}")
 
 
 def test_debug_2_reports_the_transport(comm, gpu_env, monkeypatch, capfd):
@@ -179,3 +180,15 @@ def test_transport_of_plan(comm, gpu_env):
     check(transport_of(plan).startswith("staged"), transport_of(plan))
     check(transport_of(allreduce.prepare(comm, np.ones(4), np.zeros(4), MPI.SUM, algorithm="auto")) is None)
     WORLD.Barrier()
+
+
+def test_bench_device_standin(capsys):
+    from mpicoll import bench
+
+    results = bench.main(["allreduce", "bcast", "--device", "standin", "--sizes", "8,4K", "--iters", "2",
+                          "--warmup", "0", "--quiet"])
+    variants = set(results[0]["sizes"][0]["stats"])
+    check({"memcpy", "builtin", "by-hand", "staged", "ipc", "persistent"} <= variants, f"{variants}")
+    bad = [(r["collective"], e["bytes"], n) for r in results for e in r["sizes"]
+           for n, s in e["stats"].items() if not s.get("ok", False)]
+    check(not bad, f"wrong results: {bad}")
