@@ -123,7 +123,9 @@ class IpcWindows:
         self.exchanges += 1
 
     def close(self) -> None:
+        """Close every peer mapping and free this rank's window (the communicator's plans must not run again)."""
         self._finalizer()
+        self.window, self.peers, self.epoch = None, {}, ()
 
 
 def _release(cache: HandleCache, window: list) -> None:
