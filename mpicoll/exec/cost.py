@@ -298,7 +298,6 @@ def _rotated_rounds(built: tuple[int, tuple[Round, ...]], size: int, nbytes: int
         red = gamma * nbytes_m[:, :, len(peers):].sum(-1)
         total = lat + bw + red
         best = total.argmax(axis=1)
-        rows = np.arange(len(members))
         for i, (t, _) in enumerate(members):
             j = best[i]
             worst[t] = (float(total[i, j]), float(lat[i, j]), float(bw[i, j]), float(red[i, j]))
