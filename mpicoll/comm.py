@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from mpi4py import MPI
 
-from . import guard, standin
+from . import guard
 from .calls import Plan, cached_plan, call_key, remember_plan, run
 from .exec import nonblocking
 
@@ -143,7 +143,7 @@ class Comm(MPI.Intracomm):
         try:
             plan = self._cached_prepare(method, *args, algorithm=algorithm)
         except Exception as exc:   # peers may have started: play this rank's part on scratch, then raise
-            standin.play(self, method, args, algorithm, exc, self._prepare, lambda p: self._run_plan(p))
+            guard.stand_in(self, method, args, algorithm, exc)
             raise
         self._run_plan(plan)
 
@@ -161,8 +161,7 @@ class Comm(MPI.Intracomm):
         try:
             plan = self._prepare(method, *args, algorithm=algorithm)
         except Exception as exc:   # as in _run: no peer may be left waiting
-            standin.play(self, method, args, algorithm, exc, self._prepare,
-                         lambda p: nonblocking.start(p, self).Wait())
+            guard.stand_in(self, method, args, algorithm, exc, nonblocking_call=True)
             raise
         return nonblocking.start(plan, self)
 

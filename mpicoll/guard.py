@@ -28,7 +28,7 @@ from mpi4py import MPI
 from . import debug, standin
 from .exec import nonblocking, watchdog
 
-__all__ = ["active", "env_timeout", "run", "start"]
+__all__ = ["active", "env_timeout", "run", "start", "stand_in"]
 
 _ENV = getattr(os.environ, "_data", None)
 
@@ -64,7 +64,7 @@ def _ensure_private(comm: Any, method: str) -> None:
     comm.__dict__["_private"] = MPI.Intracomm(dup)
 
 
-def _checked(comm: Any, method: str, args: tuple, algorithm: str, runner: Any) -> Any:
+def _checked(comm: Any, method: str, args: tuple, algorithm: str, nonblocking_call: bool = False) -> Any:
     """The call's plan: agreed on by every rank (debug), or stood in for on scratch before raising."""
     _ensure_private(comm, method)
     if debug.level():
@@ -72,19 +72,41 @@ def _checked(comm: Any, method: str, args: tuple, algorithm: str, runner: Any) -
     try:
         return comm._prepare(method, *args, algorithm=algorithm)
     except Exception as exc:
-        standin.play(comm, method, args, algorithm, exc, comm._prepare, runner)
+        stand_in(comm, method, args, algorithm, exc, nonblocking_call)
         raise
 
 
-def _run_plan(comm: Any, method: str, plan: Any) -> None:
+def stand_in(comm: Any, method: str, args: tuple, algorithm: str, error: BaseException,
+             nonblocking_call: bool = False) -> None:
+    """Play this rank's part of a call whose checks failed on scratch memory (see :mod:`mpicoll.standin`).
+
+    It runs under the watchdog with the communicator's timeout, or
+    ``standin.TIMEOUT`` seconds without one: a stand-in that does not match what
+    the peers do (their arguments disagree too) gives up instead of hanging.
+    """
+    timeout = comm.timeout or standin.TIMEOUT
+
+    def run_blocking(plan: Any) -> None:
+        _run_plan(comm, method, plan, timeout)
+
+    def run_request(plan: Any) -> None:
+        req = nonblocking.start(plan, comm)
+        req.watch = (method, timeout, comm.Get_rank())
+        req.Wait()
+
+    standin.play(comm, method, args, algorithm, error, comm._prepare,
+                 run_request if nonblocking_call else run_blocking)
+
+
+def _run_plan(comm: Any, method: str, plan: Any, timeout: float | None) -> None:
     if nonblocking.outstanding():       # keep outstanding requests moving, as Comm._run does
         req = nonblocking.start(plan, comm, tag=0)
-        req.watch = (method, comm.timeout, comm.Get_rank()) if comm.timeout is not None else None
+        req.watch = (method, timeout, comm.Get_rank()) if timeout is not None else None
         req.Wait()
         return
     if plan is None:
         return
-    watchdog.execute(plan.rounds(), comm.private, 0, method, comm.timeout)
+    watchdog.execute(plan.rounds(), comm.private, 0, method, timeout)
     if plan.finish is not None:
         plan.finish()
 
@@ -92,18 +114,15 @@ def _run_plan(comm: Any, method: str, plan: Any) -> None:
 def run(comm: Any, method: str, args: tuple, algorithm: str) -> None:
     """A blocking collective on the careful path."""
     t0 = time.perf_counter()
-    plan = _checked(comm, method, args, algorithm, lambda p: _run_plan(comm, method, p))
-    _run_plan(comm, method, plan)
+    plan = _checked(comm, method, args, algorithm)
+    _run_plan(comm, method, plan, comm.timeout)
     if debug.level() >= 2:
         debug.log(comm, plan, method, time.perf_counter() - t0)
 
 
 def start(comm: Any, method: str, args: tuple, algorithm: str) -> Any:
     """A nonblocking collective on the careful path: its request carries the timeout into ``Wait``."""
-    def runner(plan: Any) -> None:
-        nonblocking.start(plan, comm).Wait()
-
-    plan = _checked(comm, method, args, algorithm, runner)
+    plan = _checked(comm, method, args, algorithm, nonblocking_call=True)
     req = nonblocking.start(plan, comm)
     if comm.timeout is not None:
         req.watch = (method, comm.timeout, comm.Get_rank())

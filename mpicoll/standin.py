@@ -25,7 +25,11 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["stand_in_args", "play"]
+__all__ = ["stand_in_args", "play", "TIMEOUT"]
+
+# seconds a stand-in may wait without progress when the communicator has no timeout of its own:
+# a stand-in that does not match what the peers do (their arguments are wrong too) gives up
+TIMEOUT = 10.0
 
 # recvbuf's element count over sendbuf's, for the collectives where they differ (p: the size)
 _RECV_OVER_SEND: dict[str, Callable[[int], float]] = {
