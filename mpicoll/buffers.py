@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
+from . import errors, memory
+
 __all__ = ["Buffer", "VBuffer", "parse", "parse_v", "parse_blocks", "is_in_place", "as_count"]
 
 
@@ -216,38 +218,41 @@ def _dtype_of(datatype: Any, what: str) -> np.dtype:
 
 
 def _as_array(obj: Any, what: str) -> tuple[Any, Any]:
-    """A one-dimensional view of ``obj`` and its array namespace; never a copy."""
+    """A one-dimensional view of ``obj`` (in memory order) and its array namespace; never a copy.
+
+    The objects mpi4py accepts: the buffer protocol (NumPy arrays in C or Fortran
+    order, bytes, bytearray, memoryview, mmap, array.array), ``__cuda_array_interface__``
+    and DLPack producers.  Host memory becomes a NumPy view, device memory a CuPy one.
+    """
     if isinstance(obj, np.ndarray):
-        arr = obj
-    elif hasattr(obj, "__cuda_array_interface__") or _dlpack_on_gpu(obj):
+        return _flat(obj, what), np
+    if hasattr(obj, "__cuda_array_interface__"):
+        if not memory.cai_on_device(obj):
+            return _flat(memory.cai_host_view(obj), what), np
         import cupy  # noqa: PLC0415 - only needed for GPU buffers
 
-        arr = cupy.asarray(obj) if hasattr(obj, "__cuda_array_interface__") else cupy.from_dlpack(obj)
-        if not arr.flags.c_contiguous:
-            raise ValueError(f"{what}: the buffer is not contiguous")
-        return arr.reshape(-1), cupy
-    else:
-        try:
-            arr = np.asarray(memoryview(obj))
-        except TypeError:
-            if hasattr(obj, "__dlpack__"):
-                arr = np.from_dlpack(obj)
-            else:
-                raise TypeError(f"{what}: expected a buffer (NumPy array, bytes-like, DLPack or "
-                                f"CUDA array), got {type(obj).__name__}") from None
-    if not arr.flags.c_contiguous:
-        raise ValueError(f"{what}: the buffer is not contiguous")
-    return arr.reshape(-1), np
-
-
-def _dlpack_on_gpu(obj: Any) -> bool:
-    device = getattr(obj, "__dlpack_device__", None)
-    if device is None or isinstance(obj, np.ndarray):
-        return False
+        return _flat(cupy.asarray(obj), what), cupy
     try:
-        return device()[0] != 1  # 1 is kDLCPU
-    except Exception:
-        return False
+        return _flat(np.asarray(memoryview(obj)), what), np
+    except TypeError:
+        pass
+    if hasattr(obj, "__dlpack__"):
+        if not memory.dlpack_on_device(obj):
+            return _flat(memory.dlpack_host_view(obj), what), np
+        import cupy  # noqa: PLC0415
+
+        return _flat(cupy.from_dlpack(obj), what), cupy
+    raise errors.BufferTypeError(f"{what}: expected a buffer (NumPy array, bytes-like, DLPack or CUDA array), "
+                                 f"got {type(obj).__name__}")
+
+
+def _flat(arr: Any, what: str) -> Any:
+    """``arr`` as one dimension in memory order: C or Fortran contiguous, as mpi4py accepts."""
+    if arr.ndim <= 1 or arr.flags.c_contiguous:
+        return arr.reshape(-1)
+    if arr.flags.f_contiguous:
+        return arr.reshape(-1, order="F")
+    raise errors.BufferValueError(f"{what}: the buffer is not contiguous (neither C nor Fortran order)")
 
 
 def _is_writable(arr: Any) -> bool:
