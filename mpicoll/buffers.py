@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
-from . import errors, memory
+from . import datatypes, errors, memory
 
 __all__ = ["Buffer", "VBuffer", "parse", "parse_v", "parse_blocks", "is_in_place", "as_count"]
 
@@ -65,14 +65,20 @@ def as_count(value: Any, what: str) -> int:
 def parse(spec: Any, what: str, *, writable: bool = False) -> Buffer:
     """Turn one buffer argument (``what`` names it in errors) into a :class:`Buffer`."""
     obj, count, displ, datatype = _split_spec(spec, what, pair=(list, tuple))
-    array, xp, factor, datatype = _typed_array(obj, datatype, what, writable)
+    array, xp, tm, datatype = _typed_array(obj, datatype, what, writable)
+    displ = 0 if displ is None else as_count(displ, f"{what}: displacement")
+    if tm is not None and not tm.dense:  # a non-contiguous datatype: its elements, packed by MPI
+        raw = array.view(np.uint8)
+        count = max(raw.shape[0] // tm.extent - displ, 0) if count is None else as_count(count, f"{what}: count")
+        packed = datatypes.pack(raw, datatype, tm, [count], [displ], what, writable=writable)
+        return Buffer(packed.array, tm.element, count * tm.per, xp, _is_writable(array), 1, _packed_type(tm, datatype))
+    factor = tm.per if tm is not None else 1
     writable_array = _is_writable(array)
     units = array.shape[0] // factor
-    displ = 0 if displ is None else as_count(displ, f"{what}: displacement")
     count = units - displ if count is None else as_count(count, f"{what}: count")
     if displ + count > units:
-        raise ValueError(f"{what}: count {count} at displacement {displ} needs {displ + count} "
-                         f"elements, the buffer has {units}")
+        raise errors.CountError(f"{what}: count {count} at displacement {displ} needs {displ + count} "
+                                f"elements, the buffer has {units}")
     view = array[displ * factor:(displ + count) * factor]
     return Buffer(view, array.dtype, count * factor, xp, writable_array, factor, datatype)
 
@@ -128,8 +134,9 @@ def parse_v(spec: Any, what: str, blocks: int, *, writable: bool = False) -> VBu
     block must lie inside the buffer.
     """
     obj, counts, displs, datatype = _split_spec(spec, what, pair=(tuple,))
-    array, xp, unit, datatype = _typed_array(obj, datatype, what, writable)
-    units = array.shape[0] // unit
+    array, xp, tm, datatype = _typed_array(obj, datatype, what, writable)
+    unit = tm.per if tm is not None and tm.dense else 1
+    units = array.shape[0] // unit if tm is None or tm.dense else array.nbytes // tm.extent
     if counts is None:
         counts = [units // blocks if blocks else 0] * blocks
     elif isinstance(counts, (int, np.integer)) or np.ndim(counts) == 0:
@@ -144,10 +151,14 @@ def parse_v(spec: Any, what: str, blocks: int, *, writable: bool = False) -> VBu
         displs = [as_count(d, f"{what}: displs[{i}]") for i, d in enumerate(np.asarray(displs).reshape(-1))]
         if len(displs) != blocks:
             raise ValueError(f"{what}: expected {blocks} displacements (one per rank), got {len(displs)}")
+    if tm is not None and not tm.dense:  # a non-contiguous datatype: its elements, packed by MPI
+        packed = datatypes.pack(array.view(np.uint8), datatype, tm, counts, displs, what, writable=writable)
+        return VBuffer(packed.array, tm.element, tuple(c * tm.per for c in counts), packed.offsets, xp,
+                       _is_writable(array), 1, _packed_type(tm, datatype))
     for i, (c, d) in enumerate(zip(counts, displs)):
         if d + c > units:
-            raise ValueError(f"{what}: block {i} (count {c} at displacement {d}) ends past the buffer's "
-                             f"{units} elements")
+            raise errors.CountError(f"{what}: block {i} (count {c} at displacement {d}) ends past the buffer's "
+                                    f"{units} elements")
     return VBuffer(array, array.dtype, tuple(c * unit for c in counts), tuple(d * unit for d in displs), xp,
                    _is_writable(array), unit, datatype)
 
@@ -181,40 +192,42 @@ def _split_spec(spec: Any, what: str, pair: tuple[type, ...] = (list, tuple)) ->
     return obj, first, second, datatype
 
 
-def _typed_array(obj: Any, datatype: Any, what: str, writable: bool) -> tuple[Any, Any, int, Any]:
-    """(one-dimensional array typed by ``datatype``, namespace, base elements per datatype element, datatype)."""
+def _typed_array(obj: Any, datatype: Any, what: str, writable: bool
+                 ) -> tuple[Any, Any, datatypes.Typemap | None, Any]:
+    """(one-dimensional array, namespace, the datatype's typemap or None, the datatype or None).
+
+    With a dense datatype the array is a view typed by its element type; with a
+    non-contiguous one it is the buffer as it is (to be packed, host memory only).
+    """
     array, xp = _as_array(obj, what)
     if writable and not _is_writable(array):
-        raise ValueError(f"{what}: the buffer is read-only, but it receives data")
-    unit = 1
+        raise errors.BufferValueError(f"{what}: the buffer is read-only, but it receives data")
     if isinstance(datatype, str):
         datatype = _datatype_of_code(datatype, what)
-    if datatype is not None:
-        dtype = _dtype_of(datatype, what)
-        if dtype.subdtype is not None:  # a contiguous datatype such as ('i4', (3,))
-            dtype, shape = dtype.subdtype
-            unit = int(np.prod(shape))
-        array = _retype(array, dtype)
-    return array, xp, unit, datatype
+    if datatype is None:
+        return array, xp, None, None
+    tm = datatypes.describe(datatype, what)
+    if tm.dense:
+        return _retype(array, tm.element), xp, tm, datatype
+    if xp is not np:
+        raise errors.DatatypeError(f"{what}: a non-contiguous datatype on a device buffer is not supported "
+                                   "(pass the data contiguous, or use the MPI library's own collective)")
+    return array, xp, tm, datatype
+
+
+def _packed_type(tm: datatypes.Typemap, datatype: MPI.Datatype) -> MPI.Datatype:
+    """The MPI datatype of a packed buffer's elements: its one basic type, or the datatype itself when
+    its signature mixes basic types (reductions refuse those, see :func:`mpicoll.datatypes.check_reducible`)."""
+    from mpi4py.util import dtlib
+
+    return datatype if tm.mixed else dtlib.from_numpy_dtype(tm.element)
 
 
 def _datatype_of_code(code: str, what: str) -> MPI.Datatype:
     try:
         return MPI._typedict[code]
     except KeyError:
-        raise ValueError(f"{what}: unknown MPI type code {code!r}") from None
-
-
-def _dtype_of(datatype: Any, what: str) -> np.dtype:
-    from mpi4py.util import dtlib
-
-    if datatype == MPI.DATATYPE_NULL:
-        raise ValueError(f"{what}: MPI.DATATYPE_NULL is not a datatype")
-    try:
-        return dtlib.to_numpy_dtype(datatype)
-    except Exception as exc:
-        raise TypeError(f"{what}: datatype {datatype.Get_name() or datatype} has no NumPy "
-                        f"equivalent ({exc})") from None
+        raise errors.DatatypeError(f"{what}: unknown MPI type code {code!r}") from None
 
 
 def _as_array(obj: Any, what: str) -> tuple[Any, Any]:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from mpi4py import MPI
 
 from .calls import Plan, cached_plan, call_key, remember_plan, run
+from .datatypes import staging
 from .exec import nonblocking
 
 if TYPE_CHECKING:
@@ -86,7 +87,8 @@ class Comm(MPI.Intracomm):
         return module
 
     def _prepare(self, method: str, *args: Any, algorithm: str) -> Plan | None:
-        return self._module(method).prepare(self, *args, algorithm=algorithm)
+        with staging() as staged:  # buffers of non-contiguous datatypes: unpacked when the plan finishes
+            return staged.attach(self._module(method).prepare(self, *args, algorithm=algorithm))
 
     def _cached_prepare(self, method: str, *args: Any, algorithm: str) -> Plan | None:
         # Blocking calls only: a repeated call on the same NumPy arrays (and op, root, algorithm)
@@ -98,7 +100,8 @@ class Comm(MPI.Intracomm):
         key = call_key(method, *args, algorithm) if cacheable is None or cacheable(*args) else None
         plan = cached_plan(self, key)
         if plan is None:
-            plan = module.prepare(self, *args, algorithm=algorithm)
+            with staging() as staged:
+                plan = staged.attach(module.prepare(self, *args, algorithm=algorithm))
             remember_plan(self, key, plan, args)
         return plan
 

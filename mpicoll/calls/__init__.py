@@ -28,6 +28,7 @@ import numpy as np
 from mpi4py import MPI
 
 from .. import backends, registry, selection
+from ..datatypes import check_reducible
 from ..exec.blocking import bind, execute
 from ..layout import Layout
 from ..ops import Op, reducer
@@ -218,6 +219,8 @@ def make_plan(comm: Comm, collective: str, name: str, params: dict[str, Any], ar
     for scratch in sched.scratch():
         count = scratch_count[scratch] if isinstance(scratch_count, dict) else scratch_count
         arrays[scratch] = xp.empty(count, dtype)
+    if op is not None:
+        check_reducible(datatype)
     kernel = reducer(op, dtype, xp, datatype).reduce if op is not None else None
     return Plan(sched, arrays, layouts(sched.nblocks), kernel, xp, finish)
 
