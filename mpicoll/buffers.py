@@ -50,15 +50,15 @@ def is_in_place(obj: Any) -> bool:
 def as_count(value: Any, what: str) -> int:
     """An int, NumPy integer or 0-d integer array as a non-negative int."""
     if isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{what} must be an integer, got {value!r}")
+        raise errors.CountTypeError(f"{what} must be an integer, got {value!r}")
     try:
         n = int(np.asarray(value).item()) if not isinstance(value, int) else value
     except Exception:
-        raise TypeError(f"{what} must be an integer, got {type(value).__name__}") from None
+        raise errors.CountTypeError(f"{what} must be an integer, got {type(value).__name__}") from None
     if isinstance(value, float) or (hasattr(value, "dtype") and np.asarray(value).dtype.kind not in "iu"):
-        raise TypeError(f"{what} must be an integer, got {value!r}")
+        raise errors.CountTypeError(f"{what} must be an integer, got {value!r}")
     if n < 0:
-        raise ValueError(f"{what} must be >= 0, got {n}")
+        raise errors.CountError(f"{what} must be >= 0, got {n}")
     return n
 
 
@@ -97,7 +97,7 @@ def parse_blocks(spec: Any, what: str, blocks: int, *, writable: bool = False) -
     buf = parse([obj, count, displ] + ([] if datatype is None else [datatype]), what, writable=writable)
     units = buf.count // buf.unit
     if blocks and units % blocks:
-        raise ValueError(f"{what}: {units} elements do not split into {blocks} equal blocks (one per rank); "
+        raise errors.CountError(f"{what}: {units} elements do not split into {blocks} equal blocks (one per rank); "
                          "pass [buf, count, datatype] with the count per rank")
     return buf
 
@@ -130,7 +130,8 @@ def parse_v(spec: Any, what: str, blocks: int, *, writable: bool = False) -> VBu
     Forms, as in mpi4py: ``buf`` (split into ``blocks`` equal blocks),
     ``[buf, counts]``, ``[buf, (counts, displs)]``, ``[buf, counts, displs]``, each
     optionally followed by a datatype.  ``counts`` may be one int (the same for
-    every block); ``displs`` default to the running sum of ``counts``.  Every
+    every block); ``displs`` default to the running sum of ``counts``, and one
+    int ``d`` means block i starts at ``i * d``.  Every
     block must lie inside the buffer.
     """
     obj, counts, displs, datatype = _split_spec(spec, what, pair=(tuple,))
@@ -144,13 +145,16 @@ def parse_v(spec: Any, what: str, blocks: int, *, writable: bool = False) -> VBu
     else:
         counts = [as_count(c, f"{what}: counts[{i}]") for i, c in enumerate(np.asarray(counts).reshape(-1))]
     if len(counts) != blocks:
-        raise ValueError(f"{what}: expected {blocks} counts (one per rank), got {len(counts)}")
+        raise errors.CountError(f"{what}: expected {blocks} counts (one per rank), got {len(counts)}")
     if displs is None:
         displs = [int(x) for x in np.concatenate([[0], np.cumsum(counts)[:-1]])] if blocks else []
+    elif isinstance(displs, (int, np.integer)) or np.ndim(displs) == 0:  # one int: the stride between blocks
+        stride = as_count(displs, f"{what}: displacement")
+        displs = [i * stride for i in range(blocks)]
     else:
         displs = [as_count(d, f"{what}: displs[{i}]") for i, d in enumerate(np.asarray(displs).reshape(-1))]
         if len(displs) != blocks:
-            raise ValueError(f"{what}: expected {blocks} displacements (one per rank), got {len(displs)}")
+            raise errors.CountError(f"{what}: expected {blocks} displacements (one per rank), got {len(displs)}")
     if tm is not None and not tm.dense:  # a non-contiguous datatype: its elements, packed by MPI
         packed = datatypes.pack(array.view(np.uint8), datatype, tm, counts, displs, what, writable=writable)
         return VBuffer(packed.array, tm.element, tuple(c * tm.per for c in counts), packed.offsets, xp,
@@ -174,20 +178,20 @@ def _split_spec(spec: Any, what: str, pair: tuple[type, ...] = (list, tuple)) ->
         return spec, None, None, None
     items = list(spec)
     if not items:
-        raise ValueError(f"{what}: empty buffer specification")
+        raise errors.BufferValueError(f"{what}: empty buffer specification")
     obj, rest = items[0], items[1:]
     datatype = rest.pop() if rest and isinstance(rest[-1], (MPI.Datatype, str)) else None
     first = second = None
     if len(rest) == 1 and isinstance(rest[0], pair):
         if len(rest[0]) != 2:
-            raise ValueError(f"{what}: expected (count, displacement), got {rest[0]!r}")
+            raise errors.BufferValueError(f"{what}: expected (count, displacement), got {rest[0]!r}")
         first, second = rest[0]
     elif len(rest) == 1:
         first = rest[0]
     elif len(rest) == 2:
         first, second = rest
     elif rest:
-        raise ValueError(f"{what}: cannot read buffer specification; expected buf, [buf, datatype], "
+        raise errors.BufferValueError(f"{what}: cannot read buffer specification; expected buf, [buf, datatype], "
                          "[buf, count, datatype], [buf, (count, displ), datatype] or [buf, count, displ, datatype]")
     return obj, first, second, datatype
 
@@ -261,7 +265,7 @@ def _as_array(obj: Any, what: str) -> tuple[Any, Any]:
 
 def _flat(arr: Any, what: str) -> Any:
     """``arr`` as one dimension in memory order: C or Fortran contiguous, as mpi4py accepts."""
-    if arr.ndim <= 1 or arr.flags.c_contiguous:
+    if arr.flags.c_contiguous:
         return arr.reshape(-1)
     if arr.flags.f_contiguous:
         return arr.reshape(-1, order="F")

@@ -143,8 +143,9 @@ def suite(directory: str, comm_type: type, names: tuple[str, ...] = MODULES, pat
     if directory not in sys.path:
         sys.path.insert(0, directory)
     loader = unittest.TestLoader()
-    if pattern:
-        loader.testNamePatterns = [f"*{pattern}*"]
+    if pattern:  # a case-insensitive substring of "module.Class.testMethod" (as pytest's -k reads a word)
+        loader.testNamePatterns = ["*" + "".join(f"[{c.lower()}{c.upper()}]" if c.isalpha() else c
+                                                 for c in pattern) + "*"]
     out = unittest.TestSuite()
     for name in names:
         module = importlib.import_module(name)

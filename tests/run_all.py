@@ -12,6 +12,12 @@ with a per-test time limit (pytest-timeout) and a time limit for the whole
 launch, so that a deadlock fails instead of hanging.  Every rank writes a JUnit
 report; the summary counts the tests of rank 0 and fails if any rank failed.
 
+Then mpi4py's own collective test suites (the ``test_cco_*`` modules of the sdist
+of the installed mpi4py, fetched once into ``~/.cache/mpicoll``) run against
+``mpicoll.Comm`` at ``MPI4PY_SIZES`` (see ``tests/mpi4py_suite.py``); each test
+loops over every buffer backend of mpi4py's ``arrayimpl`` and the summary gives
+the sub-test counts per backend.
+
 Then every example in :mod:`mpicoll.examples` runs at ``EXAMPLE_SIZES`` (each
 checks its own result and exits non-zero if the check fails); each run counts
 as one test in the summary.
@@ -20,6 +26,7 @@ as one test in the summary.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import pkgutil
 import subprocess
@@ -37,6 +44,9 @@ DEFAULT_SIZES = (1, 2, 3, 4, 5, 8)
 LAUNCH_TIMEOUT = 1200  # seconds for one world size, all tests
 TEST_TIMEOUT = 180     # seconds for one MPI test (a deadlock fails after this)
 UNIT_TIMEOUT = 900     # seconds for one unit test (the p = 1024 proofs take a minute on an idle core)
+MPI4PY_SIZES = (1, 2, 3, 4)   # world sizes mpi4py's collective suites run at
+MPI4PY_TIMEOUT = 1500   # seconds for one world size of mpi4py's suites
+MPI4PY_TEST_TIMEOUT = 300  # seconds for one of its tests (all backends, all types) before the job is aborted
 EXAMPLE_SIZES = (4, 2)  # world sizes every example runs at
 EXAMPLE_TIMEOUT = 120   # seconds for one example run
 
@@ -85,6 +95,54 @@ def run_examples(env: dict[str, str], sizes: tuple[int, ...] = EXAMPLE_SIZES,
     return passed, len(failed), failed
 
 
+def run_mpi4py_suites(env: dict[str, str], tmp: str, sizes: tuple[int, ...], only: str | None = None
+                      ) -> list[tuple[str, int, int, int, float]]:
+    """mpi4py's collective suites against mpicoll.Comm at each size: one summary row per size.
+
+    A row counts mpi4py's tests (each one loops over every backend and type code);
+    the sub-test counts per backend are printed after each size.
+    """
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    import mpi4py_suite  # noqa: PLC0415 - the runner lives next to this script
+
+    t0 = time.time()
+    print("\n=== mpi4py's collective test suites: getting the installed version's tests", flush=True)
+    try:
+        directory = mpi4py_suite.test_dir()
+    except Exception as exc:  # no network, no pip: the phase fails, loudly
+        print(f"!!! could not get mpi4py's test suite: {exc}", flush=True)
+        return [("mpi4py", 0, 1, 0, time.time() - t0)]
+    rows = []
+    for size in sizes:
+        t0 = time.time()
+        prefix = os.path.join(tmp, f"mpi4py-np{size}-rank")
+        argv = [os.path.join(ROOT, "tests", "mpi4py_suite.py"), "--testdir", directory, "--report", prefix,
+                "--timeout", str(MPI4PY_TEST_TIMEOUT)] + (["-k", only] if only else [])
+        cmd = mpirun_command(size, argv)
+        print(f"\n=== mpi4py's suites on {size} process{'es' if size > 1 else ''}: {' '.join(cmd)}", flush=True)
+        try:
+            code = subprocess.call(cmd, cwd=ROOT, env=env, timeout=MPI4PY_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            print(f"!!! mpi4py suites, world size {size}: no result after {MPI4PY_TIMEOUT} s", flush=True)
+            code = 124
+        reports = []
+        for r in range(size):
+            if os.path.exists(f"{prefix}{r}.json"):
+                with open(f"{prefix}{r}.json") as fh:
+                    reports.append(json.load(fh))
+        first = reports[0] if reports else {"tests": 0, "failed": 0, "skipped": 0, "backends": {}}
+        failed = max([rep["failed"] for rep in reports] + [0])
+        if code != 0 or len(reports) != size:
+            failed = max(failed, 1)
+        passed = first["tests"] - first["failed"] - first["skipped"]
+        for backend, n in first["backends"].items():
+            worst = max(rep["backends"].get(backend, {}).get("failed", 0) for rep in reports)
+            print(f"    {backend:20s} {n['run'] - worst - n['skipped']:6d} sub-tests passed, {worst:4d} failed, "
+                  f"{n['skipped']:4d} skipped", flush=True)
+        rows.append((f"mpi4py np={size}", passed, failed, first["skipped"], time.time() - t0))
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)),
@@ -93,6 +151,9 @@ def main() -> int:
     parser.add_argument("--no-mpi", action="store_true", help="skip the MPI tests")
     parser.add_argument("--no-examples", action="store_true", help="skip running the examples")
     parser.add_argument("--examples-only", action="store_true", help="run only the examples")
+    parser.add_argument("--no-mpi4py", action="store_true", help="skip mpi4py's own collective test suites")
+    parser.add_argument("--mpi4py-sizes", default=",".join(map(str, MPI4PY_SIZES)),
+                        help="world sizes for mpi4py's suites (default: %(default)s)")
     parser.add_argument("-k", help="pytest -k expression (for the examples: a substring of the name)")
     ns = parser.parse_args()
     env = launch_env()
@@ -132,6 +193,11 @@ def main() -> int:
                 status = 1
                 failed = max(failed, 1)
             results.append((f"np={size}", passed, failed, skipped, time.time() - t0))
+        if not (ns.no_mpi4py or ns.no_mpi or ns.examples_only):
+            env.pop("MPICOLL_JUNIT_PREFIX", None)
+            rows = run_mpi4py_suites(env, tmp, tuple(int(s) for s in ns.mpi4py_sizes.split(",") if s), ns.k)
+            status = status or int(any(row[2] for row in rows))
+            results.extend(rows)
         if not ns.no_examples:
             t0 = time.time()
             print(f"\n=== examples at world sizes {', '.join(map(str, EXAMPLE_SIZES))}", flush=True)
@@ -143,7 +209,7 @@ def main() -> int:
             results.append(("examples", passed, failed, 0, time.time() - t0))
     print("\n=== summary")
     for name, passed, failed, skipped, secs in results:
-        print(f"{name:>8}: {passed:4d} passed, {failed:3d} failed, {skipped:3d} skipped  ({secs:6.1f} s)")
+        print(f"{name:>15}: {passed:4d} passed, {failed:3d} failed, {skipped:3d} skipped  ({secs:6.1f} s)")
     total = [sum(r[i] for r in results) for i in (1, 2, 3)]
     print(f"{total[0]} passed, {total[1]} failed, {total[2]} skipped")
     return status

@@ -23,7 +23,8 @@ from ..buffers import parse
 from ..layout import Layout
 from ..selection import KiB
 from . import Plan, Spec, debug_check, make_plan
-from ._rooted import check_root, from_root
+from ._checks import check_root
+from ._rooted import from_root
 
 if TYPE_CHECKING:
     from ..comm import Comm
