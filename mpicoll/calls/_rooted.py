@@ -8,7 +8,7 @@ buffer* (:func:`only`), and the symbolic values below follow the same rule.
 
 from __future__ import annotations
 
-from ..algorithms.binomial import subtree
+from ..families.binomial import subtree
 from ..layout import Layout
 from . import Value, own
 
