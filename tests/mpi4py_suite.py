@@ -3,7 +3,8 @@
 
 mpi4py ships its tests in its source distribution only.  :func:`test_dir` gets
 the ``test/`` folder of the sdist of the *installed* mpi4py version (``pip
-download``, cached in ``~/.cache/mpicoll`` or ``$MPICOLL_CACHE``), and
+download --no-binary :all: --no-deps``, once, cached in ``~/.cache/mpicoll`` or
+``$MPICOLL_CACHE``), and
 :func:`suite` builds, at run time, one test class per concrete test class of the
 ``test_cco_*`` modules (world, self and the dups of world and self): a subclass
 whose communicator is wrapped in ``mpicoll.Comm``.  mpi4py's own skips and
@@ -28,6 +29,7 @@ import functools
 import importlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -58,16 +60,31 @@ def test_dir(version: str | None = None) -> str:
     os.makedirs(root, exist_ok=True)
     sdist = os.path.join(root, f"mpi4py-{version}.tar.gz")
     if not os.path.exists(sdist):
-        # --no-build-isolation: pip still reads the sdist's metadata, but without first
-        # installing mpi4py's build requirements (Cython, setuptools) in a throwaway env
-        subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
-                        "--no-binary", ":all:", "--no-deps", "--no-build-isolation", "-d", root,
-                        f"mpi4py=={version}"], check=True)
+        _download_sdist(version, sdist)
     prefix = f"mpi4py-{version}/test/"
     with tarfile.open(sdist) as tar:
         members = [m for m in tar.getmembers() if m.name.startswith(prefix) and m.isfile()]
         tar.extractall(root, members=members, filter="data")
     return target
+
+
+def _download_sdist(version: str, target: str) -> None:
+    """``pip download`` mpi4py's sdist for ``version`` into ``target``'s folder.
+
+    pip comes from this interpreter, or else from ``python3`` on the ``PATH`` (a
+    virtual environment made with ``--without-pip`` has none of its own);
+    ``pip download`` installs nothing, so an externally managed Python is fine.
+    """
+    python3 = shutil.which("python3")
+    for python in [sys.executable] + ([python3] if python3 else []):
+        if subprocess.run([python, "-m", "pip", "--version"], capture_output=True).returncode == 0:
+            break
+    else:
+        raise RuntimeError("no pip found to download mpi4py's test suite")
+    subprocess.run([python, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--no-binary",
+                    ":all:", "--no-deps", "-d", os.path.dirname(target), f"mpi4py=={version}"], check=True)
+    if not os.path.exists(target):
+        raise RuntimeError(f"pip download did not produce {target}")
 
 
 def wrapped(cls: type, comm_type: type) -> type:
