@@ -70,6 +70,9 @@ def describe(datatype: MPI.Datatype, what: str) -> Typemap:
         true_lb, true_extent = datatype.Get_true_extent()
     except MPI.Exception as exc:
         raise errors.DatatypeError(f"{what}: invalid datatype ({exc})") from None
+    if datatype.is_predefined:  # its NumPy dtype as mpi4py's dtlib gives it (pair types such as DOUBLE_INT too)
+        element = _numpy(datatype, what)
+        return Typemap(element, 1, True, extent, lb, true_lb, true_extent)
     bases, dense = _signature(datatype)
     if len(bases) == 1:
         element = _numpy(bases[0], what)
