@@ -142,7 +142,8 @@ class Comm(MPI.Intracomm):
             return getattr(MPI.Intracomm, method + "_init")(self, *args, info)
         plan = self._prepare(method, *args, algorithm=algorithm)
         rebuild = None
-        if plan is not None and plan.device is not None:  # GPU buffers: bound once, their inputs staged per Start
+        if plan is not None and (plan.device is not None or plan.before is not None):
+            # GPU buffers, or buffers of non-contiguous datatypes: bound once, their inputs staged per Start
 
             def rebuild() -> Plan | None:
                 plan.begin()

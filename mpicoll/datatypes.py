@@ -201,31 +201,32 @@ class Staged:
     """The packed buffers of one call being prepared."""
 
     def __init__(self) -> None:
+        self.pack: list[Callable[[], None]] = []
         self.unpack: list[Callable[[], None]] = []
-        self.any = False
 
     def add(self, packed: Packed, writable: bool) -> None:
-        self.any = True
+        self.pack.append(packed.pack)
         if writable:
             self.unpack.append(packed.unpack)
 
     def attach(self, plan: Any) -> Any:
-        """Make ``plan`` unpack its received data when it finishes.
-
-        A plan with packed buffers always gets a ``finish``: that also tells a
-        persistent request to prepare (and so pack) afresh at every ``Start``.
-        """
-        if plan is None or not self.any:
+        """Make ``plan`` unpack its received data when it finishes, and pack its inputs again whenever a
+        persistent request starts it (``Plan.before``); the call itself packed them already."""
+        if plan is None or not self.pack:
             return plan
-        before, unpack = plan.finish, tuple(self.unpack)
+        earlier, pack, unpack = plan.finish, tuple(self.pack), tuple(self.unpack)
 
         def finish() -> None:
-            if before is not None:
-                before()
+            if earlier is not None:
+                earlier()
             for step in unpack:
                 step()
 
-        plan.finish = finish
+        def before() -> None:
+            for step in pack:
+                step()
+
+        plan.finish, plan.before = finish, before
         return plan
 
 

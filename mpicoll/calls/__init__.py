@@ -105,6 +105,7 @@ class Plan:
     xp: Any
     finish: Callable[[], None] | None = None   # e.g. copy a staged result back to the GPU
     device: Any = None     # a backends.call.DeviceCall when the buffers are on a GPU: it runs the plan
+    before: Callable[[], None] | None = None   # run at each start: packs non-contiguous datatypes again
 
     _rounds: list | None = field(default=None, repr=False)
 
@@ -121,7 +122,10 @@ class Plan:
         return self._rounds
 
     def begin(self) -> None:
-        """A request starts: GPU buffers make their inputs visible to MPI (nothing to do for host buffers)."""
+        """A request starts: GPU buffers make their inputs visible to MPI, buffers of non-contiguous
+        datatypes are packed again (nothing to do for plain host buffers)."""
+        if self.before is not None:
+            self.before()
         if self.device is not None:
             self.device.begin()
 
