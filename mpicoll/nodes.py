@@ -106,13 +106,18 @@ def of_comm(comm: MPI.Intracomm) -> Nodes:
         return cached
     from mpi4py import MPI  # noqa: PLC0415
 
-    shared = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    talk = getattr(comm, "private", comm)  # mpicoll's Comm: its private duplicate carries the messages
+    shared = talk.Split_type(MPI.COMM_TYPE_SHARED)
     try:
-        lowest = min(shared.group.Translate_ranks(list(range(shared.size)), comm.group))
+        lowest = min(shared.group.Translate_ranks(list(range(shared.size)), talk.group))
     finally:
         shared.Free()
-    ids = tuple(comm.allgather(lowest))
-    layout: Nodes = None if len(set(ids)) == 1 else ids
+    ids = tuple(talk.allgather(lowest))
+    layout: Nodes = ids
+    if len(set(ids)) == 1:
+        layout = None
+    elif block_size(len(ids), ids) is not None:  # consecutive blocks of k: say k (the cost model's form)
+        layout = block_size(len(ids), ids)
     if hasattr(comm, "__dict__"):
         comm.__dict__["_mpicoll_nodes"] = layout
     return layout
