@@ -146,24 +146,34 @@ def bcast(rank: int, size: int, root: int = 0, nodes: Nodes = None):
     return 1, tl.rounds()
 
 
-@register("reduce", "hierarchical", keeps_order=lambda size: size == 1, params=("root", "nodes"))
+@register("reduce", "hierarchical", keeps_order=lambda size: size <= 2, params=("root", "nodes"))
 def reduce(rank: int, size: int, root: int = 0, nodes: Nodes = None):
-    """Binomial reduce inside every node to its leader, then among the leaders to the root.
+    """Binomial reduce inside every node to its lowest rank, then among those to rank 0, then to the root.
 
-    ceil(lg m) + ceil(lg L) rounds.  Ranks other than the root accumulate in
-    scratch (``tmp2``).  Partial sums are not combined in rank order.
+    ceil(lg m) + ceil(lg L) rounds, one more when the root is not rank 0.  When
+    the nodes are blocks of consecutive ranks every partial sum covers a
+    contiguous range of ranks, combined in rank order (as
+    :func:`mpicoll.algorithms.binomial.reduce`); other layouts lose the order,
+    so the algorithm claims it only for p <= 2 (where every layout keeps it).
+    Ranks other than the root accumulate in scratch (``tmp2``).
     """
-    members, leaders, n, i = _layout(rank, size, nodes, root)
+    members, leaders, n, i = _layout(rank, size, nodes)  # leaders: each node's lowest rank
     acc = "recv" if rank == root else "tmp2"
     tl = Timeline()
     sub = Timeline()
-    cur = binomial.reduce_steps(sub, 0, i, len(members), members.index(leaders[n]), (0, 1), acc=acc)
+    cur = binomial.reduce_steps(sub, 0, i, len(members), 0, (0, 1), acc=acc)
     tl.extend(0, _on(sub.rounds(), members))
+    t = height(max(len(x) for x in groups(size, nodes)))
     if rank == leaders[n]:
         sub = Timeline()
-        cur = binomial.reduce_steps(sub, 0, n, len(leaders), leaders.index(root), (0, 1), src=cur, acc=acc)
-        tl.extend(height(max(len(x) for x in groups(size, nodes))), _on(sub.rounds(), leaders))
-    if rank == root and cur == "send":  # a single rank
+        cur = binomial.reduce_steps(sub, 0, n, len(leaders), 0, (0, 1), src=cur, acc=acc)
+        tl.extend(t, _on(sub.rounds(), leaders))
+    t += height(len(leaders))
+    if root != 0 and rank == 0:
+        tl.send(t, root, Block(cur, 0, 1))
+    elif root != 0 and rank == root:
+        tl.recv(t, 0, Block("recv", 0, 1))
+    elif rank == root and cur == "send":  # a single rank
         tl.copy(0, Block("recv", 0, 1), Block("send", 0, 1))
     return 1, tl.rounds()
 
