@@ -100,7 +100,8 @@ def _inter_node_bytes(collective: str, algorithm: str, size: int, nbytes: int, p
     for s in registry.schedules(collective, algorithm, size, **params):
         lay = Layout.even(nbytes, s.nblocks)
         for rnd in s.rounds:
-            total += sum(lay.count(x.block.lo, x.block.hi) for x in rnd.sends if x.peer // per_node != s.rank // per_node)
+            crossing = [x for x in rnd.sends if x.peer // per_node != s.rank // per_node]
+            total += sum(lay.count(x.block.lo, x.block.hi) for x in crossing)
     return total
 
 
