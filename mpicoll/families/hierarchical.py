@@ -72,7 +72,7 @@ def allreduce(rank: int, size: int, nodes: Nodes = None):
     :func:`_shards`.
 
     1. Rounds 0 .. m-2: a ring reduce-scatter over the node's s ranks (as
-       :func:`mpicoll.algorithms.ring.reduce_scatter_steps`, s - 1 steps, each
+       :func:`mpicoll.families.ring.reduce_scatter_steps`, s - 1 steps, each
        "block" being one rank's shard range): rank i ends with its shards
        reduced over its node, in ``recv``.
     2. Next 2(L-1) rounds: for each shard j, the L owners of j (one per node,
@@ -153,7 +153,7 @@ def reduce(rank: int, size: int, root: int = 0, nodes: Nodes = None):
     ceil(lg m) + ceil(lg L) rounds, one more when the root is not rank 0.  When
     the nodes are blocks of consecutive ranks every partial sum covers a
     contiguous range of ranks, combined in rank order (as
-    :func:`mpicoll.algorithms.binomial.reduce`); other layouts lose the order,
+    :func:`mpicoll.families.binomial.reduce`); other layouts lose the order,
     so the algorithm claims it only for p <= 2 (where every layout keeps it).
     Ranks other than the root accumulate in scratch (``tmp2``).
     """
