@@ -85,6 +85,49 @@ def run_examples(env: dict[str, str], sizes: tuple[int, ...] = EXAMPLE_SIZES,
     return passed, len(failed), failed
 
 
+NODE_TESTS = ["tests/mpi/test_hierarchical.py", "tests/mpi/test_allreduce.py", "tests/mpi/test_rooted.py",
+              "tests/mpi/test_allgather.py", "tests/mpi/test_scan_barrier.py"]
+NODE_RUNS = (  # (label, extra environment, launcher options, processes, pytest -k)
+    ("nodes=2", {"MPICOLL_NODE_SIZE": "2"}, [], 5, "hierarchical or auto"),       # nodes of 2 + 2 + 1 ranks
+    ("hosts=2", {"MPICOLL_EXPECT_HOSTS": "2"}, ["--emulate-hosts", "2"], 4, "hierarchical or auto"),
+)
+
+
+def run_node_tests(env: dict[str, str], tmp: str, extra: list[str]) -> list[tuple[str, int, int, int, float]]:
+    """The node-aware runs: blocks of ranks as nodes (always), and the emulated 2-host test bed.
+
+    The test bed needs network namespaces; where the machine allows none,
+    ``launch --emulate-hosts`` exits with ``testbed.SKIP_STATUS`` and the run
+    counts as one skipped test.
+    """
+    from mpicoll.testbed import SKIP_STATUS  # noqa: PLC0415
+
+    out = []
+    for label, more, options, size, keyword in NODE_RUNS:
+        t0 = time.time()
+        prefix = os.path.join(tmp, f"{label.replace('=', '')}-rank")
+        run_env = dict(env, MPICOLL_JUNIT_PREFIX=prefix, **more)
+        cmd = [sys.executable, "-m", "mpicoll.launch", *options, "-n", str(size), "-m", "pytest", *NODE_TESTS,
+               "--with-mpi", "-q", "-p", "no:cacheprovider", f"--timeout={TEST_TIMEOUT}",
+               "--timeout-method=thread", f"--junit-prefix={label}", *(extra or ["-k", keyword])]
+        print(f"\n=== MPI tests, {label}, {size} processes: {' '.join(cmd)}", flush=True)
+        try:
+            code = subprocess.call(cmd, cwd=ROOT, env=run_env, timeout=LAUNCH_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            print(f"!!! {label}: no result after {LAUNCH_TIMEOUT} s (deadlock?)", flush=True)
+            code = 124
+        if code == SKIP_STATUS:
+            out.append((label, 0, 0, 1, time.time() - t0))
+            continue
+        counts = [junit_counts(f"{prefix}{r}.xml") for r in range(size) if os.path.exists(f"{prefix}{r}.xml")]
+        passed, failed, skipped = counts[0] if counts else (0, 0, 0)
+        failed = max([c[1] for c in counts] + [failed])
+        if code != 0 or len(counts) != size:
+            failed = max(failed, 1)
+        out.append((label, passed, failed, skipped, time.time() - t0))
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)),
@@ -132,6 +175,10 @@ def main() -> int:
                 status = 1
                 failed = max(failed, 1)
             results.append((f"np={size}", passed, failed, skipped, time.time() - t0))
+        if not ns.no_mpi and not ns.examples_only:
+            node_results = run_node_tests(env, tmp, extra)
+            status |= int(any(r[2] for r in node_results))
+            results += node_results
         if not ns.no_examples:
             t0 = time.time()
             print(f"\n=== examples at world sizes {', '.join(map(str, EXAMPLE_SIZES))}", flush=True)
