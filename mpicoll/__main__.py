@@ -47,6 +47,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--rank", type=int, help="show this rank only")
     s.add_argument("--root", type=int, help="root of a rooted collective (default 0)")
     s.add_argument("--segments", type=int, help="pipeline segments of a pipelined algorithm")
+    s.add_argument("--ranks-per-node", type=int, help="node-aware algorithms: blocks of this many ranks are nodes")
 
     v = sub.add_parser("verify", help="prove schedules correct symbolically")
     v.add_argument("collective", nargs="?")
@@ -54,6 +55,8 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("-p", type=_sizes, action="append",
                    help="sizes (repeat or comma-separate; default 1..64, 127, 128)")
     v.add_argument("-q", "--quiet", action="store_true")
+    v.add_argument("--ranks-per-node", type=int,
+                   help="node-aware algorithms: check blocks of this many ranks as nodes (default: 1 node, 2, 3)")
 
     m = sub.add_parser("model", help="predicted time of each algorithm (alpha-beta-gamma on the schedules)")
     m.add_argument("collective")
@@ -66,7 +69,8 @@ def _parser() -> argparse.ArgumentParser:
     m.add_argument("--beta", type=float, help="seconds per byte")
     m.add_argument("--gamma", type=float, help="seconds per byte reduced")
     m.add_argument("--preset", help="local or nccl-summit")
-    m.add_argument("--ranks-per-node", type=int, help="intra-node constants between ranks of one node")
+    m.add_argument("--ranks-per-node", type=int,
+                   help="intra-node constants between ranks of one node; node-aware algorithms built for it")
     m.add_argument("--json", action="store_true", help="print {algorithm: seconds}")
 
     d = sub.add_parser("draw", help="space-time diagram (PNG or SVG; needs matplotlib)")
@@ -76,6 +80,7 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("-o", "--output", required=True, help="FILE.png or FILE.svg")
     d.add_argument("--root", type=int)
     d.add_argument("--segments", type=int)
+    d.add_argument("--ranks-per-node", type=int, help="node-aware algorithms: blocks of this many ranks are nodes")
 
     c = sub.add_parser("calibrate", help="measure alpha, beta, gamma (run under mpirun -n 2)")
     c.add_argument("-o", "--output", help="also write the constants to this file")
@@ -98,17 +103,23 @@ def _machine(ns: argparse.Namespace):
     else:
         machine = preset("local")
     if ns.ranks_per_node is not None:
-        if ns.ranks_per_node < 1:
-            raise SystemExit(f"--ranks-per-node: expected a positive integer, got {ns.ranks_per_node}")
-        machine = machine.with_nodes(ns.ranks_per_node)
+        machine = machine.with_nodes(_per_node(ns))
     return machine
+
+
+def _per_node(ns: argparse.Namespace) -> int | None:
+    """``--ranks-per-node``, checked (None when not given)."""
+    if ns.ranks_per_node is not None and ns.ranks_per_node < 1:
+        raise SystemExit(f"--ranks-per-node: expected a positive integer, got {ns.ranks_per_node}")
+    return ns.ranks_per_node
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     ns = _parser().parse_args(argv)
     try:
         if ns.command == "show":
-            print(tools.show(ns.collective, ns.algorithm, ns.p, ns.rank, root=ns.root, segments=ns.segments))
+            print(tools.show(ns.collective, ns.algorithm, ns.p, ns.rank, root=ns.root, segments=ns.segments,
+                             nodes=_per_node(ns)))
         elif ns.command == "verify":
             return _verify(ns)
         elif ns.command == "model":
@@ -119,7 +130,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             else:
                 print(res.table())
         elif ns.command == "draw":
-            path = tools.draw(ns.collective, ns.algorithm, ns.p, ns.output, root=ns.root, segments=ns.segments)
+            path = tools.draw(ns.collective, ns.algorithm, ns.p, ns.output, root=ns.root, segments=ns.segments,
+                              nodes=_per_node(ns))
             print(f"wrote {path}")
         elif ns.command == "calibrate":
             values = tools.calibrate(path=ns.output)
@@ -141,7 +153,7 @@ def _verify(ns: argparse.Namespace) -> int:
     count = 0
     done: set[tuple[str, str]] = set()
     try:
-        for case in tools.verify_all(colls, algs, sizes):
+        for case in tools.verify_all(colls, algs, sizes, _per_node(ns)):
             count += 1
             if (case.collective, case.algorithm) not in done:
                 done.add((case.collective, case.algorithm))
