@@ -393,7 +393,7 @@ def table(res: dict) -> str:
             flag = ""
             if name == AUTO and fastest is not None and s["median_s"] > 1.10 * fastest[0]:
                 flag = f"  auto {s['median_s'] / fastest[0]:.2f}x the fastest ({fastest[1]})"
-            label = "memcpy (np.copyto)" if name == "memcpy" else name
+            label = ("memcpy (device)" if res.get("device") else "memcpy (np.copyto)") if name == "memcpy" else name
             lines.append(f"{human(entry['bytes']):>9} {label:<22} {s['median_s'] * 1e6:11.2f} {s['min_s'] * 1e6:10.2f} "
                          f"{s['algbw_GBs']:10.2f} {s['busbw_GBs']:10.2f} {ratio:>6} "
                          f"{'' if name == 'memcpy' else 'ok' if s['ok'] else 'WRONG':>5}{flag}")
@@ -532,6 +532,9 @@ def main(argv: list[str] | None = None, comm: MPI.Intracomm | None = None) -> li
     ap.add_argument("--tuning-file", help="where --tune writes (default $MPICOLL_TUNING or "
                                           "~/.config/mpicoll/tuning.json)")
     ap.add_argument("--quiet", action="store_true", help="no progress bar")
+    ap.add_argument("--device", choices=("cpu", "gpu", "standin"), default="cpu",
+                    help="gpu: CuPy buffers, mpicoll's GPU transports against get + built-in + set (see "
+                         "mpicoll.bench_gpu); standin: the same on the host stand-in device (tests only)")
     args = ap.parse_args(argv)
     if args.iters < 1 or args.warmup < 0:
         ap.error("--iters must be >= 1 and --warmup >= 0")
@@ -548,8 +551,14 @@ def main(argv: list[str] | None = None, comm: MPI.Intracomm | None = None) -> li
     wrapped = Comm(comm if comm is not None else MPI.COMM_WORLD)
     if args.tune:
         algorithms = None
-    results = run_bench(wrapped, names, sizes, algorithms=algorithms, dtype=args.dtype, iters=args.iters,
-                        warmup=args.warmup, progress=not args.quiet)
+    if args.device != "cpu":
+        from .bench_gpu import run_bench_gpu  # noqa: PLC0415
+
+        results = run_bench_gpu(wrapped, names, sizes, device=args.device, dtype=args.dtype, iters=args.iters,
+                                warmup=args.warmup, progress=not args.quiet)
+    else:
+        results = run_bench(wrapped, names, sizes, algorithms=algorithms, dtype=args.dtype, iters=args.iters,
+                            warmup=args.warmup, progress=not args.quiet)
     if wrapped.rank == 0:
         print(f"# mpicoll.bench: {' '.join(sys.argv[1:]) if argv is None else ' '.join(argv)}")
         for res in results:

@@ -139,10 +139,11 @@ class Comm(MPI.Intracomm):
             return getattr(MPI.Intracomm, method + "_init")(self, *args, info)
         plan = self._prepare(method, *args, algorithm=algorithm)
         rebuild = None
-        if plan is not None and plan.finish is not None:  # GPU buffers staged on the host: stage again per Start
+        if plan is not None and plan.device is not None:  # GPU buffers: bound once, their inputs staged per Start
 
             def rebuild() -> Plan | None:
-                return self._prepare(method, *args, algorithm=algorithm)
+                plan.begin()
+                return plan
 
         return nonblocking.persistent(plan, self, rebuild)
 

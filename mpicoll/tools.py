@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -181,8 +181,12 @@ def _fmt(seconds: float) -> str:
 
 
 def model(collective: str, size: int, nbytes: int, machine: Machine,
-          algorithms: Iterable[str] | None = None) -> ModelResult:
-    """Cost every algorithm (or those named) of ``collective`` for ``nbytes`` bytes on ``size`` ranks."""
+          algorithms: Iterable[str] | None = None,
+          progress: Callable[[str, int, int], None] | None = None) -> ModelResult:
+    """Cost every algorithm (or those named) of ``collective`` for ``nbytes`` bytes on ``size`` ranks.
+
+    ``progress(name, i, n)`` is called before costing the i-th of n algorithms.
+    """
     if size < 1:
         raise ValueError(f"-p/size: expected a positive number of ranks, got {size}")
     if nbytes < 0:
@@ -190,7 +194,9 @@ def model(collective: str, size: int, nbytes: int, machine: Machine,
     t0 = time.perf_counter()
     names = list(algorithms) if algorithms else registry.algorithms(collective)
     costs = {}
-    for name in names:
+    for i, name in enumerate(names):
+        if progress is not None:
+            progress(name, i, len(names))
         alg = registry.get(collective, name)
         _, params = selection.choose(collective, name, size=size, nbytes=nbytes, count=max(1, nbytes // 8))
         costs[name] = cost(collective, name, size, nbytes, machine, **_default_params(alg, size, params))

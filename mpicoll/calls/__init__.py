@@ -103,11 +103,14 @@ class Plan:
     kernel: Callable[[Any, Any, Any], None] | None
     xp: Any
     finish: Callable[[], None] | None = None   # e.g. copy a staged result back to the GPU
+    device: Any = None     # a backends.call.DeviceCall when the buffers are on a GPU: it runs the plan
 
     _rounds: list | None = field(default=None, repr=False)
 
     def bound(self) -> list:
         """Freshly bound rounds (the nonblocking paths own theirs)."""
+        if self.device is not None:
+            return self.device.bound()
         return bind(self.schedule, self.arrays, self.layouts, self.kernel, self.xp)
 
     def rounds(self) -> list:
@@ -116,9 +119,15 @@ class Plan:
             self._rounds = self.bound()
         return self._rounds
 
+    def begin(self) -> None:
+        """A request starts: GPU buffers make their inputs visible to MPI (nothing to do for host buffers)."""
+        if self.device is not None:
+            self.device.begin()
+
     @property
     def scratch_bytes(self) -> int:
-        return sum(arr.nbytes for name, arr in self.arrays.items() if name.startswith("tmp"))
+        held = self.device.nbytes if self.device is not None else 0
+        return held + sum(arr.nbytes for name, arr in self.arrays.items() if name.startswith("tmp"))
 
 
 # -- plans cached across blocking calls ------------------------------------------------------------
@@ -143,7 +152,7 @@ def _environ() -> dict:
     return data if isinstance(data, dict) else {k.encode(): v for k, v in os.environ.items()}
 
 
-_ALGO, _DEBUG = b"MPICOLL_ALGO", b"MPICOLL_DEBUG"
+_ALGO, _DEBUG, _GPU = b"MPICOLL_ALGO", b"MPICOLL_DEBUG", b"MPICOLL_GPU_TRANSPORT"
 
 
 def call_key(*objects: Any) -> tuple | None:
@@ -152,10 +161,12 @@ def call_key(*objects: Any) -> tuple | None:
     debug = env.get(_DEBUG)
     if debug and debug != b"0":
         return None
-    parts: list[Any] = [env.get(_ALGO), selection._GENERATION]
+    parts: list[Any] = [env.get(_ALGO), env.get(_GPU), selection._GENERATION]
     for obj in objects:
         if type(obj) is np.ndarray:
             parts.append((id(obj), obj.shape, obj.strides, obj.dtype, obj.flags.writeable))
+        elif backends.on_device(obj):   # a GPU array: its plan keeps pinned mirrors or IPC bookkeeping
+            parts.append((id(obj), obj.shape, obj.strides, obj.dtype, type(obj)))
         elif obj is None or obj is MPI.IN_PLACE or type(obj) is str or type(obj) is int:
             parts.append(obj)   # IN_PLACE, a root, an algorithm name
         elif isinstance(obj, (MPI.Op, Op)):
@@ -181,7 +192,8 @@ def cached_plan(comm: Comm, key: tuple | None) -> Plan | None:
 
 def remember_plan(comm: Comm, key: tuple | None, plan: Plan | None, objects: tuple) -> None:
     """Cache ``plan`` under ``key`` with strong references to ``objects``; evict the least recently used."""
-    if key is None or plan is None or plan.finish is not None or plan.scratch_bytes > PLAN_CACHE_SCRATCH:
+    if key is None or plan is None or (plan.finish is not None and plan.device is None) \
+            or plan.scratch_bytes > PLAN_CACHE_SCRATCH:
         return
     cache = comm.__dict__.setdefault("_plans", OrderedDict())
     cache[key] = (plan, objects)
@@ -198,34 +210,35 @@ def make_plan(comm: Comm, collective: str, name: str, params: dict[str, Any], ar
     ``layouts["recv"]`` for names it does not list); ``scratch_count`` is the
     element count of every scratch buffer (``tmp*``), or a dict by name.
 
-    GPU arrays are staged: the plan works on host copies, and its ``finish``
-    copies the receive buffer back to the device.
+    GPU arrays get a plan whose ``device`` (:class:`mpicoll.backends.call.DeviceCall`)
+    moves them with a GPU transport, chosen when the plan first runs.
     """
     sched = registry.schedule(collective, name, comm.rank, comm.size, **params)
-    xp: Any = np
-    finish = None
-    if any(backends.on_device(arr) for arr in arrays.values()):
-        device = arrays
-        arrays = {key: backends.to_host(arr) for key, arr in device.items()}
-        if device.get("send") is device.get("recv"):
-            arrays["send"] = arrays["recv"]
+    device = backends.device_for(arrays)
+    if device is not None:
+        from ..backends.call import DeviceCall  # noqa: PLC0415 - GPU calls only
 
-        def finish() -> None:
-            if "recv" in device:  # a non-root rank of Gather or Reduce has no receive buffer
-                backends.to_device(arrays["recv"], device["recv"])
-    else:
-        arrays = dict(arrays)
-    for scratch in sched.scratch():
-        count = scratch_count[scratch] if isinstance(scratch_count, dict) else scratch_count
-        arrays[scratch] = xp.empty(count, dtype)
+        bound_layouts = layouts(sched.nblocks)
+        scratch = {s: scratch_count[s] if isinstance(scratch_count, dict) else scratch_count for s in sched.scratch()}
+        call = DeviceCall(device, comm, collective, sched, dict(arrays), bound_layouts, scratch, dtype=dtype, op=op,
+                          datatype=datatype)
+        return Plan(sched, dict(arrays), bound_layouts, None, device.xp, call.finish, device=call)
+    xp: Any = np
+    arrays = dict(arrays)
+    for scratch_name in sched.scratch():
+        count = scratch_count[scratch_name] if isinstance(scratch_count, dict) else scratch_count
+        arrays[scratch_name] = xp.empty(count, dtype)
     kernel = reducer(op, dtype, xp, datatype).reduce if op is not None else None
-    return Plan(sched, arrays, layouts(sched.nblocks), kernel, xp, finish)
+    return Plan(sched, arrays, layouts(sched.nblocks), kernel, xp)
 
 
 def run(plan: Plan | None, comm: Comm) -> None:
     """Run a plan to completion on the communicator's private duplicate."""
     if plan is None:
         return
-    execute(plan.rounds(), comm.private)
+    if plan.device is not None:
+        plan.device.run(comm.private)
+    else:
+        execute(plan.rounds(), comm.private)
     if plan.finish is not None:
         plan.finish()

@@ -25,8 +25,10 @@ images, the fold boundary of the non-power-of-two algorithms and node
 boundaries, counted from 0 and from the root (see :func:`sample_ranks`).  If in
 some round no sampled rank does anything (a chain or a linear scan, where round
 t belongs to rank t), the sample provably misses that round, and every rank is
-costed after all.  The maximum over a sample can only be lower than the true
-maximum; the unit tests check that for every registered algorithm at p <= 256
+costed after all.  An algorithm registered with ``rotates=True`` (rank r's
+schedule is rank 0's shifted by r, as in the ring) is costed exactly instead,
+over all ranks, from rank 0's schedule alone (:func:`_rotated_rounds`).  The maximum over a
+sample can only be lower than the true maximum; the unit tests check that for every registered algorithm at p <= 256
 (forcing the sampling policy) the latency terms are equal, and the whole time
 when n splits evenly into blocks (otherwise the sample may miss, in a round,
 the rank that moves a block one byte larger).
@@ -197,6 +199,13 @@ def cost(collective: str, algorithm: str, size: int, nbytes: int, machine: Machi
     where = node_of(size, nodes) if nodes is not None else None
     nnodes = max(where) + 1 if where else 1
     links: dict[int, list[list[int]]] = {}  # round -> per node [bytes out, bytes in], with link_per_node
+    blocks = nodes is None or (isinstance(nodes, int) and nodes == per_node)  # what the rotation assumes
+    if alg.rotates and blocks and not machine.link_per_node and ranks is None and (
+            sample or (sample is None and size > EXACT_LIMIT)):
+        worst_r = _rotated_rounds(alg.build(0, size, **params), size, nbytes, consts, machine.gamma, per_node)
+        return Cost(collective, algorithm, size, nbytes, latency=sum(w[1] for w in worst_r),
+                    bandwidth=sum(w[2] for w in worst_r), reduction=sum(w[3] for w in worst_r),
+                    rounds=sum(1 for w in worst_r if w[0] > 0), sampled=False)
     if ranks is not None:
         chosen, fallback = list(ranks), False
     elif sample or (sample is None and size > EXACT_LIMIT):
@@ -247,6 +256,88 @@ def cost(collective: str, algorithm: str, size: int, nbytes: int, machine: Machi
                 latency=sum(w[1] for w in worst), bandwidth=sum(w[2] for w in worst),
                 reduction=sum(w[3] for w in worst), rounds=sum(1 for w in worst if w[0] > 0),
                 sampled=len(chosen) < size)
+
+
+def _rotated_rounds(built: tuple[int, tuple[Round, ...]], size: int, nbytes: int,
+                    consts: tuple[float, float, float, float], gamma: float,
+                    per_node: int | None) -> list[tuple[float, float, float, float]]:
+    """Per round, the (time, latency, bandwidth, reduction) of the slowest of all ranks, from rank 0's schedule.
+
+    For a rotating algorithm rank r's round t is rank 0's with every peer and
+    block index shifted by r (mod p = nblocks).  Its time is a function f(r) of:
+
+    * the bytes of each shifted block range.  With the even layout,
+      ``nbytes = q p + e``, blocks 0 .. e-1 hold q + 1 bytes and the others q, so
+      a range's bytes change only where one of its ends crosses block 0 or e:
+      at most 4 shifts per range;
+    * whether each message's peer (r + d) mod p wraps past p, which changes only
+      at r = p - d;
+    * whether each peer is on r's node (K ranks per node): without a wrap iff
+      r mod K + d < K, with one iff r mod K >= p - d, so r mod K alone.
+
+    Between consecutive breakpoints of the first two kinds f depends on r mod K
+    only, so evaluating f at the K shifts that follow each breakpoint (one
+    without nodes) evaluates every value f takes: the maximum over those
+    candidates is the exact maximum over all p ranks.  Rounds of the same shape
+    (peers, range lengths) are evaluated together with NumPy.
+    """
+    import numpy as np
+
+    nblocks, rounds = built
+    if nblocks != size:
+        raise ValueError(f"a rotating schedule must have p = {size} blocks, got {nblocks}")
+    q, e = divmod(nbytes, nblocks)
+    a_out, b_out, a_in, b_in = consts
+    width = per_node or 1
+    groups: dict[tuple, list[tuple[int, list[int]]]] = {}
+    for t, rnd in enumerate(rounds):
+        if rnd is EMPTY_ROUND or not rnd:
+            continue
+        reduces = [st.out for st in rnd.steps if type(st) is Reduce]
+        key = (tuple((m.peer, m.block.hi - m.block.lo) for m in rnd.sends),
+               tuple((m.peer, m.block.hi - m.block.lo) for m in rnd.recvs),
+               tuple(b.hi - b.lo for b in reduces))
+        los = [m.block.lo for m in (*rnd.sends, *rnd.recvs)] + [b.lo for b in reduces]
+        groups.setdefault(key, []).append((t, los))
+    worst = [(0.0, 0.0, 0.0, 0.0)] * len(rounds)
+
+    def cum(k: np.ndarray) -> np.ndarray:  # bytes of blocks 0 .. k-1
+        return k * q + np.minimum(k, e)
+
+    for (sends, recvs, reds), members in groups.items():
+        lo = np.array([m[1] for m in members], dtype=np.int64)                   # (R, M)
+        length = np.array([n for _, n in sends] + [n for _, n in recvs] + list(reds), dtype=np.int64)  # (M,)
+        peers = np.array([d for d, _ in sends] + [d for d, _ in recvs], dtype=np.int64)
+        hi = lo + length
+        distinct = [j for j in range(lo.shape[1])  # a recv and its reduce share a range: one set of breakpoints
+                    if not any(length[i] == length[j] and (lo[:, i] == lo[:, j]).all() for i in range(j))]
+        edges = [(x - y[:, distinct]) % size for x in sorted({0, e}) for y in (lo, hi)]  # ends crossing 0 or e
+        wraps = np.broadcast_to(np.r_[0, (size - peers) % size], (len(members), 1 + len(peers)))
+        cand = np.concatenate([*edges, wraps], axis=1)
+        cand = ((cand[:, :, None] + np.arange(width)) % size).reshape(len(members), -1)  # (R, C)
+        a = (lo[:, None, :] + cand[:, :, None]) % size                                    # (R, C, M)
+        end = a + length
+        nbytes_m = np.where(end <= size, cum(end) - cum(a), nbytes - cum(a) + cum(end - size))
+        if per_node:
+            peer_r = (cand[:, :, None] + peers) % size
+            intra = (peer_r // per_node) == (cand[:, :, None] // per_node)            # (R, C, S+V)
+        else:
+            intra = np.zeros(cand.shape + (len(peers),), dtype=bool)
+        lat_m = np.where(intra, a_in, a_out)
+        bw_m = nbytes_m[:, :, :len(peers)] * np.where(intra, b_in, b_out)
+        ns = len(sends)
+        s_lat, s_bw = lat_m[:, :, :ns].sum(-1), bw_m[:, :, :ns].sum(-1)
+        r_lat, r_bw = lat_m[:, :, ns:].sum(-1), bw_m[:, :, ns:].sum(-1)
+        use_send = s_lat + s_bw >= r_lat + r_bw
+        lat = np.where(use_send, s_lat, r_lat)
+        bw = np.where(use_send, s_bw, r_bw)
+        red = gamma * nbytes_m[:, :, len(peers):].sum(-1)
+        total = lat + bw + red
+        best = total.argmax(axis=1)
+        for i, (t, _) in enumerate(members):
+            j = best[i]
+            worst[t] = (float(total[i, j]), float(lat[i, j]), float(bw[i, j]), float(red[i, j]))
+    return worst
 
 
 # Lower bounds of ALGORITHMS.md: h alpha plus (bytes moved) beta plus (bytes reduced) gamma, as functions

@@ -319,6 +319,7 @@ def start(plan: Plan | None, comm: Comm, tag: int | None = None) -> Request:
     if plan is None:
         req = Request([], None, tag, None)
     else:
+        plan.begin()      # GPU buffers: stage the inputs in
         req = Request(plan.bound(), comm.private, tag, plan.finish)
     req._launch()
     return req

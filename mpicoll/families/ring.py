@@ -49,7 +49,7 @@ def allgather_steps(tl: Timeline, t0: int, rank: int, size: int, *, buf: str = "
     return size - 1
 
 
-@register("allreduce", "ring", keeps_order=lambda size: size == 1)
+@register("allreduce", "ring", keeps_order=lambda size: size == 1, rotates=True)
 def allreduce(rank: int, size: int):
     """Ring reduce-scatter, then ring all-gather: 2(p-1) steps of n/p each."""
     tl = Timeline()
@@ -60,8 +60,8 @@ def allreduce(rank: int, size: int):
     return size, tl.rounds()
 
 
-@register("allgather", "ring")
-@register("allgatherv", "ring")
+@register("allgather", "ring", rotates=True)
+@register("allgatherv", "ring", rotates=True)
 def allgather(rank: int, size: int):
     """Ring all-gather: p - 1 steps, each passing one block to the right neighbour.
 
@@ -74,8 +74,8 @@ def allgather(rank: int, size: int):
     return size, tl.rounds()
 
 
-@register("reduce_scatter_block", "ring", keeps_order=lambda size: size == 1)
-@register("reduce_scatter", "ring", keeps_order=lambda size: size == 1)
+@register("reduce_scatter_block", "ring", keeps_order=lambda size: size == 1, rotates=True)
+@register("reduce_scatter", "ring", keeps_order=lambda size: size == 1, rotates=True)
 def reduce_scatter(rank: int, size: int):
     """Ring reduce-scatter: the first phase of the ring all-reduce, p - 1 steps.
 
