@@ -143,7 +143,7 @@ class Comm(MPI.Intracomm):
 
             def rebuild() -> Plan | None:
                 plan.begin()
-                return plan
+                return None     # the request keeps its MPI persistent requests and views
 
         return nonblocking.persistent(plan, self, rebuild)
 

@@ -57,31 +57,42 @@ def example_names() -> list[str]:
     return sorted(m.name for m in pkgutil.iter_modules([path]) if not m.name.startswith("_"))
 
 
+def user_programs(sizes: tuple[int, ...]) -> list[tuple[str, int, list[str]]]:
+    """The programs of the top-level ``examples/`` folder: (name, size, command)."""
+    runs = [(f"examples/{f}", size, mpirun_command(size, [f"examples/{f}"]))
+            for f in ("cg_solver.py", "train_data_parallel.py") for size in sizes]
+    runs.append(("examples/test_my_mpi_code.py", 2, mpirun_command(2, [
+        "-m", "pytest", "examples/test_my_mpi_code.py", "--with-mpi", "-q", "-p", "no:cacheprovider"])))
+    runs.append(("examples/job.sh", 2, ["bash", "examples/job.sh"]))
+    return runs
+
+
 def run_examples(env: dict[str, str], sizes: tuple[int, ...] = EXAMPLE_SIZES,
                  only: str | None = None) -> tuple[int, int, list[str]]:
-    """Run every example at every size; (passed, failed, names of the failed runs)."""
+    """Run every example at every size, then the examples/ programs; (passed, failed, names of the failed runs)."""
     passed, failed = 0, []
-    for name in example_names():
+    runs = [(name, size, mpirun_command(size, ["-m", f"mpicoll.examples.{name}"]))
+            for name in example_names() for size in sizes]
+    for name, size, cmd in runs + user_programs(sizes):
         if only and only not in name:
             continue
-        for size in sizes:
-            cmd = mpirun_command(size, ["-m", f"mpicoll.examples.{name}"])
-            t0 = time.time()
-            try:
-                proc = subprocess.run(cmd, cwd=ROOT, env=env, timeout=EXAMPLE_TIMEOUT,
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-                code, out = proc.returncode, proc.stdout
-            except subprocess.TimeoutExpired as exc:
-                code = 124
-                out = (exc.stdout or b"").decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
-                out += f"\n!!! no result after {EXAMPLE_TIMEOUT} s (deadlock?)"
-            verdict = "ok" if code == 0 else f"FAILED (exit {code})"
-            print(f"example {name:28s} np={size}: {verdict}  ({time.time() - t0:5.1f} s)", flush=True)
-            if code == 0:
-                passed += 1
-            else:
-                failed.append(f"{name} np={size}")
-                print(out[-3000:], flush=True)
+        t0 = time.time()
+        env_run = dict(env, NPROCS="2") if cmd[0] == "bash" else env
+        try:
+            proc = subprocess.run(cmd, cwd=ROOT, env=env_run, timeout=EXAMPLE_TIMEOUT,
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            code, out = proc.returncode, proc.stdout
+        except subprocess.TimeoutExpired as exc:
+            code = 124
+            out = (exc.stdout or b"").decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+            out += f"\n!!! no result after {EXAMPLE_TIMEOUT} s (deadlock?)"
+        verdict = "ok" if code == 0 else f"FAILED (exit {code})"
+        print(f"example {name:28s} np={size}: {verdict}  ({time.time() - t0:5.1f} s)", flush=True)
+        if code == 0:
+            passed += 1
+        else:
+            failed.append(f"{name} np={size}")
+            print(out[-3000:], flush=True)
     return passed, len(failed), failed
 
 
