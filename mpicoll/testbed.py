@@ -47,7 +47,7 @@ OPTIONS = ("--emulate-hosts", "--link-rate")
 SKIP_STATUS = 77          # the automake convention for "skipped"
 SUBNET = "10.77.0"        # host i is SUBNET.(i+1); only on the test bed's own links
 MAX_HOSTS = 200
-_INSIDE = "MPICOLL_TESTBED_USERNS"   # set when re-run inside a user namespace
+_INSIDE = "MPICOLL_TESTBED_USERNS"   # set by launch when it re-runs itself inside a user namespace
 
 
 def _can(cmd: list[str]) -> str | None:

@@ -81,6 +81,15 @@ def allreduce(rank: int, size: int, nodes: Nodes = None):
        2 (L-1)/L of its shards over the network, so a node sends 2 (L-1)/L n in
        all, spread over all its ranks.
     3. Last m - 1 rounds: a ring all-gather of the shard ranges inside the node.
+
+    Cost: 2(m-1) alpha_intra + 2(m-1)/m n beta_intra + 2(L-1) alpha + 2 (L-1)/(L m) n beta per rank, or
+    2 (L-1)/L n beta per node link where the node's ranks share one, + ((m-1)/m + (L-1)/(L m)) n gamma.
+
+    When it wins: Large messages on several nodes with more than one rank each: a node sends 2 (L-1)/L n
+    bytes (a flat ring's boundary rank alone sends 2 (p-1)/p n), and every rank shares the network work.
+
+    Limitations: Commutative ops only (shards are summed around rings); on uneven nodes a rank of a small
+    node owns several shards and so carries more of the network traffic.
     """
     members, _, n, i = _layout(rank, size, nodes)
     g = groups(size, nodes)
@@ -133,6 +142,14 @@ def bcast(rank: int, size: int, root: int = 0, nodes: Nodes = None):
 
     ceil(lg L) + ceil(lg m) rounds; only the leaders' tree crosses nodes, each
     node receiving the data once.
+
+    Cost: ceil(lg L) (alpha + n beta) + ceil(lg m) (alpha_intra + n beta_intra).
+
+    When it wins: Small and medium messages on several nodes: ceil(lg L) network hops instead of
+    up to ceil(lg p), and no node receives the data twice.
+
+    Limitations: Not pipelined: for large messages a scatter-allgather or pipelined tree moves fewer bytes
+    per rank.
     """
     members, leaders, n, i = _layout(rank, size, nodes, root)
     tl = Timeline()
@@ -156,6 +173,14 @@ def reduce(rank: int, size: int, root: int = 0, nodes: Nodes = None):
     :func:`mpicoll.families.binomial.reduce`); other layouts lose the order,
     so the algorithm claims it only for p <= 2 (where every layout keeps it).
     Ranks other than the root accumulate in scratch (``tmp2``).
+
+    Cost: ceil(lg m) (alpha_intra + n beta_intra + n gamma) + ceil(lg L) (alpha + n beta + n gamma),
+    plus alpha + n beta when the root is not rank 0.
+
+    When it wins: Small and medium messages on several nodes: each node sends its partial result over the
+    network once.
+
+    Limitations: Rank order only for consecutive-rank nodes (claimed for p <= 2); not pipelined.
     """
     members, leaders, n, i = _layout(rank, size, nodes)  # leaders: each node's lowest rank
     acc = "recv" if rank == root else "tmp2"
@@ -191,6 +216,14 @@ def allgather(rank: int, size: int, nodes: Nodes = None):
     node (k - t) mod L to the next leader and receives those of node
     (k - t - 1) mod L.  Then a binomial broadcast of all p blocks inside each
     node (ceil(lg m) rounds).  Only leaders cross nodes, (L-1)/L of the data each.
+
+    Cost: (alpha_intra + m/p n beta_intra) + (L-1) (alpha + m/p n beta) + ceil(lg m) (alpha_intra +
+    n beta_intra), with n the whole gathered vector.
+
+    When it wins: Several nodes with many ranks each and a slow network: each node's data crosses the
+    network once per node, in L - 1 messages instead of p - 1.
+
+    Limitations: Only the leaders use the network; the intra-node broadcast sends the whole vector.
     """
     members, leaders, n, i = _layout(rank, size, nodes)
     g = groups(size, nodes)
@@ -222,6 +255,12 @@ def barrier(rank: int, size: int, nodes: Nodes = None):
     1 + ceil(lg L) + 1 rounds of empty messages; no rank leaves before its
     leader has heard (through the dissemination) from every leader, each of
     which has heard from all its node's ranks.
+
+    Cost: 2 alpha_intra (m - 1 messages at the leader each way) + ceil(lg L) alpha.
+
+    When it wins: Many ranks per node and a network latency well above the shared-memory one.
+
+    Limitations: The leader receives and sends m - 1 messages one after another (linear in m).
     """
     members, leaders, n, _ = _layout(rank, size, nodes)
     nnodes = len(leaders)
