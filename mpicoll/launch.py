@@ -74,6 +74,10 @@ def main(args: list[str] | None = None) -> int:
     if args[:1] in (["-h"], ["--help"]):
         print(usage + "\n\n" + __doc__)
         return 0
+    if any(a in ("--emulate-hosts", "--link-rate") for a in args[:6]):  # several hosts on this machine
+        from .testbed import run_emulated  # noqa: PLC0415
+
+        return run_emulated(args)
     if args[:1] in (["-n"], ["-np"], ["--np"]):
         if len(args) < 2 or not args[1].isdigit():
             print(usage, file=sys.stderr)

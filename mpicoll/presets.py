@@ -68,8 +68,9 @@ def load_local(path: str | os.PathLike | None = None) -> Machine:
         return DEFAULT_LOCAL
     data = json.loads(file.read_text())
     try:
+        nodes = {key: float(data[key]) for key in ("alpha_intra", "beta_intra") if data.get(key) is not None}
         return Machine(alpha=float(data["alpha"]), beta=float(data["beta"]), gamma=float(data["gamma"]),
-                       name=f"local ({file})")
+                       name=f"local ({file})", link_per_node=bool(data.get("link_per_node", False)), **nodes)
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"{file}: expected a JSON object with numbers alpha, beta, gamma ({exc})") from None
 

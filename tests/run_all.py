@@ -67,32 +67,86 @@ def example_names() -> list[str]:
     return sorted(m.name for m in pkgutil.iter_modules([path]) if not m.name.startswith("_"))
 
 
+def user_programs(sizes: tuple[int, ...]) -> list[tuple[str, int, list[str]]]:
+    """The programs of the top-level ``examples/`` folder: (name, size, command)."""
+    runs = [(f"examples/{f}", size, mpirun_command(size, [f"examples/{f}"]))
+            for f in ("cg_solver.py", "train_data_parallel.py") for size in sizes]
+    runs.append(("examples/test_my_mpi_code.py", 2, mpirun_command(2, [
+        "-m", "pytest", "examples/test_my_mpi_code.py", "--with-mpi", "-q", "-p", "no:cacheprovider"])))
+    runs.append(("examples/job.sh", 2, ["bash", "examples/job.sh"]))
+    return runs
+
+
 def run_examples(env: dict[str, str], sizes: tuple[int, ...] = EXAMPLE_SIZES,
                  only: str | None = None) -> tuple[int, int, list[str]]:
-    """Run every example at every size; (passed, failed, names of the failed runs)."""
+    """Run every example at every size, then the examples/ programs; (passed, failed, names of the failed runs)."""
     passed, failed = 0, []
-    for name in example_names():
+    runs = [(name, size, mpirun_command(size, ["-m", f"mpicoll.examples.{name}"]))
+            for name in example_names() for size in sizes]
+    for name, size, cmd in runs + user_programs(sizes):
         if only and only not in name:
             continue
-        for size in sizes:
-            cmd = mpirun_command(size, ["-m", f"mpicoll.examples.{name}"])
-            t0 = time.time()
-            try:
-                proc = subprocess.run(cmd, cwd=ROOT, env=env, timeout=EXAMPLE_TIMEOUT,
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-                code, out = proc.returncode, proc.stdout
-            except subprocess.TimeoutExpired as exc:
-                code = 124
-                out = (exc.stdout or b"").decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
-                out += f"\n!!! no result after {EXAMPLE_TIMEOUT} s (deadlock?)"
-            verdict = "ok" if code == 0 else f"FAILED (exit {code})"
-            print(f"example {name:28s} np={size}: {verdict}  ({time.time() - t0:5.1f} s)", flush=True)
-            if code == 0:
-                passed += 1
-            else:
-                failed.append(f"{name} np={size}")
-                print(out[-3000:], flush=True)
+        t0 = time.time()
+        env_run = dict(env, NPROCS="2") if cmd[0] == "bash" else env
+        try:
+            proc = subprocess.run(cmd, cwd=ROOT, env=env_run, timeout=EXAMPLE_TIMEOUT,
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            code, out = proc.returncode, proc.stdout
+        except subprocess.TimeoutExpired as exc:
+            code = 124
+            out = (exc.stdout or b"").decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+            out += f"\n!!! no result after {EXAMPLE_TIMEOUT} s (deadlock?)"
+        verdict = "ok" if code == 0 else f"FAILED (exit {code})"
+        print(f"example {name:28s} np={size}: {verdict}  ({time.time() - t0:5.1f} s)", flush=True)
+        if code == 0:
+            passed += 1
+        else:
+            failed.append(f"{name} np={size}")
+            print(out[-3000:], flush=True)
     return passed, len(failed), failed
+
+
+NODE_TESTS = ["tests/mpi/test_hierarchical.py", "tests/mpi/test_allreduce.py", "tests/mpi/test_rooted.py",
+              "tests/mpi/test_allgather.py", "tests/mpi/test_scan_barrier.py"]
+NODE_RUNS = (  # (label, extra environment, launcher options, processes, pytest -k)
+    ("nodes=2", {"MPICOLL_NODE_SIZE": "2"}, [], 5, "hierarchical or auto"),       # nodes of 2 + 2 + 1 ranks
+    ("hosts=2", {"MPICOLL_EXPECT_HOSTS": "2"}, ["--emulate-hosts", "2"], 4, "hierarchical or auto"),
+)
+
+
+def run_node_tests(env: dict[str, str], tmp: str, extra: list[str]) -> list[tuple[str, int, int, int, float]]:
+    """The node-aware runs: blocks of ranks as nodes (always), and the emulated 2-host test bed.
+
+    The test bed needs network namespaces; where the machine allows none,
+    ``launch --emulate-hosts`` exits with ``testbed.SKIP_STATUS`` and the run
+    counts as one skipped test.
+    """
+    from mpicoll.testbed import SKIP_STATUS  # noqa: PLC0415
+
+    out = []
+    for label, more, options, size, keyword in NODE_RUNS:
+        t0 = time.time()
+        prefix = os.path.join(tmp, f"{label.replace('=', '')}-rank")
+        run_env = dict(env, MPICOLL_JUNIT_PREFIX=prefix, **more)
+        cmd = [sys.executable, "-m", "mpicoll.launch", *options, "-n", str(size), "-m", "pytest", *NODE_TESTS,
+               "--with-mpi", "-q", "-p", "no:cacheprovider", f"--timeout={TEST_TIMEOUT}",
+               "--timeout-method=thread", f"--junit-prefix={label}", *(extra or ["-k", keyword])]
+        print(f"\n=== MPI tests, {label}, {size} processes: {' '.join(cmd)}", flush=True)
+        try:
+            code = subprocess.call(cmd, cwd=ROOT, env=run_env, timeout=LAUNCH_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            print(f"!!! {label}: no result after {LAUNCH_TIMEOUT} s (deadlock?)", flush=True)
+            code = 124
+        if code == SKIP_STATUS:
+            out.append((label, 0, 0, 1, time.time() - t0))
+            continue
+        counts = [junit_counts(f"{prefix}{r}.xml") for r in range(size) if os.path.exists(f"{prefix}{r}.xml")]
+        passed, failed, skipped = counts[0] if counts else (0, 0, 0)
+        failed = max([c[1] for c in counts] + [failed])
+        if code != 0 or len(counts) != size:
+            failed = max(failed, 1)
+        out.append((label, passed, failed, skipped, time.time() - t0))
+    return out
 
 
 def run_mpi4py_suites(env: dict[str, str], tmp: str, sizes: tuple[int, ...], only: str | None = None
@@ -193,6 +247,10 @@ def main() -> int:
                 status = 1
                 failed = max(failed, 1)
             results.append((f"np={size}", passed, failed, skipped, time.time() - t0))
+        if not ns.no_mpi and not ns.examples_only:
+            node_results = run_node_tests(env, tmp, extra)
+            status |= int(any(r[2] for r in node_results))
+            results += node_results
         if not (ns.no_mpi4py or ns.no_mpi or ns.examples_only):
             env.pop("MPICOLL_JUNIT_PREFIX", None)
             rows = run_mpi4py_suites(env, tmp, tuple(int(s) for s in ns.mpi4py_sizes.split(",") if s), ns.k)

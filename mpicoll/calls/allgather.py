@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .. import errors, selection
+from .. import errors, nodes, selection
 from ..buffers import is_in_place, parse, parse_blocks
 from ..layout import Layout
 from ..selection import KiB, MiB
@@ -78,7 +78,8 @@ def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, *, algorithm: str | None) ->
             raise errors.CountError(f"recvbuf: Allgather needs {send.count} elements per rank (sendbuf's count), "
                              f"got blocks of {count}")
         send_array, send_layout = send.array, Layout.only(r, count, p)
-    name, params = selection.choose("allgather", algorithm, size=p, nbytes=recv.nbytes, count=recv.count)
+    name, params = selection.choose("allgather", algorithm, size=p, nbytes=recv.nbytes, count=recv.count,
+                                    nodes=lambda: nodes.of_comm(comm))
     debug_check(comm, ("Allgather", count, str(recv.dtype), name))
     if count == 0:
         return None

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .. import errors, selection
+from .. import errors, nodes, selection
 from ..buffers import is_in_place, parse, parse_v
 from ..layout import Layout
 from . import Plan, Spec, debug_check, make_plan
@@ -55,7 +55,8 @@ def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, *, algorithm: str | None) ->
             raise errors.CountError(f"recvbuf: counts[{r}] is {recv.counts[r] // recv.unit}, but this rank "
                              f"sends {send.count // send.unit} elements")
         send_array, send_layout = send.array, Layout.only(r, send.count, p)
-    name, params = selection.choose("allgatherv", algorithm, size=p, nbytes=recv.nbytes, count=sum(recv.counts))
+    name, params = selection.choose("allgatherv", algorithm, size=p, nbytes=recv.nbytes, count=sum(recv.counts),
+                                    nodes=lambda: nodes.of_comm(comm))
     debug_check(comm, ("Allgatherv", recv.counts, str(recv.dtype), name))
     if sum(recv.counts) == 0:
         return None

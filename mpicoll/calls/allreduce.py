@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .. import selection
+from .. import nodes, selection
 from ..buffers import Buffer, is_in_place, parse
 from ..layout import Layout
 from ..ops import check_op, is_commutative, op_name
@@ -67,7 +67,7 @@ def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, op: Any, *, algorithm: str |
         check_pair(recv, send)
     check_op(op, recv.dtype)
     name, params = selection.choose("allreduce", algorithm, size=comm.size, nbytes=recv.nbytes,
-                                    count=recv.count, commutative=is_commutative(op))
+                                    count=recv.count, commutative=is_commutative(op), nodes=lambda: nodes.of_comm(comm))
     debug_check(comm, ("Allreduce", recv.count, str(recv.dtype), op_name(op), name))
     if recv.count == 0:
         return None

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .. import selection
+from .. import nodes, selection
 from ..buffers import parse
 from ..layout import Layout
 from ..selection import KiB
@@ -59,7 +59,8 @@ def prepare(comm: Comm, buf: Any, root: Any, *, algorithm: str | None) -> Plan |
     """
     root = check_root(root, comm.size, "Bcast")
     b = parse(buf, "buf", writable=comm.rank != root)
-    name, params = selection.choose("bcast", algorithm, size=comm.size, nbytes=b.nbytes, count=b.count)
+    name, params = selection.choose("bcast", algorithm, size=comm.size, nbytes=b.nbytes, count=b.count,
+                                    nodes=lambda: nodes.of_comm(comm))
     params["root"] = root
     debug_check(comm, ("Bcast", b.nbytes, root, name))
     if b.count == 0:

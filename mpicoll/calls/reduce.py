@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .. import registry, selection
+from .. import nodes, registry, selection
 from ..buffers import parse
 from ..layout import Layout
 from ..ops import check_op, is_commutative, op_name
@@ -69,7 +69,7 @@ def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, op: Any, root: Any, *, algor
     assert data is not None
     check_op(op, data.dtype)
     name, params = selection.choose("reduce", algorithm, size=comm.size, nbytes=data.nbytes, count=data.count,
-                                    commutative=is_commutative(op))
+                                    commutative=is_commutative(op), nodes=lambda: nodes.of_comm(comm))
     params["root"] = root
     debug_check(comm, ("Reduce", data.count, str(data.dtype), op_name(op), root, name))
     if data.count == 0:
