@@ -12,7 +12,7 @@ warm buffers, next to ``np.copyto`` of the same size (the memory-copy bandwidth
 of this machine, the physical reference).  A round times a batch of back-to-back
 calls (enough for about 2 ms, at least one call); the time of a round is the
 slowest rank's; the table reports the median and the minimum over ``--iters``
-rounds, algbw and busbw (the nccl-tests factors, see ALGORITHMS.md) and the
+rounds, algbw and busbw (the nccl-tests factors) and the
 ratio of each variant's median to the built-in's median (lower is better).
 Every variant's result is checked against the built-in's once per size.
 

@@ -6,7 +6,7 @@ falls back to :data:`DEFAULT_LOCAL` (shared memory on a small Linux box)
 when there is none.
 
 ``nccl-summit`` reproduces the NCCL 2.4 announcement's 8-byte all-reduce on
-Summit (6 GPUs per node; ALGORITHMS.md): rings about 0.9 us x 2(p-1), trees
+Summit (6 GPUs per node; NCCL 2.4's published measurements): rings about 0.9 us x 2(p-1), trees
 about 68 + 14.5 lg(nodes) us.  Derivation, with the model of
 :mod:`mpicoll.exec.cost` (per round, the slowest rank):
 

@@ -40,7 +40,7 @@ def _title(text: str, char: str = "=") -> str:
 
 
 def _literal(text: str) -> str:
-    return "::\n\n" + textwrap.indent(text.rstrip(), "    ") + "\n"
+    return ".. code-block:: text\n\n" + textwrap.indent(text.rstrip(), "    ") + "\n"
 
 
 # ---------------------------------------------------------------- concepts
@@ -161,7 +161,7 @@ def state_table(collective: str, algorithm: str, params: dict[str, Any]) -> str:
             else:
                 cells.append(" ".join(f"{v[0]}:{span(v[1])}" if v else "." for v in latest(states[r], nblocks)))
         rows.append(("start" if t == 0 else f"after {t - 1}", cells))
-    width = max(len(c) for _, cells in rows for c in cells) + 2
+    width = max(len(f"rank {P - 1}"), *(len(c) for _, cells in rows for c in cells)) + 2
     head = f"{'':<9}" + "".join(f"{f'rank {r}':<{width}}" for r in range(P))
     lines = [head] + [f"{label:<9}" + "".join(f"{c:<{width}}" for c in cells) for label, cells in rows]
     return "\n".join(lines)

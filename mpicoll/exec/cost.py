@@ -340,9 +340,9 @@ def _rotated_rounds(built: tuple[int, tuple[Round, ...]], size: int, nbytes: int
     return worst
 
 
-# Lower bounds of ALGORITHMS.md: h alpha plus (bytes moved) beta plus (bytes reduced) gamma, as functions
+# Lower bounds: h alpha plus (bytes moved) beta plus (bytes reduced) gamma, as functions
 # of (p, n); collectives not listed get the latency bound alone.  n is the whole vector for the collectives
-# that split it into one part per rank (ALGORITHMS.md says so for allgather, reduce-scatter and alltoall;
+# that split it into one part per rank (as nccl-tests count it for allgather, reduce-scatter and alltoall;
 # the calls' specs and selection use the same convention for gather and scatter).  The model splits n
 # evenly (Layout.even), so a rank's own part is at most ceil(n / p) bytes: the root of a gather must
 # receive, and the root of a scatter send, at least n - ceil(n / p) bytes, which is (p-1)/p n when p
@@ -363,7 +363,7 @@ _BOUNDS.update({v: _BOUNDS[v[:-1]] for v in ("scatterv", "gatherv", "allgatherv"
 
 
 def lower_bound(collective: str, size: int, nbytes: int, machine: Machine) -> float:
-    """The lower bound of ALGORITHMS.md, with the smallest of the machine's constants.
+    """The lower bound of any algorithm, with the smallest of the machine's constants.
 
     A single rank needs no message, so its bound is 0.  For p > 1 the latency
     bound is ceil(lg p) alpha; ``nbytes`` is the bytes per rank, the whole
