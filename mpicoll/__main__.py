@@ -63,6 +63,8 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--rank", type=int, help="show this rank only")
     s.add_argument("--root", type=int, help="root of a rooted collective (default 0)")
     s.add_argument("--segments", type=_positive, help="pipeline segments of a pipelined algorithm")
+    s.add_argument("--ranks-per-node", type=_positive,
+                   help="node-aware algorithms: blocks of this many ranks are nodes")
 
     v = sub.add_parser("verify", help="prove schedules correct symbolically")
     v.add_argument("collective", nargs="?")
@@ -70,6 +72,8 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("-p", type=_sizes, action="append",
                    help="sizes (repeat or comma-separate; default 1..64, 127, 128)")
     v.add_argument("-q", "--quiet", action="store_true")
+    v.add_argument("--ranks-per-node", type=_positive,
+                   help="node-aware algorithms: check blocks of this many ranks as nodes (default: 1 node, 2, 3)")
 
     m = sub.add_parser("model", help="predicted time of each algorithm (alpha-beta-gamma on the schedules)")
     m.add_argument("collective")
@@ -83,7 +87,8 @@ def _parser() -> argparse.ArgumentParser:
     m.add_argument("--gamma", type=float, help="seconds per byte reduced")
     m.add_argument("--preset", choices=list(PRESETS),
                    help="local (from calibrate; default) or nccl-summit")
-    m.add_argument("--ranks-per-node", type=_positive, help="intra-node constants between ranks of one node")
+    m.add_argument("--ranks-per-node", type=_positive,
+                   help="intra-node constants between ranks of one node; node-aware algorithms built for it")
     m.add_argument("--json", action="store_true", help="print {algorithm: seconds}")
 
     d = sub.add_parser("draw", help="space-time diagram (PNG or SVG; needs matplotlib)")
@@ -93,6 +98,8 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("-o", "--output", required=True, help="FILE.png or FILE.svg")
     d.add_argument("--root", type=int, help="root of a rooted collective (default 0)")
     d.add_argument("--segments", type=_positive, help="pipeline segments of a pipelined algorithm")
+    d.add_argument("--ranks-per-node", type=_positive,
+                   help="node-aware algorithms: blocks of this many ranks are nodes")
 
     c = sub.add_parser("calibrate", help="measure alpha, beta, gamma (run under mpirun -n 2)")
     c.add_argument("-o", "--output", help="also write the constants to this file")
@@ -171,7 +178,8 @@ def _run(ns: argparse.Namespace) -> int:
     if ns.command == "show":
         _names(ns.collective, ns.algorithm)
         _root(ns)
-        print(tools.show(ns.collective, ns.algorithm, ns.p, ns.rank, root=ns.root, segments=ns.segments))
+        print(tools.show(ns.collective, ns.algorithm, ns.p, ns.rank, root=ns.root, segments=ns.segments,
+                         nodes=ns.ranks_per_node))
     elif ns.command == "verify":
         _names(ns.collective, ns.algorithm)
         return _verify(ns)
@@ -189,7 +197,8 @@ def _run(ns: argparse.Namespace) -> int:
     elif ns.command == "draw":
         _names(ns.collective, ns.algorithm)
         _root(ns)
-        path = tools.draw(ns.collective, ns.algorithm, ns.p, ns.output, root=ns.root, segments=ns.segments)
+        path = tools.draw(ns.collective, ns.algorithm, ns.p, ns.output, root=ns.root, segments=ns.segments,
+                          nodes=ns.ranks_per_node)
         print(f"wrote {path}")
     elif ns.command == "calibrate":
         return _calibrate(ns)
@@ -225,7 +234,7 @@ def _verify(ns: argparse.Namespace) -> int:
     count = 0
     done: set[tuple[str, str]] = set()
     try:
-        for case in tools.verify_all(colls, algs, sizes):
+        for case in tools.verify_all(colls, algs, sizes, ns.ranks_per_node):
             count += 1
             if (case.collective, case.algorithm) not in done:
                 done.add((case.collective, case.algorithm))

@@ -19,6 +19,7 @@ from mpi4py import MPI
 
 from . import guard
 from .calls import Plan, cached_plan, call_key, remember_plan, run
+from .datatypes import staging
 from .exec import nonblocking
 
 if TYPE_CHECKING:
@@ -102,7 +103,8 @@ class Comm(MPI.Intracomm):
         return module
 
     def _prepare(self, method: str, *args: Any, algorithm: str) -> Plan | None:
-        return self._module(method).prepare(self, *args, algorithm=algorithm)
+        with staging() as staged:  # buffers of non-contiguous datatypes: unpacked when the plan finishes
+            return staged.attach(self._module(method).prepare(self, *args, algorithm=algorithm))
 
     def _cached_prepare(self, method: str, *args: Any, algorithm: str) -> Plan | None:
         # Blocking calls only: a repeated call on the same NumPy arrays (and op, root, algorithm)
@@ -114,7 +116,8 @@ class Comm(MPI.Intracomm):
         key = call_key(method, *args, algorithm) if cacheable is None or cacheable(*args) else None
         plan = cached_plan(self, key)
         if plan is None:
-            plan = module.prepare(self, *args, algorithm=algorithm)
+            with staging() as staged:
+                plan = staged.attach(module.prepare(self, *args, algorithm=algorithm))
             remember_plan(self, key, plan, args)
         return plan
 
@@ -171,11 +174,12 @@ class Comm(MPI.Intracomm):
             return getattr(MPI.Intracomm, method + "_init")(self, *args, info)
         plan = self._prepare(method, *args, algorithm=algorithm)
         rebuild = None
-        if plan is not None and plan.device is not None:  # GPU buffers: bound once, their inputs staged per Start
+        if plan is not None and (plan.device is not None or plan.before is not None):
+            # GPU buffers, or buffers of non-contiguous datatypes: bound once, their inputs staged per Start
 
             def rebuild() -> Plan | None:
                 plan.begin()
-                return plan
+                return None     # the request keeps its MPI persistent requests and views
 
         return nonblocking.persistent(plan, self, rebuild)
 

@@ -201,6 +201,10 @@ def main(args: list[str] | None = None) -> int:
     if args[:1] in (["-h"], ["--help"]):
         print(USAGE + "\n\n" + (__doc__ or ""))
         return 0
+    if any(a in ("--emulate-hosts", "--link-rate") for a in args[:6]):  # several hosts on this machine
+        from .testbed import run_emulated  # noqa: PLC0415
+
+        return run_emulated(args)
     try:
         launch = parse_args(args)
     except ValueError as exc:

@@ -28,6 +28,7 @@ import numpy as np
 from mpi4py import MPI
 
 from .. import backends, registry, selection
+from ..datatypes import check_reducible
 from ..debug import MismatchError, debug_check
 from ..exec.blocking import bind, execute
 from ..layout import Layout
@@ -88,6 +89,7 @@ class Plan:
     xp: Any
     finish: Callable[[], None] | None = None   # e.g. copy a staged result back to the GPU
     device: Any = None     # a backends.call.DeviceCall when the buffers are on a GPU: it runs the plan
+    before: Callable[[], None] | None = None   # run at each start: packs non-contiguous datatypes again
 
     _rounds: list | None = field(default=None, repr=False)
 
@@ -104,7 +106,10 @@ class Plan:
         return self._rounds
 
     def begin(self) -> None:
-        """A request starts: GPU buffers make their inputs visible to MPI (nothing to do for host buffers)."""
+        """A request starts: GPU buffers make their inputs visible to MPI, buffers of non-contiguous
+        datatypes are packed again (nothing to do for plain host buffers)."""
+        if self.before is not None:
+            self.before()
         if self.device is not None:
             self.device.begin()
 
@@ -197,6 +202,8 @@ def make_plan(comm: Comm, collective: str, name: str, params: dict[str, Any], ar
     GPU arrays get a plan whose ``device`` (:class:`mpicoll.backends.call.DeviceCall`)
     moves them with a GPU transport, chosen when the plan first runs.
     """
+    if op is not None:
+        check_reducible(datatype)
     sched = registry.schedule(collective, name, comm.rank, comm.size, **params)
     device = backends.device_for(arrays)
     if device is not None:

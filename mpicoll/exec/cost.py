@@ -42,6 +42,7 @@ from math import ceil, log2
 
 from .. import registry
 from ..layout import Layout
+from ..nodes import Nodes, block_size, groups, node_of
 from ..schedule import EMPTY_ROUND, Reduce, Round
 
 __all__ = ["Machine", "Cost", "cost", "lower_bound", "sample_ranks", "EXACT_LIMIT"]
@@ -69,6 +70,7 @@ class Machine:
     ranks_per_node: int | None = None
     alpha_by_algorithm: dict[str, float] = field(default_factory=dict)
     name: str = "custom"
+    link_per_node: bool = False
 
     def with_nodes(self, ranks_per_node: int | None) -> Machine:
         return replace(self, ranks_per_node=ranks_per_node)
@@ -134,22 +136,28 @@ def sample_ranks(size: int, ranks_per_node: int | None = None, root: int = 0) ->
 
 
 def _round_terms(rnd: Round, rank: int, layout: Layout, consts: tuple[float, float, float, float],
-                 per_node: int | None) -> tuple[float, float, float]:
-    """(latency, bandwidth, bytes reduced) of one rank's round, by the port model above."""
+                 where: tuple[int, ...] | None, crossing: list[int] | None = None) -> tuple[float, float, float]:
+    """(latency, bandwidth, bytes reduced) of one rank's round, by the port model above.
+
+    ``where`` is each rank's node index (None: every message is inter-node);
+    ``crossing``, when given, receives the inter-node bytes sent and received.
+    """
     a_out, b_out, a_in, b_in = consts
     starts, ends = layout.starts, layout.ends
-    node = rank // per_node if per_node else -1
+    node = where[rank] if where else -1
     best = (-1.0, 0.0, 0.0)
-    for msgs in (rnd.sends, rnd.recvs):
+    for direction, msgs in enumerate((rnd.sends, rnd.recvs)):
         lat = bw = 0.0
         for peer, (_, lo, hi) in msgs:
             nbytes = ends[hi - 1] - starts[lo] if hi > lo else 0
-            if per_node and peer // per_node == node:
+            if where and where[peer] == node:
                 lat += a_in
                 bw += nbytes * b_in
             else:
                 lat += a_out
                 bw += nbytes * b_out
+                if crossing is not None:
+                    crossing[direction] += nbytes
         if lat + bw > best[0]:
             best = (lat + bw, lat, bw)
     red = 0
@@ -161,7 +169,8 @@ def _round_terms(rnd: Round, rank: int, layout: Layout, consts: tuple[float, flo
 
 
 def cost(collective: str, algorithm: str, size: int, nbytes: int, machine: Machine, *,
-         ranks: Iterable[int] | None = None, sample: bool | None = None, **params: int) -> Cost:
+         ranks: Iterable[int] | None = None, sample: bool | None = None, nodes: Nodes = None,
+         **params: int) -> Cost:
     """The predicted time of ``algorithm`` for ``nbytes`` bytes on ``size`` ranks.
 
     ``ranks`` restricts the maximum to those ranks.  Otherwise every rank is
@@ -170,11 +179,29 @@ def cost(collective: str, algorithm: str, size: int, nbytes: int, machine: Machi
     if in some round none of them does anything, the sample is known not to
     stand for that round (a chain, where round t is rank t's alone) and every
     rank is costed after all.  ``sample=False`` costs every rank at any size.
+
+    ``nodes`` is the node layout (:mod:`mpicoll.nodes`); by default blocks of
+    ``machine.ranks_per_node``.  Algorithms that take a layout (the
+    hierarchical ones) are built for it.  With ``machine.link_per_node`` a
+    node's ranks share one link: a round lasts at least ``alpha + beta`` times
+    the inter-node bytes the busiest node sends (or receives) in it, summed
+    over the costed ranks (all of them up to :data:`EXACT_LIMIT`).
     """
     alg = registry.get(collective, algorithm)
     consts = machine.constants(algorithm)
     per_node = machine.ranks_per_node
-    if alg.rotates and ranks is None and (sample or (sample is None and size > EXACT_LIMIT)):
+    if nodes is None:
+        nodes = per_node
+    elif per_node is None:
+        per_node = block_size(size, nodes) or max(len(g) for g in groups(size, nodes))
+    if "nodes" in alg.params:
+        params = {**params, "nodes": nodes}
+    where = node_of(size, nodes) if nodes is not None else None
+    nnodes = max(where) + 1 if where else 1
+    links: dict[int, list[list[int]]] = {}  # round -> per node [bytes out, bytes in], with link_per_node
+    blocks = nodes is None or (isinstance(nodes, int) and nodes == per_node)  # what the rotation assumes
+    if alg.rotates and blocks and not machine.link_per_node and ranks is None and (
+            sample or (sample is None and size > EXACT_LIMIT)):
         worst_r = _rotated_rounds(alg.build(0, size, **params), size, nbytes, consts, machine.gamma, per_node)
         return Cost(collective, algorithm, size, nbytes, latency=sum(w[1] for w in worst_r),
                     bandwidth=sum(w[2] for w in worst_r), reduction=sum(w[3] for w in worst_r),
@@ -204,7 +231,12 @@ def cost(collective: str, algorithm: str, size: int, nbytes: int, machine: Machi
             if rnd is EMPTY_ROUND or not rnd:  # (identity first: a chain's rank idles through most rounds)
                 continue
             active[t] = True
-            lat, bw, red = _round_terms(rnd, r, layout[0], consts, per_node)
+            crossing = [0, 0] if machine.link_per_node and where else None
+            lat, bw, red = _round_terms(rnd, r, layout[0], consts, where, crossing)
+            if crossing is not None and (crossing[0] or crossing[1]):
+                per = links.setdefault(t, [[0, 0] for _ in range(nnodes)])[where[r]]
+                per[0] += crossing[0]
+                per[1] += crossing[1]
             total = lat + bw + red * machine.gamma
             if total > worst[t][0]:
                 worst[t] = (total, lat, bw, red * machine.gamma)
@@ -216,6 +248,10 @@ def cost(collective: str, algorithm: str, size: int, nbytes: int, machine: Machi
             for r in sorted(set(range(size)) - set(chosen)):
                 add(r)
             chosen = list(range(size))
+        for t, per in links.items():  # a node's link carries its ranks' inter-node bytes one after another
+            busiest = max(max(out, into) for out, into in per) * consts[1]
+            if consts[0] + busiest > worst[t][1] + worst[t][2]:
+                worst[t] = (consts[0] + busiest + worst[t][3], consts[0], busiest, worst[t][3])
     return Cost(collective, algorithm, size, nbytes,
                 latency=sum(w[1] for w in worst), bandwidth=sum(w[2] for w in worst),
                 reduction=sum(w[3] for w in worst), rounds=sum(1 for w in worst if w[0] > 0),
@@ -304,9 +340,9 @@ def _rotated_rounds(built: tuple[int, tuple[Round, ...]], size: int, nbytes: int
     return worst
 
 
-# Lower bounds of ALGORITHMS.md: h alpha plus (bytes moved) beta plus (bytes reduced) gamma, as functions
+# Lower bounds: h alpha plus (bytes moved) beta plus (bytes reduced) gamma, as functions
 # of (p, n); collectives not listed get the latency bound alone.  n is the whole vector for the collectives
-# that split it into one part per rank (ALGORITHMS.md says so for allgather, reduce-scatter and alltoall;
+# that split it into one part per rank (as nccl-tests count it for allgather, reduce-scatter and alltoall;
 # the calls' specs and selection use the same convention for gather and scatter).  The model splits n
 # evenly (Layout.even), so a rank's own part is at most ceil(n / p) bytes: the root of a gather must
 # receive, and the root of a scatter send, at least n - ceil(n / p) bytes, which is (p-1)/p n when p
@@ -327,7 +363,7 @@ _BOUNDS.update({v: _BOUNDS[v[:-1]] for v in ("scatterv", "gatherv", "allgatherv"
 
 
 def lower_bound(collective: str, size: int, nbytes: int, machine: Machine) -> float:
-    """The lower bound of ALGORITHMS.md, with the smallest of the machine's constants.
+    """The lower bound of any algorithm, with the smallest of the machine's constants.
 
     A single rank needs no message, so its bound is 0.  For p > 1 the latency
     bound is ceil(lg p) alpha; ``nbytes`` is the bytes per rank, the whole

@@ -281,8 +281,10 @@ class Prequest(_Collective):
         if state != _INACTIVE:
             raise RuntimeError(f"{self!r} cannot be started: " + ("it was freed" if state == _FREED else
                                "it is still active (Wait() or Test() it to completion first)"))
-        if self._rebuild is not None:   # GPU buffers: stage the current device contents again
-            self._bind(self._rebuild())
+        if self._rebuild is not None:   # GPU buffers: stage the current device contents in
+            plan = self._rebuild()
+            if plan is not None:        # a fresh plan to bind; None: the binding stays
+                self._bind(plan)
         if self._nrounds and self._requests[0]:     # the common case, kept lean: Startall round 0
             self._state, self._round = _RUNNING, 0
             _ACTIVE.append(self)
@@ -333,8 +335,9 @@ def start(plan: Plan | None, comm: Comm, tag: int | None = None) -> Request:
 def persistent(plan: Plan | None, comm: Comm, rebuild: Callable[[], Plan | None] | None = None) -> Prequest:
     """An inactive persistent request for ``plan`` on ``comm`` with a tag of its own for its whole life.
 
-    ``rebuild`` (for plans that stage GPU buffers through host memory) makes a
-    fresh plan, so that each ``Start`` sees the device buffers' current contents.
+    ``rebuild`` runs at every ``Start`` (for GPU buffers: it stages the device
+    buffers' current contents in) and returns a fresh plan to bind, or None to
+    keep the binding made here.
     """
     return Prequest(plan, comm, comm._next_tag(persistent=True), rebuild)
 

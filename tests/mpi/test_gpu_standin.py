@@ -51,7 +51,8 @@ def gpu_env(monkeypatch):
 def test_every_collective_and_algorithm(comm, gpu_env, transport, method, algorithm):
     gpu_env(transport)
     bad = []
-    for count in (0, 1, 37):
+    # the transports do not depend on p beyond the schedules' shapes: the edge counts at p <= 4 keep CI short
+    for count in (0, 1, 37) if WORLD.size <= 4 else (37,):
         bad += cases.mismatches(comm, method, algorithm, count, np.float64, make, host)
     if method in cases.IN_PLACE:
         bad += cases.mismatches(comm, method, algorithm, 37, np.float64, make, host, in_place=True)
@@ -102,10 +103,10 @@ def test_nonblocking_and_persistent(comm, gpu_env, transport):
         preq.Start()
         preq.Wait()
         ok &= np.array_equal(host(y), np.full(33, k * sum(range(p))))
-        staged.append(preq._steps)
+        staged.append((preq._steps, preq._requests))
     preq.Free()
-    # bound once: every Start ran the very same bound steps (mirrors allocated once)
-    ok &= all(s is staged[0] or s == staged[0] for s in staged)
+    # bound once: every Start ran the very same bound steps and MPI persistent requests (mirrors allocated once)
+    ok &= all(steps is staged[0][0] and reqs is staged[0][1] for steps, reqs in staged)
     check(bool(ok), f"{host(y)}")
 
 
