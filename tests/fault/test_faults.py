@@ -72,7 +72,7 @@ def test_one_rank_error_does_not_strand_peers(case: str, at_fault: int, error: s
     assert code == 0, out[-3000:]
     result = outcomes(out, "RESULT")
     assert result[1 - at_fault] == "ok"
-    assert result[at_fault].startswith("ValueError: ") and error in result[at_fault], result
+    assert re.match(r"\w*Error: ", result[at_fault]) and error in result[at_fault], result   # an argument error
     check_next(out)
 
 
