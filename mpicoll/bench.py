@@ -412,13 +412,16 @@ def plot(results: list[dict], path: str) -> None:
     fig, axes = plt.subplots(len(results), 2, figsize=(12, 4.2 * len(results)), squeeze=False)
     for (ax_bw, ax_t), res in zip(axes, results):
         names = list(res["sizes"][0]["stats"])
-        for name in names:
+        # red is auto's alone: the algorithms take the other tab10/tab20 colours, each its own
+        others = [c for j, c in enumerate(plt.get_cmap("tab20").colors) if j not in (6, 7)]  # 6, 7: the reds
+        others = others[0::2] + others[1::2]                                                 # dark shades first
+        for i, name in enumerate(names):
             pts = [(e["bytes"], e["stats"][name]) for e in res["sizes"] if "median_s" in e["stats"].get(name, {})]
             if not pts:
                 continue
             x = [b for b, _ in pts]
             style = {"memcpy": dict(color="black", linestyle=":"), BUILTIN: dict(color="black", linewidth=2),
-                     AUTO: dict(color="tab:red", linewidth=2)}.get(name, {})
+                     AUTO: dict(color="tab:red", linewidth=2)}.get(name, dict(color=others[i % len(others)]))
             label = "memcpy (np.copyto)" if name == "memcpy" else name
             ax_bw.plot(x, [s["busbw_GBs"] for _, s in pts], marker=".", label=label, **style)
             if name != "memcpy":

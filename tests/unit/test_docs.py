@@ -31,7 +31,9 @@ def test_every_collective_has_an_algorithm_page(collective):
 def test_environment_page_lists_every_variable_the_package_reads():
     used = set()
     for path in (ROOT / "mpicoll").rglob("*.py"):
-        used |= set(re.findall(r"MPICOLL_[A-Z_]+[A-Z]", path.read_text()))
+        if "examples" not in path.parts:  # an example documents its own knobs in its docstring
+            used |= set(re.findall(r"MPICOLL_[A-Z_]+[A-Z]", path.read_text()))
+    # internal: the test harness's and the launcher's own hand-offs to child processes
     used = {v for v in used if not v.startswith(("MPICOLL_TEST", "MPICOLL_JUNIT"))}
     page = (ROOT / "docs" / "environment.rst").read_text()
     assert sorted(v for v in used if f"``{v}``" not in page) == []
