@@ -21,7 +21,7 @@ Then mpi4py's own collective test suites (the ``test_cco_*`` modules of the sdis
 of the installed mpi4py, fetched once into ``~/.cache/mpicoll``) run against
 ``mpicoll.Comm`` at ``MPI4PY_SIZES`` (see ``tests/mpi4py_suite.py``); each test
 loops over every buffer backend of mpi4py's ``arrayimpl`` and the summary gives
-the sub-test counts per backend.
+the cases run per backend.
 
 Then every example in :mod:`mpicoll.examples` runs at ``EXAMPLE_SIZES`` (each
 checks its own result and exits non-zero if the check fails); each run counts
@@ -160,7 +160,8 @@ def run_mpi4py_suites(env: dict[str, str], tmp: str, sizes: tuple[int, ...], onl
     """mpi4py's collective suites against mpicoll.Comm at each size: one summary row per size.
 
     A row counts mpi4py's tests (each one loops over every backend and type code);
-    the sub-test counts per backend are printed after each size.
+    the cases per backend (one type code of one backend inside one test) are printed
+    after each size.
     """
     sys.path.insert(0, os.path.join(ROOT, "tests"))
     import mpi4py_suite  # noqa: PLC0415 - the runner lives next to this script
@@ -197,8 +198,8 @@ def run_mpi4py_suites(env: dict[str, str], tmp: str, sizes: tuple[int, ...], onl
         passed = first["tests"] - first["failed"] - first["skipped"]
         for backend, n in first["backends"].items():
             worst = max(rep["backends"].get(backend, {}).get("failed", 0) for rep in reports)
-            print(f"    {backend:20s} {n['run'] - worst - n['skipped']:6d} sub-tests passed, {worst:4d} failed, "
-                  f"{n['skipped']:4d} skipped", flush=True)
+            print(f"    {backend:20s} {n['cases']:6d} cases (backend x type code x test), {worst:4d} failed "
+                  f"checks, {n['skipped']:4d} skipped", flush=True)
         rows.append((f"mpi4py np={size}", passed, failed, first["skipped"], time.time() - t0))
     return rows
 
