@@ -12,22 +12,23 @@ match the user's own messages.
 from __future__ import annotations
 
 import importlib
-import importlib.util
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mpi4py import MPI
 
-from .calls import Plan, cached_plan, call_key, remember_plan, run
 from .exec import nonblocking
-
-if TYPE_CHECKING:
-    from .exec.nonblocking import Prequest, Request
+from .exec.blocking import execute
+from .exec.nonblocking import Prequest, Request
+from .plan import Plan, PlanCache, call_key
 
 __all__ = ["Comm"]
 
-# per method name: whether mpicoll.calls has a module for it, and the module (looked up once)
-_HAS_MODULE: dict[str, bool] = {}
+# the collective modules, by mpi4py method name, looked up once
 _MODULES: dict[str, Any] = {}
+# positions of arguments that are counts rather than buffers (part of the plan cache's key by value)
+_VALUE_ARGS: dict[str, tuple[int, ...]] = {"Reduce_scatter": (2,)}
+# the three tag sequences of a communicator (see Comm._next_tag)
+BLOCKING, NONBLOCKING, PERSISTENT = 0, 1, 2
 
 
 class Comm(MPI.Intracomm):
@@ -59,24 +60,31 @@ class Comm(MPI.Intracomm):
             self.__dict__["_private"] = dup
         return dup
 
-    def _next_tag(self, persistent: bool = False) -> int:
-        """The tag of the next nonblocking call (or persistent request) on this communicator.
+    def _next_tag(self, kind: int = NONBLOCKING) -> int:
+        """The tag of the next call of ``kind`` (``BLOCKING``, ``NONBLOCKING`` or ``PERSISTENT``).
 
         Every rank calls the collectives of one communicator in the same order, so
-        every rank draws the same tag for the same call.  Blocking calls use tag 0;
-        nonblocking calls cycle through 1 .. TAG_UB // 2 and persistent requests,
-        which keep their tag for their whole life, through TAG_UB // 2 + 1 .. TAG_UB,
-        so a long-lived persistent request is not caught up by a billion Iallreduce.
+        every rank draws the same tag for the same call, and a message of one call
+        can only ever match the same call on its peer: a message left over by an
+        erroneous call (counts that differ between ranks, say) is never received by
+        a later one.  The tags 1 .. TAG_UB are split in three ranges, one per kind,
+        each cycled through: blocking calls, nonblocking calls, and persistent
+        requests (which keep their tag for their whole life, so a long-lived one
+        is not caught up by a billion ``Iallreduce``).  Tag 0 is never used.
         """
-        state = self.__dict__.setdefault("_tags", [MPI.COMM_WORLD.Get_attr(MPI.TAG_UB) // 2, 0, 0])
-        half, kind = state[0], 2 if persistent else 1
-        state[kind] = state[kind] % half + 1
-        return state[kind] + (half if persistent else 0)
+        state = self.__dict__.get("_tags")
+        if state is None:
+            third = MPI.COMM_WORLD.Get_attr(MPI.TAG_UB) // 3
+            state = self.__dict__["_tags"] = [third, 0, 0, 0]
+        third = state[0]
+        n = state[kind + 1] = state[kind + 1] % third + 1
+        return n + kind * third
 
     # -- how every collective runs -------------------------------------------
     # ``method`` is mpi4py's method name (``"Bcast"``); the collective's module is
-    # ``mpicoll.calls.<method in lowercase>``.  A collective without a module is
-    # forwarded to mpi4py's built-in one, unless a specific algorithm was asked for.
+    # ``mpicoll.calls.<method in lowercase>``: its ``prepare`` checks the arguments
+    # and returns the bound plan.  Each call draws its tag first, so that every
+    # rank counts every call, even one whose checks fail on some rank only.
 
     @staticmethod
     def _module(method: str) -> Any:
@@ -88,63 +96,66 @@ class Comm(MPI.Intracomm):
     def _prepare(self, method: str, *args: Any, algorithm: str) -> Plan | None:
         return self._module(method).prepare(self, *args, algorithm=algorithm)
 
+    @property
+    def plans(self) -> PlanCache:
+        """The bound plans of this communicator's blocking calls (see :mod:`mpicoll.plan`)."""
+        cache = self.__dict__.get("_plans")
+        if cache is None:
+            cache = self.__dict__["_plans"] = PlanCache()
+        return cache
+
     def _cached_prepare(self, method: str, *args: Any, algorithm: str) -> Plan | None:
-        # Blocking calls only: a repeated call on the same NumPy arrays (and op, root, algorithm)
-        # reuses its bound plan and scratch buffers (see mpicoll.calls.call_key).  Nonblocking and
-        # persistent calls always get a plan of their own, since two outstanding calls may share
-        # a send buffer and must not share scratch space.
+        # Blocking calls only: a repeated call on the same memory (and counts, datatypes, op, root,
+        # algorithm) reuses its bound plan and scratch buffers.  Nonblocking and persistent calls
+        # always get a plan of their own, since two outstanding calls may share a send buffer and
+        # must not share scratch space.
+        found = call_key(method, args, algorithm, _VALUE_ARGS.get(method, ()))
+        if found is not None:
+            plan = self.plans.get(found[0])
+            if plan is not None:
+                return plan
         module = self._module(method)
+        plan = module.prepare(self, *args, algorithm=algorithm)
         cacheable = getattr(module, "cacheable", None)
-        key = call_key(method, *args, algorithm) if cacheable is None or cacheable(*args) else None
-        plan = cached_plan(self, key)
-        if plan is None:
-            plan = module.prepare(self, *args, algorithm=algorithm)
-            remember_plan(self, key, plan, args)
+        if found is not None and (cacheable is None or cacheable(*args)):
+            self.plans.put(found[0], plan, found[1])
         return plan
 
-    def _by_hand(self, method: str, algorithm: str) -> bool:
-        found = _HAS_MODULE.get(method)
-        if found is None:
-            found = _HAS_MODULE[method] = importlib.util.find_spec(f"{__package__}.calls.{method.lower()}") is not None
-        if found:
-            return True
-        if algorithm != "auto":
-            raise NotImplementedError(
-                f"mpicoll has no {method} of its own yet, so algorithm={algorithm!r} "
-                "cannot be honoured; use algorithm='auto' for MPI's built-in"
-            )
-        return False
-
     def _run(self, method: str, *args: Any, algorithm: str) -> None:
-        # while mpicoll requests are outstanding, a blocking call keeps them moving (a peer may be
-        # waiting on one of them before it joins this call): it runs as a request of its own (tag 0).
-        # MPI's built-in is always called nonblocking, since MPI never matches a blocking collective
-        # on one rank with a nonblocking one on another.
-        if not self._by_hand(method, algorithm):
-            return nonblocking.wait_mpi(getattr(MPI.Intracomm, "I" + method[0].lower() + method[1:])(self, *args))
+        tag = self._next_tag(BLOCKING)
         plan = self._cached_prepare(method, *args, algorithm=algorithm)
+        if plan is None:
+            return
         if nonblocking.outstanding():
-            nonblocking.start(plan, self, tag=0).Wait()
-        else:
-            run(plan, self)
+            # a peer may be waiting on an outstanding mpicoll request before it joins this call:
+            # run as a request of its own, so that waiting for it keeps the others moving
+            nonblocking.start(plan.rounds(), self.private, tag, plan.finish).Wait()
+            return
+        execute(plan.rounds(), self.private, tag)
+        if plan.finish is not None:
+            plan.finish()
 
     def _start(self, method: str, *args: Any, algorithm: str) -> Request:
-        if not self._by_hand(method, algorithm):
-            return getattr(MPI.Intracomm, "I" + method[0].lower() + method[1:])(self, *args)
-        return nonblocking.start(self._prepare(method, *args, algorithm=algorithm), self)
+        tag = self._next_tag(NONBLOCKING)
+        plan = self._prepare(method, *args, algorithm=algorithm)
+        if plan is None:
+            return nonblocking.start([], None, tag)
+        return nonblocking.start(plan.bound(), self.private, tag, plan.finish)
 
     def _init(self, method: str, *args: Any, info: MPI.Info, algorithm: str) -> Prequest:
         # mpicoll accepts the ``info`` hints of the *_init methods and ignores them
-        if not self._by_hand(method, algorithm):
-            return getattr(MPI.Intracomm, method + "_init")(self, *args, info)
+        tag = self._next_tag(PERSISTENT)
         plan = self._prepare(method, *args, algorithm=algorithm)
+        if plan is None:
+            return nonblocking.persistent([], self.private, tag)
         rebuild = None
-        if plan is not None and plan.finish is not None:  # GPU buffers staged on the host: stage again per Start
+        if plan.staged:  # GPU buffers staged on the host: stage again for every Start
 
-            def rebuild() -> Plan | None:
-                return self._prepare(method, *args, algorithm=algorithm)
+            def rebuild() -> tuple[list, Any]:
+                fresh = self._prepare(method, *args, algorithm=algorithm)
+                return (fresh.bound(), fresh.finish) if fresh is not None else ([], None)
 
-        return nonblocking.persistent(plan, self, rebuild)
+        return nonblocking.persistent(plan.bound(), self.private, tag, plan.finish, rebuild)
 
     # -- the collectives: mpi4py's signatures, plus ``algorithm`` ---------------
 
@@ -417,7 +428,7 @@ class Comm(MPI.Intracomm):
 
     def Free(self) -> None:
         """Free the private duplicate and the cached plans, then the communicator itself."""
-        self.__dict__.pop("_plans", None)  # bound plans hold references to user arrays
+        self.__dict__.pop("_plans", None)  # bound plans hold scratch buffers
         dup = self.__dict__.pop("_private", None)
         if dup is not None:
             dup.Free()

@@ -5,8 +5,9 @@ Each module ``mpicoll.calls.<collective>`` defines
 - ``SPEC``: what the collective computes, on symbolic blocks (used by the
   checker) and on arrays (used by the simulator), see :class:`Spec`;
 - ``prepare(comm, ...)``: validates a call's arguments (before any message),
-  chooses the algorithm and returns a :class:`Plan` (or None when there is
-  nothing to do), which the blocking, nonblocking and persistent paths run.
+  chooses the algorithm and returns a :class:`~mpicoll.plan.Plan` (or None when
+  there is nothing to do), which the blocking, nonblocking and persistent paths
+  run (``mpicoll.plan`` holds the plan and its cache).
 
 A symbolic value is ``(block, runs)``: the data of block index ``block`` reduced
 over the ranks in ``runs``, a tuple of half-open ranges ``(lo, hi)`` in the order
@@ -19,25 +20,14 @@ from __future__ import annotations
 
 import importlib
 import os
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import numpy as np
-from mpi4py import MPI
-
-from .. import backends, registry, selection
-from ..exec.blocking import bind, execute
 from ..layout import Layout
-from ..ops import Op, reducer
-from ..schedule import Schedule
+from ..plan import Plan, make_plan
 
-if TYPE_CHECKING:
-    from ..comm import Comm
-
-__all__ = ["Spec", "spec", "Plan", "make_plan", "run", "MismatchError", "debug_check", "own", "call_key",
-           "cached_plan", "remember_plan"]
+__all__ = ["Spec", "spec", "Plan", "make_plan", "MismatchError", "debug_check", "own"]
 
 Value = tuple[int, tuple[tuple[int, int], ...]]
 
@@ -80,7 +70,7 @@ class MismatchError(ValueError):
     """Ranks called the same collective with arguments that do not agree."""
 
 
-def debug_check(comm: Comm, signature: tuple) -> None:
+def debug_check(comm: Any, signature: tuple) -> None:
     """With ``MPICOLL_DEBUG`` set, raise on every rank unless all ranks passed the same signature."""
     if os.environ.get("MPICOLL_DEBUG", "0") in ("", "0"):
         return
@@ -91,141 +81,3 @@ def debug_check(comm: Comm, signature: tuple) -> None:
             groups.setdefault(sig, []).append(rank)
         text = "; ".join(f"ranks {ranks}: {sig}" for sig, ranks in groups.items())
         raise MismatchError(f"{signature[0]}: the ranks disagree on the call's arguments: {text}")
-
-
-@dataclass
-class Plan:
-    """A schedule bound to this call's buffers, ready to run (blocking or not)."""
-
-    schedule: Schedule
-    arrays: dict[str, Any]
-    layouts: dict[str, Layout]
-    kernel: Callable[[Any, Any, Any], None] | None
-    xp: Any
-    finish: Callable[[], None] | None = None   # e.g. copy a staged result back to the GPU
-
-    _rounds: list | None = field(default=None, repr=False)
-
-    def bound(self) -> list:
-        """Freshly bound rounds (the nonblocking paths own theirs)."""
-        return bind(self.schedule, self.arrays, self.layouts, self.kernel, self.xp)
-
-    def rounds(self) -> list:
-        """Bound rounds, bound once and kept: what the blocking path runs on every call."""
-        if self._rounds is None:
-            self._rounds = self.bound()
-        return self._rounds
-
-    @property
-    def scratch_bytes(self) -> int:
-        return sum(arr.nbytes for name, arr in self.arrays.items() if name.startswith("tmp"))
-
-
-# -- plans cached across blocking calls ------------------------------------------------------------
-#
-# A program that calls the same collective on the same arrays again and again
-# (a training loop, a solver) pays for parsing, checking, choosing and binding
-# once.  The key holds each NumPy array's identity, shape, strides, dtype and
-# writability, the op's identity and the algorithm asked for, plus the
-# environment that steers the choice; the cache keeps strong references to the
-# keyed objects so that an id can never be reused by another object while its
-# entry lives (and NumPy then refuses to ``resize`` the array in place).
-# Anything else (lists, datatypes, GPU arrays, ``MPICOLL_DEBUG``) is not cached.
-
-PLAN_CACHE_ENTRIES = 16
-PLAN_CACHE_SCRATCH = 256 * 1024 * 1024   # bytes of scratch the cached plans of one communicator may hold
-
-
-def _environ() -> dict:
-    # os.environ's own dict (kept in step by os.environ's setters): a plain dict lookup,
-    # where os.environ.get encodes the key and costs a microsecond per call
-    data = getattr(os.environ, "_data", None)
-    return data if isinstance(data, dict) else {k.encode(): v for k, v in os.environ.items()}
-
-
-_ALGO, _DEBUG = b"MPICOLL_ALGO", b"MPICOLL_DEBUG"
-
-
-def call_key(*objects: Any) -> tuple | None:
-    """A cache key for a call on these arguments, or None when the call must not be cached."""
-    env = _environ()
-    debug = env.get(_DEBUG)
-    if debug and debug != b"0":
-        return None
-    parts: list[Any] = [env.get(_ALGO), selection._GENERATION]
-    for obj in objects:
-        if type(obj) is np.ndarray:
-            parts.append((id(obj), obj.shape, obj.strides, obj.dtype, obj.flags.writeable))
-        elif obj is None or obj is MPI.IN_PLACE or type(obj) is str or type(obj) is int:
-            parts.append(obj)   # IN_PLACE, a root, an algorithm name
-        elif isinstance(obj, (MPI.Op, Op)):
-            parts.append(id(obj))
-        else:
-            return None
-    return tuple(parts)
-
-
-def cached_plan(comm: Comm, key: tuple | None) -> Plan | None:
-    """The plan cached under ``key`` on ``comm``, if any (and mark it recently used)."""
-    if key is None:
-        return None
-    cache = comm.__dict__.get("_plans")
-    if cache is None:
-        return None
-    hit = cache.get(key)
-    if hit is None:
-        return None
-    cache.move_to_end(key)
-    return hit[0]
-
-
-def remember_plan(comm: Comm, key: tuple | None, plan: Plan | None, objects: tuple) -> None:
-    """Cache ``plan`` under ``key`` with strong references to ``objects``; evict the least recently used."""
-    if key is None or plan is None or plan.finish is not None or plan.scratch_bytes > PLAN_CACHE_SCRATCH:
-        return
-    cache = comm.__dict__.setdefault("_plans", OrderedDict())
-    cache[key] = (plan, objects)
-    while len(cache) > PLAN_CACHE_ENTRIES or sum(e[0].scratch_bytes for e in cache.values()) > PLAN_CACHE_SCRATCH:
-        cache.popitem(last=False)
-
-
-def make_plan(comm: Comm, collective: str, name: str, params: dict[str, Any], arrays: dict[str, Any],
-              layouts: Callable[[int], dict[str, Layout]], *, op: Any = None, dtype: np.dtype,
-              scratch_count: int | dict[str, int], datatype: Any = None) -> Plan:
-    """Build (cached) this rank's schedule and attach buffers, scratch space and the kernel.
-
-    ``layouts(nblocks)`` returns the layout of each buffer name (``bind`` uses
-    ``layouts["recv"]`` for names it does not list); ``scratch_count`` is the
-    element count of every scratch buffer (``tmp*``), or a dict by name.
-
-    GPU arrays are staged: the plan works on host copies, and its ``finish``
-    copies the receive buffer back to the device.
-    """
-    sched = registry.schedule(collective, name, comm.rank, comm.size, **params)
-    xp: Any = np
-    finish = None
-    if any(backends.on_device(arr) for arr in arrays.values()):
-        device = arrays
-        arrays = {key: backends.to_host(arr) for key, arr in device.items()}
-        if device.get("send") is device.get("recv"):
-            arrays["send"] = arrays["recv"]
-
-        def finish() -> None:
-            if "recv" in device:  # a non-root rank of Gather or Reduce has no receive buffer
-                backends.to_device(arrays["recv"], device["recv"])
-    else:
-        arrays = dict(arrays)
-    for scratch in sched.scratch():
-        count = scratch_count[scratch] if isinstance(scratch_count, dict) else scratch_count
-        arrays[scratch] = xp.empty(count, dtype)
-    kernel = reducer(op, dtype, xp, datatype).reduce if op is not None else None
-    return Plan(sched, arrays, layouts(sched.nblocks), kernel, xp, finish)
-
-
-def run(plan: Plan | None, comm: Comm) -> None:
-    """Run a plan to completion on the communicator's private duplicate."""
-    if plan is None:
-        return
-    execute(plan.rounds(), comm.private)
-    if plan.finish is not None:
-        plan.finish()

@@ -18,23 +18,22 @@ rank 1 waits on request A; if a Wait moved only its own request, A would never
 finish on rank 0 and both would hang.  Likewise a blocking mpicoll collective
 called while requests are outstanding keeps them moving (see ``Comm._run``).
 
-Each request owns a tag from its communicator's sequence number
-(``Comm._next_tag``), so messages of different outstanding calls, and of the
-blocking calls (tag 0), never match one another.
+The executor takes plain data: bound rounds, an MPI communicator and a tag.
+``mpicoll.Comm`` draws each call's tag from its per-communicator sequences
+(blocking, nonblocking and persistent calls have ranges of their own), so the
+messages of different calls never match one another.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mpi4py import MPI
 
-if TYPE_CHECKING:
-    from ..calls import Plan
-    from ..comm import Comm
-
 __all__ = ["Request", "Prequest", "start", "persistent", "outstanding", "wait_mpi", "progress"]
+
+Rebuild = Callable[[], tuple[list, Callable[[], None] | None]]
 
 # request states
 _INACTIVE, _RUNNING, _COMPLETE, _FREED = 0, 1, 2, 3
@@ -238,25 +237,24 @@ class Prequest(_Collective):
 
     __slots__ = ("_requests", "_rebuild", "_comm")
 
-    def __init__(self, plan: Plan | None, comm: Comm, tag: int,
-                 rebuild: Callable[[], Plan | None] | None = None) -> None:
+    def __init__(self, rounds: list, comm: MPI.Comm, tag: int, finish: Callable[[], None] | None = None,
+                 rebuild: Rebuild | None = None) -> None:
         super().__init__([], None, tag)
         self._comm = comm
         self._rebuild = rebuild
         self._requests: list[list[MPI.Prequest]] = []
-        self._bind(plan)
+        self._bind(rounds, finish)
 
-    def _bind(self, plan: Plan | None) -> None:
+    def _bind(self, rounds: list, finish: Callable[[], None] | None) -> None:
         """Create the MPI persistent requests of every round (receives first, as the blocking executor posts them)."""
         self._free_requests()
-        rounds = plan.bound() if plan is not None else []
-        private, tag = self._comm.private, self.tag
-        self._requests = [[private.Recv_init(buf, peer, tag) for buf, peer in recvs]
-                          + [private.Send_init(buf, peer, tag) for buf, peer in sends]
+        comm, tag = self._comm, self.tag
+        self._requests = [[comm.Recv_init(buf, peer, tag) for buf, peer in recvs]
+                          + [comm.Send_init(buf, peer, tag) for buf, peer in sends]
                           for sends, recvs, _ in rounds]
         self._steps = [steps for _, _, steps in rounds]
         self._nrounds = len(rounds)
-        self._finish = plan.finish if plan is not None else None
+        self._finish = finish
 
     def _free_requests(self) -> None:
         for reqs in self._requests:
@@ -277,7 +275,7 @@ class Prequest(_Collective):
             raise RuntimeError(f"{self!r} cannot be started: " + ("it was freed" if state == _FREED else
                                "it is still active (Wait() or Test() it to completion first)"))
         if self._rebuild is not None:   # GPU buffers: stage the current device contents again
-            self._bind(self._rebuild())
+            self._bind(*self._rebuild())
         if self._nrounds and self._requests[0]:     # the common case, kept lean: Startall round 0
             self._state, self._round = _RUNNING, 0
             _ACTIVE.append(self)
@@ -308,29 +306,22 @@ _NAMES = {_INACTIVE: "inactive", _RUNNING: "running", _COMPLETE: "complete", _FR
 
 # -- entry points used by mpicoll.Comm ------------------------------------------------
 
-def start(plan: Plan | None, comm: Comm, tag: int | None = None) -> Request:
-    """Start ``plan`` nonblocking on ``comm``'s private communicator; ``tag`` defaults to the next sequence tag.
-
-    The tag is taken even when ``plan`` is None (nothing to do), so that every
-    rank's sequence stays in step.
-    """
-    if tag is None:
-        tag = comm._next_tag()
-    if plan is None:
-        req = Request([], None, tag, None)
-    else:
-        req = Request(plan.bound(), comm.private, tag, plan.finish)
+def start(rounds: list, comm: MPI.Comm | None, tag: int, finish: Callable[[], None] | None = None) -> Request:
+    """Start bound ``rounds`` nonblocking on ``comm`` with ``tag``; ``finish`` runs once they are done."""
+    req = Request(rounds, comm if rounds else None, tag, finish)
     req._launch()
     return req
 
 
-def persistent(plan: Plan | None, comm: Comm, rebuild: Callable[[], Plan | None] | None = None) -> Prequest:
-    """An inactive persistent request for ``plan`` on ``comm`` with a tag of its own for its whole life.
+def persistent(rounds: list, comm: MPI.Comm, tag: int, finish: Callable[[], None] | None = None,
+               rebuild: Rebuild | None = None) -> Prequest:
+    """An inactive persistent request for bound ``rounds`` on ``comm``, with ``tag`` for its whole life.
 
-    ``rebuild`` (for plans that stage GPU buffers through host memory) makes a
-    fresh plan, so that each ``Start`` sees the device buffers' current contents.
+    ``rebuild`` (for plans that stage GPU buffers through host memory) returns
+    fresh ``(rounds, finish)``, so that each ``Start`` sees the device buffers'
+    current contents.
     """
-    return Prequest(plan, comm, comm._next_tag(persistent=True), rebuild)
+    return Prequest(rounds, comm, tag, finish, rebuild)
 
 
 def outstanding() -> bool:

@@ -1,0 +1,294 @@
+"""A call's plan (its schedule bound to buffers) and the cache that lets repeated calls skip building it.
+
+A :class:`Plan` is what every path runs: the blocking executor
+(:func:`mpicoll.exec.blocking.execute`), nonblocking requests and persistent
+requests all take its bound rounds, the private MPI communicator and a tag.
+
+Blocking calls look their plan up in a :class:`PlanCache` (one per
+communicator) before parsing anything.  The key is built from what determines
+the binding:
+
+- each buffer's *memory*: its address, extent and writability, and how the
+  call reads it (a NumPy array's dtype, shape and strides; another object's
+  type and buffer format);
+- the counts, displacements and (predefined) datatypes of ``[buf, ...]`` specs;
+- the op, the root, the algorithm asked for, ``MPICOLL_ALGO`` and the tuning
+  file's generation.
+
+A cached plan views the user's memory through raw addresses
+(``MPI.buffer.fromaddress``), not through the user's objects, so caching
+never keeps a user's buffer alive, never stops a ``bytearray`` from growing or
+an ``mmap`` from closing.  That is safe because a plan is only ever reused by a
+call whose buffers occupy exactly the same memory range with the same format
+at that moment.  Calls the key cannot describe (GPU arrays, derived datatypes,
+user objects of unknown kind, ``MPICOLL_DEBUG``) are not cached.
+
+The cache is a least-recently-used map of at most :data:`PLAN_CACHE_ENTRIES`
+plans per communicator, whose scratch buffers hold at most
+:data:`PLAN_CACHE_SCRATCH` bytes together.
+"""
+
+from __future__ import annotations
+
+import array
+import mmap
+import os
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from mpi4py import MPI
+
+from . import backends, registry, selection
+from .exec.blocking import bind
+from .layout import Layout
+from .ops import Op, reducer
+from .schedule import Schedule
+
+__all__ = ["Plan", "make_plan", "PlanCache", "call_key", "PLAN_CACHE_ENTRIES", "PLAN_CACHE_SCRATCH"]
+
+PLAN_CACHE_ENTRIES = 64
+PLAN_CACHE_SCRATCH = 256 * 1024 * 1024   # bytes of scratch the cached plans of one communicator may hold
+
+
+@dataclass
+class Plan:
+    """A schedule bound to this call's buffers, ready to run (blocking or not)."""
+
+    schedule: Schedule
+    arrays: dict[str, Any]
+    layouts: dict[str, Layout]
+    kernel: Callable[[Any, Any, Any], None] | None
+    xp: Any
+    finish: Callable[[], None] | None = None   # e.g. copy a staged result back to the GPU
+    staged: bool = False                        # works on host copies of GPU buffers: never cached
+
+    _rounds: list | None = field(default=None, repr=False)
+
+    def bound(self) -> list:
+        """Freshly bound rounds (the nonblocking paths own theirs)."""
+        return bind(self.schedule, self.arrays, self.layouts, self.kernel, self.xp)
+
+    def rounds(self) -> list:
+        """Bound rounds, bound once and kept: what the blocking path runs on every call."""
+        if self._rounds is None:
+            self._rounds = self.bound()
+        return self._rounds
+
+    @property
+    def scratch_bytes(self) -> int:
+        return sum(arr.nbytes for name, arr in self.arrays.items() if name.startswith("tmp"))
+
+    def detach(self) -> None:
+        """View the caller's buffers by address, so that the plan keeps none of the caller's objects alive."""
+        seen: dict[int, Any] = {}
+        for name, arr in list(self.arrays.items()):
+            if name.startswith("tmp") or type(arr) is not np.ndarray:
+                continue
+            raw = seen.get(id(arr))
+            if raw is None:
+                raw = seen[id(arr)] = _by_address(arr)
+            self.arrays[name] = raw
+        self._rounds = None
+
+
+def _by_address(arr: np.ndarray) -> np.ndarray:
+    """A view of ``arr``'s memory that does not reference ``arr`` (one-dimensional, same dtype and writability)."""
+    if arr.nbytes == 0:
+        return np.empty(0, arr.dtype)
+    address = arr.__array_interface__["data"][0]
+    raw = MPI.buffer.fromaddress(address, arr.nbytes, readonly=not arr.flags.writeable)
+    return np.frombuffer(raw, dtype=arr.dtype)
+
+
+def make_plan(comm: Any, collective: str, name: str, params: dict[str, Any], arrays: dict[str, Any],
+              layouts: Callable[[int], dict[str, Layout]], *, op: Any = None, dtype: np.dtype,
+              scratch_count: int | dict[str, int], datatype: Any = None) -> Plan:
+    """Build (cached) this rank's schedule and attach buffers, scratch space and the kernel.
+
+    ``layouts(nblocks)`` returns the layout of each buffer name (``bind`` uses
+    ``layouts["recv"]`` for names it does not list); ``scratch_count`` is the
+    element count of every scratch buffer (``tmp*``), or a dict by name.
+
+    GPU arrays are staged: the plan works on host copies, and its ``finish``
+    copies the receive buffer back to the device.
+    """
+    sched = registry.schedule(collective, name, comm.rank, comm.size, **params)
+    xp: Any = np
+    finish = None
+    staged = any(backends.on_device(arr) for arr in arrays.values())
+    if staged:
+        device = arrays
+        arrays = {key: backends.to_host(arr) for key, arr in device.items()}
+        if device.get("send") is device.get("recv"):
+            arrays["send"] = arrays["recv"]
+
+        def finish() -> None:
+            if "recv" in device:  # a non-root rank of Gather or Reduce has no receive buffer
+                backends.to_device(arrays["recv"], device["recv"])
+    else:
+        arrays = dict(arrays)
+    for scratch in sched.scratch():
+        count = scratch_count[scratch] if isinstance(scratch_count, dict) else scratch_count
+        arrays[scratch] = xp.empty(count, dtype)
+    kernel = reducer(op, dtype, xp, datatype).reduce if op is not None else None
+    return Plan(sched, arrays, layouts(sched.nblocks), kernel, xp, finish, staged)
+
+
+# -- the cache key ---------------------------------------------------------------------------------
+
+_ENV = getattr(os.environ, "_data", None)   # os.environ's own dict: a plain lookup, no key encoding
+_ALGO, _DEBUG = b"MPICOLL_ALGO", b"MPICOLL_DEBUG"
+_PLAIN = (int, str, float, bool, type(None))
+_BUFFERS = (bytearray, bytes, memoryview, mmap.mmap, array.array)
+_IN_PLACE = MPI.IN_PLACE
+_buffer = MPI.buffer
+# the predefined reduction ops: module-level singletons, alive for the whole run
+_PREDEFINED_OPS = tuple(op for op in vars(MPI).values() if type(op) is MPI.Op and op != MPI.OP_NULL)
+
+
+class _Uncacheable(Exception):
+    """Raised inside the key builder for an argument the key cannot describe."""
+
+
+def _environ(name: bytes) -> Any:
+    if _ENV is not None:
+        return _ENV.get(name)
+    value = os.environ.get(name.decode())
+    return value.encode() if value is not None else None
+
+
+def _memory(obj: Any) -> tuple:
+    """What identifies the memory of one buffer object: address, extent, writability, element format."""
+    t = type(obj)
+    if t is np.ndarray:
+        buf = _buffer(obj)       # raises for a non-contiguous array (not cached; prepare explains)
+        return (buf.address, buf.nbytes, buf.readonly, obj.dtype, obj.shape, obj.strides)
+    if t in _BUFFERS or isinstance(obj, np.ndarray):
+        try:
+            buf = _buffer(obj)
+        except Exception:
+            raise _Uncacheable from None
+        extra = (obj.dtype, obj.shape, obj.strides) if isinstance(obj, np.ndarray) else (t, buf.format)
+        return (buf.address, buf.nbytes, buf.readonly, *extra)
+    raise _Uncacheable
+
+
+def _value(obj: Any) -> Any:
+    """A hashable stand-in for counts, displacements, datatypes and other plain arguments."""
+    t = type(obj)
+    if t in _PLAIN:
+        return obj
+    if t is list or t is tuple:
+        return (t, *map(_value, obj))
+    if isinstance(obj, MPI.Datatype):
+        if not obj.is_predefined:   # a derived datatype may be freed and its handle reused
+            raise _Uncacheable
+        return ("dt", obj.handle)
+    if isinstance(obj, np.ndarray):
+        if obj.dtype.kind not in "iu" or obj.size > 4096:
+            raise _Uncacheable
+        return ("ints", obj.tobytes(), obj.dtype.str, obj.shape)
+    if isinstance(obj, np.integer):
+        return int(obj)
+    raise _Uncacheable
+
+
+def _argument(obj: Any, refs: list) -> Any:
+    """The key of one positional argument of a collective that is not a plain value."""
+    if obj is _IN_PLACE:
+        return "IN_PLACE"
+    t = type(obj)
+    if t is list or t is tuple:    # [buf, count, displ, datatype] and friends
+        if not obj:
+            raise _Uncacheable
+        return (t, _memory(obj[0]), *map(_value, obj[1:]))
+    if isinstance(obj, (MPI.Op, Op)):
+        refs.append(obj)            # kept alive by the entry: its id cannot be reused meanwhile
+        return ("op", id(obj), obj.handle if isinstance(obj, MPI.Op) else 0)
+    return _memory(obj)
+
+
+def call_key(method: str, args: Sequence[Any], algorithm: Any, values: tuple[int, ...] = ()
+             ) -> tuple[tuple, list] | None:
+    """``(key, objects the cache entry must keep alive)`` for a blocking call, or None if not cacheable.
+
+    ``values`` are the positions of arguments that are counts, not buffers
+    (``Reduce_scatter``'s ``recvcounts``).  This runs on every blocking call, so
+    the common arguments (NumPy arrays, ints, predefined ops) are handled inline.
+    """
+    debug = _environ(_DEBUG)
+    if debug and debug != b"0":
+        return None
+    if type(algorithm) is not str:
+        return None
+    key: list = [method, algorithm, _environ(_ALGO), selection._GENERATION]
+    refs: list = []
+    try:
+        for i, a in enumerate(args):
+            t = type(a)
+            if t is np.ndarray:
+                buf = _buffer(a)
+                key += (buf.address, buf.nbytes, buf.readonly, a.dtype, a.shape, a.strides)
+            elif t is int or a is None:
+                key.append(a)
+            elif t is MPI.Op and a in _PREDEFINED_OPS:
+                key.append(a.handle)
+            elif i in values:
+                key.append(_value(a))
+            else:
+                key.append(_argument(a, refs))
+    except _Uncacheable:
+        return None
+    except Exception:   # e.g. MPI.buffer refused a non-contiguous array: prepare gives the clear error
+        return None
+    return tuple(key), refs
+
+
+# -- the cache -------------------------------------------------------------------------------------
+
+class PlanCache:
+    """Bound plans of one communicator's blocking calls, least recently used first out.
+
+    Holds at most ``entries`` plans whose scratch buffers total at most
+    ``scratch`` bytes.  Plans view the callers' memory by address (see
+    :meth:`Plan.detach`), so an entry keeps no buffer of the caller alive.
+    """
+
+    def __init__(self, entries: int = PLAN_CACHE_ENTRIES, scratch: int = PLAN_CACHE_SCRATCH) -> None:
+        self.entries = entries
+        self.scratch = scratch
+        self.scratch_held = 0
+        self.data: OrderedDict[tuple, tuple[Plan, list]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def get(self, key: tuple) -> Plan | None:
+        hit = self.data.get(key)
+        if hit is None:
+            return None
+        self.data.move_to_end(key)
+        return hit[0]
+
+    def put(self, key: tuple, plan: Plan | None, refs: list) -> None:
+        """Remember ``plan`` (detached from the caller's objects) under ``key``; evict the least recently used."""
+        if plan is None or plan.staged or plan.scratch_bytes > self.scratch:
+            return
+        plan.detach()
+        self.discard(key)
+        self.data[key] = (plan, refs)
+        self.scratch_held += plan.scratch_bytes
+        while len(self.data) > self.entries or self.scratch_held > self.scratch:
+            self.discard(next(iter(self.data)))
+
+    def discard(self, key: tuple) -> None:
+        entry = self.data.pop(key, None)
+        if entry is not None:
+            self.scratch_held -= entry[0].scratch_bytes
+
+    def clear(self) -> None:
+        self.data.clear()
+        self.scratch_held = 0
