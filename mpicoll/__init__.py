@@ -7,7 +7,7 @@ for an mpi4py communicator whose collectives are mpicoll's.
 
 from __future__ import annotations
 
-from . import algorithms as _algorithm_modules  # noqa: F401  (registers them; the name is the function below)
+from . import families as _families  # noqa: F401  (importing the families registers every algorithm)
 from .calls import MismatchError
 from .comm import Comm
 from .exec.nonblocking import Prequest, Request

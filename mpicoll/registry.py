@@ -62,11 +62,10 @@ def register(collective: str, name: str, *, keeps_order: bool | Callable[[int], 
 
 
 def _load() -> None:
-    # the subpackage registers every algorithm when imported; ``mpicoll.algorithms``
-    # itself is this module's function, so import the subpackage by its full name
+    # the ``families`` subpackage registers every algorithm when imported
     import importlib
 
-    importlib.import_module(f"{__package__}.algorithms")
+    importlib.import_module(f"{__package__}.families")
 
 
 def collectives() -> list[str]:

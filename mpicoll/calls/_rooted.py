@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from ..algorithms.binomial import subtree
 from ..buffers import as_count
+from ..families.binomial import subtree
 from ..layout import Layout
 from . import Value, own
 

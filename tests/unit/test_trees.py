@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mpicoll.algorithms.trees import btree, tree
+from mpicoll.families.trees import btree, tree
 
 
 def test_btree_small_cases():

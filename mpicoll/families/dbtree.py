@@ -2,7 +2,7 @@
 
 The data is cut in two halves of k segments each (blocks 0 .. k-1 and
 k .. 2k-1).  Half t is reduced up tree t and broadcast back down it
-(:mod:`mpicoll.algorithms.trees`); both trees run at once.  Since a rank is
+(:mod:`mpicoll.families.trees`); both trees run at once.  Since a rank is
 interior in at most one tree, each rank sends and receives about n in all,
 while the latency grows with lg p instead of p.
 
