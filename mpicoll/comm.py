@@ -118,7 +118,8 @@ class Comm(MPI.Intracomm):
         plan = module.prepare(self, *args, algorithm=algorithm)
         cacheable = getattr(module, "cacheable", None)
         if found is not None and (cacheable is None or cacheable(*args)):
-            self.plans.put(found[0], plan, found[1])
+            key, refs, spans = found
+            self.plans.put(key, plan, refs, spans)
         return plan
 
     def _run(self, method: str, *args: Any, algorithm: str) -> None:

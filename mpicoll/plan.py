@@ -65,6 +65,8 @@ class Plan:
     finish: Callable[[], None] | None = None   # e.g. copy a staged result back to the GPU
     staged: bool = False                        # works on host copies of GPU buffers: never cached
 
+    owned_bytes: int = 0                        # memory the plan allocated itself (known once detached)
+
     _rounds: list | None = field(default=None, repr=False)
 
     def bound(self) -> list:
@@ -81,24 +83,30 @@ class Plan:
     def scratch_bytes(self) -> int:
         return sum(arr.nbytes for name, arr in self.arrays.items() if name.startswith("tmp"))
 
-    def detach(self) -> None:
-        """View the caller's buffers by address, so that the plan keeps none of the caller's objects alive."""
+    def detach(self, spans: Sequence[tuple[int, int]]) -> None:
+        """View the caller's memory by address, so that the plan keeps none of the caller's objects alive.
+
+        ``spans`` are the caller's buffers, ``(address, nbytes)``: only arrays lying
+        inside one are replaced; memory the plan allocated itself (scratch space,
+        a non-root's stand-in receive buffer) stays owned by the plan.
+        """
         seen: dict[int, Any] = {}
+        self.owned_bytes = 0
         for name, arr in list(self.arrays.items()):
-            if name.startswith("tmp") or type(arr) is not np.ndarray:
+            if type(arr) is not np.ndarray or arr.nbytes == 0:
                 continue
             raw = seen.get(id(arr))
             if raw is None:
-                raw = seen[id(arr)] = _by_address(arr)
+                address = arr.__array_interface__["data"][0]
+                inside = any(lo <= address and address + arr.nbytes <= lo + n for lo, n in spans)
+                raw = seen[id(arr)] = _by_address(arr, address) if inside else arr
+                self.owned_bytes += 0 if inside else arr.nbytes
             self.arrays[name] = raw
         self._rounds = None
 
 
-def _by_address(arr: np.ndarray) -> np.ndarray:
+def _by_address(arr: np.ndarray, address: int) -> np.ndarray:
     """A view of ``arr``'s memory that does not reference ``arr`` (one-dimensional, same dtype and writability)."""
-    if arr.nbytes == 0:
-        return np.empty(0, arr.dtype)
-    address = arr.__array_interface__["data"][0]
     raw = MPI.buffer.fromaddress(address, arr.nbytes, readonly=not arr.flags.writeable)
     return np.frombuffer(raw, dtype=arr.dtype)
 
@@ -160,17 +168,15 @@ def _environ(name: bytes) -> Any:
     return value.encode() if value is not None else None
 
 
-def _memory(obj: Any) -> tuple:
+def _memory(obj: Any, spans: list) -> tuple:
     """What identifies the memory of one buffer object: address, extent, writability, element format."""
     t = type(obj)
-    if t is np.ndarray:
-        buf = _buffer(obj)       # raises for a non-contiguous array (not cached; prepare explains)
-        return (buf.address, buf.nbytes, buf.readonly, obj.dtype, obj.shape, obj.strides)
     if t in _BUFFERS or isinstance(obj, np.ndarray):
         try:
-            buf = _buffer(obj)
+            buf = _buffer(obj)   # raises for a non-contiguous array (not cached; prepare explains)
         except Exception:
             raise _Uncacheable from None
+        spans.append((buf.address, buf.nbytes))
         extra = (obj.dtype, obj.shape, obj.strides) if isinstance(obj, np.ndarray) else (t, buf.format)
         return (buf.address, buf.nbytes, buf.readonly, *extra)
     raise _Uncacheable
@@ -196,7 +202,7 @@ def _value(obj: Any) -> Any:
     raise _Uncacheable
 
 
-def _argument(obj: Any, refs: list) -> Any:
+def _argument(obj: Any, refs: list, spans: list) -> Any:
     """The key of one positional argument of a collective that is not a plain value."""
     if obj is _IN_PLACE:
         return "IN_PLACE"
@@ -204,16 +210,18 @@ def _argument(obj: Any, refs: list) -> Any:
     if t is list or t is tuple:    # [buf, count, displ, datatype] and friends
         if not obj:
             raise _Uncacheable
-        return (t, _memory(obj[0]), *map(_value, obj[1:]))
+        return (t, _memory(obj[0], spans), *map(_value, obj[1:]))
     if isinstance(obj, (MPI.Op, Op)):
         refs.append(obj)            # kept alive by the entry: its id cannot be reused meanwhile
         return ("op", id(obj), obj.handle if isinstance(obj, MPI.Op) else 0)
-    return _memory(obj)
+    return _memory(obj, spans)
 
 
 def call_key(method: str, args: Sequence[Any], algorithm: Any, values: tuple[int, ...] = ()
-             ) -> tuple[tuple, list] | None:
-    """``(key, objects the cache entry must keep alive)`` for a blocking call, or None if not cacheable.
+             ) -> tuple[tuple, list, list] | None:
+    """``(key, objects to keep alive, the buffers' (address, nbytes))`` for a blocking call, or None.
+
+    None means the call must not be cached.
 
     ``values`` are the positions of arguments that are counts, not buffers
     (``Reduce_scatter``'s ``recvcounts``).  This runs on every blocking call, so
@@ -226,11 +234,13 @@ def call_key(method: str, args: Sequence[Any], algorithm: Any, values: tuple[int
         return None
     key: list = [method, algorithm, _environ(_ALGO), selection._GENERATION]
     refs: list = []
+    spans: list = []
     try:
         for i, a in enumerate(args):
             t = type(a)
             if t is np.ndarray:
                 buf = _buffer(a)
+                spans.append((buf.address, buf.nbytes))
                 key += (buf.address, buf.nbytes, buf.readonly, a.dtype, a.shape, a.strides)
             elif t is int or a is None:
                 key.append(a)
@@ -239,12 +249,12 @@ def call_key(method: str, args: Sequence[Any], algorithm: Any, values: tuple[int
             elif i in values:
                 key.append(_value(a))
             else:
-                key.append(_argument(a, refs))
+                key.append(_argument(a, refs, spans))
     except _Uncacheable:
         return None
     except Exception:   # e.g. MPI.buffer refused a non-contiguous array: prepare gives the clear error
         return None
-    return tuple(key), refs
+    return tuple(key), refs, spans
 
 
 # -- the cache -------------------------------------------------------------------------------------
@@ -252,8 +262,8 @@ def call_key(method: str, args: Sequence[Any], algorithm: Any, values: tuple[int
 class PlanCache:
     """Bound plans of one communicator's blocking calls, least recently used first out.
 
-    Holds at most ``entries`` plans whose scratch buffers total at most
-    ``scratch`` bytes.  Plans view the callers' memory by address (see
+    Holds at most ``entries`` plans whose own memory (scratch buffers) totals at
+    most ``scratch`` bytes.  Plans view the callers' memory by address (see
     :meth:`Plan.detach`), so an entry keeps no buffer of the caller alive.
     """
 
@@ -273,21 +283,23 @@ class PlanCache:
         self.data.move_to_end(key)
         return hit[0]
 
-    def put(self, key: tuple, plan: Plan | None, refs: list) -> None:
-        """Remember ``plan`` (detached from the caller's objects) under ``key``; evict the least recently used."""
-        if plan is None or plan.staged or plan.scratch_bytes > self.scratch:
+    def put(self, key: tuple, plan: Plan | None, refs: list, spans: list) -> None:
+        """Remember ``plan`` (detached from the caller's memory ``spans``) under ``key``; evict the least recent."""
+        if plan is None or plan.staged:
             return
-        plan.detach()
+        plan.detach(spans)
+        if plan.owned_bytes > self.scratch:
+            return
         self.discard(key)
         self.data[key] = (plan, refs)
-        self.scratch_held += plan.scratch_bytes
+        self.scratch_held += plan.owned_bytes
         while len(self.data) > self.entries or self.scratch_held > self.scratch:
             self.discard(next(iter(self.data)))
 
     def discard(self, key: tuple) -> None:
         entry = self.data.pop(key, None)
         if entry is not None:
-            self.scratch_held -= entry[0].scratch_bytes
+            self.scratch_held -= entry[0].owned_bytes
 
     def clear(self) -> None:
         self.data.clear()
