@@ -1,4 +1,10 @@
-"""Sphinx configuration for mpicoll.  Build: ``sphinx-build -W -b html docs docs/_build/html``."""
+"""Sphinx configuration for mpicoll.
+
+Build: ``python -m sphinx -W -b html docs docs/_build/html`` (``pip install -e ".[docs]"`` first).
+The pages about algorithms, collectives and examples are rendered from the package at build time by
+``docs/_ext/mpicoll_pages.py``; their figures are drawn into the build directory.  Nothing is
+written into ``docs/``.
+"""
 
 from __future__ import annotations
 
@@ -8,36 +14,35 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
-sys.path.insert(0, HERE)
-
-import _gen  # noqa: E402  (generates the pages drawn by the package itself)
+sys.path.insert(0, os.path.join(HERE, "_ext"))
 
 import mpicoll  # noqa: E402
+
+# A missing extension must stop the build, not silently drop pages.
+_NEEDED = {"myst_parser": "myst-parser", "furo": "furo", "matplotlib": "matplotlib"}
+_missing = [pip for mod, pip in _NEEDED.items() if importlib.util.find_spec(mod) is None]
+if _missing:
+    raise RuntimeError(f"the docs need {', '.join(_missing)}: pip install -e \".[docs]\"")
 
 project = "mpicoll"
 author = "the mpicoll authors"
 copyright = "2026, the mpicoll authors"
 release = version = mpicoll.__version__
 
-extensions = ["sphinx.ext.autodoc", "sphinx.ext.napoleon", "sphinx.ext.viewcode"]
-exclude_patterns = ["_build", "_generated", "Thumbs.db", ".DS_Store"]
-# Markdown pages (nonblocking.md, tooling.md, performance.md) are part of the site when
-# myst-parser is installed (it is in the ``docs`` extra); without it they are left out.
-HAVE_MYST = importlib.util.find_spec("myst_parser") is not None
-if HAVE_MYST:
-    extensions.append("myst_parser")
-    source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
-else:
-    exclude_patterns.append("*.md")
+extensions = ["sphinx.ext.autodoc", "sphinx.ext.napoleon", "sphinx.ext.viewcode", "myst_parser", "mpicoll_pages"]
+source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
+exclude_patterns = ["_build", "Thumbs.db", ".DS_Store"]
 
 autodoc_member_order = "bysource"
 autodoc_typehints = "description"
+autodoc_preserve_defaults = True   # ``op=MPI.SUM``, not ``<mpi4py.MPI.Op object at 0x...>``
 napoleon_numpy_docstring = True
 napoleon_google_docstring = False
 # mpi4py's own classes have docstrings that are not reStructuredText
 autodoc_inherit_docstrings = False
 nitpicky = False
-html_theme = "alabaster"
-html_static_path: list[str] = []
 
-_gen.generate(HERE, markdown=HAVE_MYST)
+html_theme = "furo"
+html_title = f"mpicoll {release}"
+html_static_path = ["_static"]
+html_css_files = ["wide.css"]

@@ -5,18 +5,33 @@
     python -m mpicoll model allreduce -p 96 --bytes 8 --preset nccl-summit [--json]   (--bytes 1M also)
     python -m mpicoll draw allreduce ring -p 4 -o ring.png
     mpirun -n 2 python -m mpicoll calibrate [-o FILE]
+
+Every mistake in the arguments is answered with one line naming the valid
+choices (exit status 2), never a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Sequence
 
-from . import tools
+from . import __version__, registry, tools
+from .presets import PRESETS
 from .schedule import ScheduleError
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
 
 
 def _sizes(text: str) -> list[int]:
@@ -38,15 +53,18 @@ def _nbytes(text: str) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m mpicoll", description=__doc__.splitlines()[0])
+    ap.add_argument("--version", action="version", version=f"mpicoll {__version__}")
     sub = ap.add_subparsers(dest="command", required=True)
 
     s = sub.add_parser("show", help="print a schedule as a rounds x ranks table")
     s.add_argument("collective")
     s.add_argument("algorithm")
-    s.add_argument("-p", type=int, required=True, help="number of ranks")
+    s.add_argument("-p", type=_positive, required=True, help="number of ranks")
     s.add_argument("--rank", type=int, help="show this rank only")
     s.add_argument("--root", type=int, help="root of a rooted collective (default 0)")
-    s.add_argument("--segments", type=int, help="pipeline segments of a pipelined algorithm")
+    s.add_argument("--segments", type=_positive, help="pipeline segments of a pipelined algorithm")
+    s.add_argument("--ranks-per-node", type=_positive,
+                   help="node-aware algorithms: blocks of this many ranks are nodes")
 
     v = sub.add_parser("verify", help="prove schedules correct symbolically")
     v.add_argument("collective", nargs="?")
@@ -54,31 +72,38 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("-p", type=_sizes, action="append",
                    help="sizes (repeat or comma-separate; default 1..64, 127, 128)")
     v.add_argument("-q", "--quiet", action="store_true")
+    v.add_argument("--ranks-per-node", type=_positive,
+                   help="node-aware algorithms: check blocks of this many ranks as nodes (default: 1 node, 2, 3)")
 
     m = sub.add_parser("model", help="predicted time of each algorithm (alpha-beta-gamma on the schedules)")
     m.add_argument("collective")
     m.add_argument("--algorithms", help="comma-separated algorithm names (default: all)")
-    m.add_argument("-p", type=int, required=True)
+    m.add_argument("-p", type=_positive, required=True, help="number of ranks")
     m.add_argument("--bytes", type=_nbytes, required=True, dest="nbytes",
                    help="bytes per rank, e.g. 8, 64K, 1M (the whole vector for gather, scatter, allgather, "
                         "reduce-scatter, alltoall)")
     m.add_argument("--alpha", type=float, help="seconds per message")
     m.add_argument("--beta", type=float, help="seconds per byte")
     m.add_argument("--gamma", type=float, help="seconds per byte reduced")
-    m.add_argument("--preset", help="local or nccl-summit")
-    m.add_argument("--ranks-per-node", type=int, help="intra-node constants between ranks of one node")
+    m.add_argument("--preset", choices=list(PRESETS),
+                   help="local (from calibrate; default) or nccl-summit")
+    m.add_argument("--ranks-per-node", type=_positive,
+                   help="intra-node constants between ranks of one node; node-aware algorithms built for it")
     m.add_argument("--json", action="store_true", help="print {algorithm: seconds}")
 
     d = sub.add_parser("draw", help="space-time diagram (PNG or SVG; needs matplotlib)")
     d.add_argument("collective")
     d.add_argument("algorithm")
-    d.add_argument("-p", type=int, required=True)
+    d.add_argument("-p", type=_positive, required=True, help="number of ranks (readable up to 16)")
     d.add_argument("-o", "--output", required=True, help="FILE.png or FILE.svg")
-    d.add_argument("--root", type=int)
-    d.add_argument("--segments", type=int)
+    d.add_argument("--root", type=int, help="root of a rooted collective (default 0)")
+    d.add_argument("--segments", type=_positive, help="pipeline segments of a pipelined algorithm")
+    d.add_argument("--ranks-per-node", type=_positive,
+                   help="node-aware algorithms: blocks of this many ranks are nodes")
 
     c = sub.add_parser("calibrate", help="measure alpha, beta, gamma (run under mpirun -n 2)")
     c.add_argument("-o", "--output", help="also write the constants to this file")
+    c.add_argument("--json", action="store_true", help="print the constants as JSON (seconds, seconds per byte)")
     return ap
 
 
@@ -104,32 +129,100 @@ def _machine(ns: argparse.Namespace):
     return machine
 
 
+def _names(collective: str | None, algorithm: str | None) -> None:
+    """Check a collective and a concrete algorithm name, listing the choices."""
+    if collective is not None and collective.lower() not in registry.collectives():
+        raise ValueError(f"unknown collective {collective!r}; choose one of {', '.join(registry.collectives())}")
+    if algorithm is not None:
+        names = registry.algorithms(collective)
+        if algorithm not in names:
+            why = ("'auto' is chosen at run time from the message size; name a concrete algorithm"
+                   if algorithm == "auto" else f"{collective} has no algorithm {algorithm!r}")
+            raise ValueError(f"{why}; choose one of {', '.join(names)}")
+
+
+def _root(ns: argparse.Namespace) -> None:
+    """--root must lie in 0 .. p-1 and is only for rooted algorithms (MPI does not wrap it)."""
+    if getattr(ns, "root", None) is None:
+        return
+    if "root" not in registry.get(ns.collective, ns.algorithm).params:
+        raise ValueError(f"--root: {ns.collective} has no root (rooted collectives: bcast, reduce, gather, "
+                         "gatherv, scatter, scatterv)")
+    if not 0 <= ns.root < ns.p:
+        raise ValueError(f"--root: expected 0 <= root < {ns.p}, got {ns.root}")
+
+
+def _progress(start: float):
+    """A callback that reports which algorithm is being costed once 2 s have passed (on stderr)."""
+    def report(name: str, i: int, n: int) -> None:
+        if time.perf_counter() - start > 2.0:
+            print(f"  ... costing {name} ({i + 1} of {n}, {time.perf_counter() - start:.0f} s so far)",
+                  file=sys.stderr, flush=True)
+    return report
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ns = _parser().parse_args(argv)
     try:
-        if ns.command == "show":
-            print(tools.show(ns.collective, ns.algorithm, ns.p, ns.rank, root=ns.root, segments=ns.segments))
-        elif ns.command == "verify":
-            return _verify(ns)
-        elif ns.command == "model":
-            algs = [a.strip() for a in ns.algorithms.split(",")] if ns.algorithms else None
-            res = tools.model(ns.collective, ns.p, ns.nbytes, _machine(ns), algs)
-            if ns.json:
-                print(json.dumps({name: c.time for name, c in res.costs.items()}))
-            else:
-                print(res.table())
-        elif ns.command == "draw":
-            path = tools.draw(ns.collective, ns.algorithm, ns.p, ns.output, root=ns.root, segments=ns.segments)
-            print(f"wrote {path}")
-        elif ns.command == "calibrate":
-            values = tools.calibrate(path=ns.output)
-            from mpi4py import MPI
-
-            if MPI.COMM_WORLD.rank == 0:
-                print(json.dumps(values))
-    except (ValueError, TypeError, ImportError) as exc:
+        return _run(ns)
+    except BrokenPipeError:  # ``python -m mpicoll show ... | head``: the reader left; say nothing more
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+    except (ValueError, TypeError, ImportError, OSError) as exc:
         print(f"python -m mpicoll {ns.command}: {exc}", file=sys.stderr)
         return 2
+
+
+def _run(ns: argparse.Namespace) -> int:
+    if ns.command == "show":
+        _names(ns.collective, ns.algorithm)
+        _root(ns)
+        print(tools.show(ns.collective, ns.algorithm, ns.p, ns.rank, root=ns.root, segments=ns.segments,
+                         nodes=ns.ranks_per_node))
+    elif ns.command == "verify":
+        _names(ns.collective, ns.algorithm)
+        return _verify(ns)
+    elif ns.command == "model":
+        _names(ns.collective, None)
+        algs = [a.strip() for a in ns.algorithms.split(",")] if ns.algorithms else None
+        for a in algs or []:
+            _names(ns.collective, a)
+        res = tools.model(ns.collective, ns.p, ns.nbytes, _machine(ns), algs,
+                          progress=_progress(time.perf_counter()))
+        if ns.json:
+            print(json.dumps({name: c.time for name, c in res.costs.items()}))
+        else:
+            print(res.table())
+    elif ns.command == "draw":
+        _names(ns.collective, ns.algorithm)
+        _root(ns)
+        path = tools.draw(ns.collective, ns.algorithm, ns.p, ns.output, root=ns.root, segments=ns.segments,
+                          nodes=ns.ranks_per_node)
+        print(f"wrote {path}")
+    elif ns.command == "calibrate":
+        return _calibrate(ns)
+    return 0
+
+
+def _calibrate(ns: argparse.Namespace) -> int:
+    from .presets import calibration_path
+
+    values = tools.calibrate(path=ns.output)
+    from mpi4py import MPI
+
+    if MPI.COMM_WORLD.rank != 0:
+        return 0
+    if ns.json:
+        print(json.dumps(values))
+        return 0
+    a, b, g = values["alpha"], values["beta"], values["gamma"]
+    print(f"measured between ranks 0 and 1 of {values['processes']} processes, {values['measured']}:")
+    print(f"  alpha  {a * 1e6:10.3f} us        per message (latency)")
+    print(f"  beta   {b * 1e9:10.4f} ns/byte   per byte sent ({1 / b / 1e9:.2f} GB/s)")
+    print(f"  gamma  {g * 1e9:10.4f} ns/byte   per byte reduced ({1 / g / 1e9:.2f} GB/s)")
+    for target in dict.fromkeys([str(calibration_path()), *([str(ns.output)] if ns.output else [])]):
+        print(f"wrote {target}" + ("  (read by --preset local)" if target == str(calibration_path()) else ""))
     return 0
 
 
@@ -141,7 +234,7 @@ def _verify(ns: argparse.Namespace) -> int:
     count = 0
     done: set[tuple[str, str]] = set()
     try:
-        for case in tools.verify_all(colls, algs, sizes):
+        for case in tools.verify_all(colls, algs, sizes, ns.ranks_per_node):
             count += 1
             if (case.collective, case.algorithm) not in done:
                 done.add((case.collective, case.algorithm))

@@ -12,7 +12,7 @@ warm buffers, next to ``np.copyto`` of the same size (the memory-copy bandwidth
 of this machine, the physical reference).  A round times a batch of back-to-back
 calls (enough for about 2 ms, at least one call); the time of a round is the
 slowest rank's; the table reports the median and the minimum over ``--iters``
-rounds, algbw and busbw (the nccl-tests factors, see ALGORITHMS.md) and the
+rounds, algbw and busbw (the nccl-tests factors) and the
 ratio of each variant's median to the built-in's median (lower is better).
 Every variant's result is checked against the built-in's once per size.
 
@@ -393,7 +393,7 @@ def table(res: dict) -> str:
             flag = ""
             if name == AUTO and fastest is not None and s["median_s"] > 1.10 * fastest[0]:
                 flag = f"  auto {s['median_s'] / fastest[0]:.2f}x the fastest ({fastest[1]})"
-            label = "memcpy (np.copyto)" if name == "memcpy" else name
+            label = ("memcpy (device)" if res.get("device") else "memcpy (np.copyto)") if name == "memcpy" else name
             lines.append(f"{human(entry['bytes']):>9} {label:<22} {s['median_s'] * 1e6:11.2f} {s['min_s'] * 1e6:10.2f} "
                          f"{s['algbw_GBs']:10.2f} {s['busbw_GBs']:10.2f} {ratio:>6} "
                          f"{'' if name == 'memcpy' else 'ok' if s['ok'] else 'WRONG':>5}{flag}")
@@ -412,13 +412,16 @@ def plot(results: list[dict], path: str) -> None:
     fig, axes = plt.subplots(len(results), 2, figsize=(12, 4.2 * len(results)), squeeze=False)
     for (ax_bw, ax_t), res in zip(axes, results):
         names = list(res["sizes"][0]["stats"])
-        for name in names:
+        # red is auto's alone: the algorithms take the other tab10/tab20 colours, each its own
+        others = [c for j, c in enumerate(plt.get_cmap("tab20").colors) if j not in (6, 7)]  # 6, 7: the reds
+        others = others[0::2] + others[1::2]                                                 # dark shades first
+        for i, name in enumerate(names):
             pts = [(e["bytes"], e["stats"][name]) for e in res["sizes"] if "median_s" in e["stats"].get(name, {})]
             if not pts:
                 continue
             x = [b for b, _ in pts]
             style = {"memcpy": dict(color="black", linestyle=":"), BUILTIN: dict(color="black", linewidth=2),
-                     AUTO: dict(color="tab:red", linewidth=2)}.get(name, {})
+                     AUTO: dict(color="tab:red", linewidth=2)}.get(name, dict(color=others[i % len(others)]))
             label = "memcpy (np.copyto)" if name == "memcpy" else name
             ax_bw.plot(x, [s["busbw_GBs"] for _, s in pts], marker=".", label=label, **style)
             if name != "memcpy":
@@ -532,6 +535,9 @@ def main(argv: list[str] | None = None, comm: MPI.Intracomm | None = None) -> li
     ap.add_argument("--tuning-file", help="where --tune writes (default $MPICOLL_TUNING or "
                                           "~/.config/mpicoll/tuning.json)")
     ap.add_argument("--quiet", action="store_true", help="no progress bar")
+    ap.add_argument("--device", choices=("cpu", "gpu", "standin"), default="cpu",
+                    help="gpu: CuPy buffers, mpicoll's GPU transports against get + built-in + set (see "
+                         "mpicoll.bench_gpu); standin: the same on the host stand-in device (tests only)")
     args = ap.parse_args(argv)
     if args.iters < 1 or args.warmup < 0:
         ap.error("--iters must be >= 1 and --warmup >= 0")
@@ -548,8 +554,14 @@ def main(argv: list[str] | None = None, comm: MPI.Intracomm | None = None) -> li
     wrapped = Comm(comm if comm is not None else MPI.COMM_WORLD)
     if args.tune:
         algorithms = None
-    results = run_bench(wrapped, names, sizes, algorithms=algorithms, dtype=args.dtype, iters=args.iters,
-                        warmup=args.warmup, progress=not args.quiet)
+    if args.device != "cpu":
+        from .bench_gpu import run_bench_gpu  # noqa: PLC0415
+
+        results = run_bench_gpu(wrapped, names, sizes, device=args.device, dtype=args.dtype, iters=args.iters,
+                                warmup=args.warmup, progress=not args.quiet)
+    else:
+        results = run_bench(wrapped, names, sizes, algorithms=algorithms, dtype=args.dtype, iters=args.iters,
+                            warmup=args.warmup, progress=not args.quiet)
     if wrapped.rank == 0:
         print(f"# mpicoll.bench: {' '.join(sys.argv[1:]) if argv is None else ' '.join(argv)}")
         for res in results:

@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
+from . import datatypes, errors, memory
+
 __all__ = ["Buffer", "VBuffer", "parse", "parse_v", "parse_blocks", "is_in_place", "as_count"]
 
 
@@ -48,29 +50,35 @@ def is_in_place(obj: Any) -> bool:
 def as_count(value: Any, what: str) -> int:
     """An int, NumPy integer or 0-d integer array as a non-negative int."""
     if isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{what} must be an integer, got {value!r}")
+        raise errors.CountTypeError(f"{what} must be an integer, got {value!r}")
     try:
         n = int(np.asarray(value).item()) if not isinstance(value, int) else value
     except Exception:
-        raise TypeError(f"{what} must be an integer, got {type(value).__name__}") from None
+        raise errors.CountTypeError(f"{what} must be an integer, got {type(value).__name__}") from None
     if isinstance(value, float) or (hasattr(value, "dtype") and np.asarray(value).dtype.kind not in "iu"):
-        raise TypeError(f"{what} must be an integer, got {value!r}")
+        raise errors.CountTypeError(f"{what} must be an integer, got {value!r}")
     if n < 0:
-        raise ValueError(f"{what} must be >= 0, got {n}")
+        raise errors.CountError(f"{what} must be >= 0, got {n}")
     return n
 
 
 def parse(spec: Any, what: str, *, writable: bool = False) -> Buffer:
     """Turn one buffer argument (``what`` names it in errors) into a :class:`Buffer`."""
     obj, count, displ, datatype = _split_spec(spec, what, pair=(list, tuple))
-    array, xp, factor, datatype = _typed_array(obj, datatype, what, writable)
+    array, xp, tm, datatype = _typed_array(obj, datatype, what, writable)
+    displ = 0 if displ is None else as_count(displ, f"{what}: displacement")
+    if tm is not None and not tm.dense:  # a non-contiguous datatype: its elements, packed by MPI
+        raw = array.view(np.uint8)
+        count = max(raw.shape[0] // tm.extent - displ, 0) if count is None else as_count(count, f"{what}: count")
+        packed = datatypes.pack(raw, datatype, tm, [count], [displ], what, writable=writable)
+        return Buffer(packed.array, tm.element, count * tm.per, xp, _is_writable(array), 1, _packed_type(tm, datatype))
+    factor = tm.per if tm is not None else 1
     writable_array = _is_writable(array)
     units = array.shape[0] // factor
-    displ = 0 if displ is None else as_count(displ, f"{what}: displacement")
     count = units - displ if count is None else as_count(count, f"{what}: count")
     if displ + count > units:
-        raise ValueError(f"{what}: count {count} at displacement {displ} needs {displ + count} "
-                         f"elements, the buffer has {units}")
+        raise errors.CountError(f"{what}: count {count} at displacement {displ} needs {displ + count} "
+                                f"elements, the buffer has {units}")
     view = array[displ * factor:(displ + count) * factor]
     return Buffer(view, array.dtype, count * factor, xp, writable_array, factor, datatype)
 
@@ -89,7 +97,7 @@ def parse_blocks(spec: Any, what: str, blocks: int, *, writable: bool = False) -
     buf = parse([obj, count, displ] + ([] if datatype is None else [datatype]), what, writable=writable)
     units = buf.count // buf.unit
     if blocks and units % blocks:
-        raise ValueError(f"{what}: {units} elements do not split into {blocks} equal blocks (one per rank); "
+        raise errors.CountError(f"{what}: {units} elements do not split into {blocks} equal blocks (one per rank); "
                          "pass [buf, count, datatype] with the count per rank")
     return buf
 
@@ -122,12 +130,14 @@ def parse_v(spec: Any, what: str, blocks: int, *, writable: bool = False) -> VBu
     Forms, as in mpi4py: ``buf`` (split into ``blocks`` equal blocks),
     ``[buf, counts]``, ``[buf, (counts, displs)]``, ``[buf, counts, displs]``, each
     optionally followed by a datatype.  ``counts`` may be one int (the same for
-    every block); ``displs`` default to the running sum of ``counts``.  Every
+    every block); ``displs`` default to the running sum of ``counts``, and one
+    int ``d`` means block i starts at ``i * d``.  Every
     block must lie inside the buffer.
     """
     obj, counts, displs, datatype = _split_spec(spec, what, pair=(tuple,))
-    array, xp, unit, datatype = _typed_array(obj, datatype, what, writable)
-    units = array.shape[0] // unit
+    array, xp, tm, datatype = _typed_array(obj, datatype, what, writable)
+    unit = tm.per if tm is not None and tm.dense else 1
+    units = array.shape[0] // unit if tm is None or tm.dense else array.nbytes // tm.extent
     if counts is None:
         counts = [units // blocks if blocks else 0] * blocks
     elif isinstance(counts, (int, np.integer)) or np.ndim(counts) == 0:
@@ -135,17 +145,24 @@ def parse_v(spec: Any, what: str, blocks: int, *, writable: bool = False) -> VBu
     else:
         counts = [as_count(c, f"{what}: counts[{i}]") for i, c in enumerate(np.asarray(counts).reshape(-1))]
     if len(counts) != blocks:
-        raise ValueError(f"{what}: expected {blocks} counts (one per rank), got {len(counts)}")
+        raise errors.CountError(f"{what}: expected {blocks} counts (one per rank), got {len(counts)}")
     if displs is None:
         displs = [int(x) for x in np.concatenate([[0], np.cumsum(counts)[:-1]])] if blocks else []
+    elif isinstance(displs, (int, np.integer)) or np.ndim(displs) == 0:  # one int: the stride between blocks
+        stride = as_count(displs, f"{what}: displacement")
+        displs = [i * stride for i in range(blocks)]
     else:
         displs = [as_count(d, f"{what}: displs[{i}]") for i, d in enumerate(np.asarray(displs).reshape(-1))]
         if len(displs) != blocks:
-            raise ValueError(f"{what}: expected {blocks} displacements (one per rank), got {len(displs)}")
+            raise errors.CountError(f"{what}: expected {blocks} displacements (one per rank), got {len(displs)}")
+    if tm is not None and not tm.dense:  # a non-contiguous datatype: its elements, packed by MPI
+        packed = datatypes.pack(array.view(np.uint8), datatype, tm, counts, displs, what, writable=writable)
+        return VBuffer(packed.array, tm.element, tuple(c * tm.per for c in counts), packed.offsets, xp,
+                       _is_writable(array), 1, _packed_type(tm, datatype))
     for i, (c, d) in enumerate(zip(counts, displs)):
         if d + c > units:
-            raise ValueError(f"{what}: block {i} (count {c} at displacement {d}) ends past the buffer's "
-                             f"{units} elements")
+            raise errors.CountError(f"{what}: block {i} (count {c} at displacement {d}) ends past the buffer's "
+                                    f"{units} elements")
     return VBuffer(array, array.dtype, tuple(c * unit for c in counts), tuple(d * unit for d in displs), xp,
                    _is_writable(array), unit, datatype)
 
@@ -161,93 +178,98 @@ def _split_spec(spec: Any, what: str, pair: tuple[type, ...] = (list, tuple)) ->
         return spec, None, None, None
     items = list(spec)
     if not items:
-        raise ValueError(f"{what}: empty buffer specification")
+        raise errors.BufferValueError(f"{what}: empty buffer specification")
     obj, rest = items[0], items[1:]
     datatype = rest.pop() if rest and isinstance(rest[-1], (MPI.Datatype, str)) else None
     first = second = None
     if len(rest) == 1 and isinstance(rest[0], pair):
         if len(rest[0]) != 2:
-            raise ValueError(f"{what}: expected (count, displacement), got {rest[0]!r}")
+            raise errors.BufferValueError(f"{what}: expected (count, displacement), got {rest[0]!r}")
         first, second = rest[0]
     elif len(rest) == 1:
         first = rest[0]
     elif len(rest) == 2:
         first, second = rest
     elif rest:
-        raise ValueError(f"{what}: cannot read buffer specification; expected buf, [buf, datatype], "
+        raise errors.BufferValueError(f"{what}: cannot read buffer specification; expected buf, [buf, datatype], "
                          "[buf, count, datatype], [buf, (count, displ), datatype] or [buf, count, displ, datatype]")
     return obj, first, second, datatype
 
 
-def _typed_array(obj: Any, datatype: Any, what: str, writable: bool) -> tuple[Any, Any, int, Any]:
-    """(one-dimensional array typed by ``datatype``, namespace, base elements per datatype element, datatype)."""
+def _typed_array(obj: Any, datatype: Any, what: str, writable: bool
+                 ) -> tuple[Any, Any, datatypes.Typemap | None, Any]:
+    """(one-dimensional array, namespace, the datatype's typemap or None, the datatype or None).
+
+    With a dense datatype the array is a view typed by its element type; with a
+    non-contiguous one it is the buffer as it is (to be packed, host memory only).
+    """
     array, xp = _as_array(obj, what)
     if writable and not _is_writable(array):
-        raise ValueError(f"{what}: the buffer is read-only, but it receives data")
-    unit = 1
+        raise errors.BufferValueError(f"{what}: the buffer is read-only, but it receives data")
     if isinstance(datatype, str):
         datatype = _datatype_of_code(datatype, what)
-    if datatype is not None:
-        dtype = _dtype_of(datatype, what)
-        if dtype.subdtype is not None:  # a contiguous datatype such as ('i4', (3,))
-            dtype, shape = dtype.subdtype
-            unit = int(np.prod(shape))
-        array = _retype(array, dtype)
-    return array, xp, unit, datatype
+    if datatype is None:
+        return array, xp, None, None
+    tm = datatypes.describe(datatype, what)
+    if tm.dense:
+        return _retype(array, tm.element), xp, tm, datatype
+    if xp is not np:
+        raise errors.DatatypeError(f"{what}: a non-contiguous datatype on a device buffer is not supported "
+                                   "(pass the data contiguous, or use the MPI library's own collective)")
+    return array, xp, tm, datatype
+
+
+def _packed_type(tm: datatypes.Typemap, datatype: MPI.Datatype) -> MPI.Datatype:
+    """The MPI datatype of a packed buffer's elements: its one basic type, or the datatype itself when
+    its signature mixes basic types (reductions refuse those, see :func:`mpicoll.datatypes.check_reducible`)."""
+    from mpi4py.util import dtlib
+
+    return datatype if tm.mixed else dtlib.from_numpy_dtype(tm.element)
 
 
 def _datatype_of_code(code: str, what: str) -> MPI.Datatype:
     try:
         return MPI._typedict[code]
     except KeyError:
-        raise ValueError(f"{what}: unknown MPI type code {code!r}") from None
-
-
-def _dtype_of(datatype: Any, what: str) -> np.dtype:
-    from mpi4py.util import dtlib
-
-    if datatype == MPI.DATATYPE_NULL:
-        raise ValueError(f"{what}: MPI.DATATYPE_NULL is not a datatype")
-    try:
-        return dtlib.to_numpy_dtype(datatype)
-    except Exception as exc:
-        raise TypeError(f"{what}: datatype {datatype.Get_name() or datatype} has no NumPy "
-                        f"equivalent ({exc})") from None
+        raise errors.DatatypeError(f"{what}: unknown MPI type code {code!r}") from None
 
 
 def _as_array(obj: Any, what: str) -> tuple[Any, Any]:
-    """A one-dimensional view of ``obj`` and its array namespace; never a copy."""
+    """A one-dimensional view of ``obj`` (in memory order) and its array namespace; never a copy.
+
+    The objects mpi4py accepts: the buffer protocol (NumPy arrays in C or Fortran
+    order, bytes, bytearray, memoryview, mmap, array.array), ``__cuda_array_interface__``
+    and DLPack producers.  Host memory becomes a NumPy view, device memory a CuPy one.
+    """
     if isinstance(obj, np.ndarray):
-        arr = obj
-    elif hasattr(obj, "__cuda_array_interface__") or _dlpack_on_gpu(obj):
+        return _flat(obj, what), np
+    if hasattr(obj, "__cuda_array_interface__"):
+        if not memory.cai_on_device(obj):
+            return _flat(memory.cai_host_view(obj), what), np
         import cupy  # noqa: PLC0415 - only needed for GPU buffers
 
-        arr = cupy.asarray(obj) if hasattr(obj, "__cuda_array_interface__") else cupy.from_dlpack(obj)
-        if not arr.flags.c_contiguous:
-            raise ValueError(f"{what}: the buffer is not contiguous")
-        return arr.reshape(-1), cupy
-    else:
-        try:
-            arr = np.asarray(memoryview(obj))
-        except TypeError:
-            if hasattr(obj, "__dlpack__"):
-                arr = np.from_dlpack(obj)
-            else:
-                raise TypeError(f"{what}: expected a buffer (NumPy array, bytes-like, DLPack or "
-                                f"CUDA array), got {type(obj).__name__}") from None
-    if not arr.flags.c_contiguous:
-        raise ValueError(f"{what}: the buffer is not contiguous")
-    return arr.reshape(-1), np
-
-
-def _dlpack_on_gpu(obj: Any) -> bool:
-    device = getattr(obj, "__dlpack_device__", None)
-    if device is None or isinstance(obj, np.ndarray):
-        return False
+        return _flat(cupy.asarray(obj), what), cupy
     try:
-        return device()[0] != 1  # 1 is kDLCPU
-    except Exception:
-        return False
+        return _flat(np.asarray(memoryview(obj)), what), np
+    except TypeError:
+        pass
+    if hasattr(obj, "__dlpack__"):
+        if not memory.dlpack_on_device(obj):
+            return _flat(memory.dlpack_host_view(obj), what), np
+        import cupy  # noqa: PLC0415
+
+        return _flat(cupy.from_dlpack(obj), what), cupy
+    raise errors.BufferTypeError(f"{what}: expected a buffer (NumPy array, bytes-like, DLPack or CUDA array), "
+                                 f"got {type(obj).__name__}")
+
+
+def _flat(arr: Any, what: str) -> Any:
+    """``arr`` as one dimension in memory order: C or Fortran contiguous, as mpi4py accepts."""
+    if arr.flags.c_contiguous:
+        return arr.reshape(-1)
+    if arr.flags.f_contiguous:
+        return arr.reshape(-1, order="F")
+    raise errors.BufferValueError(f"{what}: the buffer is not contiguous (neither C nor Fortran order)")
 
 
 def _is_writable(arr: Any) -> bool:

@@ -1,7 +1,8 @@
 """Measure this machine's alpha, beta and gamma for the ``local`` cost preset.
 
 Run under MPI with at least two processes (``mpirun -n 2 python -m mpicoll
-calibrate``): ranks 0 and 1 measure
+calibrate``): ranks 0 and 1 measure (across nodes: rank 0 with a rank of another
+node, and with one of its own node, see :func:`measure`)
 
 * alpha: half the round-trip time of a 1-byte ping-pong (median of many);
 * beta: the time per byte of a large (16 MiB) Sendrecv exchange, less alpha;
@@ -30,10 +31,8 @@ def _median(xs: list[float]) -> float:
     return float(np.median(xs))
 
 
-def measure(comm: Any, *, reps: int = 200, big: int = 16 << 20) -> dict[str, float] | None:
-    """The constants measured between ranks 0 and 1 of ``comm`` (on every rank of ``comm``)."""
-    if comm.size < 2:
-        raise ValueError(f"calibrate: needs at least 2 MPI processes, got {comm.size} (mpirun -n 2 ...)")
+def _pair(comm: Any, peer: int, reps: int, big: int) -> tuple[float, float]:
+    """(alpha, beta) between rank 0 and ``peer``: ping-pong latency, then a large Sendrecv exchange."""
     rank = comm.rank
     one = np.zeros(1, np.uint8)
     times: list[float] = []
@@ -41,9 +40,9 @@ def measure(comm: Any, *, reps: int = 200, big: int = 16 << 20) -> dict[str, flo
         comm.Barrier()
         t0 = time.perf_counter()
         if rank == 0:
-            comm.Send(one, 1, 7)
-            comm.Recv(one, 1, 7)
-        elif rank == 1:
+            comm.Send(one, peer, 7)
+            comm.Recv(one, peer, 7)
+        elif rank == peer:
             comm.Recv(one, 0, 7)
             comm.Send(one, 0, 7)
         if i >= 10:
@@ -55,10 +54,37 @@ def measure(comm: Any, *, reps: int = 200, big: int = 16 << 20) -> dict[str, flo
     for _ in range(5):
         comm.Barrier()
         t0 = time.perf_counter()
-        if rank in (0, 1):
-            comm.Sendrecv(send, 1 - rank, 8, recv, 1 - rank, 8)
+        if rank in (0, peer):
+            other = peer if rank == 0 else 0
+            comm.Sendrecv(send, other, 8, recv, other, 8)
         times.append(time.perf_counter() - t0)
     beta = max(_median(times) - alpha, 1e-15) / big
+    return alpha, beta
+
+
+def measure(comm: Any, *, reps: int = 200, big: int = 16 << 20) -> dict[str, float] | None:
+    """The constants measured from rank 0 of ``comm`` (returned on every rank of ``comm``).
+
+    On one node: alpha and beta between ranks 0 and 1.  Across nodes (see
+    :func:`mpicoll.nodes.of_comm`; e.g. on the emulated test bed of
+    ``launch --emulate-hosts``): alpha and beta between rank 0 and the first
+    rank of another node, ``alpha_intra`` and ``beta_intra`` between rank 0 and
+    another rank of its node (when it has one), and ``link_per_node`` true:
+    the cost model then lets a node's ranks share its network link.
+    """
+    if comm.size < 2:
+        raise ValueError(f"calibrate: needs at least 2 MPI processes, got {comm.size} (mpirun -n 2 ...)")
+    from .nodes import groups, of_comm  # noqa: PLC0415
+
+    layout = groups(comm.size, of_comm(comm))
+    values: dict[str, Any] = {}
+    if len(layout) > 1:
+        alpha, beta = _pair(comm, layout[1][0], reps, big)
+        values.update(alpha=alpha, beta=beta, link_per_node=True, nodes=[len(g) for g in layout])
+        if len(layout[0]) > 1:
+            values["alpha_intra"], values["beta_intra"] = _pair(comm, layout[0][1], reps, big)
+    else:
+        values["alpha"], values["beta"] = _pair(comm, 1, reps, big)
     a = np.ones(big // 8)
     b = np.ones(big // 8)
     times = []
@@ -66,8 +92,7 @@ def measure(comm: Any, *, reps: int = 200, big: int = 16 << 20) -> dict[str, flo
         t0 = time.perf_counter()
         np.add(a, b, out=b)
         times.append(time.perf_counter() - t0)
-    gamma = _median(times) / big
-    values = {"alpha": alpha, "beta": beta, "gamma": gamma}
+    values["gamma"] = _median(times) / big
     return comm.bcast(values, root=0)
 
 

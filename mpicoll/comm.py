@@ -16,6 +16,8 @@ from typing import Any
 
 from mpi4py import MPI
 
+from . import guard
+from .datatypes import staging
 from .exec import nonblocking
 from .exec.blocking import execute
 from .exec.nonblocking import Prequest, Request
@@ -43,10 +45,25 @@ class Comm(MPI.Intracomm):
     >>> comm.Allreduce(MPI.IN_PLACE, x, op=MPI.SUM, algorithm="ring")
     """
 
-    def __new__(cls, comm: MPI.Intracomm | None = None) -> Comm:
+    #: seconds a blocking call or a Wait may go without progress before raising
+    #: :class:`mpicoll.CollectiveTimeout`; None: no watchdog (the default; see :mod:`mpicoll.guard`)
+    timeout: float | None = None
+
+    def __new__(cls, comm: MPI.Intracomm | None = None, *, timeout: float | None = None) -> Comm:
         if comm is not None and (not isinstance(comm, MPI.Intracomm) or isinstance(comm, MPI.Intercomm)):
             raise TypeError(f"mpicoll.Comm wraps an MPI.Intracomm, got {type(comm).__name__}")
-        return super().__new__(cls, comm)
+        self = super().__new__(cls, comm)
+        if timeout is None:
+            timeout = guard.env_timeout() if comm is None or not isinstance(comm, Comm) else comm.timeout
+        if timeout is not None:
+            if not timeout > 0:
+                raise ValueError(f"timeout must be a positive number of seconds or None, got {timeout!r}")
+            self.timeout = float(timeout)
+        return self
+
+    def _derived(self, comm: MPI.Intracomm) -> Comm:
+        """A communicator derived from this one, wrapped, with the same timeout."""
+        return Comm(comm, timeout=self.timeout)
 
     @property
     def private(self) -> MPI.Intracomm:
@@ -94,7 +111,8 @@ class Comm(MPI.Intracomm):
         return module
 
     def _prepare(self, method: str, *args: Any, algorithm: str) -> Plan | None:
-        return self._module(method).prepare(self, *args, algorithm=algorithm)
+        with staging() as staged:  # buffers of non-contiguous datatypes: unpacked when the plan finishes
+            return staged.attach(self._module(method).prepare(self, *args, algorithm=algorithm))
 
     @property
     def plans(self) -> PlanCache:
@@ -115,7 +133,7 @@ class Comm(MPI.Intracomm):
             if plan is not None:
                 return plan
         module = self._module(method)
-        plan = module.prepare(self, *args, algorithm=algorithm)
+        plan = self._prepare(method, *args, algorithm=algorithm)
         cacheable = getattr(module, "cacheable", None)
         if found is not None and (cacheable is None or cacheable(*args)):
             key, refs, spans = found
@@ -124,39 +142,52 @@ class Comm(MPI.Intracomm):
 
     def _run(self, method: str, *args: Any, algorithm: str) -> None:
         tag = self._next_tag(BLOCKING)
-        plan = self._cached_prepare(method, *args, algorithm=algorithm)
+        if guard.active(self):     # a timeout or MPICOLL_DEBUG: the careful path
+            return guard.run(self, method, args, algorithm, tag)
+        try:
+            plan = self._cached_prepare(method, *args, algorithm=algorithm)
+        except Exception as exc:   # peers may have started: play this rank's part on scratch, then raise
+            guard.stand_in(self, method, args, algorithm, exc, tag)
+            raise
         if plan is None:
             return
         if nonblocking.outstanding():
             # a peer may be waiting on an outstanding mpicoll request before it joins this call:
             # run as a request of its own, so that waiting for it keeps the others moving
-            nonblocking.start(plan.rounds(), self.private, tag, plan.finish).Wait()
-            return
-        execute(plan.rounds(), self.private, tag)
-        if plan.finish is not None:
-            plan.finish()
+            nonblocking.start(plan, self, tag).Wait()
+        elif plan.device is not None:
+            plan.device.run(self.private, tag)
+            if plan.finish is not None:
+                plan.finish()
+        else:
+            execute(plan.rounds(), self.private, tag)
+            if plan.finish is not None:
+                plan.finish()
 
     def _start(self, method: str, *args: Any, algorithm: str) -> Request:
         tag = self._next_tag(NONBLOCKING)
-        plan = self._prepare(method, *args, algorithm=algorithm)
-        if plan is None:
-            return nonblocking.start([], None, tag)
-        return nonblocking.start(plan.bound(), self.private, tag, plan.finish)
+        if guard.active(self):
+            return guard.start(self, method, args, algorithm, tag)
+        try:
+            plan = self._prepare(method, *args, algorithm=algorithm)
+        except Exception as exc:   # as in _run: no peer may be left waiting
+            guard.stand_in(self, method, args, algorithm, exc, tag, nonblocking_call=True)
+            raise
+        return nonblocking.start(plan, self, tag)
 
     def _init(self, method: str, *args: Any, info: MPI.Info, algorithm: str) -> Prequest:
         # mpicoll accepts the ``info`` hints of the *_init methods and ignores them
         tag = self._next_tag(PERSISTENT)
         plan = self._prepare(method, *args, algorithm=algorithm)
-        if plan is None:
-            return nonblocking.persistent([], self.private, tag)
         rebuild = None
-        if plan.staged:  # GPU buffers staged on the host: stage again for every Start
+        if plan is not None and (plan.device is not None or plan.before is not None):
+            # GPU buffers, or buffers of non-contiguous datatypes: bound once, their inputs staged per Start
 
-            def rebuild() -> tuple[list, Any]:
-                fresh = self._prepare(method, *args, algorithm=algorithm)
-                return (fresh.bound(), fresh.finish) if fresh is not None else ([], None)
+            def rebuild() -> Plan | None:
+                plan.begin()
+                return None     # the request keeps its MPI persistent requests and views
 
-        return nonblocking.persistent(plan.bound(), self.private, tag, plan.finish, rebuild)
+        return nonblocking.persistent(plan, self, tag, rebuild)
 
     # -- the collectives: mpi4py's signatures, plus ``algorithm`` ---------------
 
@@ -407,29 +438,30 @@ class Comm(MPI.Intracomm):
     # -- derived communicators stay wrapped ------------------------------------
 
     def Dup(self, info: MPI.Info | None = None) -> Comm:
-        return Comm(MPI.Intracomm(MPI.Intracomm.Dup(self, info) if info is not None else MPI.Intracomm.Dup(self)))
+        dup = MPI.Intracomm.Dup(self, info) if info is not None else MPI.Intracomm.Dup(self)
+        return self._derived(MPI.Intracomm(dup))
 
     def Clone(self) -> Comm:
         return self.Dup()
 
     def Dup_with_info(self, info: MPI.Info) -> Comm:
-        return Comm(MPI.Intracomm(MPI.Intracomm.Dup_with_info(self, info)))
+        return self._derived(MPI.Intracomm(MPI.Intracomm.Dup_with_info(self, info)))
 
     def Split(self, color: int = 0, key: int = 0) -> Comm:
-        return Comm(MPI.Intracomm.Split(self, color, key))
+        return self._derived(MPI.Intracomm.Split(self, color, key))
 
     def Split_type(self, split_type: int, key: int = 0, info: MPI.Info = MPI.INFO_NULL) -> Comm:
-        return Comm(MPI.Intracomm.Split_type(self, split_type, key, info))
+        return self._derived(MPI.Intracomm.Split_type(self, split_type, key, info))
 
     def Create(self, group: MPI.Group) -> Comm:
-        return Comm(MPI.Intracomm.Create(self, group))
+        return self._derived(MPI.Intracomm.Create(self, group))
 
     def Create_group(self, group: MPI.Group, tag: int = 0) -> Comm:
-        return Comm(MPI.Intracomm.Create_group(self, group, tag))
+        return self._derived(MPI.Intracomm.Create_group(self, group, tag))
 
     def Free(self) -> None:
         """Free the private duplicate and the cached plans, then the communicator itself."""
-        self.__dict__.pop("_plans", None)  # bound plans hold scratch buffers
+        self.__dict__.pop("_plans", None)  # bound plans hold references to user arrays
         dup = self.__dict__.pop("_private", None)
         if dup is not None:
             dup.Free()

@@ -20,8 +20,11 @@ A cached plan views the user's memory through raw addresses
 never keeps a user's buffer alive, never stops a ``bytearray`` from growing or
 an ``mmap`` from closing.  That is safe because a plan is only ever reused by a
 call whose buffers occupy exactly the same memory range with the same format
-at that moment.  Calls the key cannot describe (GPU arrays, derived datatypes,
-user objects of unknown kind, ``MPICOLL_DEBUG``) are not cached.
+at that moment.  GPU arrays are keyed by identity instead, and their entry keeps
+them alive (their plan holds pinned mirrors or IPC mappings).  Calls the key
+cannot describe (derived datatypes, user objects of unknown kind,
+``MPICOLL_DEBUG``), and plans that finish by writing to a user object (an
+in-place result copied back), are not cached.
 
 The cache is a least-recently-used map of at most :data:`PLAN_CACHE_ENTRIES`
 plans per communicator, whose scratch buffers hold at most
@@ -42,6 +45,7 @@ import numpy as np
 from mpi4py import MPI
 
 from . import backends, registry, selection
+from .datatypes import check_reducible
 from .exec.blocking import bind
 from .layout import Layout
 from .ops import Op, reducer
@@ -62,8 +66,9 @@ class Plan:
     layouts: dict[str, Layout]
     kernel: Callable[[Any, Any, Any], None] | None
     xp: Any
-    finish: Callable[[], None] | None = None   # e.g. copy a staged result back to the GPU
-    staged: bool = False                        # works on host copies of GPU buffers: never cached
+    finish: Callable[[], None] | None = None   # e.g. unpack a result staged for a non-contiguous datatype
+    device: Any = None     # a backends.call.DeviceCall when the buffers are on a GPU: it runs the plan
+    before: Callable[[], None] | None = None   # run at each start: packs non-contiguous datatypes again
 
     owned_bytes: int = 0                        # memory the plan allocated itself (known once detached)
 
@@ -71,6 +76,8 @@ class Plan:
 
     def bound(self) -> list:
         """Freshly bound rounds (the nonblocking paths own theirs)."""
+        if self.device is not None:
+            return self.device.bound()
         return bind(self.schedule, self.arrays, self.layouts, self.kernel, self.xp)
 
     def rounds(self) -> list:
@@ -79,9 +86,18 @@ class Plan:
             self._rounds = self.bound()
         return self._rounds
 
+    def begin(self) -> None:
+        """A request starts: GPU buffers make their inputs visible to MPI, buffers of non-contiguous
+        datatypes are packed again (nothing to do for plain host buffers)."""
+        if self.before is not None:
+            self.before()
+        if self.device is not None:
+            self.device.begin()
+
     @property
     def scratch_bytes(self) -> int:
-        return sum(arr.nbytes for name, arr in self.arrays.items() if name.startswith("tmp"))
+        held = self.device.nbytes if self.device is not None else 0
+        return held + sum(arr.nbytes for name, arr in self.arrays.items() if name.startswith("tmp"))
 
     def detach(self, spans: Sequence[tuple[int, int]]) -> None:
         """View the caller's memory by address, so that the plan keeps none of the caller's objects alive.
@@ -92,6 +108,9 @@ class Plan:
         """
         seen: dict[int, Any] = {}
         self.owned_bytes = 0
+        if self.device is not None:     # GPU buffers: the cache entry keeps the arrays alive instead
+            self.owned_bytes = self.scratch_bytes
+            return
         for name, arr in list(self.arrays.items()):
             if type(arr) is not np.ndarray or arr.nbytes == 0:
                 continue
@@ -120,35 +139,34 @@ def make_plan(comm: Any, collective: str, name: str, params: dict[str, Any], arr
     ``layouts["recv"]`` for names it does not list); ``scratch_count`` is the
     element count of every scratch buffer (``tmp*``), or a dict by name.
 
-    GPU arrays are staged: the plan works on host copies, and its ``finish``
-    copies the receive buffer back to the device.
+    GPU arrays get a plan whose ``device`` (:class:`mpicoll.backends.call.DeviceCall`)
+    moves them with a GPU transport, chosen when the plan first runs.
     """
+    if op is not None:
+        check_reducible(datatype)
     sched = registry.schedule(collective, name, comm.rank, comm.size, **params)
-    xp: Any = np
-    finish = None
-    staged = any(backends.on_device(arr) for arr in arrays.values())
-    if staged:
-        device = arrays
-        arrays = {key: backends.to_host(arr) for key, arr in device.items()}
-        if device.get("send") is device.get("recv"):
-            arrays["send"] = arrays["recv"]
+    device = backends.device_for(arrays)
+    if device is not None:
+        from .backends.call import DeviceCall  # noqa: PLC0415 - GPU calls only
 
-        def finish() -> None:
-            if "recv" in device:  # a non-root rank of Gather or Reduce has no receive buffer
-                backends.to_device(arrays["recv"], device["recv"])
-    else:
-        arrays = dict(arrays)
-    for scratch in sched.scratch():
-        count = scratch_count[scratch] if isinstance(scratch_count, dict) else scratch_count
-        arrays[scratch] = xp.empty(count, dtype)
+        bound_layouts = layouts(sched.nblocks)
+        scratch = {s: scratch_count[s] if isinstance(scratch_count, dict) else scratch_count for s in sched.scratch()}
+        call = DeviceCall(device, comm, collective, sched, dict(arrays), bound_layouts, scratch, dtype=dtype, op=op,
+                          datatype=datatype)
+        return Plan(sched, dict(arrays), bound_layouts, None, device.xp, call.finish, device=call)
+    xp: Any = np
+    arrays = dict(arrays)
+    for scratch_name in sched.scratch():
+        count = scratch_count[scratch_name] if isinstance(scratch_count, dict) else scratch_count
+        arrays[scratch_name] = xp.empty(count, dtype)
     kernel = reducer(op, dtype, xp, datatype).reduce if op is not None else None
-    return Plan(sched, arrays, layouts(sched.nblocks), kernel, xp, finish, staged)
+    return Plan(sched, arrays, layouts(sched.nblocks), kernel, xp)
 
 
 # -- the cache key ---------------------------------------------------------------------------------
 
 _ENV = getattr(os.environ, "_data", None)   # os.environ's own dict: a plain lookup, no key encoding
-_ALGO, _DEBUG = b"MPICOLL_ALGO", b"MPICOLL_DEBUG"
+_ALGO, _DEBUG, _GPU = b"MPICOLL_ALGO", b"MPICOLL_DEBUG", b"MPICOLL_GPU_TRANSPORT"
 _PLAIN = (int, str, float, bool, type(None))
 _BUFFERS = (bytearray, bytes, memoryview, mmap.mmap, array.array)
 _IN_PLACE = MPI.IN_PLACE
@@ -168,7 +186,7 @@ def _environ(name: bytes) -> Any:
     return value.encode() if value is not None else None
 
 
-def _memory(obj: Any, spans: list) -> tuple:
+def _memory(obj: Any, spans: list, refs: list) -> tuple:
     """What identifies the memory of one buffer object: address, extent, writability, element format."""
     t = type(obj)
     if t in _BUFFERS or isinstance(obj, np.ndarray):
@@ -179,6 +197,9 @@ def _memory(obj: Any, spans: list) -> tuple:
         spans.append((buf.address, buf.nbytes))
         extra = (obj.dtype, obj.shape, obj.strides) if isinstance(obj, np.ndarray) else (t, buf.format)
         return (buf.address, buf.nbytes, buf.readonly, *extra)
+    if backends.on_device(obj):     # a GPU array: keyed by identity, kept alive by the entry
+        refs.append(obj)
+        return ("device", id(obj), obj.shape, obj.strides, obj.dtype, type(obj))
     raise _Uncacheable
 
 
@@ -210,11 +231,11 @@ def _argument(obj: Any, refs: list, spans: list) -> Any:
     if t is list or t is tuple:    # [buf, count, displ, datatype] and friends
         if not obj:
             raise _Uncacheable
-        return (t, _memory(obj[0], spans), *map(_value, obj[1:]))
+        return (t, _memory(obj[0], spans, refs), *map(_value, obj[1:]))
     if isinstance(obj, (MPI.Op, Op)):
         refs.append(obj)            # kept alive by the entry: its id cannot be reused meanwhile
         return ("op", id(obj), obj.handle if isinstance(obj, MPI.Op) else 0)
-    return _memory(obj, spans)
+    return _memory(obj, spans, refs)
 
 
 def call_key(method: str, args: Sequence[Any], algorithm: Any, values: tuple[int, ...] = ()
@@ -232,7 +253,7 @@ def call_key(method: str, args: Sequence[Any], algorithm: Any, values: tuple[int
         return None
     if type(algorithm) is not str:
         return None
-    key: list = [method, algorithm, _environ(_ALGO), selection._GENERATION]
+    key: list = [method, algorithm, _environ(_ALGO), _environ(_GPU), selection._GENERATION]
     refs: list = []
     spans: list = []
     try:
@@ -285,7 +306,7 @@ class PlanCache:
 
     def put(self, key: tuple, plan: Plan | None, refs: list, spans: list) -> None:
         """Remember ``plan`` (detached from the caller's memory ``spans``) under ``key``; evict the least recent."""
-        if plan is None or plan.staged:
+        if plan is None or (plan.finish is not None and plan.device is None):   # finishes hold user objects
             return
         plan.detach(spans)
         if plan.owned_bytes > self.scratch:

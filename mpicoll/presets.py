@@ -6,7 +6,7 @@ falls back to :data:`DEFAULT_LOCAL` (shared memory on a small Linux box)
 when there is none.
 
 ``nccl-summit`` reproduces the NCCL 2.4 announcement's 8-byte all-reduce on
-Summit (6 GPUs per node; ALGORITHMS.md): rings about 0.9 us x 2(p-1), trees
+Summit (6 GPUs per node; NCCL 2.4's published measurements): rings about 0.9 us x 2(p-1), trees
 about 68 + 14.5 lg(nodes) us.  Derivation, with the model of
 :mod:`mpicoll.exec.cost` (per round, the slowest rank):
 
@@ -68,8 +68,9 @@ def load_local(path: str | os.PathLike | None = None) -> Machine:
         return DEFAULT_LOCAL
     data = json.loads(file.read_text())
     try:
+        nodes = {key: float(data[key]) for key in ("alpha_intra", "beta_intra") if data.get(key) is not None}
         return Machine(alpha=float(data["alpha"]), beta=float(data["beta"]), gamma=float(data["gamma"]),
-                       name=f"local ({file})")
+                       name=f"local ({file})", link_per_node=bool(data.get("link_per_node", False)), **nodes)
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"{file}: expected a JSON object with numbers alpha, beta, gamma ({exc})") from None
 

@@ -30,6 +30,7 @@ class Algorithm:
     build: Build
     keeps_order_for: Callable[[int], bool]
     params: tuple[str, ...]
+    rotates: bool = False
 
     def keeps_order(self, size: int) -> bool:
         """Whether the algorithm reduces in rank order at ``size`` ranks (non-commutative ops)."""
@@ -45,17 +46,20 @@ _REGISTRY: dict[str, dict[str, Algorithm]] = {}
 
 
 def register(collective: str, name: str, *, keeps_order: bool | Callable[[int], bool] = True,
-             params: tuple[str, ...] = ()) -> Callable[[Build], Build]:
+             params: tuple[str, ...] = (), rotates: bool = False) -> Callable[[Build], Build]:
     """Decorator: register ``build`` as algorithm ``name`` of ``collective``.
 
     ``keeps_order`` says whether reductions happen in rank order (a bool, or a
     function of the size); ``params`` names the keyword parameters ``build`` takes
-    (``root``, ``segments``).
+    (``root``, ``segments``).  ``rotates`` declares that rank r's schedule is rank
+    0's with every peer and every block index shifted by r (mod p, with p blocks):
+    the cost model then costs every rank exactly from rank 0's schedule alone
+    (a unit test checks the claim for every algorithm that makes it).
     """
     order = keeps_order if callable(keeps_order) else (lambda size, _k=bool(keeps_order): _k)
 
     def deco(build: Build) -> Build:
-        _REGISTRY.setdefault(collective, {})[name] = Algorithm(collective, name, build, order, params)
+        _REGISTRY.setdefault(collective, {})[name] = Algorithm(collective, name, build, order, params, rotates)
         return build
 
     return deco

@@ -111,6 +111,12 @@ def tuned_choice(collective: str, size: int, nbytes: int, commutative: bool = Tr
     return name
 
 
+def _env_nodes() -> Any:
+    from .nodes import env_node_size  # noqa: PLC0415
+
+    return env_node_size()
+
+
 AutoRule = Callable[..., str]
 _AUTO: dict[str, AutoRule] = {}
 
@@ -134,8 +140,13 @@ def _auto(collective: str) -> AutoRule:
 
 
 def choose(collective: str, requested: str | None, *, size: int, nbytes: int, count: int,
-           commutative: bool = True) -> tuple[str, dict[str, Any]]:
-    """(algorithm name, build parameters) for one call; raises ValueError for a bad choice."""
+           commutative: bool = True, nodes: Callable[[], Any] | None = None) -> tuple[str, dict[str, Any]]:
+    """(algorithm name, build parameters) for one call; raises ValueError for a bad choice.
+
+    ``nodes()`` gives the communicator's node layout (:func:`mpicoll.nodes.of_comm`; collective on
+    its first call, so it is called on every rank alike): "auto" weighs the hierarchical algorithm
+    against the flat choice when there are several nodes, and algorithms that take ``nodes`` get it.
+    """
     if requested is None:
         requested = "auto"
     if not isinstance(requested, str):
@@ -149,6 +160,10 @@ def choose(collective: str, requested: str | None, *, size: int, nbytes: int, co
         else:
             tuned = tuned_choice(collective, size, nbytes, commutative) if count >= size else None
             name = tuned or _auto(collective)(size=size, nbytes=nbytes, count=count, commutative=commutative)
+            if not tuned and nodes is not None and size > 1:
+                from .hierarchy import prefer  # noqa: PLC0415
+
+                name = prefer(collective, name, size=size, nbytes=nbytes, nodes=nodes(), commutative=commutative)
     try:
         alg = registry.get(collective, name)
     except ValueError as exc:
@@ -158,6 +173,8 @@ def choose(collective: str, requested: str | None, *, size: int, nbytes: int, co
         raise ValueError(f"{source}: {collective} algorithm {name!r} does not keep rank order at {size} ranks "
                          f"and the op is not commutative; use one of {', '.join(keeping)}")
     params: dict[str, Any] = {}
+    if "nodes" in alg.params:
+        params["nodes"] = nodes() if nodes is not None else _env_nodes()
     if "segments" in alg.params:
         params["segments"] = segments_for(nbytes, pieces=2 if name == "double_binary_tree" else 1)
     return name, params

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,14 +38,27 @@ def show(collective: str, algorithm: str, size: int, rank: int | None = None, **
 
 def _default_params(alg: registry.Algorithm, size: int, params: dict[str, Any]) -> dict[str, Any]:
     params = {k: v for k, v in params.items() if v is not None}
+    if "nodes" not in alg.params:  # --ranks-per-node shapes only the node-aware algorithms
+        params.pop("nodes", None)
     if "root" in alg.params:
         params.setdefault("root", 0)
     return params
 
 
-def check_cases(collective: str, algorithm: str, size: int) -> list[dict[str, Any]]:
-    """Parameter sets verify checks: roots 0, p/2 and p-1; 1 and 3 pipeline segments."""
+def check_cases(collective: str, algorithm: str, size: int, ranks_per_node: int | None = None) -> list[dict[str, Any]]:
+    """Parameter sets verify checks: roots 0, p/2 and p-1; 1 and 3 pipeline segments; the node layout.
+
+    Node-aware algorithms are checked for blocks of ``ranks_per_node`` ranks
+    when given, else for one node and for blocks of 2 and of 3 ranks.
+    """
     alg = registry.get(collective, algorithm)
+    if "nodes" in alg.params:
+        layouts = [ranks_per_node] if ranks_per_node else [None, 2, 3]
+        return [{**case, "nodes": k} for case in _flat_cases(alg, size) for k in layouts]
+    return _flat_cases(alg, size)
+
+
+def _flat_cases(alg: registry.Algorithm, size: int) -> list[dict[str, Any]]:
     roots = sorted({0, size // 2, size - 1}) if "root" in alg.params else [None]
     segments = [1, 3] if "segments" in alg.params else [None]
     cases = []
@@ -68,7 +81,7 @@ class Checked:
 
 
 def verify_all(collectives: Iterable[str] | None = None, algorithms: Iterable[str] | None = None,
-               sizes: Iterable[int] = SWEEP_SIZES) -> Iterator[Checked]:
+               sizes: Iterable[int] = SWEEP_SIZES, ranks_per_node: int | None = None) -> Iterator[Checked]:
     """Verify symbolically; yields each case checked, raises ScheduleError on the first failure.
 
     Every algorithm of every collective (or those named), at every size, with
@@ -85,7 +98,7 @@ def verify_all(collectives: Iterable[str] | None = None, algorithms: Iterable[st
             for size in sizes:
                 if size < 1:
                     raise ValueError(f"-p: expected positive sizes, got {size}")
-                for params in check_cases(coll, name, size):
+                for params in check_cases(coll, name, size, ranks_per_node):
                     sset = registry.schedules(coll, name, size, **params)  # built once for both forms
                     forms = (False, True) if in_place else (False,)
                     if size >= PARALLEL_FROM and len(forms) == 2 and _can_fork():
@@ -168,8 +181,12 @@ def _fmt(seconds: float) -> str:
 
 
 def model(collective: str, size: int, nbytes: int, machine: Machine,
-          algorithms: Iterable[str] | None = None) -> ModelResult:
-    """Cost every algorithm (or those named) of ``collective`` for ``nbytes`` bytes on ``size`` ranks."""
+          algorithms: Iterable[str] | None = None,
+          progress: Callable[[str, int, int], None] | None = None) -> ModelResult:
+    """Cost every algorithm (or those named) of ``collective`` for ``nbytes`` bytes on ``size`` ranks.
+
+    ``progress(name, i, n)`` is called before costing the i-th of n algorithms.
+    """
     if size < 1:
         raise ValueError(f"-p/size: expected a positive number of ranks, got {size}")
     if nbytes < 0:
@@ -177,7 +194,9 @@ def model(collective: str, size: int, nbytes: int, machine: Machine,
     t0 = time.perf_counter()
     names = list(algorithms) if algorithms else registry.algorithms(collective)
     costs = {}
-    for name in names:
+    for i, name in enumerate(names):
+        if progress is not None:
+            progress(name, i, len(names))
         alg = registry.get(collective, name)
         _, params = selection.choose(collective, name, size=size, nbytes=nbytes, count=max(1, nbytes // 8))
         costs[name] = cost(collective, name, size, nbytes, machine, **_default_params(alg, size, params))

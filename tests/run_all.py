@@ -5,12 +5,23 @@
     python3 tests/run_all.py --sizes 1,4     # MPI tests at these world sizes only
     python3 tests/run_all.py -k allreduce    # passed on to pytest
     python3 tests/run_all.py --no-examples   # skip running the examples
+    python3 tests/run_all.py --no-fault      # skip the fault tests (erroneous programs on 2 processes)
 
 Each MPI launch runs ``python -m pytest tests/mpi --with-mpi`` on N processes
 through :mod:`mpicoll.launch` (which finds mpirun and allows running as root),
 with a per-test time limit (pytest-timeout) and a time limit for the whole
 launch, so that a deadlock fails instead of hanging.  Every rank writes a JUnit
 report; the summary counts the tests of rank 0 and fails if any rank failed.
+
+The fault tests (``tests/fault``) run erroneous programs on 2 processes, each
+through its own ``mpicoll.launch``, and check that each ends within seconds with
+the documented error.
+
+Then mpi4py's own collective test suites (the ``test_cco_*`` modules of the sdist
+of the installed mpi4py, fetched once into ``~/.cache/mpicoll``) run against
+``mpicoll.Comm`` at ``MPI4PY_SIZES`` (see ``tests/mpi4py_suite.py``); each test
+loops over every buffer backend of mpi4py's ``arrayimpl`` and the summary gives
+the cases run per backend.
 
 Then every example in :mod:`mpicoll.examples` runs at ``EXAMPLE_SIZES`` (each
 checks its own result and exits non-zero if the check fails); each run counts
@@ -20,6 +31,7 @@ as one test in the summary.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import pkgutil
 import subprocess
@@ -37,6 +49,10 @@ DEFAULT_SIZES = (1, 2, 3, 4, 5, 8)
 LAUNCH_TIMEOUT = 1200  # seconds for one world size, all tests
 TEST_TIMEOUT = 180     # seconds for one MPI test (a deadlock fails after this)
 UNIT_TIMEOUT = 900     # seconds for one unit test (the p = 1024 proofs take a minute on an idle core)
+FAULT_TIMEOUT = 240     # seconds for one fault test (each launches a 2-process job with its own limit)
+MPI4PY_SIZES = (1, 2, 3, 4)   # world sizes mpi4py's collective suites run at
+MPI4PY_TIMEOUT = 1500   # seconds for one world size of mpi4py's suites
+MPI4PY_TEST_TIMEOUT = 300  # seconds for one of its tests (all backends, all types) before the job is aborted
 EXAMPLE_SIZES = (4, 2)  # world sizes every example runs at
 EXAMPLE_TIMEOUT = 120   # seconds for one example run
 
@@ -57,32 +73,135 @@ def example_names() -> list[str]:
     return sorted(m.name for m in pkgutil.iter_modules([path]) if not m.name.startswith("_"))
 
 
+def user_programs(sizes: tuple[int, ...]) -> list[tuple[str, int, list[str]]]:
+    """The programs of the top-level ``examples/`` folder: (name, size, command)."""
+    runs = [(f"examples/{f}", size, mpirun_command(size, [f"examples/{f}"]))
+            for f in ("cg_solver.py", "train_data_parallel.py") for size in sizes]
+    runs.append(("examples/test_my_mpi_code.py", 2, mpirun_command(2, [
+        "-m", "pytest", "examples/test_my_mpi_code.py", "--with-mpi", "-q", "-p", "no:cacheprovider"])))
+    runs.append(("examples/job.sh", 2, ["bash", "examples/job.sh"]))
+    return runs
+
+
 def run_examples(env: dict[str, str], sizes: tuple[int, ...] = EXAMPLE_SIZES,
                  only: str | None = None) -> tuple[int, int, list[str]]:
-    """Run every example at every size; (passed, failed, names of the failed runs)."""
+    """Run every example at every size, then the examples/ programs; (passed, failed, names of the failed runs)."""
     passed, failed = 0, []
-    for name in example_names():
+    runs = [(name, size, mpirun_command(size, ["-m", f"mpicoll.examples.{name}"]))
+            for name in example_names() for size in sizes]
+    for name, size, cmd in runs + user_programs(sizes):
         if only and only not in name:
             continue
-        for size in sizes:
-            cmd = mpirun_command(size, ["-m", f"mpicoll.examples.{name}"])
-            t0 = time.time()
-            try:
-                proc = subprocess.run(cmd, cwd=ROOT, env=env, timeout=EXAMPLE_TIMEOUT,
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-                code, out = proc.returncode, proc.stdout
-            except subprocess.TimeoutExpired as exc:
-                code = 124
-                out = (exc.stdout or b"").decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
-                out += f"\n!!! no result after {EXAMPLE_TIMEOUT} s (deadlock?)"
-            verdict = "ok" if code == 0 else f"FAILED (exit {code})"
-            print(f"example {name:28s} np={size}: {verdict}  ({time.time() - t0:5.1f} s)", flush=True)
-            if code == 0:
-                passed += 1
-            else:
-                failed.append(f"{name} np={size}")
-                print(out[-3000:], flush=True)
+        t0 = time.time()
+        env_run = dict(env, NPROCS="2") if cmd[0] == "bash" else env
+        try:
+            proc = subprocess.run(cmd, cwd=ROOT, env=env_run, timeout=EXAMPLE_TIMEOUT,
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            code, out = proc.returncode, proc.stdout
+        except subprocess.TimeoutExpired as exc:
+            code = 124
+            out = (exc.stdout or b"").decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+            out += f"\n!!! no result after {EXAMPLE_TIMEOUT} s (deadlock?)"
+        verdict = "ok" if code == 0 else f"FAILED (exit {code})"
+        print(f"example {name:28s} np={size}: {verdict}  ({time.time() - t0:5.1f} s)", flush=True)
+        if code == 0:
+            passed += 1
+        else:
+            failed.append(f"{name} np={size}")
+            print(out[-3000:], flush=True)
     return passed, len(failed), failed
+
+
+NODE_TESTS = ["tests/mpi/test_hierarchical.py", "tests/mpi/test_allreduce.py", "tests/mpi/test_rooted.py",
+              "tests/mpi/test_allgather.py", "tests/mpi/test_scan_barrier.py"]
+NODE_RUNS = (  # (label, extra environment, launcher options, processes, pytest -k)
+    ("nodes=2", {"MPICOLL_NODE_SIZE": "2"}, [], 5, "hierarchical or auto"),       # nodes of 2 + 2 + 1 ranks
+    ("hosts=2", {"MPICOLL_EXPECT_HOSTS": "2"}, ["--emulate-hosts", "2"], 4, "hierarchical or auto"),
+)
+
+
+def run_node_tests(env: dict[str, str], tmp: str, extra: list[str]) -> list[tuple[str, int, int, int, float]]:
+    """The node-aware runs: blocks of ranks as nodes (always), and the emulated 2-host test bed.
+
+    The test bed needs network namespaces; where the machine allows none,
+    ``launch --emulate-hosts`` exits with ``testbed.SKIP_STATUS`` and the run
+    counts as one skipped test.
+    """
+    from mpicoll.testbed import SKIP_STATUS  # noqa: PLC0415
+
+    out = []
+    for label, more, options, size, keyword in NODE_RUNS:
+        t0 = time.time()
+        prefix = os.path.join(tmp, f"{label.replace('=', '')}-rank")
+        run_env = dict(env, MPICOLL_JUNIT_PREFIX=prefix, **more)
+        cmd = [sys.executable, "-m", "mpicoll.launch", *options, "-n", str(size), "-m", "pytest", *NODE_TESTS,
+               "--with-mpi", "-q", "-p", "no:cacheprovider", f"--timeout={TEST_TIMEOUT}",
+               "--timeout-method=thread", f"--junit-prefix={label}", *(extra or ["-k", keyword])]
+        print(f"\n=== MPI tests, {label}, {size} processes: {' '.join(cmd)}", flush=True)
+        try:
+            code = subprocess.call(cmd, cwd=ROOT, env=run_env, timeout=LAUNCH_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            print(f"!!! {label}: no result after {LAUNCH_TIMEOUT} s (deadlock?)", flush=True)
+            code = 124
+        if code == SKIP_STATUS:
+            out.append((label, 0, 0, 1, time.time() - t0))
+            continue
+        counts = [junit_counts(f"{prefix}{r}.xml") for r in range(size) if os.path.exists(f"{prefix}{r}.xml")]
+        passed, failed, skipped = counts[0] if counts else (0, 0, 0)
+        failed = max([c[1] for c in counts] + [failed])
+        if code != 0 or len(counts) != size:
+            failed = max(failed, 1)
+        out.append((label, passed, failed, skipped, time.time() - t0))
+    return out
+
+
+def run_mpi4py_suites(env: dict[str, str], tmp: str, sizes: tuple[int, ...], only: str | None = None
+                      ) -> list[tuple[str, int, int, int, float]]:
+    """mpi4py's collective suites against mpicoll.Comm at each size: one summary row per size.
+
+    A row counts mpi4py's tests (each one loops over every backend and type code);
+    the cases per backend (one type code of one backend inside one test) are printed
+    after each size.
+    """
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    import mpi4py_suite  # noqa: PLC0415 - the runner lives next to this script
+
+    t0 = time.time()
+    print("\n=== mpi4py's collective test suites: getting the installed version's tests", flush=True)
+    try:
+        directory = mpi4py_suite.test_dir()
+    except Exception as exc:  # no network, no pip: the phase fails, loudly
+        print(f"!!! could not get mpi4py's test suite: {exc}", flush=True)
+        return [("mpi4py", 0, 1, 0, time.time() - t0)]
+    rows = []
+    for size in sizes:
+        t0 = time.time()
+        prefix = os.path.join(tmp, f"mpi4py-np{size}-rank")
+        argv = [os.path.join(ROOT, "tests", "mpi4py_suite.py"), "--testdir", directory, "--report", prefix,
+                "--timeout", str(MPI4PY_TEST_TIMEOUT)] + (["-k", only] if only else [])
+        cmd = mpirun_command(size, argv, abort=False)
+        print(f"\n=== mpi4py's suites on {size} process{'es' if size > 1 else ''}: {' '.join(cmd)}", flush=True)
+        try:
+            code = subprocess.call(cmd, cwd=ROOT, env=env, timeout=MPI4PY_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            print(f"!!! mpi4py suites, world size {size}: no result after {MPI4PY_TIMEOUT} s", flush=True)
+            code = 124
+        reports = []
+        for r in range(size):
+            if os.path.exists(f"{prefix}{r}.json"):
+                with open(f"{prefix}{r}.json") as fh:
+                    reports.append(json.load(fh))
+        first = reports[0] if reports else {"tests": 0, "failed": 0, "skipped": 0, "backends": {}}
+        failed = max([rep["failed"] for rep in reports] + [0])
+        if code != 0 or len(reports) != size:
+            failed = max(failed, 1)
+        passed = first["tests"] - first["failed"] - first["skipped"]
+        for backend, n in first["backends"].items():
+            worst = max(rep["backends"].get(backend, {}).get("failed", 0) for rep in reports)
+            print(f"    {backend:20s} {n['cases']:6d} cases (backend x type code x test), {worst:4d} failed "
+                  f"checks, {n['skipped']:4d} skipped", flush=True)
+        rows.append((f"mpi4py np={size}", passed, failed, first["skipped"], time.time() - t0))
+    return rows
 
 
 def main() -> int:
@@ -92,7 +211,11 @@ def main() -> int:
     parser.add_argument("--no-unit", action="store_true", help="skip the unit tests")
     parser.add_argument("--no-mpi", action="store_true", help="skip the MPI tests")
     parser.add_argument("--no-examples", action="store_true", help="skip running the examples")
+    parser.add_argument("--no-fault", action="store_true", help="skip the fault tests")
     parser.add_argument("--examples-only", action="store_true", help="run only the examples")
+    parser.add_argument("--no-mpi4py", action="store_true", help="skip mpi4py's own collective test suites")
+    parser.add_argument("--mpi4py-sizes", default=",".join(map(str, MPI4PY_SIZES)),
+                        help="world sizes for mpi4py's suites (default: %(default)s)")
     parser.add_argument("-k", help="pytest -k expression (for the examples: a substring of the name)")
     ns = parser.parse_args()
     env = launch_env()
@@ -112,12 +235,23 @@ def main() -> int:
                 status = 1
                 failed = max(failed, 1)
             results.append(("unit", passed, failed, skipped, time.time() - t0))
+        if not ns.no_fault and not ns.examples_only:
+            t0 = time.time()
+            report = os.path.join(tmp, "fault.xml")
+            print("\n=== fault tests: erroneous programs must end with their documented error", flush=True)
+            code = subprocess.call([sys.executable, "-m", "pytest", "tests/fault", "-q", "-p", "no:cacheprovider",
+                                    f"--timeout={FAULT_TIMEOUT}", f"--junitxml={report}", *extra], cwd=ROOT, env=env)
+            passed, failed, skipped = junit_counts(report) if os.path.exists(report) else (0, 1, 0)
+            if code not in (0, 5):
+                status = 1
+                failed = max(failed, 1)
+            results.append(("fault", passed, failed, skipped, time.time() - t0))
         for size in ([] if ns.no_mpi or ns.examples_only else [int(s) for s in ns.sizes.split(",") if s]):
             t0 = time.time()
             prefix = os.path.join(tmp, f"np{size}-rank")
             cmd = mpirun_command(size, ["-m", "pytest", "tests/mpi", "--with-mpi", "-q", "-p", "no:cacheprovider",
                                         f"--timeout={TEST_TIMEOUT}", "--timeout-method=thread",
-                                        f"--junit-prefix=np{size}", *extra])
+                                        f"--junit-prefix=np{size}", *extra], abort=False)
             env["MPICOLL_JUNIT_PREFIX"] = prefix
             print(f"\n=== MPI tests on {size} process{'es' if size > 1 else ''}: {' '.join(cmd)}", flush=True)
             try:
@@ -132,6 +266,15 @@ def main() -> int:
                 status = 1
                 failed = max(failed, 1)
             results.append((f"np={size}", passed, failed, skipped, time.time() - t0))
+        if not ns.no_mpi and not ns.examples_only:
+            node_results = run_node_tests(env, tmp, extra)
+            status |= int(any(r[2] for r in node_results))
+            results += node_results
+        if not (ns.no_mpi4py or ns.no_mpi or ns.examples_only):
+            env.pop("MPICOLL_JUNIT_PREFIX", None)
+            rows = run_mpi4py_suites(env, tmp, tuple(int(s) for s in ns.mpi4py_sizes.split(",") if s), ns.k)
+            status = status or int(any(row[2] for row in rows))
+            results.extend(rows)
         if not ns.no_examples:
             t0 = time.time()
             print(f"\n=== examples at world sizes {', '.join(map(str, EXAMPLE_SIZES))}", flush=True)
@@ -143,7 +286,7 @@ def main() -> int:
             results.append(("examples", passed, failed, 0, time.time() - t0))
     print("\n=== summary")
     for name, passed, failed, skipped, secs in results:
-        print(f"{name:>8}: {passed:4d} passed, {failed:3d} failed, {skipped:3d} skipped  ({secs:6.1f} s)")
+        print(f"{name:>15}: {passed:4d} passed, {failed:3d} failed, {skipped:3d} skipped  ({secs:6.1f} s)")
     total = [sum(r[i] for r in results) for i in (1, 2, 3)]
     print(f"{total[0]} passed, {total[1]} failed, {total[2]} skipped")
     return status

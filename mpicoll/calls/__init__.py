@@ -19,11 +19,11 @@ the same form with a single contributing rank.
 from __future__ import annotations
 
 import importlib
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..debug import MismatchError, debug_check
 from ..layout import Layout
 from ..plan import Plan, make_plan
 
@@ -66,18 +66,3 @@ def spec(collective: str) -> Spec:
     return module.SPEC
 
 
-class MismatchError(ValueError):
-    """Ranks called the same collective with arguments that do not agree."""
-
-
-def debug_check(comm: Any, signature: tuple) -> None:
-    """With ``MPICOLL_DEBUG`` set, raise on every rank unless all ranks passed the same signature."""
-    if os.environ.get("MPICOLL_DEBUG", "0") in ("", "0"):
-        return
-    everyone = comm.private.allgather(signature)
-    if any(sig != everyone[0] for sig in everyone):
-        groups: dict[tuple, list[int]] = {}
-        for rank, sig in enumerate(everyone):
-            groups.setdefault(sig, []).append(rank)
-        text = "; ".join(f"ranks {ranks}: {sig}" for sig, ranks in groups.items())
-        raise MismatchError(f"{signature[0]}: the ranks disagree on the call's arguments: {text}")

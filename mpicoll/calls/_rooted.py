@@ -8,30 +8,11 @@ buffer* (:func:`only`), and the symbolic values below follow the same rule.
 
 from __future__ import annotations
 
-from typing import Any
-
-import numpy as np
-
-from ..buffers import as_count
 from ..families.binomial import subtree
 from ..layout import Layout
 from . import Value, own
 
-__all__ = ["check_root", "subtree_layout", "at", "check_same_type", "from_root"]
-
-
-def check_root(root: Any, size: int, method: str) -> int:
-    """``root`` as an int in 0 .. size-1, or a ValueError naming it and the size."""
-    try:
-        value = as_count(root, "root")
-    except (TypeError, ValueError):
-        value = -1
-    if not isinstance(root, (int, np.integer)) or isinstance(root, bool) or not 0 <= value < size:
-        raise ValueError(f"root: {method} needs a root rank in 0 .. {size - 1} (the communicator has "
-                         f"{size} rank{'s' if size > 1 else ''}), got {root!r}")
-    return value
-
-
+__all__ = ["subtree_layout", "at", "from_root"]
 
 
 def subtree_layout(rank: int, size: int, root: int, per: int) -> tuple[Layout, int]:
@@ -47,16 +28,6 @@ def subtree_layout(rank: int, size: int, root: int, per: int) -> tuple[Layout, i
     starts = [u * per if u < n else 0 for u in pos]
     ends = [(u + 1) * per if u < n else 0 for u in pos]
     return Layout(starts, ends), n * per
-
-
-
-
-def check_same_type(a: Any, b: Any, what: str, other: str) -> None:
-    """``a`` and ``b`` (Buffer or VBuffer) must hold the same dtype in the same array library."""
-    if a.dtype != b.dtype or a.unit != b.unit:
-        raise TypeError(f"{what}: dtype {a.dtype} differs from {other}'s {b.dtype}")
-    if a.xp is not b.xp:
-        raise TypeError(f"{what} and {other} must both be host arrays or both device arrays")
 
 
 def at(rank: int, size: int, value: Value | None) -> list[Value | None]:

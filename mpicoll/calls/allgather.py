@@ -19,12 +19,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .. import selection
+from .. import errors, nodes, selection
 from ..buffers import is_in_place, parse, parse_blocks
 from ..layout import Layout
 from ..selection import KiB, MiB
 from . import Plan, Spec, debug_check, make_plan, own
-from ._nonrooted import check_pair, contiguous
+from ._checks import check_pair
+from ._nonrooted import contiguous
 
 if TYPE_CHECKING:
     from ..comm import Comm
@@ -72,13 +73,14 @@ def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, *, algorithm: str | None) ->
         send_array, send_layout = recv.array, layout
     else:
         send = parse(sendbuf, "sendbuf")
-        check_pair(send, recv)
+        check_pair(recv, send)
         if send.count != count:
-            raise ValueError(f"recvbuf: Allgather needs {send.count} elements per rank (sendbuf's count), "
+            raise errors.CountError(f"recvbuf: Allgather needs {send.count} elements per rank (sendbuf's count), "
                              f"got blocks of {count}")
         send_array, send_layout = send.array, Layout.only(r, count, p)
-    name, params = selection.choose("allgather", algorithm, size=p, nbytes=recv.nbytes, count=recv.count)
-    debug_check(comm, ("Allgather", count, str(recv.dtype), name))
+    name, params = selection.choose("allgather", algorithm, size=p, nbytes=recv.nbytes, count=recv.count,
+                                    nodes=lambda: nodes.of_comm(comm))
+    debug_check(comm, "Allgather", count=count, dtype=recv.dtype, algorithm=name)
     if count == 0:
         return None
     return make_plan(comm, "allgather", name, params, {"send": send_array, "recv": recv.array},

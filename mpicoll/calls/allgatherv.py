@@ -21,12 +21,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .. import selection
+from .. import errors, nodes, selection
 from ..buffers import is_in_place, parse, parse_v
 from ..layout import Layout
 from . import Plan, Spec, debug_check, make_plan
 from . import allgather as _allgather
-from ._nonrooted import check_disjoint, check_pair
+from ._checks import check_disjoint, check_pair
 
 if TYPE_CHECKING:
     from ..comm import Comm
@@ -50,13 +50,14 @@ def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, *, algorithm: str | None) ->
         send_array, send_layout = recv.array, layout
     else:
         send = parse(sendbuf, "sendbuf")
-        check_pair(send, recv)
+        check_pair(recv, send)
         if send.count != recv.counts[r]:
-            raise ValueError(f"recvbuf: counts[{r}] is {recv.counts[r] // recv.unit}, but this rank "
+            raise errors.CountError(f"recvbuf: counts[{r}] is {recv.counts[r] // recv.unit}, but this rank "
                              f"sends {send.count // send.unit} elements")
         send_array, send_layout = send.array, Layout.only(r, send.count, p)
-    name, params = selection.choose("allgatherv", algorithm, size=p, nbytes=recv.nbytes, count=sum(recv.counts))
-    debug_check(comm, ("Allgatherv", recv.counts, str(recv.dtype), name))
+    name, params = selection.choose("allgatherv", algorithm, size=p, nbytes=recv.nbytes, count=sum(recv.counts),
+                                    nodes=lambda: nodes.of_comm(comm))
+    debug_check(comm, "Allgatherv", counts=recv.counts, dtype=recv.dtype, algorithm=name)
     if sum(recv.counts) == 0:
         return None
     return make_plan(comm, "allgatherv", name, params, {"send": send_array, "recv": recv.array},

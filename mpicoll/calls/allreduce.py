@@ -18,12 +18,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .. import selection
+from .. import nodes, selection
 from ..buffers import Buffer, is_in_place, parse
 from ..layout import Layout
 from ..ops import check_op, is_commutative, op_name
 from ..selection import KiB, MiB
 from . import Plan, Spec, debug_check, make_plan, own
+from ._checks import check_count, check_pair
 
 if TYPE_CHECKING:
     from ..comm import Comm
@@ -61,17 +62,13 @@ def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, op: Any, *, algorithm: str |
     send: Buffer | None = None
     if not is_in_place(sendbuf):
         send = parse(sendbuf, "sendbuf")
-        if send.count != recv.count:
-            raise ValueError(f"recvbuf: Allreduce needs as many elements as sendbuf ({send.count}), "
-                             f"got {recv.count}")
-        if send.dtype != recv.dtype or send.unit != recv.unit:
-            raise TypeError(f"recvbuf: dtype {recv.dtype} differs from sendbuf's {send.dtype}")
-        if send.xp is not recv.xp:
-            raise TypeError("sendbuf and recvbuf must both be host arrays or both device arrays")
+        check_count(recv.count, send.count, f"recvbuf: Allreduce needs as many elements as sendbuf "
+                    f"({send.count}), got {recv.count}")
+        check_pair(recv, send)
     check_op(op, recv.dtype)
     name, params = selection.choose("allreduce", algorithm, size=comm.size, nbytes=recv.nbytes,
-                                    count=recv.count, commutative=is_commutative(op))
-    debug_check(comm, ("Allreduce", recv.count, str(recv.dtype), op_name(op), name))
+                                    count=recv.count, commutative=is_commutative(op), nodes=lambda: nodes.of_comm(comm))
+    debug_check(comm, "Allreduce", count=recv.count, dtype=recv.dtype, op=op_name(op), algorithm=name)
     if recv.count == 0:
         return None
     arrays = {"send": recv.array if send is None else send.array, "recv": recv.array}

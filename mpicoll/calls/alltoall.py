@@ -22,11 +22,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .. import selection
+from .. import errors, selection
 from ..buffers import is_in_place, parse_blocks
 from ..layout import Layout
 from . import Plan, Spec, debug_check, make_plan, own
-from ._nonrooted import check_pair, copy_result_to, scratch_layouts
+from ._checks import check_pair
+from ._nonrooted import copy_result_to, scratch_layouts
 
 if TYPE_CHECKING:
     from ..comm import Comm
@@ -86,13 +87,13 @@ def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, *, algorithm: str | None) ->
     send_array = recv.array
     if not in_place:
         send = parse_blocks(sendbuf, "sendbuf", p)
-        check_pair(send, recv)
+        check_pair(recv, send)
         if send.count != recv.count:
-            raise ValueError(f"recvbuf: Alltoall needs blocks of sendbuf's {send.count // p} elements, "
+            raise errors.CountError(f"recvbuf: Alltoall needs blocks of sendbuf's {send.count // p} elements, "
                              f"got {count}")
         send_array = send.array
     name, params = selection.choose("alltoall", algorithm, size=p, nbytes=recv.nbytes, count=recv.count)
-    debug_check(comm, ("Alltoall", count, str(recv.dtype), name))
+    debug_check(comm, "Alltoall", count=count, dtype=recv.dtype, algorithm=name)
     if count == 0:
         return None
     layout = Layout.v([count] * p, [b * count for b in range(p)])

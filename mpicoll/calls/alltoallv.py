@@ -27,7 +27,7 @@ from ..buffers import is_in_place, parse_v
 from ..layout import Layout
 from . import Plan, Spec, debug_check
 from . import alltoall as _alltoall
-from ._nonrooted import check_disjoint, check_pair
+from ._checks import check_disjoint, check_pair
 
 if TYPE_CHECKING:
     from ..comm import Comm
@@ -51,10 +51,10 @@ def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, *, algorithm: str | None) ->
     send_array, send_layout = recv.array, recv_layout
     if not in_place:
         send = parse_v(sendbuf, "sendbuf", p)
-        check_pair(send, recv)
+        check_pair(recv, send)
         send_array, send_layout = send.array, Layout.v(send.counts, send.displs)
     name, params = selection.choose("alltoallv", algorithm, size=p, nbytes=recv.nbytes, count=sum(recv.counts))
-    debug_check(comm, ("Alltoallv", str(recv.dtype), name))
+    debug_check(comm, "Alltoallv", dtype=recv.dtype, algorithm=name)
     # never skip a call: only all ranks together know whether nothing moves at all
     return _alltoall.bind_alltoall(comm, "alltoallv", name, params, send_array, send_layout, recv.array,
                                    recv_layout, recv.dtype, recv.xp, in_place)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .. import selection
+from .. import nodes, selection
 from ..layout import Layout
 from . import Plan, Spec, debug_check, make_plan, own
 
@@ -46,8 +46,9 @@ def auto(*, size: int, nbytes: int, count: int, commutative: bool) -> str:
 
 def prepare(comm: Comm, *, algorithm: str | None) -> Plan | None:
     """Choose the barrier's algorithm and bind its (empty) buffers; None on one rank."""
-    name, params = selection.choose("barrier", algorithm, size=comm.size, nbytes=0, count=0)
-    debug_check(comm, ("Barrier", name))
+    name, params = selection.choose("barrier", algorithm, size=comm.size, nbytes=0, count=0,
+                                    nodes=lambda: nodes.of_comm(comm))
+    debug_check(comm, "Barrier", algorithm=name)
     if comm.size == 1:
         return None
     arrays = {"send": np.empty(0, np.uint8), "recv": np.empty(0, np.uint8)}

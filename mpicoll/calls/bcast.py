@@ -18,12 +18,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .. import selection
+from .. import nodes, selection
 from ..buffers import parse
 from ..layout import Layout
 from ..selection import KiB
 from . import Plan, Spec, debug_check, make_plan
-from ._rooted import check_root, from_root
+from ._checks import check_root
+from ._rooted import from_root
 
 if TYPE_CHECKING:
     from ..comm import Comm
@@ -58,9 +59,10 @@ def prepare(comm: Comm, buf: Any, root: Any, *, algorithm: str | None) -> Plan |
     """
     root = check_root(root, comm.size, "Bcast")
     b = parse(buf, "buf", writable=comm.rank != root)
-    name, params = selection.choose("bcast", algorithm, size=comm.size, nbytes=b.nbytes, count=b.count)
+    name, params = selection.choose("bcast", algorithm, size=comm.size, nbytes=b.nbytes, count=b.count,
+                                    nodes=lambda: nodes.of_comm(comm))
     params["root"] = root
-    debug_check(comm, ("Bcast", b.nbytes, root, name))
+    debug_check(comm, "Bcast", count=b.count, dtype=b.dtype, root=root, algorithm=name)
     if b.count == 0:
         return None
     return make_plan(comm, "bcast", name, params, {"recv": b.array},

@@ -18,12 +18,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .. import selection
-from ..buffers import Buffer, is_in_place, parse, parse_blocks
+from .. import errors, selection
+from ..buffers import Buffer, parse_blocks
 from ..layout import Layout
 from ..selection import KiB
 from . import Plan, Spec, debug_check, make_plan, own
-from ._rooted import at, check_root, check_same_type, subtree_layout
+from ._checks import check_pair, check_root, send_or_in_place
+from ._rooted import at, subtree_layout
 
 if TYPE_CHECKING:
     from ..comm import Comm
@@ -61,16 +62,6 @@ SPEC = Spec(
 )
 
 
-def send_or_in_place(sendbuf: Any, rank: int, root: int, method: str) -> Buffer | None:
-    """The send buffer, or None for ``MPI.IN_PLACE``/None, which only the root may pass."""
-    if not is_in_place(sendbuf):
-        return parse(sendbuf, "sendbuf")
-    if rank != root:
-        raise ValueError(f"sendbuf: only the root ({root}) may pass MPI.IN_PLACE or None to {method}; "
-                         f"rank {rank} must pass its data")
-    return None
-
-
 def gather_plan(comm: Comm, collective: str, name: str, params: dict, root: int, send: Buffer | None,
                 recv: Any, recv_layout: Layout | None) -> Plan:
     """Bind a gather-like schedule: ``send`` is None in place; ``recv``/``recv_layout`` at the root only."""
@@ -104,15 +95,15 @@ def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, root: Any, *, algorithm: str
         per = recv.count // p
         if send is not None:
             if send.count != per:
-                raise ValueError(f"sendbuf: Gather's root receives {per} elements from each rank "
+                raise errors.CountError(f"sendbuf: Gather's root receives {per} elements from each rank "
                                  f"(recvbuf), but its sendbuf has {send.count}")
-            check_same_type(send, recv, "sendbuf", "recvbuf")
+            check_pair(send, recv, "sendbuf", "recvbuf")
     else:
         per = send.count
     data = recv if recv is not None else send
     name, params = selection.choose("gather", algorithm, size=p, nbytes=p * per * data.dtype.itemsize, count=p * per)
     params["root"] = root
-    debug_check(comm, ("Gather", per, str(data.dtype), root, name))
+    debug_check(comm, "Gather", count=per, dtype=data.dtype, root=root, algorithm=name)
     if per == 0:
         return None
     return gather_plan(comm, "gather", name, params, root, send, recv,

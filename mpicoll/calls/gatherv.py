@@ -9,13 +9,13 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from .. import selection
-from ..buffers import VBuffer, parse_v
+from .. import errors, selection
+from ..buffers import parse_v
 from ..layout import Layout
 from . import Plan, debug_check
-from ._rooted import check_root, check_same_type
+from ._checks import check_disjoint, check_pair, check_root, send_or_in_place
 from .gather import SPEC as GATHER_SPEC
-from .gather import gather_plan, send_or_in_place
+from .gather import gather_plan
 
 if TYPE_CHECKING:
     from ..comm import Comm
@@ -26,14 +26,6 @@ SPEC = replace(GATHER_SPEC, name="gatherv")  # the same contract as Gather's, wi
 @selection.auto_rule("gatherv")
 def auto(*, size: int, nbytes: int, count: int, commutative: bool = True) -> str:
     return "linear"
-
-
-def check_disjoint(buf: VBuffer, what: str) -> None:
-    """Blocks that receive data must not overlap (MPI forbids it; the result would depend on timing)."""
-    spans = sorted((d, d + c, i) for i, (c, d) in enumerate(zip(buf.counts, buf.displs)) if c)
-    for (_, end, i), (start, _, j) in zip(spans, spans[1:]):
-        if start < end:
-            raise ValueError(f"{what}: blocks {i} and {j} overlap; receive blocks must be disjoint")
 
 
 def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, root: Any, *, algorithm: str | None) -> Plan | None:
@@ -53,13 +45,13 @@ def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, root: Any, *, algorithm: str
         check_disjoint(recv, "recvbuf")
         if send is not None:
             if send.count != recv.counts[root]:
-                raise ValueError(f"sendbuf: the root's sendbuf has {send.count} elements, but recvbuf's "
+                raise errors.CountError(f"sendbuf: the root's sendbuf has {send.count} elements, but recvbuf's "
                                  f"counts[{root}] is {recv.counts[root]}")
-            check_same_type(send, recv, "sendbuf", "recvbuf")
+            check_pair(send, recv, "sendbuf", "recvbuf")
         layout = Layout.v(recv.counts, recv.displs)
     name, params = selection.choose("gatherv", algorithm, size=p, nbytes=0, count=0)
     params["root"] = root
     dtype = (recv if recv is not None else send).dtype
-    debug_check(comm, ("Gatherv", str(dtype), root, name))
+    debug_check(comm, "Gatherv", dtype=dtype, root=root, algorithm=name)
     # never skipped: a non-root with 0 elements cannot know whether others have some
     return gather_plan(comm, "gatherv", name, params, root, send, recv, layout)

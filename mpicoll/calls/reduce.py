@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .. import registry, selection
-from ..buffers import Buffer, is_in_place, parse
+from .. import nodes, registry, selection
+from ..buffers import parse
 from ..layout import Layout
 from ..ops import check_op, is_commutative, op_name
 from ..selection import KiB
 from . import Plan, Spec, debug_check, make_plan, own
-from ._rooted import check_root, check_same_type
+from ._checks import check_count, check_pair, check_root, send_or_in_place
 
 if TYPE_CHECKING:
     from ..comm import Comm
@@ -59,25 +59,19 @@ def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, op: Any, root: Any, *, algor
     """
     root = check_root(root, comm.size, "Reduce")
     is_root = comm.rank == root
-    send: Buffer | None = None
-    if is_in_place(sendbuf):
-        if not is_root:
-            raise ValueError(f"sendbuf: only the root ({root}) may pass MPI.IN_PLACE or None to Reduce; "
-                             f"rank {comm.rank} must pass its data")
-    else:
-        send = parse(sendbuf, "sendbuf")
+    send = send_or_in_place(sendbuf, comm.rank, root, "Reduce")
     recv = parse(recvbuf, "recvbuf", writable=True) if is_root else None
     if send is not None and recv is not None:
-        if send.count != recv.count:
-            raise ValueError(f"recvbuf: Reduce needs as many elements as sendbuf ({send.count}), got {recv.count}")
-        check_same_type(recv, send, "recvbuf", "sendbuf")
+        check_count(recv.count, send.count, f"recvbuf: Reduce needs as many elements as sendbuf ({send.count}), "
+                    f"got {recv.count}")
+        check_pair(recv, send, "recvbuf", "sendbuf")
     data = recv if send is None else send
     assert data is not None
     check_op(op, data.dtype)
     name, params = selection.choose("reduce", algorithm, size=comm.size, nbytes=data.nbytes, count=data.count,
-                                    commutative=is_commutative(op))
+                                    commutative=is_commutative(op), nodes=lambda: nodes.of_comm(comm))
     params["root"] = root
-    debug_check(comm, ("Reduce", data.count, str(data.dtype), op_name(op), root, name))
+    debug_check(comm, "Reduce", count=data.count, dtype=data.dtype, op=op_name(op), root=root, algorithm=name)
     if data.count == 0:
         return None
     if recv is not None:

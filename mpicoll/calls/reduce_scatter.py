@@ -21,12 +21,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .. import selection
+from .. import errors, selection
 from ..buffers import is_in_place, parse
 from ..ops import check_op, is_commutative, op_name
 from . import MismatchError, Plan, Spec, debug_check
 from . import reduce_scatter_block as _rsb
-from ._nonrooted import check_pair, counts_of
+from ._checks import check_pair, counts_of
 
 if TYPE_CHECKING:
     from ..comm import Comm
@@ -46,7 +46,7 @@ def _exchange_counts(comm: Comm, recvbuf: Any, sendbuf: Any) -> list[int]:
     error: Exception | None = None
     try:
         if is_in_place(sendbuf):
-            raise TypeError("recvcounts: Reduce_scatter with sendbuf IN_PLACE needs explicit recvcounts")
+            raise errors.CountTypeError("recvcounts: Reduce_scatter with sendbuf IN_PLACE needs explicit recvcounts")
         mine = parse(recvbuf, "recvbuf", writable=True).count
     except Exception as exc:  # tell the others before raising, so nobody waits forever
         error = exc
@@ -78,23 +78,23 @@ def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, recvcounts: Any, op: Any, *,
     total = sum(counts)
     if in_place:
         if recv.count < total:
-            raise ValueError(f"recvbuf: with sendbuf IN_PLACE it holds the input, sum(recvcounts) = "
+            raise errors.CountError(f"recvbuf: with sendbuf IN_PLACE it holds the input, sum(recvcounts) = "
                              f"{total // recv.unit} elements; it has {recv.count // recv.unit}")
         send_array = recv.array[:total]
     else:
         send = parse(sendbuf, "sendbuf")
-        check_pair(send, recv)
+        check_pair(recv, send)
         if send.count != total:
-            raise ValueError(f"sendbuf: Reduce_scatter needs sum(recvcounts) = {total // recv.unit} elements, "
+            raise errors.CountError(f"sendbuf: Reduce_scatter needs sum(recvcounts) = {total // recv.unit} elements, "
                              f"got {send.count // send.unit}")
         if recv.count != counts[r]:
-            raise ValueError(f"recvbuf: recvcounts[{r}] is {counts[r] // recv.unit}, but recvbuf holds "
+            raise errors.CountError(f"recvbuf: recvcounts[{r}] is {counts[r] // recv.unit}, but recvbuf holds "
                              f"{recv.count // recv.unit} elements")
         send_array = send.array
     check_op(op, recv.dtype)
     name, params = selection.choose("reduce_scatter", algorithm, size=p, nbytes=total * recv.dtype.itemsize,
                                     count=total, commutative=is_commutative(op))
-    debug_check(comm, ("Reduce_scatter", tuple(counts), str(recv.dtype), op_name(op), name))
+    debug_check(comm, "Reduce_scatter", counts=tuple(counts), dtype=recv.dtype, op=op_name(op), algorithm=name)
     if total == 0:
         return None
     return _rsb.bind_reduce_scatter(comm, "reduce_scatter", name, params, send_array, counts, recv.array, op,

@@ -22,13 +22,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .. import selection
+from .. import errors, selection
 from ..buffers import is_in_place, parse, parse_blocks
 from ..layout import Layout
 from ..ops import check_op, is_commutative, op_name
 from ..selection import KiB
 from . import Plan, Spec, debug_check, make_plan, own
-from ._nonrooted import check_pair, contiguous, copy_result_to, scratch_layouts
+from ._checks import check_pair
+from ._nonrooted import contiguous, copy_result_to, scratch_layouts
 
 if TYPE_CHECKING:
     from ..comm import Comm
@@ -97,16 +98,16 @@ def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, op: Any, *, algorithm: str |
     else:
         recv = parse(recvbuf, "recvbuf", writable=True)
         send = parse_blocks(sendbuf, "sendbuf", p)
-        check_pair(send, recv)
+        check_pair(recv, send)
         count = recv.count
         if send.count != count * p:
-            raise ValueError(f"sendbuf: Reduce_scatter_block needs {p} blocks of recvbuf's count {count}, "
+            raise errors.CountError(f"sendbuf: Reduce_scatter_block needs {p} blocks of recvbuf's count {count}, "
                              f"that is {count * p} elements; got {send.count}")
         send_array = send.array
     check_op(op, recv.dtype)
     name, params = selection.choose("reduce_scatter_block", algorithm, size=p, nbytes=count * p * recv.dtype.itemsize,
                                     count=count * p, commutative=is_commutative(op))
-    debug_check(comm, ("Reduce_scatter_block", count, str(recv.dtype), op_name(op), name))
+    debug_check(comm, "Reduce_scatter_block", count=count, dtype=recv.dtype, op=op_name(op), algorithm=name)
     if count == 0:
         return None
     return bind_reduce_scatter(comm, "reduce_scatter_block", name, params, send_array, [count] * p,

@@ -19,11 +19,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .. import selection
+from .. import errors, selection
 from ..buffers import Buffer, is_in_place, parse
 from ..layout import Layout
 from ..ops import check_op, is_commutative, op_name
 from . import Plan, Spec, debug_check, make_plan, own
+from ._checks import check_pair
 
 if TYPE_CHECKING:
     from ..comm import Comm
@@ -57,15 +58,13 @@ def prepare_prefix(comm: Comm, collective: str, method: str, sendbuf: Any, recvb
     if not is_in_place(sendbuf):
         send = parse(sendbuf, "sendbuf")
         if send.count != recv.count:
-            raise ValueError(f"recvbuf: {method} needs as many elements as sendbuf ({send.count}), got {recv.count}")
-        if send.dtype != recv.dtype or send.unit != recv.unit:
-            raise TypeError(f"recvbuf: dtype {recv.dtype} differs from sendbuf's {send.dtype}")
-        if send.xp is not recv.xp:
-            raise TypeError("sendbuf and recvbuf must both be host arrays or both device arrays")
+            raise errors.CountError(f"recvbuf: {method} needs as many elements as sendbuf ({send.count}), "
+                                    f"got {recv.count}")
+        check_pair(recv, send)
     check_op(op, recv.dtype)
     name, params = selection.choose(collective, algorithm, size=comm.size, nbytes=recv.nbytes,
                                     count=recv.count, commutative=is_commutative(op))
-    debug_check(comm, (method, recv.count, str(recv.dtype), op_name(op), name))
+    debug_check(comm, method, count=recv.count, dtype=recv.dtype, op=op_name(op), algorithm=name)
     if recv.count == 0:
         return None
     arrays = {"send": recv.array if send is None else send.array, "recv": recv.array}

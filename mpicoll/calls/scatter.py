@@ -17,12 +17,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .. import selection
-from ..buffers import Buffer, is_in_place, parse, parse_blocks
+from .. import errors, selection
+from ..buffers import Buffer, parse_blocks
 from ..layout import Layout
 from ..selection import KiB
 from . import Plan, Spec, debug_check, make_plan
-from ._rooted import at, check_root, check_same_type, from_root, subtree_layout
+from ._checks import check_pair, check_root, recv_or_in_place
+from ._rooted import at, from_root, subtree_layout
 
 if TYPE_CHECKING:
     from ..comm import Comm
@@ -58,16 +59,6 @@ SPEC = Spec(
 )
 
 
-def recv_or_in_place(recvbuf: Any, rank: int, root: int, method: str) -> Buffer | None:
-    """The receive buffer, or None for ``MPI.IN_PLACE``/None, which only the root may pass."""
-    if not is_in_place(recvbuf):
-        return parse(recvbuf, "recvbuf", writable=True)
-    if rank != root:
-        raise ValueError(f"recvbuf: only the root ({root}) may pass MPI.IN_PLACE or None to {method}; "
-                         f"rank {rank} needs a buffer to receive into")
-    return None
-
-
 def scatter_plan(comm: Comm, collective: str, name: str, params: dict, root: int, send: Any,
                  send_layout: Layout | None, recv: Buffer | None) -> Plan:
     """Bind a scatter-like schedule: ``send``/``send_layout`` at the root only; ``recv`` None in place."""
@@ -101,16 +92,16 @@ def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, root: Any, *, algorithm: str
         per = send.count // p
         if recv is not None:
             if recv.count != per:
-                raise ValueError(f"recvbuf: Scatter's root sends {per} elements to each rank (sendbuf), "
+                raise errors.CountError(f"recvbuf: Scatter's root sends {per} elements to each rank (sendbuf), "
                                  f"but its recvbuf has {recv.count}")
-            check_same_type(recv, send, "recvbuf", "sendbuf")
+            check_pair(recv, send, "recvbuf", "sendbuf")
     else:
         per = recv.count
     data = send if send is not None else recv
     name, params = selection.choose("scatter", algorithm, size=p, nbytes=p * per * data.dtype.itemsize,
                                     count=p * per)
     params["root"] = root
-    debug_check(comm, ("Scatter", per, str(data.dtype), root, name))
+    debug_check(comm, "Scatter", count=per, dtype=data.dtype, root=root, algorithm=name)
     if per == 0:
         return None
     return scatter_plan(comm, "scatter", name, params, root, send,

@@ -9,13 +9,13 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from .. import selection
+from .. import errors, selection
 from ..buffers import parse_v
 from ..layout import Layout
 from . import Plan, debug_check
-from ._rooted import check_root, check_same_type
+from ._checks import check_pair, check_root, recv_or_in_place
 from .scatter import SPEC as SCATTER_SPEC
-from .scatter import recv_or_in_place, scatter_plan
+from .scatter import scatter_plan
 
 if TYPE_CHECKING:
     from ..comm import Comm
@@ -42,13 +42,13 @@ def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, root: Any, *, algorithm: str
         send = parse_v(sendbuf, "sendbuf", p)
         if recv is not None:
             if recv.count != send.counts[root]:
-                raise ValueError(f"recvbuf: the root's recvbuf has {recv.count} elements, but sendbuf's "
+                raise errors.CountError(f"recvbuf: the root's recvbuf has {recv.count} elements, but sendbuf's "
                                  f"counts[{root}] is {send.counts[root]}")
-            check_same_type(recv, send, "recvbuf", "sendbuf")
+            check_pair(recv, send, "recvbuf", "sendbuf")
         layout = Layout.v(send.counts, send.displs)
     name, params = selection.choose("scatterv", algorithm, size=p, nbytes=0, count=0)
     params["root"] = root
     dtype = (send if send is not None else recv).dtype
-    debug_check(comm, ("Scatterv", str(dtype), root, name))
+    debug_check(comm, "Scatterv", dtype=dtype, root=root, algorithm=name)
     # never skipped: a rank receiving 0 elements cannot know whether others get some
     return scatter_plan(comm, "scatterv", name, params, root, send, layout, recv)

@@ -58,7 +58,9 @@ def main() -> None:
     mine = np.full(N, float(rank))
     theirs = np.empty(N)
     expected = float(partner) if partner != MPI.PROC_NULL else None
-    say(comm, f"{size} ranks in pairs (0,1), (2,3), ...; each pair swaps {mine.nbytes >> 20} MiB")
+    pairs = ", ".join(f"({a},{a + 1})" for a in range(0, size - 1, 2)) or "none"
+    alone = f"; rank {size - 1} has no partner" if size % 2 else ""
+    say(comm, f"{size} ranks in pairs {pairs}{alone}; each pair swaps {mine.nbytes >> 20} MiB")
 
     def received() -> bool:
         return expected is None or bool(np.all(theirs == expected))

@@ -7,11 +7,12 @@ called ar).  The ring all-reduce has two phases of N - 1 steps each, and in ever
 step each rank sends one chunk to its right neighbour and receives one from its
 left neighbour:
 
-* reduce-scatter: in step s rank r sends chunk (r - s) mod N and adds the chunk
-  (r - s - 1) mod N it receives to its own; after N - 1 steps rank r owns the
-  complete sum of chunk (r + 1) mod N;
-* all-gather: the complete chunks travel once more around the ring, replacing
-  what the receiver had.
+* reduce-scatter: in step s = 0 .. N-2 rank r sends chunk (r - s - 1) mod N and
+  adds the chunk (r - s - 2) mod N it receives to its own.  Chunk c starts at
+  rank c + 1 and travels once around the ring, so after N - 1 steps rank r owns
+  the complete sum of chunk r (mpicoll's ``ring.reduce_scatter_steps``);
+* all-gather: in step s rank r forwards chunk (r - s) mod N (its own complete
+  chunk first) and receives chunk (r - s - 1) mod N, replacing what it had.
 
 The program runs this ring by hand twice with ``sendrecv``: once on *labels*
 (sets of names such as {a0, a1}, so the printout reads like the figures in the
@@ -33,20 +34,27 @@ from mpicoll.examples._common import check, say
 from mpicoll.examples.allreduce import LETTERS, ring_walkthrough
 
 
+def label(chunk: Any) -> str:
+    """A set of names such as {"a1", "a0"} as ``a0+a1`` (sorted by rank); anything else as ``str``."""
+    if isinstance(chunk, (set, frozenset)):
+        return "+".join(sorted(chunk, key=lambda s: (s[0], int(s[1:]))))
+    return str(chunk)
+
+
 def ring_allreduce(comm: MPI.Comm, chunks: list[Any], add: Callable[[Any, Any], Any],
                    log: Callable[[str], None] = lambda line: None) -> list[Any]:
     """All-reduce ``chunks`` (one per rank) around the ring; ``add`` combines two chunks."""
     rank, size = comm.rank, comm.size
     right, left = (rank + 1) % size, (rank - 1) % size
     chunks = list(chunks)
-    for s in range(size - 1):                      # reduce-scatter
-        send_c, recv_c = (rank - s) % size, (rank - s - 1) % size
+    for s in range(size - 1):                      # reduce-scatter: chunk c ends complete at rank c
+        send_c, recv_c = (rank - s - 1) % size, (rank - s - 2) % size
         got = comm.sendrecv(chunks[send_c], dest=right, source=left)
         chunks[recv_c] = add(got, chunks[recv_c])
         log(f"reduce-scatter step {s + 1}: rank {rank} sent chunk {LETTERS[send_c % 26]}, "
-            f"now holds {chunks[recv_c]} in chunk {LETTERS[recv_c % 26]}")
-    for s in range(size - 1):                      # all-gather: rank r starts with its complete chunk r + 1
-        send_c, recv_c = (rank + 1 - s) % size, (rank - s) % size
+            f"now holds {label(chunks[recv_c])} in chunk {LETTERS[recv_c % 26]}")
+    for s in range(size - 1):                      # all-gather: rank r starts with its complete chunk r
+        send_c, recv_c = (rank - s) % size, (rank - s - 1) % size
         chunks[recv_c] = comm.sendrecv(chunks[send_c], dest=right, source=left)
         log(f"all-gather step {s + 1}: rank {rank} sent chunk {LETTERS[send_c % 26]}, "
             f"received complete chunk {LETTERS[recv_c % 26]}")
@@ -61,11 +69,10 @@ def main() -> None:
     lines: list[str] = []
     labels = ring_allreduce(comm, [frozenset({f"{LETTERS[c % 26]}{rank}"}) for c in range(size)],
                             lambda a, b: a | b, lines.append)
-    pretty = ["+".join(sorted(c, key=lambda s: int(s[1:]))) for c in labels]
-    for r, rank_lines in enumerate(comm.gather(lines, root=0) or []):
-        say(comm, f"-- rank {r} --", *rank_lines)
+    pretty = "  ".join(label(c) for c in labels)
+    for r, (rank_lines, ends) in enumerate(comm.gather((lines, pretty), root=0) or []):  # in rank order
+        say(comm, f"-- rank {r} --", *rank_lines, f"rank {r} ends with: {ends}")
     say(comm, "")
-    print(f"rank {rank} ends with: {'  '.join(pretty)}", flush=True)
     complete = all(c == {f"{LETTERS[i % 26]}{r}" for r in range(size)} for i, c in enumerate(labels))
     check(comm, complete, "after 2(N-1) steps every rank holds every chunk with every rank's part")
 

@@ -12,9 +12,10 @@ for 8 bytes at 24,576 GPUs), while for large messages on few ranks the ring wins
 Part 1 measures both algorithms of mpicoll here (and MPI's built-in) for 8 bytes
 and 1 MiB, and checks that every result equals the built-in.  On a laptop or a
 shared 2-core machine these times are noise; only the ratios mean anything.
-Part 2 prints the alpha-beta model for p = 4 ... 24,576.  It uses the
-schedule-derived cost model ``mpicoll.exec.cost`` when it is installed, and
-otherwise the closed forms from the algorithm reference:
+Part 2 prints the alpha-beta model for p = 4 ... 24,576 with the ``nccl-summit``
+constants: the schedule-derived cost model :mod:`mpicoll.exec.cost`, exactly what
+``python -m mpicoll model allreduce -p P --bytes N --preset nccl-summit`` prints,
+next to the textbook closed forms:
 
     ring:  T = 2(p-1) alpha + 2 (p-1)/p n beta
     tree:  T = 4 ceil(log2 p) alpha + 2 n beta        (pipelined double binary tree)
@@ -22,10 +23,8 @@ otherwise the closed forms from the algorithm reference:
 
 from __future__ import annotations
 
-import importlib
 import math
 import time
-from collections.abc import Callable
 
 import numpy as np
 from mpi4py import MPI
@@ -33,39 +32,25 @@ from mpi4py import MPI
 import mpicoll
 from mpicoll.examples._common import check, say
 
-ALPHA, BETA = 0.9e-6, 1 / 12e9        # 0.9 us per message, 12 GB/s per link (NCCL-like figures)
 ALGORITHMS = ("ring", "double_binary_tree")
 
 
-def closed_form(algorithm: str, p: int, nbytes: float) -> float:
+def model(p: int, nbytes: int) -> dict[str, float]:
+    """Seconds per algorithm from the schedules, as ``python -m mpicoll model ... --preset nccl-summit``."""
+    from mpicoll import tools
+    from mpicoll.presets import preset
+
+    result = tools.model("allreduce", p, nbytes, preset("nccl-summit"), ALGORITHMS)
+    return {a: result.costs[a].time for a in ALGORITHMS}
+
+
+def closed_form(algorithm: str, p: int, nbytes: float, alpha: float, beta: float) -> float:
     """Seconds for an all-reduce of ``nbytes`` on ``p`` ranks, from the closed forms above."""
     if p == 1:
         return 0.0
     if algorithm == "ring":
-        return 2 * (p - 1) * ALPHA + 2 * (p - 1) / p * nbytes * BETA
-    return 4 * math.ceil(math.log2(p)) * ALPHA + 2 * nbytes * BETA
-
-
-def schedule_model() -> Callable[[str, int, float], float] | None:
-    """The schedule-derived model of ``mpicoll.exec.cost``, if that module exists and answers."""
-    try:
-        cost = importlib.import_module("mpicoll.exec.cost")
-    except ImportError:
-        return None
-    # expected interface: fn("allreduce", algorithm, size, nbytes[, alpha=, beta=]) -> seconds
-    for name in ("time", "estimate", "predict"):
-        fn = getattr(cost, name, None)
-        if not callable(fn):
-            continue
-        for kwargs in ({"alpha": ALPHA, "beta": BETA}, {}):
-            def model(algorithm: str, p: int, nbytes: float, fn: Callable = fn, kwargs: dict = kwargs) -> float:
-                return float(fn("allreduce", algorithm, p, nbytes, **kwargs))
-            try:
-                model("ring", 4, 8.0)
-                return model
-            except Exception:          # another signature: try the next, else the closed forms
-                continue
-    return None
+        return 2 * (p - 1) * alpha + 2 * (p - 1) / p * nbytes * beta
+    return 4 * math.ceil(math.log2(p)) * alpha + 2 * nbytes * beta
 
 
 def measure(comm: MPI.Comm, nbytes: int, reps: int) -> dict[str, float]:
@@ -97,27 +82,27 @@ def main() -> None:
         t = measure(comm, nbytes, reps)
         say(comm, f"  {nbytes:>8} bytes: " + "  ".join(f"{a} {s * 1e6:9.1f} us" for a, s in t.items()))
 
-    model = schedule_model()
-    source = "mpicoll.exec.cost (schedule-derived)" if model else "closed forms (mpicoll.exec.cost not available)"
-    model = model or closed_form
-    t_model = time.perf_counter()
-    say(comm, f"\nPart 2: alpha-beta model, alpha = {ALPHA * 1e6:.1f} us, beta = 1/({1 / BETA / 1e9:.0f} GB/s);",
-        f"from {source}",
-        "       p |   8 B: ring      tree    ratio |  64 MiB: ring      tree")
+    from mpicoll.presets import preset
+
+    m = preset("nccl-summit")
+    say(comm, f"\nPart 2: the cost model on the schedules (mpicoll.exec.cost, preset nccl-summit: alpha = "
+              f"{m.alpha * 1e6:.1f} us, beta = 1/({1 / m.beta / 1e9:.1f} GB/s), {m.ranks_per_node} ranks per node),",
+        "and the closed forms with the same alpha and beta:",
+        "       p |   8 B: ring      tree    ratio |  closed: ring      tree |  64 MiB: ring      tree")
     ratios = []
     for p in (4, 96, 1536, 24576):
-        if model is not closed_form and time.perf_counter() - t_model > 30:
-            model = closed_form                  # keep the example quick on a slow machine
-            say(comm, "(the schedule-derived model took over 30 s: closed forms from here on)")
-        small = [model(a, p, 8.0) for a in ALGORITHMS]
-        big = [model(a, p, float(64 << 20)) for a in ALGORITHMS]
-        ratios.append(small[0] / small[1])
-        say(comm, f"{p:8d} | {small[0] * 1e6:9.1f} us {small[1] * 1e6:7.1f} us {ratios[-1]:6.0f}x | "
-                  f"{big[0] * 1e3:8.2f} ms {big[1] * 1e3:7.2f} ms")
-    say(comm, "The model's ring is about 2(p-1) alpha for 8 bytes, as NCCL measured (44 ms at 24,576);",
-        "its tree is faster than NCCL's measured 0.25 ms because real tree hops cross nodes and cost more",
-        "than one alpha.  At 64 MiB the ring wins on few ranks (its bandwidth term is 2(p-1)/p n beta, the",
-        "tree's 2 n beta) until its 2(p-1) alpha catches up with it (no link contention modelled).")
+        small = model(p, 8) if comm.rank == 0 else dict.fromkeys(ALGORITHMS, 1.0)
+        big = model(p, 64 << 20) if comm.rank == 0 else dict.fromkeys(ALGORITHMS, 1.0)
+        closed = [closed_form(a, p, 8.0, m.alpha, m.beta) for a in ALGORITHMS]
+        ratios.append(small["ring"] / small["double_binary_tree"])
+        say(comm, f"{p:8d} | {small['ring'] * 1e6:9.1f} us {small['double_binary_tree'] * 1e6:7.1f} us "
+                  f"{ratios[-1]:6.0f}x | {closed[0] * 1e6:9.1f} us {closed[1] * 1e6:7.1f} us | "
+                  f"{big['ring'] * 1e3:8.2f} ms {big['double_binary_tree'] * 1e3:7.2f} ms")
+    say(comm, "NCCL measured 44 ms (ring) and about 0.25 ms (tree) for 8 bytes at 24,576 GPUs; the preset's",
+        "per-algorithm alpha for the tree carries the cost of hops that cross nodes.  At 64 MiB the ring wins",
+        "on few ranks (its bandwidth term is 2(p-1)/p n beta, the tree's about 2 n beta) until its 2(p-1) alpha",
+        "catches up with it (no link contention modelled).")
+    ratios = comm.bcast(ratios, root=0)
     check(comm, ratios[-1] > 100 and ratios == sorted(ratios),
           "the tree's advantage for small messages grows with p and exceeds 100x at 24,576 ranks")
 

@@ -25,8 +25,10 @@ images, the fold boundary of the non-power-of-two algorithms and node
 boundaries, counted from 0 and from the root (see :func:`sample_ranks`).  If in
 some round no sampled rank does anything (a chain or a linear scan, where round
 t belongs to rank t), the sample provably misses that round, and every rank is
-costed after all.  The maximum over a sample can only be lower than the true
-maximum; the unit tests check that for every registered algorithm at p <= 256
+costed after all.  An algorithm registered with ``rotates=True`` (rank r's
+schedule is rank 0's shifted by r, as in the ring) is costed exactly instead,
+over all ranks, from rank 0's schedule alone (:func:`_rotated_rounds`).  The maximum over a
+sample can only be lower than the true maximum; the unit tests check that for every registered algorithm at p <= 256
 (forcing the sampling policy) the latency terms are equal, and the whole time
 when n splits evenly into blocks (otherwise the sample may miss, in a round,
 the rank that moves a block one byte larger).
@@ -40,6 +42,7 @@ from math import ceil, log2
 
 from .. import registry
 from ..layout import Layout
+from ..nodes import Nodes, block_size, groups, node_of
 from ..schedule import EMPTY_ROUND, Reduce, Round
 
 __all__ = ["Machine", "Cost", "cost", "lower_bound", "sample_ranks", "EXACT_LIMIT"]
@@ -67,6 +70,7 @@ class Machine:
     ranks_per_node: int | None = None
     alpha_by_algorithm: dict[str, float] = field(default_factory=dict)
     name: str = "custom"
+    link_per_node: bool = False
 
     def with_nodes(self, ranks_per_node: int | None) -> Machine:
         return replace(self, ranks_per_node=ranks_per_node)
@@ -132,22 +136,28 @@ def sample_ranks(size: int, ranks_per_node: int | None = None, root: int = 0) ->
 
 
 def _round_terms(rnd: Round, rank: int, layout: Layout, consts: tuple[float, float, float, float],
-                 per_node: int | None) -> tuple[float, float, float]:
-    """(latency, bandwidth, bytes reduced) of one rank's round, by the port model above."""
+                 where: tuple[int, ...] | None, crossing: list[int] | None = None) -> tuple[float, float, float]:
+    """(latency, bandwidth, bytes reduced) of one rank's round, by the port model above.
+
+    ``where`` is each rank's node index (None: every message is inter-node);
+    ``crossing``, when given, receives the inter-node bytes sent and received.
+    """
     a_out, b_out, a_in, b_in = consts
     starts, ends = layout.starts, layout.ends
-    node = rank // per_node if per_node else -1
+    node = where[rank] if where else -1
     best = (-1.0, 0.0, 0.0)
-    for msgs in (rnd.sends, rnd.recvs):
+    for direction, msgs in enumerate((rnd.sends, rnd.recvs)):
         lat = bw = 0.0
         for peer, (_, lo, hi) in msgs:
             nbytes = ends[hi - 1] - starts[lo] if hi > lo else 0
-            if per_node and peer // per_node == node:
+            if where and where[peer] == node:
                 lat += a_in
                 bw += nbytes * b_in
             else:
                 lat += a_out
                 bw += nbytes * b_out
+                if crossing is not None:
+                    crossing[direction] += nbytes
         if lat + bw > best[0]:
             best = (lat + bw, lat, bw)
     red = 0
@@ -159,7 +169,8 @@ def _round_terms(rnd: Round, rank: int, layout: Layout, consts: tuple[float, flo
 
 
 def cost(collective: str, algorithm: str, size: int, nbytes: int, machine: Machine, *,
-         ranks: Iterable[int] | None = None, sample: bool | None = None, **params: int) -> Cost:
+         ranks: Iterable[int] | None = None, sample: bool | None = None, nodes: Nodes = None,
+         **params: int) -> Cost:
     """The predicted time of ``algorithm`` for ``nbytes`` bytes on ``size`` ranks.
 
     ``ranks`` restricts the maximum to those ranks.  Otherwise every rank is
@@ -168,10 +179,33 @@ def cost(collective: str, algorithm: str, size: int, nbytes: int, machine: Machi
     if in some round none of them does anything, the sample is known not to
     stand for that round (a chain, where round t is rank t's alone) and every
     rank is costed after all.  ``sample=False`` costs every rank at any size.
+
+    ``nodes`` is the node layout (:mod:`mpicoll.nodes`); by default blocks of
+    ``machine.ranks_per_node``.  Algorithms that take a layout (the
+    hierarchical ones) are built for it.  With ``machine.link_per_node`` a
+    node's ranks share one link: a round lasts at least ``alpha + beta`` times
+    the inter-node bytes the busiest node sends (or receives) in it, summed
+    over the costed ranks (all of them up to :data:`EXACT_LIMIT`).
     """
     alg = registry.get(collective, algorithm)
     consts = machine.constants(algorithm)
     per_node = machine.ranks_per_node
+    if nodes is None:
+        nodes = per_node
+    elif per_node is None:
+        per_node = block_size(size, nodes) or max(len(g) for g in groups(size, nodes))
+    if "nodes" in alg.params:
+        params = {**params, "nodes": nodes}
+    where = node_of(size, nodes) if nodes is not None else None
+    nnodes = max(where) + 1 if where else 1
+    links: dict[int, list[list[int]]] = {}  # round -> per node [bytes out, bytes in], with link_per_node
+    blocks = nodes is None or (isinstance(nodes, int) and nodes == per_node)  # what the rotation assumes
+    if alg.rotates and blocks and not machine.link_per_node and ranks is None and (
+            sample or (sample is None and size > EXACT_LIMIT)):
+        worst_r = _rotated_rounds(alg.build(0, size, **params), size, nbytes, consts, machine.gamma, per_node)
+        return Cost(collective, algorithm, size, nbytes, latency=sum(w[1] for w in worst_r),
+                    bandwidth=sum(w[2] for w in worst_r), reduction=sum(w[3] for w in worst_r),
+                    rounds=sum(1 for w in worst_r if w[0] > 0), sampled=False)
     if ranks is not None:
         chosen, fallback = list(ranks), False
     elif sample or (sample is None and size > EXACT_LIMIT):
@@ -197,7 +231,12 @@ def cost(collective: str, algorithm: str, size: int, nbytes: int, machine: Machi
             if rnd is EMPTY_ROUND or not rnd:  # (identity first: a chain's rank idles through most rounds)
                 continue
             active[t] = True
-            lat, bw, red = _round_terms(rnd, r, layout[0], consts, per_node)
+            crossing = [0, 0] if machine.link_per_node and where else None
+            lat, bw, red = _round_terms(rnd, r, layout[0], consts, where, crossing)
+            if crossing is not None and (crossing[0] or crossing[1]):
+                per = links.setdefault(t, [[0, 0] for _ in range(nnodes)])[where[r]]
+                per[0] += crossing[0]
+                per[1] += crossing[1]
             total = lat + bw + red * machine.gamma
             if total > worst[t][0]:
                 worst[t] = (total, lat, bw, red * machine.gamma)
@@ -209,15 +248,101 @@ def cost(collective: str, algorithm: str, size: int, nbytes: int, machine: Machi
             for r in sorted(set(range(size)) - set(chosen)):
                 add(r)
             chosen = list(range(size))
+        for t, per in links.items():  # a node's link carries its ranks' inter-node bytes one after another
+            busiest = max(max(out, into) for out, into in per) * consts[1]
+            if consts[0] + busiest > worst[t][1] + worst[t][2]:
+                worst[t] = (consts[0] + busiest + worst[t][3], consts[0], busiest, worst[t][3])
     return Cost(collective, algorithm, size, nbytes,
                 latency=sum(w[1] for w in worst), bandwidth=sum(w[2] for w in worst),
                 reduction=sum(w[3] for w in worst), rounds=sum(1 for w in worst if w[0] > 0),
                 sampled=len(chosen) < size)
 
 
-# Lower bounds of ALGORITHMS.md: h alpha plus (bytes moved) beta plus (bytes reduced) gamma, as functions
+def _rotated_rounds(built: tuple[int, tuple[Round, ...]], size: int, nbytes: int,
+                    consts: tuple[float, float, float, float], gamma: float,
+                    per_node: int | None) -> list[tuple[float, float, float, float]]:
+    """Per round, the (time, latency, bandwidth, reduction) of the slowest of all ranks, from rank 0's schedule.
+
+    For a rotating algorithm rank r's round t is rank 0's with every peer and
+    block index shifted by r (mod p = nblocks).  Its time is a function f(r) of:
+
+    * the bytes of each shifted block range.  With the even layout,
+      ``nbytes = q p + e``, blocks 0 .. e-1 hold q + 1 bytes and the others q, so
+      a range's bytes change only where one of its ends crosses block 0 or e:
+      at most 4 shifts per range;
+    * whether each message's peer (r + d) mod p wraps past p, which changes only
+      at r = p - d;
+    * whether each peer is on r's node (K ranks per node): without a wrap iff
+      r mod K + d < K, with one iff r mod K >= p - d, so r mod K alone.
+
+    Between consecutive breakpoints of the first two kinds f depends on r mod K
+    only, so evaluating f at the K shifts that follow each breakpoint (one
+    without nodes) evaluates every value f takes: the maximum over those
+    candidates is the exact maximum over all p ranks.  Rounds of the same shape
+    (peers, range lengths) are evaluated together with NumPy.
+    """
+    import numpy as np
+
+    nblocks, rounds = built
+    if nblocks != size:
+        raise ValueError(f"a rotating schedule must have p = {size} blocks, got {nblocks}")
+    q, e = divmod(nbytes, nblocks)
+    a_out, b_out, a_in, b_in = consts
+    width = per_node or 1
+    groups: dict[tuple, list[tuple[int, list[int]]]] = {}
+    for t, rnd in enumerate(rounds):
+        if rnd is EMPTY_ROUND or not rnd:
+            continue
+        reduces = [st.out for st in rnd.steps if type(st) is Reduce]
+        key = (tuple((m.peer, m.block.hi - m.block.lo) for m in rnd.sends),
+               tuple((m.peer, m.block.hi - m.block.lo) for m in rnd.recvs),
+               tuple(b.hi - b.lo for b in reduces))
+        los = [m.block.lo for m in (*rnd.sends, *rnd.recvs)] + [b.lo for b in reduces]
+        groups.setdefault(key, []).append((t, los))
+    worst = [(0.0, 0.0, 0.0, 0.0)] * len(rounds)
+
+    def cum(k: np.ndarray) -> np.ndarray:  # bytes of blocks 0 .. k-1
+        return k * q + np.minimum(k, e)
+
+    for (sends, recvs, reds), members in groups.items():
+        lo = np.array([m[1] for m in members], dtype=np.int64)                   # (R, M)
+        length = np.array([n for _, n in sends] + [n for _, n in recvs] + list(reds), dtype=np.int64)  # (M,)
+        peers = np.array([d for d, _ in sends] + [d for d, _ in recvs], dtype=np.int64)
+        hi = lo + length
+        distinct = [j for j in range(lo.shape[1])  # a recv and its reduce share a range: one set of breakpoints
+                    if not any(length[i] == length[j] and (lo[:, i] == lo[:, j]).all() for i in range(j))]
+        edges = [(x - y[:, distinct]) % size for x in sorted({0, e}) for y in (lo, hi)]  # ends crossing 0 or e
+        wraps = np.broadcast_to(np.r_[0, (size - peers) % size], (len(members), 1 + len(peers)))
+        cand = np.concatenate([*edges, wraps], axis=1)
+        cand = ((cand[:, :, None] + np.arange(width)) % size).reshape(len(members), -1)  # (R, C)
+        a = (lo[:, None, :] + cand[:, :, None]) % size                                    # (R, C, M)
+        end = a + length
+        nbytes_m = np.where(end <= size, cum(end) - cum(a), nbytes - cum(a) + cum(end - size))
+        if per_node:
+            peer_r = (cand[:, :, None] + peers) % size
+            intra = (peer_r // per_node) == (cand[:, :, None] // per_node)            # (R, C, S+V)
+        else:
+            intra = np.zeros(cand.shape + (len(peers),), dtype=bool)
+        lat_m = np.where(intra, a_in, a_out)
+        bw_m = nbytes_m[:, :, :len(peers)] * np.where(intra, b_in, b_out)
+        ns = len(sends)
+        s_lat, s_bw = lat_m[:, :, :ns].sum(-1), bw_m[:, :, :ns].sum(-1)
+        r_lat, r_bw = lat_m[:, :, ns:].sum(-1), bw_m[:, :, ns:].sum(-1)
+        use_send = s_lat + s_bw >= r_lat + r_bw
+        lat = np.where(use_send, s_lat, r_lat)
+        bw = np.where(use_send, s_bw, r_bw)
+        red = gamma * nbytes_m[:, :, len(peers):].sum(-1)
+        total = lat + bw + red
+        best = total.argmax(axis=1)
+        for i, (t, _) in enumerate(members):
+            j = best[i]
+            worst[t] = (float(total[i, j]), float(lat[i, j]), float(bw[i, j]), float(red[i, j]))
+    return worst
+
+
+# Lower bounds: h alpha plus (bytes moved) beta plus (bytes reduced) gamma, as functions
 # of (p, n); collectives not listed get the latency bound alone.  n is the whole vector for the collectives
-# that split it into one part per rank (ALGORITHMS.md says so for allgather, reduce-scatter and alltoall;
+# that split it into one part per rank (as nccl-tests count it for allgather, reduce-scatter and alltoall;
 # the calls' specs and selection use the same convention for gather and scatter).  The model splits n
 # evenly (Layout.even), so a rank's own part is at most ceil(n / p) bytes: the root of a gather must
 # receive, and the root of a scatter send, at least n - ceil(n / p) bytes, which is (p-1)/p n when p
@@ -238,7 +363,7 @@ _BOUNDS.update({v: _BOUNDS[v[:-1]] for v in ("scatterv", "gatherv", "allgatherv"
 
 
 def lower_bound(collective: str, size: int, nbytes: int, machine: Machine) -> float:
-    """The lower bound of ALGORITHMS.md, with the smallest of the machine's constants.
+    """The lower bound of any algorithm, with the smallest of the machine's constants.
 
     A single rank needs no message, so its bound is 0.  For p > 1 the latency
     bound is ceil(lg p) alpha; ``nbytes`` is the bytes per rank, the whole

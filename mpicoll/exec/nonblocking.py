@@ -18,22 +18,26 @@ rank 1 waits on request A; if a Wait moved only its own request, A would never
 finish on rank 0 and both would hang.  Likewise a blocking mpicoll collective
 called while requests are outstanding keeps them moving (see ``Comm._run``).
 
-The executor takes plain data: bound rounds, an MPI communicator and a tag.
-``mpicoll.Comm`` draws each call's tag from its per-communicator sequences
-(blocking, nonblocking and persistent calls have ranges of their own), so the
-messages of different calls never match one another.
+Each request carries the tag ``mpicoll.Comm`` drew for its call from the
+communicator's sequences (blocking, nonblocking and persistent calls have
+ranges of their own), so the messages of different calls never match one
+another.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mpi4py import MPI
 
-__all__ = ["Request", "Prequest", "start", "persistent", "outstanding", "wait_mpi", "progress"]
+from . import watchdog
 
-Rebuild = Callable[[], tuple[list, Callable[[], None] | None]]
+if TYPE_CHECKING:
+    from ..comm import Comm
+    from ..plan import Plan
+
+__all__ = ["Request", "Prequest", "start", "persistent", "outstanding", "wait_mpi", "progress"]
 
 # request states
 _INACTIVE, _RUNNING, _COMPLETE, _FREED = 0, 1, 2, 3
@@ -52,7 +56,7 @@ class _Collective:
     messages and returns their MPI requests (``_pending``).
     """
 
-    __slots__ = ("_steps", "_nrounds", "_round", "_pending", "_finish", "_state", "tag")
+    __slots__ = ("_steps", "_nrounds", "_round", "_pending", "_finish", "_state", "tag", "watch")
 
     def __init__(self, steps: list[list[Callable[[], None]]], finish: Callable[[], None] | None, tag: int) -> None:
         self._steps = steps
@@ -62,6 +66,7 @@ class _Collective:
         self._finish = finish
         self._state = _INACTIVE
         self.tag = tag
+        self.watch: tuple[str, float, int] | None = None   # (collective, timeout, rank): Wait under the watchdog
 
     def _post(self, t: int) -> list[MPI.Request]:
         raise NotImplementedError
@@ -127,7 +132,9 @@ class _Collective:
         if state == _FREED:
             raise RuntimeError(f"{self!r} was freed: it cannot be waited on")
         if state == _RUNNING:
-            if len(_ACTIVE) == 1:           # alone: block in MPI round by round, no polling
+            if self.watch is not None:      # a timeout was set: poll under the watchdog
+                watchdog.wait(self._done, lambda: list(_ACTIVE), *self.watch)
+            elif len(_ACTIVE) == 1:           # alone: block in MPI round by round, no polling
                 self._advance(True)
             else:
                 _wait_until(lambda: self._state != _RUNNING)
@@ -237,24 +244,25 @@ class Prequest(_Collective):
 
     __slots__ = ("_requests", "_rebuild", "_comm")
 
-    def __init__(self, rounds: list, comm: MPI.Comm, tag: int, finish: Callable[[], None] | None = None,
-                 rebuild: Rebuild | None = None) -> None:
+    def __init__(self, plan: Plan | None, comm: Comm, tag: int,
+                 rebuild: Callable[[], Plan | None] | None = None) -> None:
         super().__init__([], None, tag)
         self._comm = comm
         self._rebuild = rebuild
         self._requests: list[list[MPI.Prequest]] = []
-        self._bind(rounds, finish)
+        self._bind(plan)
 
-    def _bind(self, rounds: list, finish: Callable[[], None] | None) -> None:
+    def _bind(self, plan: Plan | None) -> None:
         """Create the MPI persistent requests of every round (receives first, as the blocking executor posts them)."""
         self._free_requests()
-        comm, tag = self._comm, self.tag
-        self._requests = [[comm.Recv_init(buf, peer, tag) for buf, peer in recvs]
-                          + [comm.Send_init(buf, peer, tag) for buf, peer in sends]
+        rounds = plan.bound() if plan is not None else []
+        private, tag = self._comm.private, self.tag
+        self._requests = [[private.Recv_init(buf, peer, tag) for buf, peer in recvs]
+                          + [private.Send_init(buf, peer, tag) for buf, peer in sends]
                           for sends, recvs, _ in rounds]
         self._steps = [steps for _, _, steps in rounds]
         self._nrounds = len(rounds)
-        self._finish = finish
+        self._finish = plan.finish if plan is not None else None
 
     def _free_requests(self) -> None:
         for reqs in self._requests:
@@ -274,8 +282,10 @@ class Prequest(_Collective):
         if state != _INACTIVE:
             raise RuntimeError(f"{self!r} cannot be started: " + ("it was freed" if state == _FREED else
                                "it is still active (Wait() or Test() it to completion first)"))
-        if self._rebuild is not None:   # GPU buffers: stage the current device contents again
-            self._bind(*self._rebuild())
+        if self._rebuild is not None:   # GPU buffers: stage the current device contents in
+            plan = self._rebuild()
+            if plan is not None:        # a fresh plan to bind; None: the binding stays
+                self._bind(plan)
         if self._nrounds and self._requests[0]:     # the common case, kept lean: Startall round 0
             self._state, self._round = _RUNNING, 0
             _ACTIVE.append(self)
@@ -306,22 +316,31 @@ _NAMES = {_INACTIVE: "inactive", _RUNNING: "running", _COMPLETE: "complete", _FR
 
 # -- entry points used by mpicoll.Comm ------------------------------------------------
 
-def start(rounds: list, comm: MPI.Comm | None, tag: int, finish: Callable[[], None] | None = None) -> Request:
-    """Start bound ``rounds`` nonblocking on ``comm`` with ``tag``; ``finish`` runs once they are done."""
-    req = Request(rounds, comm if rounds else None, tag, finish)
+def start(plan: Plan | None, comm: Comm, tag: int) -> Request:
+    """Start ``plan`` nonblocking on ``comm``'s private communicator with the call's ``tag``.
+
+    ``mpicoll.Comm`` draws the tag before it checks the call's arguments, so that
+    every rank's tag sequence stays in step even when ``plan`` is None (nothing
+    to do) or one rank's checks fail.
+    """
+    if plan is None:
+        req = Request([], None, tag, None)
+    else:
+        plan.begin()      # GPU buffers: stage the inputs in
+        req = Request(plan.bound(), comm.private, tag, plan.finish)
     req._launch()
     return req
 
 
-def persistent(rounds: list, comm: MPI.Comm, tag: int, finish: Callable[[], None] | None = None,
-               rebuild: Rebuild | None = None) -> Prequest:
-    """An inactive persistent request for bound ``rounds`` on ``comm``, with ``tag`` for its whole life.
+def persistent(plan: Plan | None, comm: Comm, tag: int,
+               rebuild: Callable[[], Plan | None] | None = None) -> Prequest:
+    """An inactive persistent request for ``plan`` on ``comm`` with a tag of its own for its whole life.
 
-    ``rebuild`` (for plans that stage GPU buffers through host memory) returns
-    fresh ``(rounds, finish)``, so that each ``Start`` sees the device buffers'
-    current contents.
+    ``rebuild`` runs at every ``Start`` (for GPU buffers: it stages the device
+    buffers' current contents in) and returns a fresh plan to bind, or None to
+    keep the binding made here.
     """
-    return Prequest(rounds, comm, tag, finish, rebuild)
+    return Prequest(plan, comm, tag, rebuild)
 
 
 def outstanding() -> bool:

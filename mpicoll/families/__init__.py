@@ -13,6 +13,7 @@ from . import (  # noqa: F401
     composed,
     dbtree,
     dissemination,
+    hierarchical,
     linear,
     pairwise,
     recursive,

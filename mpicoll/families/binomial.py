@@ -117,7 +117,14 @@ def gather_steps(tl: Timeline, t0: int, rank: int, size: int, root: int, *, src:
 
 @register("allreduce", "binomial")
 def allreduce(rank: int, size: int):
-    """Binomial-tree reduce to rank 0, then binomial-tree broadcast: 2 ceil(lg p) steps."""
+    """Binomial-tree reduce to rank 0, then binomial-tree broadcast: 2 ceil(lg p) steps.
+
+    Cost: 2 h alpha + 2 h n beta + h n gamma, with h = ceil(lg p).
+
+    When it wins: Rarely for speed; it reduces in rank order, so it is right for non-commutative operations.
+
+    Limitations: Every step moves the whole vector, and half the ranks idle in each step.
+    """
     tl = Timeline()
     whole = (0, 1)
     result = reduce_steps(tl, 0, rank, size, 0, whole)
@@ -129,7 +136,15 @@ def allreduce(rank: int, size: int):
 
 @register("bcast", "binomial", params=("root",))
 def bcast(rank: int, size: int, root: int = 0):
-    """Binomial tree from the root: ceil(lg p) steps, the number of holders doubling each step."""
+    """Binomial tree from the root: ceil(lg p) steps, the number of holders doubling each step.
+
+    Cost: h alpha + h n beta, with h = ceil(lg p).
+
+    When it wins: Small messages: the fewest rounds.
+
+    Limitations: The root's whole buffer crosses h links one after another, so large messages favour the
+    pipelined or scatter-allgather algorithms.
+    """
     tl = Timeline()
     bcast_steps(tl, 0, rank, size, root, (0, 1))
     return 1, tl.rounds()
@@ -143,6 +158,12 @@ def reduce(rank: int, size: int, root: int = 0):
     result is in rank order for any op; a tree toward another root would wrap
     around p - 1 (as MPICH does for non-commutative ops, one more step instead).
     Non-root ranks accumulate in scratch (``tmp2``): they have no receive buffer.
+
+    Cost: h alpha + h n (beta + gamma), plus alpha + n beta when the root is not rank 0.
+
+    When it wins: Small messages; it reduces in rank order (right for non-commutative operations).
+
+    Limitations: Every step moves the whole vector.
     """
     tl = Timeline()
     whole = (0, 1)
@@ -164,6 +185,12 @@ def gather(rank: int, size: int, root: int = 0):
     Non-root ranks with children collect their subtree in scratch (``tmp``),
     starting with their own block, copied there in round 0 (they first send in
     round 1 or later); leaves send their own block straight from ``send``.
+
+    Cost: h alpha + (p-1)/p n beta, with h = ceil(lg p) and n the root's whole receive buffer.
+
+    When it wins: Small and medium blocks.
+
+    Limitations: Inner ranks hold and forward their whole subtree's blocks.
     """
     tl = Timeline()
     v = (rank - root) % size
@@ -182,6 +209,12 @@ def scatter(rank: int, size: int, root: int = 0):
     A rank with children receives its subtree in scratch (``tmp``), copies its
     own block to ``recv`` and forwards the rest; a leaf receives straight into
     ``recv``.  Rank v (v > 0) receives in step h - 1 - log2(lowbit(v)).
+
+    Cost: h alpha + (p-1)/p n beta, with h = ceil(lg p) and n the root's whole send buffer.
+
+    When it wins: Small and medium blocks.
+
+    Limitations: Inner ranks receive and forward their whole subtree's blocks.
     """
     tl = Timeline()
     v = (rank - root) % size

@@ -30,6 +30,13 @@ def allgather(rank: int, size: int):
     same absolute blocks are named on both sides, so a run that wraps past
     block p-1 is sent as two messages.  ceil(lg p) steps; step 0 sends the own
     block straight from ``send``.
+
+    Cost: ceil(lg p) alpha + (p-1)/p n beta.
+
+    When it wins: Small and medium messages on any p: logarithmic rounds like recursive doubling, but without
+    its extra steps when p is not a power of two.
+
+    Limitations: The last step sends only the p - 2^(h-1) blocks still missing, so its messages are uneven.
     """
     tl = Timeline()
     tl.copy(0, Block("recv", rank, rank + 1), Block("send", rank, rank + 1))
@@ -61,6 +68,13 @@ def alltoall(rank: int, size: int):
     sent to r + 2^k, received from r - 2^k into ``tmp3`` and unpacked to the
     same positions.  Afterwards position i holds the block rank r - i sent to r,
     which belongs in ``recv`` block (r - i) mod p.
+
+    Cost: ceil(lg p) alpha + about ceil(lg p) n/2 beta (each step sends the blocks whose distance has that bit
+    set) plus two local rotations.
+
+    When it wins: Small messages on many ranks: lg p messages instead of p - 1.
+
+    Limitations: Each byte travels about lg p / 2 times, so it loses to pairwise exchange for large messages.
     """
     tl = Timeline()
     tl.copy(0, Block("tmp", 0, size - rank), Block("send", rank, size))

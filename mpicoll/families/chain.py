@@ -16,7 +16,14 @@ from .dbtree import combine_in_rank_order, pipelined_bcast_steps
 
 @register("bcast", "pipelined_chain", params=("root", "segments"))
 def bcast(rank: int, size: int, root: int = 0, segments: int = 1):
-    """Chain root -> root+1 -> ... (mod p), k segments: p + k - 2 rounds of n/k."""
+    """Chain root -> root+1 -> ... (mod p), k segments: p + k - 2 rounds of n/k.
+
+    Cost: (p + k - 2)(alpha + n/k beta) with k segments; best k is about sqrt((p - 2) n beta / alpha).
+
+    When it wins: Large messages on few ranks: every link streams.
+
+    Limitations: Latency grows linearly with p.
+    """
     k = max(1, segments)
     tl = Timeline()
     pipelined_bcast_steps(tl, rank, size, root, [v - 1 for v in range(size)], range(k))
@@ -36,6 +43,12 @@ def reduce(rank: int, size: int, root: int = 0, segments: int = 1):
     round j + h; its child's segment j arrived in round j + h - 1.  Non-root
     ranks accumulate in ``tmp2``; each child's segments land in ``tmp``
     (lower child) or ``tmp1`` (upper child).
+
+    Cost: (ceil(p/2) + k - 1)(alpha + n/k (beta + gamma)) with k segments.
+
+    When it wins: Large messages on few ranks.
+
+    Limitations: Latency grows linearly with p.
     """
     k = max(1, segments)
     tl = Timeline()

@@ -31,6 +31,12 @@ def bcast(rank: int, size: int, root: int = 0):
     The ring would hand the root blocks it already has, and the root's buffer
     is input only (it may be read-only), so the root's predecessor skips its
     sends to the root and the root receives nothing.
+
+    Cost: (ceil(lg p) + p - 1) alpha + 2 (p-1)/p n beta (binomial scatter, then ring all-gather).
+
+    When it wins: Large messages (van de Geijn's broadcast): within a factor 2 of the bandwidth bound.
+
+    Limitations: Latency grows linearly with p.
     """
     tl = Timeline()
     scatter_steps(tl, 0, rank, size, root, src="recv", dst="recv")
@@ -74,6 +80,12 @@ def reduce(rank: int, size: int, root: int = 0):
     the other reduce algorithms this one uses ``recv`` as scratch at non-root
     ranks too (the halving helpers accumulate there), so the call binds a
     scratch array as ``recv`` there.
+
+    Cost: 2 lg p alpha + 2 (p-1)/p n beta + (p-1)/p n gamma for p a power of two.
+
+    When it wins: Medium and large messages (MPICH's reduce for long vectors).
+
+    Limitations: Not in rank order.
     """
     tl, fold = Timeline(), Fold(rank, size)
     whole = (0, fold.pof2)

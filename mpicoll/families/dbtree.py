@@ -74,7 +74,16 @@ def tree_allreduce_steps(tl: Timeline, rank: int, size: int, which: int, blocks:
 @register("allreduce", "double_binary_tree", params=("segments",),
           keeps_order=lambda size: size % 2 == 0 or size == 1)
 def allreduce(rank: int, size: int, segments: int = 1):
-    """Two complementary binary trees, each reducing and broadcasting half the data, pipelined."""
+    """Two complementary binary trees, each reducing and broadcasting half the data, pipelined.
+
+    Cost: about 4 h alpha + 2 n beta + n gamma plus the pipeline fill (h = ceil(lg p)), with enough segments.
+
+    When it wins: Small and medium messages on many ranks (NCCL's tree algorithm): logarithmic latency and
+    bandwidth within a constant of the ring's.
+
+    Limitations: Reduces out of rank order; needs segments to pipeline, and each segment costs an alpha per
+    tree level.
+    """
     tl = Timeline()
     k = max(1, segments)
     if size == 1:
@@ -151,6 +160,12 @@ def bcast(rank: int, size: int, root: int = 0, segments: int = 1):
     that tree 0's root, label 0, is the root; tree 1 is re-hung from label 0
     (:func:`rerooted_tree1`).  Blocks 0 .. k-1 go down tree 0, k .. 2k-1 down
     tree 1, both at once.
+
+    Cost: about 2 h alpha + n beta plus the pipeline fill, with enough segments.
+
+    When it wins: Medium and large messages on many ranks.
+
+    Limitations: Needs segments to pipeline; each costs one alpha per level.
     """
     k = max(1, segments)
     tl = Timeline()

@@ -14,7 +14,12 @@ from ..schedule import Block, Timeline
 
 @register("barrier", "dissemination")
 def barrier(rank: int, size: int):
-    """Round k: empty message to rank + 2^k, one from rank - 2^k."""
+    """Round k: empty message to rank + 2^k, one from rank - 2^k.
+
+    Cost: ceil(lg p) alpha.
+
+    When it wins: Always, for p > 2: the fewest rounds for any p.
+    """
     tl = Timeline()
     for k in range((size - 1).bit_length()):
         tl.send(k, (rank + (1 << k)) % size, Block("send", 0, 1))

@@ -13,7 +13,15 @@ from ..schedule import Block, Timeline
 
 @register("allreduce", "linear")
 def allreduce(rank: int, size: int):
-    """Rank 0 receives from 1, 2, ..., p-1 in turn, reduces, and sends the result to all."""
+    """Rank 0 receives from 1, 2, ..., p-1 in turn, reduces, and sends the result to all.
+
+    Cost: 2(p-1) alpha + 2(p-1) n beta + (p-1) n gamma.
+
+    When it wins: Never for speed: it is the obvious algorithm, kept as the reference every other one is
+    compared with.
+
+    Limitations: Rank 0 handles all the traffic and all the arithmetic.
+    """
     tl = Timeline()
     whole = (0, 1)
     if rank == 0:
@@ -37,7 +45,14 @@ def allreduce(rank: int, size: int):
 
 @register("bcast", "linear", params=("root",))
 def bcast(rank: int, size: int, root: int = 0):
-    """The root sends the whole buffer to each other rank, all in one round."""
+    """The root sends the whole buffer to each other rank, all in one round.
+
+    Cost: (p-1)(alpha + n beta): the root's sends go out one after another.
+
+    When it wins: Never for speed; the reference.
+
+    Limitations: The root sends p - 1 copies of the buffer.
+    """
     tl = Timeline()
     for dst in range(size):
         if dst != root and rank == root:
@@ -50,7 +65,14 @@ def bcast(rank: int, size: int, root: int = 0):
 @register("gatherv", "linear", params=("root",))
 @register("gather", "linear", params=("root",))
 def gather(rank: int, size: int, root: int = 0):
-    """Every rank sends its block r to the root, which receives all p - 1 at once (one round)."""
+    """Every rank sends its block r to the root, which receives all p - 1 at once (one round).
+
+    Cost: (p-1) alpha + (p-1)/p n beta.
+
+    When it wins: Few ranks or large blocks: each byte crosses one link.
+
+    Limitations: The root has p - 1 messages in flight at once.
+    """
     tl = Timeline()
     own = Block("send", rank, rank + 1)
     if rank != root:
@@ -66,7 +88,14 @@ def gather(rank: int, size: int, root: int = 0):
 @register("scatterv", "linear", params=("root",))
 @register("scatter", "linear", params=("root",))
 def scatter(rank: int, size: int, root: int = 0):
-    """The root sends block r to rank r for every r, all in one round."""
+    """The root sends block r to rank r for every r, all in one round.
+
+    Cost: (p-1) alpha + (p-1)/p n beta.
+
+    When it wins: Few ranks or large blocks: each byte crosses one link.
+
+    Limitations: The root has p - 1 messages in flight at once.
+    """
     tl = Timeline()
     own = Block("recv", rank, rank + 1)
     if rank != root:
@@ -86,6 +115,12 @@ def reduce(rank: int, size: int, root: int = 0):
     Round t brings rank t (t < root) or t + 1 (t >= root).  Until the root's own
     part joins, the running fold of ranks 0 .. t lives in scratch ``tmp2`` (in
     place, ``recv`` still holds the root's own part); from then on in ``recv``.
+
+    Cost: (p-1)(alpha + n beta + n gamma).
+
+    When it wins: Never for speed; the reference (in rank order).
+
+    Limitations: The root does all the work.
     """
     tl = Timeline()
     whole = (0, 1)
@@ -116,7 +151,15 @@ def reduce(rank: int, size: int, root: int = 0):
 @register("allgather", "linear")
 @register("allgatherv", "linear")
 def allgather(rank: int, size: int):
-    """One round: send the own block to every rank, receive every other block."""
+    """One round: send the own block to every rank, receive every other block.
+
+    Cost: (p-1) alpha + (p-1)/p n beta: one round, but a rank's p - 1 messages go out one after another
+    (single port).
+
+    When it wins: Few ranks, or networks that really overlap many messages.
+
+    Limitations: Every rank has p - 1 messages in flight at once.
+    """
     tl = Timeline()
     for peer in range(size):
         if peer != rank:
@@ -129,7 +172,14 @@ def allgather(rank: int, size: int):
 @register("alltoall", "linear")
 @register("alltoallv", "linear")
 def alltoall(rank: int, size: int):
-    """One round: send block j to every rank j, receive block j from every rank j."""
+    """One round: send block j to every rank j, receive block j from every rank j.
+
+    Cost: (p-1) alpha + (p-1)/p n beta: one round, messages serialized by the single port.
+
+    When it wins: Few ranks.
+
+    Limitations: Every rank has p - 1 messages in flight at once.
+    """
     tl = Timeline()
     for peer in range(size):
         if peer != rank:
@@ -141,7 +191,14 @@ def alltoall(rank: int, size: int):
 
 @register("scan", "linear")
 def scan(rank: int, size: int):
-    """A chain: rank r gets ranks 0..r-1's prefix from r - 1 in round r - 1, adds its part, passes it on."""
+    """A chain: rank r gets ranks 0..r-1's prefix from r - 1 in round r - 1, adds its part, passes it on.
+
+    Cost: (p-1)(alpha + n beta + n gamma): a chain.
+
+    When it wins: Few ranks.
+
+    Limitations: Latency grows linearly with p.
+    """
     tl = Timeline()
     one = (0, 1)
     if rank == 0:
@@ -161,6 +218,12 @@ def exscan(rank: int, size: int):
     The prefix arrives in ``tmp`` (in place, ``recv`` still holds the own part),
     the next prefix is formed in ``tmp2`` before ``recv`` is overwritten.
     Rank 0's ``recv`` is never written (MPI leaves it undefined).
+
+    Cost: (p-1)(alpha + n beta + n gamma): a chain.
+
+    When it wins: Few ranks.
+
+    Limitations: Latency grows linearly with p.
     """
     tl = Timeline()
     one = (0, 1)
@@ -178,7 +241,14 @@ def exscan(rank: int, size: int):
 
 @register("barrier", "linear")
 def barrier(rank: int, size: int):
-    """Everyone signals rank 0 (round 0); rank 0 answers everyone (round 1).  Empty messages."""
+    """Everyone signals rank 0 (round 0); rank 0 answers everyone (round 1).  Empty messages.
+
+    Cost: 2(p-1) alpha (rank 0's messages go out one after another).
+
+    When it wins: Never for speed; the reference barrier.
+
+    Limitations: Rank 0 handles every message.
+    """
     tl = Timeline()
     if rank == 0:
         for peer in range(1, size):

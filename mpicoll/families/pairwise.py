@@ -14,7 +14,14 @@ from ..schedule import Block, Timeline
 @register("alltoall", "pairwise")
 @register("alltoallv", "pairwise")
 def alltoall(rank: int, size: int):
-    """Step s = 1 .. p-1: send block r + s to rank r + s, receive block r - s from rank r - s."""
+    """Step s = 1 .. p-1: send block r + s to rank r + s, receive block r - s from rank r - s.
+
+    Cost: (p-1) alpha + (p-1)/p n beta.
+
+    When it wins: Large messages: one partner per step, so no link or receiver is oversubscribed.
+
+    Limitations: Latency grows linearly with p.
+    """
     tl = Timeline()
     tl.copy(0, Block("recv", rank, rank + 1), Block("send", rank, rank + 1))
     for s in range(1, size):
@@ -33,6 +40,12 @@ def reduce_scatter(rank: int, size: int):
     r+1.  To keep rank order, two sums grow to the left: ``lower`` (``tmp2``)
     = part(r-s) o lower covers ranks [r-s, r], ``upper`` (``tmp3``) covers
     [src, p); the last step forms lower o upper in ``recv``.
+
+    Cost: (p-1) alpha + (p-1)/p n (beta + gamma).
+
+    When it wins: Large messages, and reductions in a fixed order independent of the network.
+
+    Limitations: Latency grows linearly with p.
     """
     tl = Timeline()
     one = (rank, rank + 1)

@@ -68,7 +68,15 @@ class Fold:
 
 @register("allreduce", "recursive_doubling")
 def allreduce_recursive_doubling(rank: int, size: int):
-    """Butterfly on the whole vector: lg p' steps, each exchanging everything."""
+    """Butterfly on the whole vector: lg p' steps, each exchanging everything.
+
+    Cost: lg p alpha + lg p n (beta + gamma) for p a power of two; otherwise 2 more steps of alpha + n beta.
+
+    When it wins: Small messages: the fewest rounds of any all-reduce.
+
+    Limitations: Every step moves the whole vector, so it loses to Rabenseifner and the ring as n grows; not
+    in rank order.
+    """
     tl, fold = Timeline(), Fold(rank, size)
     whole = (0, 1)
     t = 1 if fold.extra else 0
@@ -154,7 +162,16 @@ def doubling_allgather_steps(tl: Timeline, t0: int, fold: Fold, history: list[tu
 
 @register("allreduce", "rabenseifner")
 def allreduce_rabenseifner(rank: int, size: int):
-    """Recursive-halving reduce-scatter, then recursive-doubling all-gather (p' blocks)."""
+    """Recursive-halving reduce-scatter, then recursive-doubling all-gather (p' blocks).
+
+    Cost: 2 lg p alpha + 2 (p-1)/p n beta + (p-1)/p n gamma for p a power of two; otherwise 2 more steps of
+    alpha + n beta.
+
+    When it wins: Medium and large messages: logarithmic latency with the optimal bandwidth term (MPICH and
+    Open MPI use it above a few KiB).
+
+    Limitations: Not in rank order; one past a power of two the fold steps double its bandwidth term.
+    """
     tl, fold = Timeline(), Fold(rank, size)
     whole = (0, fold.pof2)
     t = 1 if fold.extra else 0
@@ -179,6 +196,14 @@ def allgather_recursive_doubling(rank: int, size: int):
     b, new rank i swaps its window of b new ranks with new rank i ^ b.  New rank
     i stands for blocks [edge(i), edge(i + 1)), so every window is a contiguous
     range of blocks.  Last round: the sitters get everything but their own block.
+
+    Cost: lg p alpha + (p-1)/p n beta for p a power of two; otherwise two more steps (fold in, hand out) of up
+    to n beta.
+
+    When it wins: Small messages when p is a power of two.
+
+    Limitations: For p not a power of two, p - p' ranks sit out the doubling and are served by a partner,
+    which doubles that partner's traffic.
     """
     tl, fold = Timeline(), Fold(rank, size)
     tl.copy(0, Block("recv", rank, rank + 1), Block("send", rank, rank + 1))
@@ -207,6 +232,12 @@ def reduce_scatter_block_recursive_halving(rank: int, size: int):
     ``recv``, and for a folded pair also the sitter's, which the last round hands
     back.  Partial sums live in scratch (``tmp2``).  The first step pairs ranks
     p'/2 apart, so rank order is lost once p' >= 4.
+
+    Cost: lg p alpha + (p-1)/p n (beta + gamma) for p a power of two; otherwise 2 more steps.
+
+    When it wins: Small and medium messages.
+
+    Limitations: Not in rank order; p not a power of two costs two fold steps.
     """
     tl, fold = Timeline(), Fold(rank, size)
     t = 1 if fold.extra else 0
@@ -256,7 +287,12 @@ def prefix_steps(tl: Timeline, rank: int, size: int, *, exclusive: bool) -> None
 
 @register("scan", "recursive_doubling")
 def scan_recursive_doubling(rank: int, size: int):
-    """Inclusive prefix by recursive doubling: ceil(lg p) steps of the whole vector."""
+    """Inclusive prefix by recursive doubling: ceil(lg p) steps of the whole vector.
+
+    Cost: h alpha + h n (beta + gamma), with h = ceil(lg p).
+
+    When it wins: Small and medium messages on more than a few ranks.
+    """
     tl = Timeline()
     prefix_steps(tl, rank, size, exclusive=False)
     return 1, tl.rounds()
@@ -264,7 +300,12 @@ def scan_recursive_doubling(rank: int, size: int):
 
 @register("exscan", "recursive_doubling")
 def exscan_recursive_doubling(rank: int, size: int):
-    """Exclusive prefix by recursive doubling: ceil(lg p) steps; rank 0's ``recv`` is never written."""
+    """Exclusive prefix by recursive doubling: ceil(lg p) steps; rank 0's ``recv`` is never written.
+
+    Cost: h alpha + h n (beta + gamma), with h = ceil(lg p).
+
+    When it wins: Small and medium messages on more than a few ranks.
+    """
     tl = Timeline()
     prefix_steps(tl, rank, size, exclusive=True)
     return 1, tl.rounds()

@@ -49,9 +49,17 @@ def allgather_steps(tl: Timeline, t0: int, rank: int, size: int, *, buf: str = "
     return size - 1
 
 
-@register("allreduce", "ring", keeps_order=lambda size: size == 1)
+@register("allreduce", "ring", keeps_order=lambda size: size == 1, rotates=True)
 def allreduce(rank: int, size: int):
-    """Ring reduce-scatter, then ring all-gather: 2(p-1) steps of n/p each."""
+    """Ring reduce-scatter, then ring all-gather: 2(p-1) steps of n/p each.
+
+    Cost: 2(p-1) alpha + 2 (p-1)/p n beta + (p-1)/p n gamma.
+
+    When it wins: Large messages: its bandwidth term is the lower bound, with neighbour-only traffic.
+
+    Limitations: Latency grows linearly with p (see the tree_vs_ring example); block b is summed starting at
+    rank b + 1, so rank order is lost for p > 1.
+    """
     tl = Timeline()
     t = reduce_scatter_steps(tl, 0, rank, size)
     allgather_steps(tl, t, rank, size)
@@ -60,13 +68,20 @@ def allreduce(rank: int, size: int):
     return size, tl.rounds()
 
 
-@register("allgather", "ring")
-@register("allgatherv", "ring")
+@register("allgather", "ring", rotates=True)
+@register("allgatherv", "ring", rotates=True)
 def allgather(rank: int, size: int):
     """Ring all-gather: p - 1 steps, each passing one block to the right neighbour.
 
     The own block is sent straight from ``send`` in step 0 and copied to ``recv``
     after that step's messages (a no-op in place, where ``send`` is ``recv``).
+
+    Cost: (p-1) alpha + (p-1)/p n beta.
+
+    When it wins: Large messages: the bandwidth term is the lower bound and every link carries one block per
+    step.
+
+    Limitations: Latency grows linearly with p.
     """
     tl = Timeline()
     allgather_steps(tl, 0, rank, size, src="send")
@@ -74,14 +89,20 @@ def allgather(rank: int, size: int):
     return size, tl.rounds()
 
 
-@register("reduce_scatter_block", "ring", keeps_order=lambda size: size == 1)
-@register("reduce_scatter", "ring", keeps_order=lambda size: size == 1)
+@register("reduce_scatter_block", "ring", keeps_order=lambda size: size == 1, rotates=True)
+@register("reduce_scatter", "ring", keeps_order=lambda size: size == 1, rotates=True)
 def reduce_scatter(rank: int, size: int):
     """Ring reduce-scatter: the first phase of the ring all-reduce, p - 1 steps.
 
     ``recv`` holds one block (the rank's own), so partial sums travel through
     scratch (``tmp2``) and only the last step writes ``recv``.  Block b wraps
     around the ring from rank b + 1 to b, so rank order is lost for p > 1.
+
+    Cost: (p-1) alpha + (p-1)/p n (beta + gamma).
+
+    When it wins: Large messages: the bandwidth and reduction terms are the lower bound.
+
+    Limitations: Latency grows linearly with p; not in rank order.
     """
     tl = Timeline()
     reduce_scatter_steps(tl, 0, rank, size, acc="tmp2", out="recv")

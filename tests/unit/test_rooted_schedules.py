@@ -87,7 +87,11 @@ def test_reduce_non_roots_do_not_use_recv(algorithm):
 
 
 def test_every_reduce_algorithm_keeps_order():
+    """All but the hierarchical one, which keeps it only on blocks of consecutive ranks (not for any layout)."""
     for algorithm in registry.algorithms("reduce"):
+        if algorithm == "hierarchical":
+            assert not registry.get("reduce", algorithm).keeps_order(3)
+            continue
         assert all(registry.get("reduce", algorithm).keeps_order(p) for p in range(1, 40)), algorithm
 
 

@@ -17,19 +17,27 @@ CASES = [(c, a) for c in registry.collectives() for a in registry.algorithms(c)]
 
 
 def params_for(collective: str, algorithm: str, size: int) -> list[dict]:
-    """The parameter sets worth checking: every root kind, a few segment counts."""
+    """The parameter sets worth checking: every root kind, a few segment counts, node layouts.
+
+    Layouts: one node, blocks of 2 and of 3 (uneven: the last node is short),
+    and two nodes holding alternate ranks (not consecutive).
+    """
     alg = registry.get(collective, algorithm)
     roots = sorted({0, size - 1, size // 2}) if "root" in alg.params else [None]
     segments = [1, 3] if "segments" in alg.params else [None]
+    layouts = [None, 2, 3, tuple(r % 2 for r in range(size))] if "nodes" in alg.params else ["-"]
     out = []
     for root in roots:
         for seg in segments:
-            p = {}
-            if root is not None:
-                p["root"] = root
-            if seg is not None:
-                p["segments"] = seg
-            out.append(p)
+            for nodes in layouts:
+                p = {}
+                if root is not None:
+                    p["root"] = root
+                if seg is not None:
+                    p["segments"] = seg
+                if nodes != "-":
+                    p["nodes"] = nodes
+                out.append(p)
     return out
 
 

@@ -1,4 +1,4 @@
-"""The double binary tree, checked against the invariants in ALGORITHMS.md."""
+"""The double binary tree, checked against its invariants (NCCL's two-tree construction)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,313 @@
+"""A Sphinx extension: the pages the package writes about itself, rendered at build time.
+
+Directives (used by the small pages tracked in ``docs/``; nothing is written
+into the source tree, figures go to the build directory):
+
+* ``.. mpicoll-concept:: NAME``: before/after tables on 4 ranks, computed with NumPy,
+  and a drawing of one algorithm of the collective;
+* ``.. mpicoll-algorithms:: COLLECTIVE``: one section per registered algorithm, made
+  only from its docstring (idea, loop bounds, cost, when it wins, limitations) and
+  generated material: the schedule table, a per-round table of the contributions
+  each rank holds, a figure from :func:`mpicoll.draw.draw` and a worked example
+  run by the simulator;
+* ``.. mpicoll-examples::``: every example with its docstring.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import pkgutil
+import textwrap
+from typing import Any
+
+import numpy as np
+from docutils import nodes
+from docutils.statemachine import StringList
+from sphinx.util.docutils import SphinxDirective
+from sphinx.util.nodes import nested_parse_with_titles
+
+import mpicoll
+from mpicoll import registry
+from mpicoll.calls import spec as get_spec
+
+P = 4
+LETTERS = "abcdefgh"
+
+
+def _title(text: str, char: str = "=") -> str:
+    return f"{text}\n{char * len(text)}\n"
+
+
+def _literal(text: str) -> str:
+    return ".. code-block:: text\n\n" + textwrap.indent(text.rstrip(), "    ") + "\n"
+
+
+# ---------------------------------------------------------------- concepts
+def _state(rows: list[list[str]]) -> str:
+    return "\n".join(f"rank {r}: " + "  ".join(f"{c:>11}" for c in row) for r, row in enumerate(rows))
+
+
+def _blocks(r: int) -> list[str]:
+    """Rank r's input: blocks a_r, b_r, c_r, d_r (one per destination rank)."""
+    return [f"{LETTERS[c]}{r}" for c in range(P)]
+
+
+def _sum(c: int) -> str:
+    return "+".join(f"{LETTERS[c]}{r}" for r in range(P))
+
+
+# name: (title, mpi4py call, torch.distributed name, what it does, lower bound, before, after)
+CONCEPTS: dict[str, tuple[str, str, str, str, str, list[list[str]], list[list[str]]]] = {
+    "broadcast": ("Broadcast", "comm.Bcast(buf, root=0)", "broadcast",
+                  "The root's buffer is copied to every rank.  Used to start every replica of a model "
+                  "from the same weights.", "ceil(log2 p) alpha + n beta",
+                  [["x"] if r == 0 else ["?"] for r in range(P)], [["x"] for _ in range(P)]),
+    "scatter": ("Scatter", "comm.Scatter(sendbuf, recvbuf, root=0)", "scatter",
+                "The root cuts its buffer into p blocks and sends block i to rank i.",
+                "ceil(log2 p) alpha + (p-1)/p n beta",
+                [[LETTERS[c] for c in range(P)] if r == 0 else ["?"] for r in range(P)],
+                [[LETTERS[r]] for r in range(P)]),
+    "gather": ("Gather", "comm.Gather(sendbuf, recvbuf, root=0)", "gather",
+               "The inverse of scatter: the root receives every rank's block, in rank order.",
+               "ceil(log2 p) alpha + (p-1)/p n beta",
+               [[f"x{r}"] for r in range(P)], [[f"x{q}" for q in range(P)] if r == 0 else [f"x{r}"] for r in range(P)]),
+    "reduce": ("Reduce", "comm.Reduce(sendbuf, recvbuf, op=MPI.SUM, root=0)", "reduce",
+               "Every rank contributes a vector; the root receives their element-wise combination "
+               "(sum, max, ...).", "ceil(log2 p) alpha + n beta + (p-1)/p n gamma",
+               [[f"x{r}"] for r in range(P)], [["+".join(f"x{q}" for q in range(P))] if r == 0 else ["-"]
+                                              for r in range(P)]),
+    "allreduce": ("All-reduce", "comm.Allreduce(sendbuf, recvbuf, op=MPI.SUM)", "all_reduce",
+                  "A reduce whose result every rank receives.  The workhorse of data-parallel training: "
+                  "it sums the gradients of all replicas.  It equals a reduce-scatter followed by an "
+                  "all-gather, which is how the bandwidth-optimal algorithms work.",
+                  "ceil(log2 p) alpha + 2 (p-1)/p n beta + (p-1)/p n gamma",
+                  [_blocks(r) for r in range(P)], [[_sum(c) for c in range(P)] for _ in range(P)]),
+    "allgather": ("All-gather", "comm.Allgather(sendbuf, recvbuf)", "all_gather",
+                  "Every rank contributes one block and receives all of them, in rank order (a gather "
+                  "whose result every rank receives).  FSDP/ZeRO use it to rebuild sharded parameters.",
+                  "ceil(log2 p) alpha + (p-1)/p n beta",
+                  [[f"x{r}"] for r in range(P)], [[f"x{q}" for q in range(P)] for _ in range(P)]),
+    "reduce_scatter": ("Reduce-scatter", "comm.Reduce_scatter_block(sendbuf, recvbuf, op=MPI.SUM)",
+                       "reduce_scatter",
+                       "Every rank contributes p blocks; rank i receives the combination of everybody's "
+                       "block i.  FSDP/ZeRO use it for gradients: each rank keeps the sum of its own shard.",
+                       "ceil(log2 p) alpha + (p-1)/p n (beta + gamma)",
+                       [_blocks(r) for r in range(P)], [[_sum(r)] for r in range(P)]),
+    "alltoall": ("All-to-all", "comm.Alltoall(sendbuf, recvbuf)  (Alltoallv for uneven counts)", "all_to_all",
+                 "Every rank sends a distinct block to every rank: block j of rank i becomes block i of "
+                 "rank j, a transpose.  Mixture-of-experts layers use it to send tokens to their experts.",
+                 "ceil(log2 p) alpha + (p-1)/p n beta",
+                 [_blocks(r) for r in range(P)], [[f"{LETTERS[r]}{q}" for q in range(P)] for r in range(P)]),
+}
+
+
+def concept_page(name: str) -> str:
+    title, call, torch_name, what, bound, before, after = CONCEPTS[name]
+    text = _title(title) + "\n" + what + "\n\n"
+    text += f"mpi4py / mpicoll: ``{call}``; PyTorch: ``torch.distributed.{torch_name}``.\n\n"
+    text += f"Least possible time (any algorithm; n = bytes of the whole vector): {bound}.\n\n"
+    blocky = name in ("allreduce", "reduce_scatter", "alltoall")
+    legend = "letter = block, digit = whose data" if blocky else "xr = rank r's data, ? or - = undefined"
+    text += f"Before, on {P} ranks ({legend}):\n\n"
+    text += _literal(_state(before)) + "\nAfter:\n\n" + _literal(_state(after))
+    key = COLLECTIVE_OF.get(name, name)
+    algs = mpicoll.algorithms(key) if key in mpicoll.collectives() else []
+    if algs:
+        text += ("\nAlgorithms in mpicoll: " + ", ".join(f":ref:`{a} <{key}-{a}>`" for a in algs)
+                 + f" (:doc:`../algorithms/{key}`).\n")
+    return text
+
+
+# ---------------------------------------------------------------- algorithms
+COLLECTIVE_OF = {"broadcast": "bcast", "reduce_scatter": "reduce_scatter_block"}
+# the algorithm drawn on each concept page
+CONCEPT_FIGURE = {"broadcast": "binomial", "scatter": "binomial", "gather": "binomial", "reduce": "binomial",
+                  "allreduce": "ring", "allgather": "ring", "reduce_scatter": "ring", "alltoall": "pairwise"}
+PARTS = ("Cost:", "When it wins:")    # every algorithm's docstring has these paragraphs (tests/unit check it)
+
+
+def docstring(collective: str, algorithm: str) -> str:
+    """The algorithm's docstring, its labelled paragraphs in bold."""
+    doc = inspect.cleandoc(registry.get(collective, algorithm).build.__doc__ or "")
+    for label in (*PARTS, "Limitations:"):
+        doc = doc.replace(f"\n{label}", f"\n**{label}**")
+    return doc
+
+
+def state_table(collective: str, algorithm: str, params: dict[str, Any]) -> str:
+    """After each round, per rank, what each block holds: for a reduction the ranks whose
+    contributions it holds (``0-3`` = ranks 0 to 3), else the rank it came from."""
+    from mpicoll.exec.trace import holdings, latest, trace
+
+    tr = trace(collective, algorithm, P, **params)
+    nblocks = tr.schedules[0].nblocks
+    reduces = get_spec(collective).reduces
+
+    def span(ranks: tuple[int, ...]) -> str:
+        if not ranks:
+            return "."
+        rs = sorted(set(ranks))
+        if rs == list(range(rs[0], rs[-1] + 1)) and len(rs) > 2:
+            return f"{rs[0]}-{rs[-1]}"
+        return ",".join(map(str, rs))
+
+    rows = []
+    for t, states in enumerate(tr.states):
+        cells = []
+        for r in range(P):
+            if reduces:
+                cells.append(" ".join(span(h) for h in holdings(states[r], nblocks)))
+            else:
+                cells.append(" ".join(f"{v[0]}:{span(v[1])}" if v else "." for v in latest(states[r], nblocks)))
+        rows.append(("start" if t == 0 else f"after {t - 1}", cells))
+    width = max(len(f"rank {P - 1}"), *(len(c) for _, cells in rows for c in cells)) + 2
+    head = f"{'':<9}" + "".join(f"{f'rank {r}':<{width}}" for r in range(P))
+    lines = [head] + [f"{label:<9}" + "".join(f"{c:<{width}}" for c in cells) for label, cells in rows]
+    return "\n".join(lines)
+
+
+def worked_example(collective: str, algorithm: str, params: dict[str, Any]) -> str:
+    """Inputs and outputs of the simulator on P ranks, or '' if the collective needs other inputs."""
+    try:
+        from mpicoll.exec.simulate import simulate
+
+        inputs = [np.arange(P, dtype=np.float64) + 10 * r for r in range(P)]
+        outputs = simulate(collective, algorithm, inputs, **params)
+    except Exception:  # noqa: BLE001  (a collective whose simulator needs other arguments)
+        return ""
+    lines = [f"rank {r}: in {x.tolist()}  ->  out {y.tolist()}" for r, (x, y) in enumerate(zip(inputs, outputs))]
+    op = ", with op = SUM" if get_spec(collective).reduces else ""
+    return ("\n**Worked example.** The simulator (:func:`mpicoll.exec.simulate.simulate`) runs the "
+            f"schedule on {P} ranks in one process{op}:\n\n" + _literal("\n".join(lines)))
+
+
+def figure(outdir: str, collective: str, algorithm: str, params: dict[str, Any]) -> str:
+    """Draw the algorithm at P ranks into ``outdir/_mpicoll`` (once) and return raw HTML showing it."""
+    from mpicoll.draw import draw
+
+    name = f"{collective}-{algorithm}-p{P}.png"
+    folder = os.path.join(outdir, "_mpicoll")
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, name)
+    if not os.path.exists(path):
+        draw(collective, algorithm, P, path, **params)
+    return (".. raw:: html\n\n"
+            f"   <figure class=\"mpicoll-figure\"><a href=\"{{root}}_mpicoll/{name}\">"
+            f"<img src=\"{{root}}_mpicoll/{name}\" alt=\"{collective} {algorithm} space-time diagram\"></a>"
+            f"<figcaption>python -m mpicoll draw {collective} {algorithm} -p {P} -o {name} "
+            "(click for full size)</figcaption></figure>\n\n")
+
+
+def algorithm_section(outdir: str, collective: str, algorithm: str) -> str:
+    alg = registry.get(collective, algorithm)
+    params = {"root": 0} if "root" in alg.params else {}
+    text = f".. _{collective}-{algorithm}:\n\n" + _title(algorithm, "-") + "\n" + docstring(collective, algorithm)
+    text += "\n\n"
+    if get_spec(collective).reduces:
+        text += ("**Reduction order:** keeps rank order (safe for non-commutative ops) at p = 4: "
+                 f"{'yes' if alg.keeps_order(P) else 'no'}.\n\n")
+    text += figure(outdir, collective, algorithm, params)
+    args = "".join(f", {k}={v!r}" for k, v in params.items())
+    text += f"**Schedule** (``print(mpicoll.schedules({collective!r}, {algorithm!r}, {P}{args}))``):\n\n"
+    text += _literal(str(mpicoll.schedules(collective, algorithm, P, **params)))
+    what = ("the ranks whose contributions each block holds" if get_spec(collective).reduces
+            else "block:origin rank of each block position (. = nothing yet)")
+    text += f"\n**State after each round** ({what}; from :mod:`mpicoll.exec.trace`):\n\n"
+    text += _literal(state_table(collective, algorithm, params))
+    return text + worked_example(collective, algorithm, params) + "\n"
+
+
+# ---------------------------------------------------------------- examples
+def examples_page() -> str:
+    path = os.path.join(os.path.dirname(mpicoll.__file__), "examples")
+    names = sorted(m.name for m in pkgutil.iter_modules([path]) if not m.name.startswith("_"))
+    text = textwrap.dedent("""
+        Every example runs as ``mpirun -n N python -m mpicoll.examples.NAME`` (or
+        ``python -m mpicoll.launch -n N -m mpicoll.examples.NAME``), prints what a learner
+        should see, and checks its own result: it exits with an error on every rank if the
+        check fails.  ``python tests/run_all.py`` runs all of them at N = 4 and N = 2.
+
+        """)
+    for name in names:
+        text += "\n" + _title(name, "-") + f"\n.. automodule:: mpicoll.examples.{name}\n   :members:\n"
+    return text
+
+
+class _Rst(SphinxDirective):
+    """Parse generated reStructuredText in place."""
+
+    def render(self, text: str) -> list[nodes.Node]:
+        depth = self.env.docname.count("/")
+        text = text.replace("{root}", "../" * depth)
+        node = nodes.section()
+        nested_parse_with_titles(self.state, StringList(text.splitlines(), source=f"<mpicoll {self.name}>"), node)
+        return node.children
+
+
+class ConceptDirective(_Rst):
+    required_arguments = 1
+
+    def run(self) -> list[nodes.Node]:
+        name = self.arguments[0]
+        key = COLLECTIVE_OF.get(name, name)
+        alg = CONCEPT_FIGURE[name]
+        params = {"root": 0} if "root" in registry.get(key, alg).params else {}
+        text = concept_page(name).split("\n", 2)[2]  # without the title (the page has it)
+        text += f"\nOne way to do it: the ``{alg}`` algorithm (:ref:`{key}-{alg}`).\n\n"
+        return self.render(text + figure(self.env.app.outdir, key, alg, params))
+
+
+class AlgorithmsDirective(_Rst):
+    required_arguments = 1
+
+    def run(self) -> list[nodes.Node]:
+        collective = self.arguments[0]
+        out = self.env.app.outdir
+        text = "".join(algorithm_section(out, collective, a) for a in mpicoll.algorithms(collective))
+        return self.render(text)
+
+
+class ExamplesDirective(_Rst):
+    def run(self) -> list[nodes.Node]:
+        return self.render(examples_page())
+
+
+def support_table() -> str:
+    """Collective x form x buffer kind, read off :class:`mpicoll.Comm` and the call specs."""
+    import importlib.util
+
+    from mpicoll import Comm
+
+    gpu = importlib.util.find_spec("mpicoll.backends.transport") is not None
+    head = ["Call", "blocking", "nonblocking (I...)", "persistent (..._init)", "in place", "host buffers",
+            "GPU buffers"]
+    rows = []
+    for coll in mpicoll.collectives():
+        name = "Reduce_scatter_block" if coll == "reduce_scatter_block" else coll.capitalize()
+        name = {"Allreduce": "Allreduce", "Bcast": "Bcast"}.get(name, name)
+        method = next((m for m in dir(Comm) if m.lower() == coll), name)
+
+        def has(m: str) -> str:
+            return "yes" if hasattr(Comm, m) else "no"
+
+        rows.append([f"``{method}``", has(method), has("I" + method[0].lower() + method[1:]), has(method + "_init"),
+                     "yes" if get_spec(coll).in_place else "no", "yes", "yes" if gpu else "no (host only)"])
+    lines = [".. list-table::", "   :header-rows: 1", ""]
+    for row in [head, *rows]:
+        lines.append("   * - " + row[0])
+        lines += [f"     - {c}" for c in row[1:]]
+    return "\n".join(lines) + "\n"
+
+
+class SupportDirective(_Rst):
+    def run(self) -> list[nodes.Node]:
+        return self.render(support_table())
+
+
+def setup(app: Any) -> dict[str, Any]:
+    app.add_directive("mpicoll-support", SupportDirective)
+    app.add_directive("mpicoll-concept", ConceptDirective)
+    app.add_directive("mpicoll-algorithms", AlgorithmsDirective)
+    app.add_directive("mpicoll-examples", ExamplesDirective)
+    return {"parallel_read_safe": True, "parallel_write_safe": True, "version": mpicoll.__version__}

@@ -1,0 +1,105 @@
+"""MPI-style exceptions: a clear message naming the argument, catchable as ``MPI.Exception``.
+
+mpi4py raises ``MPI.Exception`` (with an MPI error class such as ``MPI.ERR_ROOT``)
+for arguments MPI rejects; mpicoll checks the same arguments before any message
+and raises exceptions that are *both* an ``MPI.Exception`` with the matching
+error class *and* the ``ValueError``/``TypeError`` mpicoll raised before::
+
+    try:
+        comm.Bcast(buf, root=7)
+    except MPI.Exception as exc:
+        assert exc.Get_error_class() == MPI.ERR_ROOT
+        print(exc)   # root: Bcast needs a root rank in 0 .. 3 ..., got 7
+
+``str(exc)`` is mpicoll's message; ``exc.Get_error_string()`` is MPI's text for
+the class.
+"""
+
+from __future__ import annotations
+
+from mpi4py import MPI
+
+__all__ = ["MPIError", "RootError", "CountError", "CountTypeError", "TypeMismatchError", "DatatypeError",
+           "OpError", "OpTypeError", "BufferValueError", "BufferTypeError", "TruncateError", "ArgError"]
+
+
+class MPIError(MPI.Exception):
+    """An argument error found by mpicoll, with MPI error class ``ERROR_CLASS``."""
+
+    ERROR_CLASS = MPI.ERR_ARG
+
+    def __init__(self, message: str) -> None:
+        MPI.Exception.__init__(self, self.ERROR_CLASS)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.message!r})"
+
+    __hash__ = MPI.Exception.__hash__
+
+
+class RootError(MPIError, ValueError):
+    """A root outside ``0 .. size - 1`` (``MPI.ERR_ROOT``)."""
+
+    ERROR_CLASS = MPI.ERR_ROOT
+
+
+class CountError(MPIError, ValueError):
+    """A negative or inconsistent count or displacement (``MPI.ERR_COUNT``)."""
+
+    ERROR_CLASS = MPI.ERR_COUNT
+
+
+class CountTypeError(MPIError, TypeError):
+    """A count that is not an integer (``MPI.ERR_COUNT``)."""
+
+    ERROR_CLASS = MPI.ERR_COUNT
+
+
+class TypeMismatchError(MPIError, TypeError):
+    """Buffers whose element types do not match (``MPI.ERR_TYPE``)."""
+
+    ERROR_CLASS = MPI.ERR_TYPE
+
+
+class DatatypeError(MPIError, ValueError):
+    """An invalid datatype (``MPI.ERR_TYPE``)."""
+
+    ERROR_CLASS = MPI.ERR_TYPE
+
+
+class OpError(MPIError, ValueError):
+    """An op that cannot apply here (``MPI.ERR_OP``)."""
+
+    ERROR_CLASS = MPI.ERR_OP
+
+
+class OpTypeError(MPIError, TypeError):
+    """An op that does not apply to the buffer's element type (``MPI.ERR_OP``)."""
+
+    ERROR_CLASS = MPI.ERR_OP
+
+
+class BufferValueError(MPIError, ValueError):
+    """An unusable buffer: read-only where data is received, overlapping, not contiguous (``MPI.ERR_BUFFER``)."""
+
+    ERROR_CLASS = MPI.ERR_BUFFER
+
+
+class BufferTypeError(MPIError, TypeError):
+    """An object that is not a buffer (``MPI.ERR_BUFFER``)."""
+
+    ERROR_CLASS = MPI.ERR_BUFFER
+
+
+class TruncateError(MPIError, ValueError):
+    """A receive buffer too small for the data it must receive (``MPI.ERR_TRUNCATE``)."""
+
+    ERROR_CLASS = MPI.ERR_TRUNCATE
+
+
+class ArgError(MPIError, ValueError):
+    """Any other invalid argument (``MPI.ERR_ARG``)."""

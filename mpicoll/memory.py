@@ -1,0 +1,133 @@
+"""Host views of DLPack producers and ``__cuda_array_interface__`` objects, as mpi4py reads them.
+
+mpi4py takes any DLPack producer or ``__cuda_array_interface__`` (CAI) object as a
+buffer and hands its address to MPI.  mpicoll computes on host memory with NumPy,
+so it needs a NumPy view of such an object when its memory is host memory:
+
+- DLPack: ``__dlpack__()`` is called exactly once; the capsule is read (not
+  renamed) and kept alive by the view, so that the producer's own capsule
+  destructor frees the tensor when the view goes away, as mpi4py does.
+- CAI: the pointer is host memory when no CUDA driver is loadable, or when the
+  driver says it is not device memory (``cuPointerGetAttribute``); a CUDA-aware
+  test suite uses such objects over host memory.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+from typing import Any
+
+import numpy as np
+
+__all__ = ["dlpack_on_device", "dlpack_host_view", "cai_on_device", "cai_host_view"]
+
+_KDL_CPU, _KDL_CUDA_HOST = 1, 3          # DLDeviceType values whose memory the CPU can read
+_DL_CODES = {0: "i", 1: "u", 2: "f", 5: "c", 6: "b"}   # DLDataTypeCode -> NumPy kind (6: bool)
+
+
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int), ("device_id", ctypes.c_int)]
+
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int),
+                ("dtype", _DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+
+_capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_pointer.restype = ctypes.c_void_p
+_capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+
+
+class _Held:
+    """Exposes ``__array_interface__`` and keeps ``owner`` (a capsule or the object) alive with the view."""
+
+    def __init__(self, interface: dict, owner: Any) -> None:
+        self.__array_interface__ = interface
+        self.owner = owner
+
+
+def dlpack_on_device(obj: Any) -> bool:
+    """Whether a DLPack producer's memory is not readable by the CPU (e.g. CUDA device memory)."""
+    device = getattr(obj, "__dlpack_device__", None)
+    if device is None:
+        return False
+    return int(device()[0]) not in (_KDL_CPU, _KDL_CUDA_HOST)
+
+
+def dlpack_host_view(obj: Any) -> np.ndarray:
+    """A NumPy view of a host DLPack producer; ``__dlpack__`` is called once, its capsule lives with the view."""
+    capsule = obj.__dlpack__()
+    address = _capsule_pointer(capsule, b"dltensor")   # raises if the capsule was already consumed
+    tensor = _DLTensor.from_address(address)  # a DLManagedTensor starts with its DLTensor
+    dtype, per = _dl_dtype(tensor.dtype.code, tensor.dtype.bits, tensor.dtype.lanes)
+    shape = tuple(tensor.shape[i] for i in range(tensor.ndim))
+    strides = None if not tensor.strides else tuple(tensor.strides[i] * per for i in range(tensor.ndim))
+    if per != dtype.itemsize:  # an element type NumPy lacks: its bytes (as mpi4py's format "B")
+        shape, strides = shape + (per,), None if strides is None else strides + (1,)
+    data = (tensor.data or 0) + tensor.byte_offset
+    interface = {"version": 3, "shape": shape, "typestr": dtype.str, "data": (data, False), "strides": strides}
+    return np.asarray(_Held(interface, capsule))
+
+
+def _dl_dtype(code: int, bits: int, lanes: int) -> tuple[np.dtype, int]:
+    """The NumPy dtype of a DLPack data type and the bytes per element, read as mpi4py reads them."""
+    if code == 2 and lanes == 2 and bits in (32, 64, 8 * np.dtype(np.longdouble).itemsize):
+        return np.dtype(np.clongdouble if bits > 64 else f"c{bits // 4}"), bits // 4
+    per = (bits * lanes + 7) // 8
+    if lanes == 1 and code in _DL_CODES:
+        if code == 6 and bits == 8:
+            return np.dtype("?"), 1
+        if code == 2 and bits > 64 and bits == 8 * np.dtype(np.longdouble).itemsize:
+            return np.dtype(np.longdouble), per
+        if code != 6:
+            try:
+                return np.dtype(f"{_DL_CODES[code]}{bits // 8}"), per
+            except TypeError:
+                pass
+    return np.dtype("B"), per
+
+
+def cai_on_device(obj: Any) -> bool:
+    """Whether a ``__cuda_array_interface__`` object's memory is device memory (not host memory)."""
+    pointer = obj.__cuda_array_interface__["data"][0]
+    return bool(pointer) and _is_device_pointer(pointer)
+
+
+def cai_host_view(obj: Any) -> np.ndarray:
+    """A NumPy view of a CAI object whose memory is host memory (kept alive with the view)."""
+    cai = obj.__cuda_array_interface__
+    pointer, readonly = cai["data"]
+    interface = {"version": 3, "shape": tuple(cai["shape"]), "typestr": cai["typestr"],
+                 "data": (pointer or 0, bool(readonly)), "strides": cai.get("strides")}
+    return np.asarray(_Held(interface, obj))
+
+
+@functools.lru_cache(maxsize=1)
+def _cuda_driver() -> Any:
+    """The CUDA driver library, initialised, or None where there is none (then no memory is device memory)."""
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return None
+    if lib.cuInit(0) != 0:
+        return None
+    return lib
+
+
+def _is_device_pointer(pointer: int) -> bool:
+    lib = _cuda_driver()
+    if lib is None:
+        return False
+    memtype = ctypes.c_uint(0)
+    CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_MEMORYTYPE_HOST = 2, 1  # noqa: N806 - the driver's names
+    status = lib.cuPointerGetAttribute(ctypes.byref(memtype), CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                       ctypes.c_void_p(pointer))
+    # an error (CUDA_ERROR_INVALID_VALUE) means memory the driver does not know: plain host memory
+    return status == 0 and memtype.value != CU_MEMORYTYPE_HOST

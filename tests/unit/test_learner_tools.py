@@ -1,0 +1,96 @@
+"""The exact cost of rotating algorithms, and the command line's answers to user mistakes."""
+
+from __future__ import annotations
+
+import pytest
+
+from mpicoll import registry
+from mpicoll.__main__ import main
+from mpicoll.exec.cost import cost
+from mpicoll.presets import preset
+from mpicoll.schedule import Block, Copy, Recv, Reduce, Round, Send
+
+ROTATING = [(c, a) for c in registry.collectives() for a in registry.algorithms(c) if registry.get(c, a).rotates]
+
+
+def _shift(rnd: Round, r: int, p: int) -> Round:
+    def b(x: Block) -> Block:
+        return Block(x.buf, (x.lo + r) % p, (x.lo + r) % p + x.hi - x.lo)
+
+    steps = tuple(Reduce(b(s.out), b(s.left), b(s.right)) if isinstance(s, Reduce) else Copy(b(s.out), b(s.src))
+                  for s in rnd.steps)
+    return Round(tuple(Send((m.peer + r) % p, b(m.block)) for m in rnd.sends),
+                 tuple(Recv((m.peer + r) % p, b(m.block)) for m in rnd.recvs), steps)
+
+
+def test_some_algorithms_rotate():
+    assert ("allreduce", "ring") in ROTATING
+
+
+@pytest.mark.parametrize(("collective", "algorithm"), ROTATING)
+@pytest.mark.parametrize("size", [2, 3, 5, 8, 11])
+def test_rotating_claim_holds(collective, algorithm, size):
+    """rank r's schedule is rank 0's with peers and blocks shifted by r, as ``rotates=True`` declares."""
+    zero = registry.schedule(collective, algorithm, 0, size)
+    assert zero.nblocks == size
+    for r in range(size):
+        s = registry.schedule(collective, algorithm, r, size)
+        assert s.rounds == tuple(_shift(x, r, size) for x in zero.rounds)
+
+
+@pytest.mark.parametrize(("collective", "algorithm"), ROTATING)
+@pytest.mark.parametrize("machine", [preset("nccl-summit"), preset("nccl-summit").with_nodes(4),
+                                     preset("nccl-summit").with_nodes(None)])
+def test_rotated_cost_equals_costing_every_rank(collective, algorithm, machine):
+    for size in (2, 3, 7, 13, 16, 33):
+        for nbytes in (0, 1, 8, 100, 4103):
+            exact = cost(collective, algorithm, size, nbytes, machine, sample=False)
+            fast = cost(collective, algorithm, size, nbytes, machine, sample=True)
+            assert fast.time == pytest.approx(exact.time, rel=1e-12, abs=1e-18)
+            assert fast.latency == pytest.approx(exact.latency, rel=1e-12, abs=1e-18)
+            assert fast.rounds == exact.rounds and not fast.sampled
+
+
+@pytest.mark.parametrize(("argv", "expected"), [
+    (["show", "allreduce", "auto", "-p", "4"], "choose one of binomial"),
+    (["show", "bcast", "binomial", "-p", "4", "--root", "9"], "0 <= root < 4"),
+    (["show", "allreduce", "ring", "-p", "4", "--root", "1"], "allreduce has no root"),
+    (["show", "allfoo", "ring", "-p", "4"], "choose one of allgather"),
+    (["show", "allreduce", "rign", "-p", "4"], "choose one of binomial"),
+    (["model", "allreduce", "-p", "4", "--bytes", "8", "--algorithms", "ring,nope"], "no algorithm 'nope'"),
+    (["draw", "allreduce", "ring", "-p", "4", "-o", "/no/such/folder/x.png"], "does not exist"),
+    (["draw", "allreduce", "ring", "-p", "64", "-o", "x.png"], "python -m mpicoll show allreduce ring -p 64"),
+])
+def test_user_mistakes_get_one_line_with_the_choices(argv, expected, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert expected in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("argv", [["show", "allreduce", "ring", "-p", "0"], ["model", "allreduce", "-p", "4",
+                                  "--bytes", "8", "--preset", "nope"], ["--version"]])
+def test_argparse_answers_bad_values_and_version(argv, capsys):
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    out = capsys.readouterr()
+    if argv == ["--version"]:
+        assert info.value.code == 0 and out.out.startswith("mpicoll ")
+    else:
+        assert info.value.code == 2 and ("positive integer" in out.err or "choose from" in out.err)
+
+
+def test_broken_pipe_is_quiet():
+    import subprocess
+    import sys
+
+    proc = subprocess.run(f"{sys.executable} -m mpicoll show allreduce ring -p 64 | head -1", shell=True,
+                          capture_output=True, text=True)
+    assert proc.stdout.startswith("allreduce / ring") and "Traceback" not in proc.stderr
+
+
+def test_model_at_24576_ranks_costs_the_ring_exactly_and_fast():
+    import time
+
+    start = time.process_time()
+    c = cost("allreduce", "ring", 24576, 8, preset("nccl-summit"))
+    assert time.process_time() - start < 30 and not c.sampled and c.rounds == 2 * (24576 - 1)
