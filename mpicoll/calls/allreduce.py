@@ -68,7 +68,7 @@ def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, op: Any, *, algorithm: str |
     check_op(op, recv.dtype)
     name, params = selection.choose("allreduce", algorithm, size=comm.size, nbytes=recv.nbytes,
                                     count=recv.count, commutative=is_commutative(op), nodes=lambda: nodes.of_comm(comm))
-    debug_check(comm, ("Allreduce", recv.count, str(recv.dtype), op_name(op), name))
+    debug_check(comm, "Allreduce", count=recv.count, dtype=recv.dtype, op=op_name(op), algorithm=name)
     if recv.count == 0:
         return None
     arrays = {"send": recv.array if send is None else send.array, "recv": recv.array}

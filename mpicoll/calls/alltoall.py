@@ -93,7 +93,7 @@ def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, *, algorithm: str | None) ->
                              f"got {count}")
         send_array = send.array
     name, params = selection.choose("alltoall", algorithm, size=p, nbytes=recv.nbytes, count=recv.count)
-    debug_check(comm, ("Alltoall", count, str(recv.dtype), name))
+    debug_check(comm, "Alltoall", count=count, dtype=recv.dtype, algorithm=name)
     if count == 0:
         return None
     layout = Layout.v([count] * p, [b * count for b in range(p)])

@@ -48,7 +48,7 @@ def prepare(comm: Comm, *, algorithm: str | None) -> Plan | None:
     """Choose the barrier's algorithm and bind its (empty) buffers; None on one rank."""
     name, params = selection.choose("barrier", algorithm, size=comm.size, nbytes=0, count=0,
                                     nodes=lambda: nodes.of_comm(comm))
-    debug_check(comm, ("Barrier", name))
+    debug_check(comm, "Barrier", algorithm=name)
     if comm.size == 1:
         return None
     arrays = {"send": np.empty(0, np.uint8), "recv": np.empty(0, np.uint8)}

@@ -62,7 +62,7 @@ def prepare(comm: Comm, buf: Any, root: Any, *, algorithm: str | None) -> Plan |
     name, params = selection.choose("bcast", algorithm, size=comm.size, nbytes=b.nbytes, count=b.count,
                                     nodes=lambda: nodes.of_comm(comm))
     params["root"] = root
-    debug_check(comm, ("Bcast", b.nbytes, root, name))
+    debug_check(comm, "Bcast", count=b.count, dtype=b.dtype, root=root, algorithm=name)
     if b.count == 0:
         return None
     return make_plan(comm, "bcast", name, params, {"recv": b.array},

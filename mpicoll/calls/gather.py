@@ -103,7 +103,7 @@ def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, root: Any, *, algorithm: str
     data = recv if recv is not None else send
     name, params = selection.choose("gather", algorithm, size=p, nbytes=p * per * data.dtype.itemsize, count=p * per)
     params["root"] = root
-    debug_check(comm, ("Gather", per, str(data.dtype), root, name))
+    debug_check(comm, "Gather", count=per, dtype=data.dtype, root=root, algorithm=name)
     if per == 0:
         return None
     return gather_plan(comm, "gather", name, params, root, send, recv,

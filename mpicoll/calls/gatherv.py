@@ -52,6 +52,6 @@ def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, root: Any, *, algorithm: str
     name, params = selection.choose("gatherv", algorithm, size=p, nbytes=0, count=0)
     params["root"] = root
     dtype = (recv if recv is not None else send).dtype
-    debug_check(comm, ("Gatherv", str(dtype), root, name))
+    debug_check(comm, "Gatherv", dtype=dtype, root=root, algorithm=name)
     # never skipped: a non-root with 0 elements cannot know whether others have some
     return gather_plan(comm, "gatherv", name, params, root, send, recv, layout)

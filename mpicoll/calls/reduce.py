@@ -71,7 +71,7 @@ def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, op: Any, root: Any, *, algor
     name, params = selection.choose("reduce", algorithm, size=comm.size, nbytes=data.nbytes, count=data.count,
                                     commutative=is_commutative(op), nodes=lambda: nodes.of_comm(comm))
     params["root"] = root
-    debug_check(comm, ("Reduce", data.count, str(data.dtype), op_name(op), root, name))
+    debug_check(comm, "Reduce", count=data.count, dtype=data.dtype, op=op_name(op), root=root, algorithm=name)
     if data.count == 0:
         return None
     if recv is not None:

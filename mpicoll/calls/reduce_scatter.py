@@ -94,7 +94,7 @@ def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, recvcounts: Any, op: Any, *,
     check_op(op, recv.dtype)
     name, params = selection.choose("reduce_scatter", algorithm, size=p, nbytes=total * recv.dtype.itemsize,
                                     count=total, commutative=is_commutative(op))
-    debug_check(comm, ("Reduce_scatter", tuple(counts), str(recv.dtype), op_name(op), name))
+    debug_check(comm, "Reduce_scatter", counts=tuple(counts), dtype=recv.dtype, op=op_name(op), algorithm=name)
     if total == 0:
         return None
     return _rsb.bind_reduce_scatter(comm, "reduce_scatter", name, params, send_array, counts, recv.array, op,

@@ -107,7 +107,7 @@ def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, op: Any, *, algorithm: str |
     check_op(op, recv.dtype)
     name, params = selection.choose("reduce_scatter_block", algorithm, size=p, nbytes=count * p * recv.dtype.itemsize,
                                     count=count * p, commutative=is_commutative(op))
-    debug_check(comm, ("Reduce_scatter_block", count, str(recv.dtype), op_name(op), name))
+    debug_check(comm, "Reduce_scatter_block", count=count, dtype=recv.dtype, op=op_name(op), algorithm=name)
     if count == 0:
         return None
     return bind_reduce_scatter(comm, "reduce_scatter_block", name, params, send_array, [count] * p,

@@ -64,7 +64,7 @@ def prepare_prefix(comm: Comm, collective: str, method: str, sendbuf: Any, recvb
     check_op(op, recv.dtype)
     name, params = selection.choose(collective, algorithm, size=comm.size, nbytes=recv.nbytes,
                                     count=recv.count, commutative=is_commutative(op))
-    debug_check(comm, (method, recv.count, str(recv.dtype), op_name(op), name))
+    debug_check(comm, method, count=recv.count, dtype=recv.dtype, op=op_name(op), algorithm=name)
     if recv.count == 0:
         return None
     arrays = {"send": recv.array if send is None else send.array, "recv": recv.array}

@@ -101,7 +101,7 @@ def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, root: Any, *, algorithm: str
     name, params = selection.choose("scatter", algorithm, size=p, nbytes=p * per * data.dtype.itemsize,
                                     count=p * per)
     params["root"] = root
-    debug_check(comm, ("Scatter", per, str(data.dtype), root, name))
+    debug_check(comm, "Scatter", count=per, dtype=data.dtype, root=root, algorithm=name)
     if per == 0:
         return None
     return scatter_plan(comm, "scatter", name, params, root, send,

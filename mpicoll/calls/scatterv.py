@@ -49,6 +49,6 @@ def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, root: Any, *, algorithm: str
     name, params = selection.choose("scatterv", algorithm, size=p, nbytes=0, count=0)
     params["root"] = root
     dtype = (send if send is not None else recv).dtype
-    debug_check(comm, ("Scatterv", str(dtype), root, name))
+    debug_check(comm, "Scatterv", dtype=dtype, root=root, algorithm=name)
     # never skipped: a rank receiving 0 elements cannot know whether others get some
     return scatter_plan(comm, "scatterv", name, params, root, send, layout, recv)

@@ -30,6 +30,8 @@ from typing import TYPE_CHECKING, Any
 
 from mpi4py import MPI
 
+from . import watchdog
+
 if TYPE_CHECKING:
     from ..calls import Plan
     from ..comm import Comm
@@ -53,7 +55,7 @@ class _Collective:
     messages and returns their MPI requests (``_pending``).
     """
 
-    __slots__ = ("_steps", "_nrounds", "_round", "_pending", "_finish", "_state", "tag")
+    __slots__ = ("_steps", "_nrounds", "_round", "_pending", "_finish", "_state", "tag", "watch")
 
     def __init__(self, steps: list[list[Callable[[], None]]], finish: Callable[[], None] | None, tag: int) -> None:
         self._steps = steps
@@ -63,6 +65,7 @@ class _Collective:
         self._finish = finish
         self._state = _INACTIVE
         self.tag = tag
+        self.watch: tuple[str, float, int] | None = None   # (collective, timeout, rank): Wait under the watchdog
 
     def _post(self, t: int) -> list[MPI.Request]:
         raise NotImplementedError
@@ -128,7 +131,9 @@ class _Collective:
         if state == _FREED:
             raise RuntimeError(f"{self!r} was freed: it cannot be waited on")
         if state == _RUNNING:
-            if len(_ACTIVE) == 1:           # alone: block in MPI round by round, no polling
+            if self.watch is not None:      # a timeout was set: poll under the watchdog
+                watchdog.wait(self._done, lambda: list(_ACTIVE), *self.watch)
+            elif len(_ACTIVE) == 1:           # alone: block in MPI round by round, no polling
                 self._advance(True)
             else:
                 _wait_until(lambda: self._state != _RUNNING)

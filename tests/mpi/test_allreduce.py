@@ -281,5 +281,7 @@ class TestErrors:
             pytest.skip("needs two ranks")
         monkeypatch.setenv("MPICOLL_DEBUG", "1")
         n = 5 if WORLD.rank == P - 1 else 4
-        with pytest.raises(mpicoll.MismatchError, match=f"ranks \\[{P - 1}\\]"):
+        with pytest.raises(mpicoll.MismatchError, match=f"count \\(elements\\): .*rank {P - 1} 5") as err:
             comm.Allreduce(np.zeros(n), np.zeros(n))
+        assert err.value.collective == "Allreduce"
+        assert err.value.fields == {"count": {4: list(range(P - 1)), 5: [P - 1]}}

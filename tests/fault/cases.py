@@ -1,0 +1,128 @@
+"""Erroneous programs, one per case, run by ``tests/fault/test_faults.py`` on 2 processes.
+
+``python -m mpicoll.launch -n 2 tests/fault/cases.py CASE`` runs one case: the
+erroneous call, then (when the case returns) one correct Allreduce on the same
+communicator.  Every rank prints one line ``RESULT rank=R ERRORTYPE: message``
+(or ``RESULT rank=R ok``) and ``NEXT rank=R ok`` (or ``NEXT rank=R ERRORTYPE``).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+
+import numpy as np
+from mpi4py import MPI
+
+import mpicoll
+
+LARGE = 1 << 18          # float64 elements: 2 MiB, well past the eager limit
+
+
+def gather_small_root(comm: mpicoll.Comm, n: int = 4) -> None:
+    recv = np.zeros(2 * n - 1 if comm.rank == 0 else 1)
+    comm.Gather(np.ones(n), recv, root=0)
+
+
+def gather_small_root_large(comm: mpicoll.Comm) -> None:
+    gather_small_root(comm, LARGE)
+
+
+def bcast_readonly(comm: mpicoll.Comm, n: int = 4) -> None:
+    buf = np.arange(n, dtype=float)
+    if comm.rank == 1:
+        buf.flags.writeable = False
+    comm.Bcast(buf, root=0)
+
+
+def bcast_readonly_large(comm: mpicoll.Comm) -> None:
+    bcast_readonly(comm, LARGE)
+
+
+def reduce_readonly_root(comm: mpicoll.Comm) -> None:
+    recv = np.zeros(8)
+    recv.flags.writeable = comm.rank != 0
+    comm.Reduce(np.ones(8), recv, root=0)
+
+
+def count_mismatch(comm: mpicoll.Comm) -> None:
+    n = 4 + comm.rank
+    comm.Allreduce(np.ones(n), np.zeros(n))
+
+
+def dtype_mismatch(comm: mpicoll.Comm) -> None:
+    dtype = np.float64 if comm.rank == 0 else np.float32
+    comm.Allreduce(np.ones(4, dtype), np.zeros(4, dtype))
+
+
+def algorithm_mismatch(comm: mpicoll.Comm) -> None:
+    comm.Allreduce(np.ones(8), np.zeros(8), algorithm="ring" if comm.rank == 0 else "recursive_doubling")
+
+
+def root_mismatch(comm: mpicoll.Comm) -> None:
+    buf = np.full(4, float(comm.rank))
+    comm.Bcast(buf, root=comm.rank)
+
+
+def skipped_call(comm: mpicoll.Comm) -> None:
+    """Rank 1 never calls the Allreduce rank 0 waits in (and then waits in the next one itself)."""
+    if comm.rank == 0:
+        comm.Allreduce(np.ones(4), np.zeros(4))
+
+
+def skipped_wait(comm: mpicoll.Comm) -> None:
+    """As skipped_call, for Wait on a nonblocking request."""
+    if comm.rank == 0:
+        comm.Iallreduce(np.ones(4), np.zeros(4)).Wait()
+
+
+def timeout_uncaught(comm: mpicoll.Comm) -> None:
+    """Rank 1 is stuck elsewhere; rank 0's watchdog raises, uncaught, and launch aborts the job."""
+    if comm.rank == 1:
+        time.sleep(120)
+    comm.Allreduce(np.ones(4), np.zeros(4))
+
+
+def uncaught(comm: mpicoll.Comm) -> None:
+    if comm.rank == 1:
+        raise RuntimeError("an uncaught error on rank 1")
+    comm.Barrier()
+    time.sleep(60)
+
+
+def killed(comm: mpicoll.Comm) -> None:
+    if comm.rank == 1:
+        os.kill(os.getpid(), signal.SIGKILL)
+    comm.Barrier()
+    time.sleep(60)
+
+
+def main(case: str) -> None:
+    world = MPI.COMM_WORLD
+    comm = mpicoll.Comm(world)
+    func = globals()[case]
+    if case != "timeout_uncaught":
+        comm.Barrier()       # mpicoll's private communicator exists from here on, as in most programs
+    if case in ("uncaught", "killed", "timeout_uncaught"):
+        func(comm)           # no try: these must end the job
+        return
+    try:
+        func(comm)
+        print(f"RESULT rank={comm.rank} ok", flush=True)
+    except Exception as exc:
+        print(f"RESULT rank={comm.rank} {type(exc).__name__}: {exc}", flush=True)
+    if case.startswith("skipped"):
+        return                # rank 0 gave up on a call rank 1 never made: the communicator is out of step
+    x = np.full(3, comm.rank + 1.0)
+    try:
+        comm.Allreduce(MPI.IN_PLACE, x)
+        assert x.tolist() == [3.0] * 3, x
+        print(f"NEXT rank={comm.rank} ok", flush=True)
+    except Exception as exc:
+        print(f"NEXT rank={comm.rank} {type(exc).__name__}: {exc}", flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
