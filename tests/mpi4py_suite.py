@@ -3,8 +3,8 @@
 
 mpi4py ships its tests in its source distribution only.  :func:`test_dir` gets
 the ``test/`` folder of the sdist of the *installed* mpi4py version (see
-:mod:`mpicoll._mpi4py_sdist`: ``pip download --no-binary :all: --no-deps``, once,
-cached in ``~/.cache/mpicoll`` or ``$MPICOLL_CACHE``), and
+:mod:`mpicoll._mpi4py_sdist`: from the package index, sha256-checked, or else
+``pip download``; once, cached in ``~/.cache/mpicoll`` or ``$MPICOLL_CACHE``), and
 :func:`suite` builds, at run time, one test class per concrete test class of the
 ``test_cco_*`` modules (world, self and the dups of world and self): a subclass
 whose communicator is wrapped in ``mpicoll.Comm``.  mpi4py's own skips and
