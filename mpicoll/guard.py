@@ -64,7 +64,7 @@ def _ensure_private(comm: Any, method: str) -> None:
     comm.__dict__["_private"] = MPI.Intracomm(dup)
 
 
-def _checked(comm: Any, method: str, args: tuple, algorithm: str, nonblocking_call: bool = False) -> Any:
+def _checked(comm: Any, method: str, args: tuple, algorithm: str, tag: int, nonblocking_call: bool = False) -> Any:
     """The call's plan: agreed on by every rank (debug), or stood in for on scratch before raising."""
     _ensure_private(comm, method)
     if debug.level():
@@ -72,11 +72,11 @@ def _checked(comm: Any, method: str, args: tuple, algorithm: str, nonblocking_ca
     try:
         return comm._prepare(method, *args, algorithm=algorithm)
     except Exception as exc:
-        stand_in(comm, method, args, algorithm, exc, nonblocking_call)
+        stand_in(comm, method, args, algorithm, exc, tag, nonblocking_call)
         raise
 
 
-def stand_in(comm: Any, method: str, args: tuple, algorithm: str, error: BaseException,
+def stand_in(comm: Any, method: str, args: tuple, algorithm: str, error: BaseException, tag: int,
              nonblocking_call: bool = False) -> None:
     """Play this rank's part of a call whose checks failed on scratch memory (see :mod:`mpicoll.standin`).
 
@@ -87,10 +87,10 @@ def stand_in(comm: Any, method: str, args: tuple, algorithm: str, error: BaseExc
     timeout = comm.timeout or standin.TIMEOUT
 
     def run_blocking(plan: Any) -> None:
-        _run_plan(comm, method, plan, timeout)
+        _run_plan(comm, method, plan, timeout, tag)
 
     def run_request(plan: Any) -> None:
-        req = nonblocking.start(plan, comm)
+        req = nonblocking.start(plan, comm, tag)
         req.watch = (method, timeout, comm.Get_rank())
         req.Wait()
 
@@ -98,32 +98,32 @@ def stand_in(comm: Any, method: str, args: tuple, algorithm: str, error: BaseExc
                  run_request if nonblocking_call else run_blocking)
 
 
-def _run_plan(comm: Any, method: str, plan: Any, timeout: float | None) -> None:
+def _run_plan(comm: Any, method: str, plan: Any, timeout: float | None, tag: int) -> None:
     if nonblocking.outstanding():       # keep outstanding requests moving, as Comm._run does
-        req = nonblocking.start(plan, comm, tag=0)
+        req = nonblocking.start(plan, comm, tag)
         req.watch = (method, timeout, comm.Get_rank()) if timeout is not None else None
         req.Wait()
         return
     if plan is None:
         return
-    watchdog.execute(plan.rounds(), comm.private, 0, method, timeout)
+    watchdog.execute(plan.rounds(), comm.private, tag, method, timeout)
     if plan.finish is not None:
         plan.finish()
 
 
-def run(comm: Any, method: str, args: tuple, algorithm: str) -> None:
-    """A blocking collective on the careful path."""
+def run(comm: Any, method: str, args: tuple, algorithm: str, tag: int) -> None:
+    """A blocking collective on the careful path (``tag``: the call's, drawn by ``Comm``)."""
     t0 = time.perf_counter()
-    plan = _checked(comm, method, args, algorithm)
-    _run_plan(comm, method, plan, comm.timeout)
+    plan = _checked(comm, method, args, algorithm, tag)
+    _run_plan(comm, method, plan, comm.timeout, tag)
     if debug.level() >= 2:
         debug.log(comm, plan, method, time.perf_counter() - t0)
 
 
-def start(comm: Any, method: str, args: tuple, algorithm: str) -> Any:
+def start(comm: Any, method: str, args: tuple, algorithm: str, tag: int) -> Any:
     """A nonblocking collective on the careful path: its request carries the timeout into ``Wait``."""
-    plan = _checked(comm, method, args, algorithm, nonblocking_call=True)
-    req = nonblocking.start(plan, comm)
+    plan = _checked(comm, method, args, algorithm, tag, nonblocking_call=True)
+    req = nonblocking.start(plan, comm, tag)
     if comm.timeout is not None:
         req.watch = (method, comm.timeout, comm.Get_rank())
     if debug.level() >= 2:

@@ -2,9 +2,9 @@
 """Run mpi4py's own collective test suites against :class:`mpicoll.Comm`.
 
 mpi4py ships its tests in its source distribution only.  :func:`test_dir` gets
-the ``test/`` folder of the sdist of the *installed* mpi4py version (``pip
-download --no-binary :all: --no-deps``, once, cached in ``~/.cache/mpicoll`` or
-``$MPICOLL_CACHE``), and
+the ``test/`` folder of the sdist of the *installed* mpi4py version (see
+:mod:`mpicoll._mpi4py_sdist`: from the package index, sha256-checked, or else
+``pip download``; once, cached in ``~/.cache/mpicoll`` or ``$MPICOLL_CACHE``), and
 :func:`suite` builds, at run time, one test class per concrete test class of the
 ``test_cco_*`` modules (world, self and the dups of world and self): a subclass
 whose communicator is wrapped in ``mpicoll.Comm``.  mpi4py's own skips and
@@ -31,10 +31,7 @@ import functools
 import importlib
 import json
 import os
-import shutil
-import subprocess
 import sys
-import tarfile
 import time
 import traceback
 import unittest
@@ -44,49 +41,11 @@ from typing import Any
 MODULES = ("test_cco_buf", "test_cco_vec", "test_cco_nb_buf", "test_cco_nb_vec", "test_cco_pr_buf", "test_cco_pr_vec")
 
 
-def cache_dir() -> str:
-    """Where downloaded sdists are kept (outside the source tree)."""
-    return os.environ.get("MPICOLL_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "mpicoll")
-
-
 def test_dir(version: str | None = None) -> str:
     """The ``test/`` folder of mpi4py's sdist for ``version`` (default: the installed one), fetched once."""
-    if version is None:
-        import mpi4py
+    from mpicoll._mpi4py_sdist import sdist_dir  # noqa: PLC0415 - the repository root joins sys.path in main()
 
-        version = mpi4py.__version__
-    root = cache_dir()
-    target = os.path.join(root, f"mpi4py-{version}", "test")
-    if os.path.isfile(os.path.join(target, "arrayimpl.py")):
-        return target
-    os.makedirs(root, exist_ok=True)
-    sdist = os.path.join(root, f"mpi4py-{version}.tar.gz")
-    if not os.path.exists(sdist):
-        _download_sdist(version, sdist)
-    prefix = f"mpi4py-{version}/test/"
-    with tarfile.open(sdist) as tar:
-        members = [m for m in tar.getmembers() if m.name.startswith(prefix) and m.isfile()]
-        tar.extractall(root, members=members, filter="data")
-    return target
-
-
-def _download_sdist(version: str, target: str) -> None:
-    """``pip download`` mpi4py's sdist for ``version`` into ``target``'s folder.
-
-    pip comes from this interpreter, or else from ``python3`` on the ``PATH`` (a
-    virtual environment made with ``--without-pip`` has none of its own);
-    ``pip download`` installs nothing, so an externally managed Python is fine.
-    """
-    python3 = shutil.which("python3")
-    for python in [sys.executable] + ([python3] if python3 else []):
-        if subprocess.run([python, "-m", "pip", "--version"], capture_output=True).returncode == 0:
-            break
-    else:
-        raise RuntimeError("no pip found to download mpi4py's test suite")
-    subprocess.run([python, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--no-binary",
-                    ":all:", "--no-deps", "-d", os.path.dirname(target), f"mpi4py=={version}"], check=True)
-    if not os.path.exists(target):
-        raise RuntimeError(f"pip download did not produce {target}")
+    return sdist_dir("test", "arrayimpl.py", version)
 
 
 def wrapped(cls: type, comm_type: type) -> type:
@@ -237,8 +196,8 @@ def main() -> int:
     parser.add_argument("-k", help="only test methods whose name contains this")
     parser.add_argument("-v", action="store_true", help="one line per test on rank 0")
     ns = parser.parse_args()
-    directory = ns.testdir or test_dir()
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    directory = ns.testdir or test_dir()
     from mpi4py import MPI
 
     import mpicoll

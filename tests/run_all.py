@@ -6,6 +6,7 @@
     python3 tests/run_all.py -k allreduce    # passed on to pytest
     python3 tests/run_all.py --no-examples   # skip running the examples
     python3 tests/run_all.py --no-fault      # skip the fault tests (erroneous programs on 2 processes)
+    python3 tests/run_all.py --quick         # the edit-test loop: a fast subset (CI runs everything)
 
 Each MPI launch runs ``python -m pytest tests/mpi --with-mpi`` on N processes
 through :mod:`mpicoll.launch` (which finds mpirun and allows running as root),
@@ -54,6 +55,12 @@ MPI4PY_SIZES = (1, 2, 3, 4)   # world sizes mpi4py's collective suites run at
 MPI4PY_TIMEOUT = 1500   # seconds for one world size of mpi4py's suites
 MPI4PY_TEST_TIMEOUT = 300  # seconds for one of its tests (all backends, all types) before the job is aborted
 EXAMPLE_SIZES = (4, 2)  # world sizes every example runs at
+# --quick: unit tests of the buffers, trees, docs and tools (not the p = 1024 proofs or the 24,576-rank
+# model), and the Allreduce and rooted MPI tests at 2 processes (the two parts took 27 s and 55 s here, run
+# separately on a loaded 2-core machine).
+QUICK_UNIT = ["tests/unit/test_buffers_ops.py", "tests/unit/test_trees.py", "tests/unit/test_docs.py",
+              "tests/unit/test_learner_tools.py", "-k", "not 24576"]
+QUICK_MPI = ["tests/mpi/test_allreduce.py", "tests/mpi/test_rooted.py"]
 EXAMPLE_TIMEOUT = 120   # seconds for one example run
 
 
@@ -217,7 +224,12 @@ def main() -> int:
     parser.add_argument("--mpi4py-sizes", default=",".join(map(str, MPI4PY_SIZES)),
                         help="world sizes for mpi4py's suites (default: %(default)s)")
     parser.add_argument("-k", help="pytest -k expression (for the examples: a substring of the name)")
+    parser.add_argument("--quick", action="store_true",
+                        help="a fast subset for the edit-test loop: QUICK_UNIT, QUICK_MPI at np=2 "
+                             "(no fault, node, mpi4py or example runs)")
     ns = parser.parse_args()
+    if ns.quick:
+        ns.sizes, ns.no_examples, ns.no_fault, ns.no_mpi4py = "2", True, True, True
     env = launch_env()
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
     extra = ["-k", ns.k] if ns.k else []
@@ -227,7 +239,7 @@ def main() -> int:
         if not ns.no_unit and not ns.examples_only:
             t0 = time.time()
             report = os.path.join(tmp, "unit.xml")
-            code = subprocess.call([sys.executable, "-m", "pytest", "tests/unit", "-q",
+            code = subprocess.call([sys.executable, "-m", "pytest", *(QUICK_UNIT if ns.quick else ["tests/unit"]), "-q",
                                     f"--timeout={UNIT_TIMEOUT}", f"--junitxml={report}", *extra],
                                    cwd=ROOT, env=env)
             passed, failed, skipped = junit_counts(report) if os.path.exists(report) else (0, 1, 0)
@@ -249,7 +261,8 @@ def main() -> int:
         for size in ([] if ns.no_mpi or ns.examples_only else [int(s) for s in ns.sizes.split(",") if s]):
             t0 = time.time()
             prefix = os.path.join(tmp, f"np{size}-rank")
-            cmd = mpirun_command(size, ["-m", "pytest", "tests/mpi", "--with-mpi", "-q", "-p", "no:cacheprovider",
+            cmd = mpirun_command(size, ["-m", "pytest", *(QUICK_MPI if ns.quick else ["tests/mpi"]), "--with-mpi",
+                                        "-q", "-p", "no:cacheprovider",
                                         f"--timeout={TEST_TIMEOUT}", "--timeout-method=thread",
                                         f"--junit-prefix=np{size}", *extra], abort=False)
             env["MPICOLL_JUNIT_PREFIX"] = prefix
@@ -266,7 +279,7 @@ def main() -> int:
                 status = 1
                 failed = max(failed, 1)
             results.append((f"np={size}", passed, failed, skipped, time.time() - t0))
-        if not ns.no_mpi and not ns.examples_only:
+        if not ns.no_mpi and not ns.examples_only and not ns.quick:
             node_results = run_node_tests(env, tmp, extra)
             status |= int(any(r[2] for r in node_results))
             results += node_results

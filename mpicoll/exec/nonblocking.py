@@ -18,9 +18,10 @@ rank 1 waits on request A; if a Wait moved only its own request, A would never
 finish on rank 0 and both would hang.  Likewise a blocking mpicoll collective
 called while requests are outstanding keeps them moving (see ``Comm._run``).
 
-Each request owns a tag from its communicator's sequence number
-(``Comm._next_tag``), so messages of different outstanding calls, and of the
-blocking calls (tag 0), never match one another.
+Each request carries the tag ``mpicoll.Comm`` drew for its call from the
+communicator's sequences (blocking, nonblocking and persistent calls have
+ranges of their own), so the messages of different calls never match one
+another.
 """
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ from mpi4py import MPI
 from . import watchdog
 
 if TYPE_CHECKING:
-    from ..calls import Plan
     from ..comm import Comm
+    from ..plan import Plan
 
 __all__ = ["Request", "Prequest", "start", "persistent", "outstanding", "wait_mpi", "progress"]
 
@@ -126,7 +127,25 @@ class _Collective:
     # -- mpi4py's names ---------------------------------------------------------
 
     def Wait(self, status: MPI.Status | None = None) -> bool:
-        """Block until the collective is complete, moving every outstanding mpicoll request along."""
+        """Block until the collective is complete, moving every outstanding mpicoll request along.
+
+        Parameters
+        ----------
+        status : MPI.Status, optional
+            Set empty, as MPI does for collectives.
+
+        Returns
+        -------
+        bool
+            Always True (mpi4py's convention).
+
+        Raises
+        ------
+        RuntimeError
+            The request was freed.
+        CollectiveTimeout
+            The communicator has a timeout and the collective made no progress for that long.
+        """
         state = self._state
         if state == _FREED:
             raise RuntimeError(f"{self!r} was freed: it cannot be waited on")
@@ -143,7 +162,23 @@ class _Collective:
         return True
 
     def Test(self, status: MPI.Status | None = None) -> bool:
-        """Move every outstanding mpicoll request along; True (and the request is done) when this one is complete."""
+        """Move every outstanding mpicoll request along, without blocking.
+
+        Parameters
+        ----------
+        status : MPI.Status, optional
+            Set empty when complete.
+
+        Returns
+        -------
+        bool
+            True when this request is complete (it is then done, as after ``Wait()``).
+
+        Raises
+        ------
+        RuntimeError
+            The request was freed.
+        """
         if not self._done():
             return False
         self._state = _INACTIVE
@@ -151,7 +186,13 @@ class _Collective:
         return True
 
     def Free(self) -> None:
-        """Release the request; MPI forbids freeing an active collective request, so that raises."""
+        """Release the request.
+
+        Raises
+        ------
+        RuntimeError
+            The request is active: MPI forbids freeing an active collective request.
+        """
         if self._state in (_RUNNING, _COMPLETE):
             raise RuntimeError(f"{self!r} is active: complete it with Wait() or Test() before Free()")
         self._state = _FREED
@@ -164,14 +205,37 @@ class _Collective:
 
     @staticmethod
     def Waitall(requests: Sequence[Any], statuses: list[MPI.Status] | None = None) -> bool:
-        """Wait for every request (mpicoll's or MPI's) in ``requests``."""
+        """Wait for every request (mpicoll's or MPI's) in ``requests``.
+
+        Parameters
+        ----------
+        requests : sequence of Request, Prequest or MPI.Request
+            Completed in order.
+        statuses : list of MPI.Status, optional
+            One per request.
+
+        Returns
+        -------
+        bool
+            Always True.
+        """
         for i, req in enumerate(requests):
             _wait_one(req, statuses[i] if statuses is not None else None)
         return True
 
     @staticmethod
     def Testall(requests: Sequence[Any], statuses: list[MPI.Status] | None = None) -> bool:
-        """True, completing them all, when every request is complete; otherwise False and none is completed."""
+        """Whether every request is complete; if so, complete them all, else complete none.
+
+        Parameters
+        ----------
+        requests : sequence of Request, Prequest or MPI.Request
+        statuses : list of MPI.Status, optional
+
+        Returns
+        -------
+        bool
+        """
         progress()
         if not all(_is_complete(req) for req in requests):
             return False
@@ -179,7 +243,18 @@ class _Collective:
 
     @staticmethod
     def Waitany(requests: Sequence[Any], status: MPI.Status | None = None) -> int:
-        """Index of a completed request (now completed), or ``MPI.UNDEFINED`` when none is active."""
+        """Block until one request completes.
+
+        Parameters
+        ----------
+        requests : sequence of Request, Prequest or MPI.Request
+        status : MPI.Status, optional
+
+        Returns
+        -------
+        int
+            The index of the request completed now, or ``MPI.UNDEFINED`` when none is active.
+        """
         while True:
             index, flag = _Collective.Testany(requests, status)
             if flag:
@@ -191,9 +266,18 @@ class _Collective:
 
     @staticmethod
     def Testany(requests: Sequence[Any], status: MPI.Status | None = None) -> tuple[int, bool]:
-        """``(index, True)`` for a completed request, ``(MPI.UNDEFINED, True)`` if none is active.
+        """Complete one request if one is complete, without blocking.
 
-        Otherwise ``(MPI.UNDEFINED, False)``; every outstanding request moved along first.
+        Parameters
+        ----------
+        requests : sequence of Request, Prequest or MPI.Request
+        status : MPI.Status, optional
+
+        Returns
+        -------
+        tuple of (int, bool)
+            ``(index, True)`` for a request completed now, ``(MPI.UNDEFINED, True)`` if none is active,
+            otherwise ``(MPI.UNDEFINED, False)``; every outstanding request is moved along first.
         """
         progress()
         active = False
@@ -208,7 +292,17 @@ class _Collective:
 
     @staticmethod
     def Startall(requests: Iterable[Prequest]) -> None:
-        """Start every persistent request in ``requests``."""
+        """Start every persistent request in ``requests``.
+
+        Parameters
+        ----------
+        requests : iterable of Prequest
+
+        Raises
+        ------
+        RuntimeError
+            A request is freed or still active (see :meth:`Prequest.Start`).
+        """
         for req in requests:
             req.Start()
 
@@ -276,7 +370,13 @@ class Prequest(_Collective):
         return reqs
 
     def Start(self) -> None:
-        """Run the collective once more with the buffers' current contents."""
+        """Run the collective once more with the buffers' current contents.
+
+        Raises
+        ------
+        RuntimeError
+            The request was freed, or is still active (``Wait()`` or ``Test()`` it to completion first).
+        """
         state = self._state
         if state != _INACTIVE:
             raise RuntimeError(f"{self!r} cannot be started: " + ("it was freed" if state == _FREED else
@@ -294,7 +394,13 @@ class Prequest(_Collective):
             self._launch()
 
     def Free(self) -> None:
-        """Release the MPI persistent requests; the request cannot be started again."""
+        """Release the MPI persistent requests; the request cannot be started again.
+
+        Raises
+        ------
+        RuntimeError
+            The request is active (started and not yet completed).
+        """
         super().Free()
         self._free_requests()
 
@@ -315,14 +421,13 @@ _NAMES = {_INACTIVE: "inactive", _RUNNING: "running", _COMPLETE: "complete", _FR
 
 # -- entry points used by mpicoll.Comm ------------------------------------------------
 
-def start(plan: Plan | None, comm: Comm, tag: int | None = None) -> Request:
-    """Start ``plan`` nonblocking on ``comm``'s private communicator; ``tag`` defaults to the next sequence tag.
+def start(plan: Plan | None, comm: Comm, tag: int) -> Request:
+    """Start ``plan`` nonblocking on ``comm``'s private communicator with the call's ``tag``.
 
-    The tag is taken even when ``plan`` is None (nothing to do), so that every
-    rank's sequence stays in step.
+    ``mpicoll.Comm`` draws the tag before it checks the call's arguments, so that
+    every rank's tag sequence stays in step even when ``plan`` is None (nothing
+    to do) or one rank's checks fail.
     """
-    if tag is None:
-        tag = comm._next_tag()
     if plan is None:
         req = Request([], None, tag, None)
     else:
@@ -332,14 +437,15 @@ def start(plan: Plan | None, comm: Comm, tag: int | None = None) -> Request:
     return req
 
 
-def persistent(plan: Plan | None, comm: Comm, rebuild: Callable[[], Plan | None] | None = None) -> Prequest:
+def persistent(plan: Plan | None, comm: Comm, tag: int,
+               rebuild: Callable[[], Plan | None] | None = None) -> Prequest:
     """An inactive persistent request for ``plan`` on ``comm`` with a tag of its own for its whole life.
 
     ``rebuild`` runs at every ``Start`` (for GPU buffers: it stages the device
     buffers' current contents in) and returns a fresh plan to bind, or None to
     keep the binding made here.
     """
-    return Prequest(plan, comm, comm._next_tag(persistent=True), rebuild)
+    return Prequest(plan, comm, tag, rebuild)
 
 
 def outstanding() -> bool:

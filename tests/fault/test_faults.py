@@ -19,13 +19,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 CASES = os.path.join(ROOT, "tests", "fault", "cases.py")
 LIMIT = 90          # seconds for one job; every case here ends in a few seconds when it works
 
-sys.path.insert(0, ROOT)
-import mpicoll.comm  # noqa: E402
-
-# issue 12 item 2 (every blocking call has a tag of its own) keeps a failed call's leftovers from the next call
-PER_CALL_TAGS = hasattr(mpicoll.comm, "BLOCKING")
-
-
 def launch(case: str, *, debug: str | None = None, timeout: str | None = None,
            args: tuple = ()) -> tuple[int, str, float]:
     """Run one case on 2 processes: (exit status, output, seconds)."""
@@ -120,9 +113,8 @@ def test_mismatch_default_errors_and_next_call_works(case: str) -> None:
     check_next(out)
 
 
-@pytest.mark.xfail(not PER_CALL_TAGS, reason="needs a tag per blocking call (issue 12 item 2)", strict=True)
 def test_root_mismatch_default_next_call_works() -> None:
-    """Two 'roots' both send; the leftovers must not reach the next call."""
+    """Two 'roots' both send; every blocking call has a tag of its own, so the leftovers never reach the next call."""
     code, out, _ = launch("root_mismatch")
     assert code == 0, out[-3000:]
     check_next(out)

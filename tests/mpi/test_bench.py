@@ -11,7 +11,6 @@ import pytest
 from mpi4py import MPI
 
 from mpicoll import bench, registry, selection
-from mpicoll.calls import call_key
 
 from conftest import WORLD, check
 
@@ -96,29 +95,3 @@ def test_tune_writes_bands_that_auto_then_uses(tmp_path, monkeypatch):
         selection.reload_tuning()
 
 
-def test_plan_cache_reuses_plans_and_notices_changes(monkeypatch):
-    comm = bench.Comm(WORLD)
-    cached = comm._cached_prepare   # what a blocking call uses
-    x = np.arange(8, dtype=np.float64)
-    y = np.empty_like(x)
-    first = cached("Allreduce", x, y, MPI.SUM, algorithm="auto")
-    check(cached("Allreduce", x, y, MPI.SUM, algorithm="auto") is first, "a repeated call reuses its plan")
-    # nonblocking and persistent calls get plans of their own (no shared scratch between outstanding calls)
-    check(comm._prepare("Allreduce", x, y, MPI.SUM, algorithm="auto") is not first, "nonblocking plans are fresh")
-    check(cached("Allreduce", x, y, MPI.SUM, algorithm="ring") is not first, "another algorithm, another plan")
-    check(cached("Allreduce", x, y, MPI.MAX, algorithm="auto") is not first, "another op, another plan")
-    x2 = x[:4]
-    check(cached("Allreduce", x2, y[:4], MPI.SUM, algorithm="auto") is not first)
-    monkeypatch.setenv("MPICOLL_ALGO", "allreduce=linear")
-    forced = cached("Allreduce", x, y, MPI.SUM, algorithm="auto")
-    check(forced is not first and forced.schedule.algorithm == "linear", "MPICOLL_ALGO is part of the key")
-    monkeypatch.delenv("MPICOLL_ALGO")
-    x[...] = WORLD.rank + 1       # new contents, same arrays: the cached plan reads them
-    comm.Allreduce(x, y, op=MPI.SUM)
-    check(np.all(y == WORLD.size * (WORLD.size + 1) / 2), "the cached plan sees the new send data")
-    y.flags.writeable = False
-    with pytest.raises(ValueError, match="read-only"):
-        comm.Allreduce(x, y, op=MPI.SUM)   # writability is part of the key, so the check runs again
-    y.flags.writeable = True
-    monkeypatch.setenv("MPICOLL_DEBUG", "1")
-    check(call_key(x, y, MPI.SUM, "auto") is None, "debug mode checks every call, so nothing is cached")

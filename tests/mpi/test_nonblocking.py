@@ -22,6 +22,7 @@ import pytest
 from mpi4py import MPI
 
 import mpicoll
+from mpicoll.comm import BLOCKING, NONBLOCKING, PERSISTENT
 from mpicoll.exec import nonblocking
 
 from conftest import WORLD, check
@@ -349,7 +350,7 @@ def test_on_split_subcommunicators(comm, method):
 # -- request objects -----------------------------------------------------------------------
 
 def test_zero_count_completes_at_once_and_keeps_tags_in_step(comm):
-    tag = comm._next_tag()
+    tag = comm._next_tag(NONBLOCKING)
     req = comm.Iallreduce(np.zeros(0), np.zeros(0))
     assert req.tag == tag + 1 and req.Test() and not req
     preq = comm.Allreduce_init(np.zeros(0), np.zeros(0))
@@ -364,7 +365,8 @@ def test_tags_differ_between_calls_and_kinds(comm):
     preqs = [comm.Allreduce_init(x, np.zeros(3)) for _ in range(2)]
     tags = [r.tag for r in reqs + preqs]
     assert len(set(tags)) == 5 and 0 not in tags
-    assert all(t > MPI.COMM_WORLD.Get_attr(MPI.TAG_UB) // 2 for t in tags[3:])
+    third = MPI.COMM_WORLD.Get_attr(MPI.TAG_UB) // 3
+    assert all(third < t <= 2 * third for t in tags[:3]) and all(t > 2 * third for t in tags[3:])
     everyone = WORLD.allgather(tags)
     check(all(t == tags for t in everyone), "ranks drew different tags")
     mpicoll.Request.Waitall(reqs)
@@ -374,10 +376,12 @@ def test_tags_differ_between_calls_and_kinds(comm):
 
 def test_tag_sequence_wraps_below_tag_ub():
     c = mpicoll.Comm(WORLD)
-    half = MPI.COMM_WORLD.Get_attr(MPI.TAG_UB) // 2
-    c.__dict__["_tags"] = [half, half - 1, 2 * half - 1]   # the last tags of both ranges
-    assert c._next_tag() == half and c._next_tag() == 1
-    assert c._next_tag(persistent=True) == 2 * half and c._next_tag(persistent=True) == half + 1
+    third = MPI.COMM_WORLD.Get_attr(MPI.TAG_UB) // 3
+    c.__dict__["_tags"] = [third, third - 1, third - 1, third - 1]   # the last tags of the three ranges
+    assert c._next_tag(BLOCKING) == third and c._next_tag(BLOCKING) == 1
+    assert c._next_tag(NONBLOCKING) == 2 * third and c._next_tag(NONBLOCKING) == third + 1
+    assert c._next_tag(PERSISTENT) == 3 * third and c._next_tag(PERSISTENT) == 2 * third + 1
+    assert 3 * third <= MPI.COMM_WORLD.Get_attr(MPI.TAG_UB)
 
 
 def test_misuse_raises_clear_errors(comm):

@@ -1,0 +1,327 @@
+"""A call's plan (its schedule bound to buffers) and the cache that lets repeated calls skip building it.
+
+A :class:`Plan` is what every path runs: the blocking executor
+(:func:`mpicoll.exec.blocking.execute`), nonblocking requests and persistent
+requests all take its bound rounds, the private MPI communicator and a tag.
+
+Blocking calls look their plan up in a :class:`PlanCache` (one per
+communicator) before parsing anything.  The key is built from what determines
+the binding:
+
+- each buffer's *memory*: its address, extent and writability, and how the
+  call reads it (a NumPy array's dtype, shape and strides; another object's
+  type and buffer format);
+- the counts, displacements and (predefined) datatypes of ``[buf, ...]`` specs;
+- the op, the root, the algorithm asked for, ``MPICOLL_ALGO`` and the tuning
+  file's generation.
+
+A cached plan views the user's memory through raw addresses
+(``MPI.buffer.fromaddress``), not through the user's objects, so caching
+never keeps a user's buffer alive, never stops a ``bytearray`` from growing or
+an ``mmap`` from closing.  That is safe because a plan is only ever reused by a
+call whose buffers occupy exactly the same memory range with the same format
+at that moment.  GPU arrays are keyed by identity instead, and their entry keeps
+them alive (their plan holds pinned mirrors or IPC mappings).  Calls the key
+cannot describe (derived datatypes, user objects of unknown kind,
+``MPICOLL_DEBUG``), and plans that finish by writing to a user object (an
+in-place result copied back), are not cached.
+
+The cache is a least-recently-used map of at most :data:`PLAN_CACHE_ENTRIES`
+plans per communicator, whose scratch buffers hold at most
+:data:`PLAN_CACHE_SCRATCH` bytes together.
+"""
+
+from __future__ import annotations
+
+import array
+import mmap
+import os
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from mpi4py import MPI
+
+from . import backends, registry, selection
+from .datatypes import check_reducible
+from .exec.blocking import bind
+from .layout import Layout
+from .ops import Op, reducer
+from .schedule import Schedule
+
+__all__ = ["Plan", "make_plan", "PlanCache", "call_key", "PLAN_CACHE_ENTRIES", "PLAN_CACHE_SCRATCH"]
+
+PLAN_CACHE_ENTRIES = 64
+PLAN_CACHE_SCRATCH = 256 * 1024 * 1024   # bytes of scratch the cached plans of one communicator may hold
+
+
+@dataclass
+class Plan:
+    """A schedule bound to this call's buffers, ready to run (blocking or not)."""
+
+    schedule: Schedule
+    arrays: dict[str, Any]
+    layouts: dict[str, Layout]
+    kernel: Callable[[Any, Any, Any], None] | None
+    xp: Any
+    finish: Callable[[], None] | None = None   # e.g. unpack a result staged for a non-contiguous datatype
+    device: Any = None     # a backends.call.DeviceCall when the buffers are on a GPU: it runs the plan
+    before: Callable[[], None] | None = None   # run at each start: packs non-contiguous datatypes again
+
+    owned_bytes: int = 0                        # memory the plan allocated itself (known once detached)
+
+    _rounds: list | None = field(default=None, repr=False)
+
+    def bound(self) -> list:
+        """Freshly bound rounds (the nonblocking paths own theirs)."""
+        if self.device is not None:
+            return self.device.bound()
+        return bind(self.schedule, self.arrays, self.layouts, self.kernel, self.xp)
+
+    def rounds(self) -> list:
+        """Bound rounds, bound once and kept: what the blocking path runs on every call."""
+        if self._rounds is None:
+            self._rounds = self.bound()
+        return self._rounds
+
+    def begin(self) -> None:
+        """A request starts: GPU buffers make their inputs visible to MPI, buffers of non-contiguous
+        datatypes are packed again (nothing to do for plain host buffers)."""
+        if self.before is not None:
+            self.before()
+        if self.device is not None:
+            self.device.begin()
+
+    @property
+    def scratch_bytes(self) -> int:
+        held = self.device.nbytes if self.device is not None else 0
+        return held + sum(arr.nbytes for name, arr in self.arrays.items() if name.startswith("tmp"))
+
+    def detach(self, spans: Sequence[tuple[int, int]]) -> None:
+        """View the caller's memory by address, so that the plan keeps none of the caller's objects alive.
+
+        ``spans`` are the caller's buffers, ``(address, nbytes)``: only arrays lying
+        inside one are replaced; memory the plan allocated itself (scratch space,
+        a non-root's stand-in receive buffer) stays owned by the plan.
+        """
+        seen: dict[int, Any] = {}
+        self.owned_bytes = 0
+        if self.device is not None:     # GPU buffers: the cache entry keeps the arrays alive instead
+            self.owned_bytes = self.scratch_bytes
+            return
+        for name, arr in list(self.arrays.items()):
+            if type(arr) is not np.ndarray or arr.nbytes == 0:
+                continue
+            raw = seen.get(id(arr))
+            if raw is None:
+                address = arr.__array_interface__["data"][0]
+                inside = any(lo <= address and address + arr.nbytes <= lo + n for lo, n in spans)
+                raw = seen[id(arr)] = _by_address(arr, address) if inside else arr
+                self.owned_bytes += 0 if inside else arr.nbytes
+            self.arrays[name] = raw
+        self._rounds = None
+
+
+def _by_address(arr: np.ndarray, address: int) -> np.ndarray:
+    """A view of ``arr``'s memory that does not reference ``arr`` (one-dimensional, same dtype and writability)."""
+    raw = MPI.buffer.fromaddress(address, arr.nbytes, readonly=not arr.flags.writeable)
+    return np.frombuffer(raw, dtype=arr.dtype)
+
+
+def make_plan(comm: Any, collective: str, name: str, params: dict[str, Any], arrays: dict[str, Any],
+              layouts: Callable[[int], dict[str, Layout]], *, op: Any = None, dtype: np.dtype,
+              scratch_count: int | dict[str, int], datatype: Any = None) -> Plan:
+    """Build (cached) this rank's schedule and attach buffers, scratch space and the kernel.
+
+    ``layouts(nblocks)`` returns the layout of each buffer name (``bind`` uses
+    ``layouts["recv"]`` for names it does not list); ``scratch_count`` is the
+    element count of every scratch buffer (``tmp*``), or a dict by name.
+
+    GPU arrays get a plan whose ``device`` (:class:`mpicoll.backends.call.DeviceCall`)
+    moves them with a GPU transport, chosen when the plan first runs.
+    """
+    if op is not None:
+        check_reducible(datatype)
+    sched = registry.schedule(collective, name, comm.rank, comm.size, **params)
+    device = backends.device_for(arrays)
+    if device is not None:
+        from .backends.call import DeviceCall  # noqa: PLC0415 - GPU calls only
+
+        bound_layouts = layouts(sched.nblocks)
+        scratch = {s: scratch_count[s] if isinstance(scratch_count, dict) else scratch_count for s in sched.scratch()}
+        call = DeviceCall(device, comm, collective, sched, dict(arrays), bound_layouts, scratch, dtype=dtype, op=op,
+                          datatype=datatype)
+        return Plan(sched, dict(arrays), bound_layouts, None, device.xp, call.finish, device=call)
+    xp: Any = np
+    arrays = dict(arrays)
+    for scratch_name in sched.scratch():
+        count = scratch_count[scratch_name] if isinstance(scratch_count, dict) else scratch_count
+        arrays[scratch_name] = xp.empty(count, dtype)
+    kernel = reducer(op, dtype, xp, datatype).reduce if op is not None else None
+    return Plan(sched, arrays, layouts(sched.nblocks), kernel, xp)
+
+
+# -- the cache key ---------------------------------------------------------------------------------
+
+_ENV = getattr(os.environ, "_data", None)   # os.environ's own dict: a plain lookup, no key encoding
+_ALGO, _DEBUG, _GPU = b"MPICOLL_ALGO", b"MPICOLL_DEBUG", b"MPICOLL_GPU_TRANSPORT"
+_PLAIN = (int, str, float, bool, type(None))
+_BUFFERS = (bytearray, bytes, memoryview, mmap.mmap, array.array)
+_IN_PLACE = MPI.IN_PLACE
+_buffer = MPI.buffer
+# the predefined reduction ops: module-level singletons, alive for the whole run
+_PREDEFINED_OPS = tuple(op for op in vars(MPI).values() if type(op) is MPI.Op and op != MPI.OP_NULL)
+
+
+class _Uncacheable(Exception):
+    """Raised inside the key builder for an argument the key cannot describe."""
+
+
+def _environ(name: bytes) -> Any:
+    if _ENV is not None:
+        return _ENV.get(name)
+    value = os.environ.get(name.decode())
+    return value.encode() if value is not None else None
+
+
+def _memory(obj: Any, spans: list, refs: list) -> tuple:
+    """What identifies the memory of one buffer object: address, extent, writability, element format."""
+    t = type(obj)
+    if t in _BUFFERS or isinstance(obj, np.ndarray):
+        try:
+            buf = _buffer(obj)   # raises for a non-contiguous array (not cached; prepare explains)
+        except Exception:
+            raise _Uncacheable from None
+        spans.append((buf.address, buf.nbytes))
+        extra = (obj.dtype, obj.shape, obj.strides) if isinstance(obj, np.ndarray) else (t, buf.format)
+        return (buf.address, buf.nbytes, buf.readonly, *extra)
+    if backends.on_device(obj):     # a GPU array: keyed by identity, kept alive by the entry
+        refs.append(obj)
+        return ("device", id(obj), obj.shape, obj.strides, obj.dtype, type(obj))
+    raise _Uncacheable
+
+
+def _value(obj: Any) -> Any:
+    """A hashable stand-in for counts, displacements, datatypes and other plain arguments."""
+    t = type(obj)
+    if t in _PLAIN:
+        return obj
+    if t is list or t is tuple:
+        return (t, *map(_value, obj))
+    if isinstance(obj, MPI.Datatype):
+        if not obj.is_predefined:   # a derived datatype may be freed and its handle reused
+            raise _Uncacheable
+        return ("dt", obj.handle)
+    if isinstance(obj, np.ndarray):
+        if obj.dtype.kind not in "iu" or obj.size > 4096:
+            raise _Uncacheable
+        return ("ints", obj.tobytes(), obj.dtype.str, obj.shape)
+    if isinstance(obj, np.integer):
+        return int(obj)
+    raise _Uncacheable
+
+
+def _argument(obj: Any, refs: list, spans: list) -> Any:
+    """The key of one positional argument of a collective that is not a plain value."""
+    if obj is _IN_PLACE:
+        return "IN_PLACE"
+    t = type(obj)
+    if t is list or t is tuple:    # [buf, count, displ, datatype] and friends
+        if not obj:
+            raise _Uncacheable
+        return (t, _memory(obj[0], spans, refs), *map(_value, obj[1:]))
+    if isinstance(obj, (MPI.Op, Op)):
+        refs.append(obj)            # kept alive by the entry: its id cannot be reused meanwhile
+        return ("op", id(obj), obj.handle if isinstance(obj, MPI.Op) else 0)
+    return _memory(obj, spans, refs)
+
+
+def call_key(method: str, args: Sequence[Any], algorithm: Any, values: tuple[int, ...] = ()
+             ) -> tuple[tuple, list, list] | None:
+    """``(key, objects to keep alive, the buffers' (address, nbytes))`` for a blocking call, or None.
+
+    None means the call must not be cached.
+
+    ``values`` are the positions of arguments that are counts, not buffers
+    (``Reduce_scatter``'s ``recvcounts``).  This runs on every blocking call, so
+    the common arguments (NumPy arrays, ints, predefined ops) are handled inline.
+    """
+    debug = _environ(_DEBUG)
+    if debug and debug != b"0":
+        return None
+    if type(algorithm) is not str:
+        return None
+    key: list = [method, algorithm, _environ(_ALGO), _environ(_GPU), selection._GENERATION]
+    refs: list = []
+    spans: list = []
+    try:
+        for i, a in enumerate(args):
+            t = type(a)
+            if t is np.ndarray:
+                buf = _buffer(a)
+                spans.append((buf.address, buf.nbytes))
+                key += (buf.address, buf.nbytes, buf.readonly, a.dtype, a.shape, a.strides)
+            elif t is int or a is None:
+                key.append(a)
+            elif t is MPI.Op and a in _PREDEFINED_OPS:
+                key.append(a.handle)
+            elif i in values:
+                key.append(_value(a))
+            else:
+                key.append(_argument(a, refs, spans))
+    except _Uncacheable:
+        return None
+    except Exception:   # e.g. MPI.buffer refused a non-contiguous array: prepare gives the clear error
+        return None
+    return tuple(key), refs, spans
+
+
+# -- the cache -------------------------------------------------------------------------------------
+
+class PlanCache:
+    """Bound plans of one communicator's blocking calls, least recently used first out.
+
+    Holds at most ``entries`` plans whose own memory (scratch buffers) totals at
+    most ``scratch`` bytes.  Plans view the callers' memory by address (see
+    :meth:`Plan.detach`), so an entry keeps no buffer of the caller alive.
+    """
+
+    def __init__(self, entries: int = PLAN_CACHE_ENTRIES, scratch: int = PLAN_CACHE_SCRATCH) -> None:
+        self.entries = entries
+        self.scratch = scratch
+        self.scratch_held = 0
+        self.data: OrderedDict[tuple, tuple[Plan, list]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def get(self, key: tuple) -> Plan | None:
+        hit = self.data.get(key)
+        if hit is None:
+            return None
+        self.data.move_to_end(key)
+        return hit[0]
+
+    def put(self, key: tuple, plan: Plan | None, refs: list, spans: list) -> None:
+        """Remember ``plan`` (detached from the caller's memory ``spans``) under ``key``; evict the least recent."""
+        if plan is None or (plan.finish is not None and plan.device is None):   # finishes hold user objects
+            return
+        plan.detach(spans)
+        if plan.owned_bytes > self.scratch:
+            return
+        self.discard(key)
+        self.data[key] = (plan, refs)
+        self.scratch_held += plan.owned_bytes
+        while len(self.data) > self.entries or self.scratch_held > self.scratch:
+            self.discard(next(iter(self.data)))
+
+    def discard(self, key: tuple) -> None:
+        entry = self.data.pop(key, None)
+        if entry is not None:
+            self.scratch_held -= entry[0].owned_bytes
+
+    def clear(self) -> None:
+        self.data.clear()
+        self.scratch_held = 0

@@ -1,0 +1,187 @@
+"""The blocking call path: plans cached for every buffer kind, never stale, bounded; one tag per call."""
+
+from __future__ import annotations
+
+import array
+import gc
+import mmap
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+import mpicoll
+from mpicoll.comm import BLOCKING
+from mpicoll.plan import PLAN_CACHE_ENTRIES, call_key
+
+from conftest import WORLD, check
+
+
+def _comm() -> mpicoll.Comm:
+    return mpicoll.Comm(WORLD)
+
+
+def test_repeated_calls_reuse_their_plan_and_changes_make_new_ones(monkeypatch):
+    comm = _comm()
+    cached = comm._cached_prepare   # what a blocking call uses
+    x = np.arange(8, dtype=np.float64)
+    y = np.empty_like(x)
+    first = cached("Allreduce", x, y, MPI.SUM, algorithm="auto")
+    check(cached("Allreduce", x, y, MPI.SUM, algorithm="auto") is first, "a repeated call reuses its plan")
+    # nonblocking and persistent calls get plans of their own (no shared scratch between outstanding calls)
+    check(comm._prepare("Allreduce", x, y, MPI.SUM, algorithm="auto") is not first, "nonblocking plans are fresh")
+    check(cached("Allreduce", x, y, MPI.SUM, algorithm="ring") is not first, "another algorithm, another plan")
+    check(cached("Allreduce", x, y, MPI.MAX, algorithm="auto") is not first, "another op, another plan")
+    check(cached("Allreduce", x[:4], y[:4], MPI.SUM, algorithm="auto") is not first, "another extent")
+    check(cached("Allreduce", x.view(np.int64), y.view(np.int64), MPI.SUM, algorithm="auto") is not first,
+          "another dtype on the same memory")
+    monkeypatch.setenv("MPICOLL_ALGO", "allreduce=linear")
+    forced = cached("Allreduce", x, y, MPI.SUM, algorithm="auto")
+    check(forced is not first and forced.schedule.algorithm == "linear", "MPICOLL_ALGO is part of the key")
+    monkeypatch.delenv("MPICOLL_ALGO")
+    x[...] = WORLD.rank + 1       # new contents, same arrays: the cached plan reads them
+    comm.Allreduce(x, y, op=MPI.SUM)
+    check(np.all(y == WORLD.size * (WORLD.size + 1) / 2), "the cached plan sees the new send data")
+    y.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        comm.Allreduce(x, y, op=MPI.SUM)   # writability is part of the key, so the check runs again
+    y.flags.writeable = True
+    monkeypatch.setenv("MPICOLL_DEBUG", "1")
+    check(call_key("Allreduce", (x, y, MPI.SUM), "auto") is None, "debug mode checks every call: nothing cached")
+
+
+def _kinds(nbytes: int) -> dict:
+    """The same kind of buffer, made fresh: each maker returns (object, MPI datatype or None)."""
+    return {
+        "numpy": lambda: (np.zeros(nbytes, np.uint8), None),
+        "bytearray": lambda: (bytearray(nbytes), None),
+        "mmap": lambda: (mmap.mmap(-1, nbytes), None),
+        "array": lambda: (array.array("b", bytes(nbytes)), None),
+        "memoryview": lambda: (memoryview(bytearray(nbytes)), None),
+        "list-spec": lambda: ([bytearray(nbytes), nbytes, MPI.BYTE], MPI.BYTE),
+    }
+
+
+@pytest.mark.parametrize("kind", list(_kinds(1)))
+def test_every_buffer_kind_is_cached_and_gets_the_right_data(kind):
+    comm = _comm()
+    make = _kinds(16)[kind]
+    buf, _ = make()
+    before = len(comm.plans)
+    for value in (3, 7, 11):
+        raw = buf[0] if isinstance(buf, list) else buf
+        view = np.frombuffer(raw, np.uint8) if not isinstance(raw, np.ndarray) else raw
+        if WORLD.rank == 0:
+            view[...] = value
+        comm.Bcast(buf, root=0)
+        check(bool(np.all(view == value)), f"{kind}: received {view[:4]} instead of {value}")
+        del view
+    check(len(comm.plans) == before + 1, f"{kind}: {len(comm.plans) - before} plans for three equal calls")
+    if kind == "bytearray":
+        buf.extend(b"x")     # the cache does not hold the buffer exported: it can still grow
+    if kind == "mmap":
+        buf.close()          # ... or be closed
+
+
+def test_buffers_that_differ_never_reuse_a_stale_plan():
+    comm = _comm()
+    a = bytearray(32)
+    b = bytearray(32)
+    for target, value in ((a, 1), (b, 2), (a, 3)):
+        view = np.frombuffer(target, np.uint8)
+        if WORLD.rank == 0:
+            view[...] = value
+        comm.Bcast(target, root=0)
+        check(bool(np.all(view == value)), "a plan bound to another buffer was reused")
+        del view
+    # the same memory, another count, displacement or datatype: another plan, and the built-in's result
+    x = np.zeros(8, np.float64)
+    ref = np.zeros(8, np.float64)
+    plans = set()
+    for make in (lambda v: [v, 4, MPI.DOUBLE], lambda v: [v, 8, MPI.DOUBLE], lambda v: [v, 8, MPI.FLOAT],
+                 lambda v: [v, (4, 4), MPI.DOUBLE], lambda v: v[2:6], lambda v: v):
+        for v in (x, ref):
+            v[...] = np.arange(8) if WORLD.rank == 0 else -1
+        comm.Bcast(make(x), root=0)
+        WORLD.Bcast(make(ref), root=0)
+        check(np.array_equal(x, ref), f"{x} instead of the built-in's {ref}")
+        plans.add(id(comm._cached_prepare("Bcast", make(x), 0, algorithm="auto")))
+    check(len(plans) == 6, f"{len(plans)} plans for six different specs")
+    # a grown bytearray moves; the plan of its old address is not used for its new memory
+    c = bytearray(16)
+    comm.Bcast(c, root=0)
+    c.extend(bytes(1 << 16))
+    del c[16:]
+    view = np.frombuffer(c, np.uint8)
+    if WORLD.rank == 0:
+        view[...] = 9
+    comm.Bcast(c, root=0)
+    check(bool(np.all(view == 9)), "a moved buffer received nothing")
+
+
+def _resident() -> int:
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * mmap.PAGESIZE
+
+
+def test_fresh_buffers_every_call_keep_memory_flat():
+    comm = _comm()
+    calls = 100_000
+
+    def one(i: int) -> None:
+        kind = i % 3
+        if kind == 0:
+            x = np.full(2, 1.0)
+            comm.Allreduce(MPI.IN_PLACE, x)
+        elif kind == 1:
+            comm.Bcast(bytearray(8), root=0)
+        else:
+            comm.Bcast([mmap.mmap(-1, 64), 8, MPI.BYTE], root=0)
+
+    for i in range(3000):
+        one(i)
+    gc.collect()
+    base = _resident()
+    for i in range(calls):
+        one(i)
+    gc.collect()
+    grown = _resident() - base
+    check(len(comm.plans) <= PLAN_CACHE_ENTRIES, f"{len(comm.plans)} cached plans")
+    check(grown < 4 * 1024 * 1024, f"resident memory grew by {grown} bytes over {calls} calls")
+
+
+def test_the_cache_is_bounded():
+    comm = _comm()
+    keep = [np.full(3, float(i)) for i in range(PLAN_CACHE_ENTRIES + 10)]
+    for x in keep:
+        comm.Allreduce(MPI.IN_PLACE, x)
+    check(len(comm.plans) == PLAN_CACHE_ENTRIES)
+
+
+def test_a_leftover_message_of_a_bad_call_never_reaches_a_later_call():
+    """Rank 1 calls Bcast with count 0 (nothing to receive) while rank 0 sends: the message stays unmatched.
+
+    With one tag for every blocking call, the next Bcast on rank 1 would receive that stale message
+    (the value 111); with a per-call tag it receives its own (222), and later collectives work.
+    """
+    comm = _comm()
+    if WORLD.size < 2:
+        pytest.skip("needs two ranks")
+    buf = np.array([111.0 if WORLD.rank == 0 else 0.0])
+    comm.Bcast([buf, 1 if WORLD.rank == 0 else 0, MPI.DOUBLE], root=0, algorithm="linear")   # erroneous
+    buf[0] = 222.0 if WORLD.rank == 0 else 0.0
+    comm.Bcast(buf, root=0, algorithm="linear")
+    check(buf[0] == 222.0, f"the second Bcast received {buf[0]}")
+    comm.Barrier()
+    x = np.full(3, float(WORLD.rank))
+    y = np.empty(3)
+    comm.Allreduce(x, y)
+    check(bool(np.all(y == sum(range(WORLD.size)))), "Allreduce after the bad call")
+
+
+def test_a_call_that_fails_its_checks_still_counts():
+    comm = _comm()
+    with pytest.raises(ValueError):
+        comm.Allreduce(np.ones(2), np.ones(2), algorithm="no_such_algorithm")
+    tags = WORLD.allgather(comm._next_tag(BLOCKING))
+    check(tags == [2] * WORLD.size, f"ranks drew {tags}")
