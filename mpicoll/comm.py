@@ -407,6 +407,20 @@ class Comm(MPI.Intracomm):
         """Persistent Alltoallv: returns an inactive request to ``Start()``; see :meth:`Alltoallv`."""
         return self._init("Alltoallv", sendbuf, recvbuf, info=info, algorithm=algorithm)
 
+    def Alltoallw(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> None:
+        """All-to-all with a count, byte displacement and datatype per block (MPI_Alltoallw)."""
+        self._run("Alltoallw", sendbuf, recvbuf, algorithm=algorithm)
+
+    def Ialltoallw(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> Request:
+        """Nonblocking Alltoallw: returns a request; see :meth:`Alltoallw`."""
+        return self._start("Alltoallw", sendbuf, recvbuf, algorithm=algorithm)
+
+    def Alltoallw_init(
+        self, sendbuf: Any, recvbuf: Any, info: MPI.Info = MPI.INFO_NULL, *, algorithm: str = "auto"
+    ) -> Prequest:
+        """Persistent Alltoallw: returns an inactive request to ``Start()``; see :meth:`Alltoallw`."""
+        return self._init("Alltoallw", sendbuf, recvbuf, info=info, algorithm=algorithm)
+
     def Scan(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto") -> None:
         """Inclusive prefix reduction: rank i gets ranks 0..i reduced (MPI_Scan)."""
         self._run("Scan", sendbuf, recvbuf, op, algorithm=algorithm)
