@@ -75,8 +75,15 @@ def execute(bound: list, comm: MPI.Comm, tag: int, collective: str, timeout: flo
         last, spins = time.monotonic(), 0
         while waiting or requests:
             moved = False
+            probed: set[int] = set()
             for item in list(waiting):
                 buf, peer = item
+                # messages from one peer with one tag arrive in order: only the first receive still
+                # waiting for that peer may take the next one (a later one would steal it if it
+                # arrived between two probes)
+                if peer in probed:
+                    continue
+                probed.add(peer)
                 msg = comm.Improbe(peer, tag, status)
                 if msg is None:
                     continue

@@ -507,11 +507,12 @@ def test_allgatherv_hierarchical_displacements_out_of_order():
     check(np.array_equal(out, ref), f"got {out}, the built-in gives {ref}")
 
 
-@pytest.mark.xfail(strict=True, reason="bug: with a timeout (MPICOLL_TIMEOUT / Comm(timeout=)) the watchdog executor "
-                   "probes every awaited receive of a round, so two receives from one peer in one round "
-                   "(bcast/double_binary_tree) can take each other's message: MessageSizeError")
 def test_watchdog_executor_bcast_double_binary_tree():
-    """Reproducer: the same Bcasts pass without a timeout (the blocking executor).
+    """Two receives from one peer in one round (bcast/double_binary_tree) under the watchdog's executor.
+
+    It once probed every awaited receive of a round, so a message arriving between two
+    probes was taken by the later receive (MessageSizeError); the same Bcasts always
+    passed without a timeout (the blocking executor).
 
     The receiver must be polling when the messages arrive (the root starts late), and a
     race decides each call, so the calls repeat until the first failure anywhere.
