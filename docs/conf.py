@@ -35,6 +35,8 @@ exclude_patterns = ["_build", "Thumbs.db", ".DS_Store"]
 
 autodoc_member_order = "bysource"
 autodoc_typehints = "description"
+autodoc_typehints_description_target = "documented"  # no bare "buf (Any)" lists on I*/*_init
+toc_object_entries_show_parents = "hide"           # "Allreduce()", not "mpicoll.Comm.Allreduce()"
 autodoc_preserve_defaults = True   # ``op=MPI.SUM``, not ``<mpi4py.MPI.Op object at 0x...>``
 napoleon_numpy_docstring = True
 napoleon_google_docstring = False

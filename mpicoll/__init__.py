@@ -3,20 +3,42 @@
 Every algorithm is a *schedule* (data): print it, draw it, verify it, cost it,
 and run it on real processes.  ``mpicoll.Comm(comm)`` is a drop-in replacement
 for an mpi4py communicator whose collectives are mpicoll's.
+
+The pure tools (schedules, the simulator, the cost model, ``show``/``verify``/
+``model``/``draw``) work without mpi4py: the names that need it (``Comm``,
+``Request``, ``Prequest``, ``Op`` and the exceptions) are imported on first use
+(PEP 562 module ``__getattr__``).
 """
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from . import families as _families  # noqa: F401  (importing the families registers every algorithm)
-from .comm import Comm
-from .debug import ArgumentError, MismatchError
-from .exec.nonblocking import Prequest, Request
-from .exec.watchdog import CollectiveTimeout, MessageSizeError
-from .ops import Op
 from .registry import algorithms, collectives, schedule, schedules
 from .schedule import Block, Copy, Recv, Reduce, Round, Schedule, ScheduleError, ScheduleSet, Send
 
+if TYPE_CHECKING:  # for type checkers and IDEs; at run time these come from __getattr__ below
+    from .comm import Comm
+    from .debug import ArgumentError, MismatchError
+    from .exec.nonblocking import Prequest, Request
+    from .exec.watchdog import CollectiveTimeout, MessageSizeError
+    from .ops import Op
+
 __version__ = "0.1.0"
+
+# the names that need mpi4py, and the module each comes from (imported on first access)
+_LAZY = {
+    "Comm": ".comm",
+    "Request": ".exec.nonblocking",
+    "Prequest": ".exec.nonblocking",
+    "Op": ".ops",
+    "MismatchError": ".debug",
+    "ArgumentError": ".debug",
+    "CollectiveTimeout": ".exec.watchdog",
+    "MessageSizeError": ".exec.watchdog",
+}
 
 __all__ = [
     "Comm", "Request", "Prequest", "Op", "MismatchError", "ArgumentError", "CollectiveTimeout", "MessageSizeError",
@@ -24,3 +46,17 @@ __all__ = [
     "Block", "Send", "Recv", "Reduce", "Copy", "Round", "Schedule", "ScheduleSet", "ScheduleError",
     "__version__",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Import the names that need mpi4py on first use (PEP 562)."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value  # later accesses skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

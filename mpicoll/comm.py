@@ -36,6 +36,51 @@ BLOCKING, NONBLOCKING, PERSISTENT = 0, 1, 2
 class Comm(MPI.Intracomm):
     """Wrap ``comm`` (an ``MPI.Intracomm``) so that its collectives are mpicoll's.
 
+    The collectives take mpi4py's arguments, plus the keyword ``algorithm``
+    (``"auto"``, or a name from :func:`mpicoll.algorithms`; the environment
+    variable ``MPICOLL_ALGO`` overrides ``"auto"``).  Every other method is
+    mpi4py's own; derived communicators (``Dup``, ``Split``, ...) are wrapped too.
+
+    Parameters
+    ----------
+    comm : MPI.Intracomm, optional
+        The communicator to wrap (not an ``MPI.Intercomm``).  ``None`` gives a
+        null communicator, as ``MPI.Intracomm()`` does.
+    timeout : float, optional
+        Seconds a blocking call or a ``Wait()`` may go without progress before
+        raising :class:`~mpicoll.CollectiveTimeout`.  ``None`` (the default): the
+        ``timeout`` of ``comm`` if it is a :class:`Comm`, else ``MPICOLL_TIMEOUT``
+        from the environment, else no watchdog.
+
+    Raises
+    ------
+    TypeError
+        ``comm`` is not an ``MPI.Intracomm``.
+    ValueError
+        ``timeout`` (or ``MPICOLL_TIMEOUT``) is not a positive number of seconds.
+
+    Notes
+    -----
+    Buffers take every form mpi4py accepts: an array (NumPy, bytes-like,
+    DLPack or CUDA array interface) alone or as ``[buf, datatype]``,
+    ``[buf, count, datatype]``, ``[buf, (count, displ), datatype]``, and
+    ``[buf, counts, displs, datatype]`` for the v-variants.
+
+    Errors.  Every argument is checked before any message.  A bad argument
+    raises an exception that is both an ``MPI.Exception`` with the matching
+    error class (``MPI.ERR_ROOT``, ``MPI.ERR_COUNT``, ``MPI.ERR_TYPE``,
+    ``MPI.ERR_OP``, ``MPI.ERR_BUFFER``, ``MPI.ERR_TRUNCATE``, ``MPI.ERR_ARG``)
+    and a ``ValueError`` or ``TypeError`` (the classes of :mod:`mpicoll.errors`);
+    an unsupported op for the dtype is a ``TypeError`` or ``ValueError``.  A
+    check that fails on one rank only still lets the others finish (that rank
+    plays its part on scratch memory, then raises).  With ``MPICOLL_DEBUG=1``
+    the ranks first compare their arguments: disagreeing ones raise
+    :class:`~mpicoll.MismatchError` on every rank, and a rank whose arguments
+    were rejected makes the others raise :class:`~mpicoll.ArgumentError`.  With
+    a timeout, a call that makes no progress for that long raises
+    :class:`~mpicoll.CollectiveTimeout`; with a timeout or ``MPICOLL_DEBUG``, a
+    message of the wrong length raises :class:`~mpicoll.MessageSizeError`.
+
     Examples
     --------
     >>> from mpi4py import MPI
@@ -192,39 +237,163 @@ class Comm(MPI.Intracomm):
     # -- the collectives: mpi4py's signatures, plus ``algorithm`` ---------------
 
     def Barrier(self, *, algorithm: str = "auto") -> None:
-        """Block until every rank has called it (MPI_Barrier)."""
+        """Block until every rank has called it (MPI_Barrier).
+
+        Parameters
+        ----------
+        algorithm : str, default "auto"
+            One of ``mpicoll.algorithms("barrier")``, or ``"auto"``.
+
+        Raises
+        ------
+        ValueError
+            ``algorithm`` is not one of this collective's.
+        MismatchError, CollectiveTimeout
+            Only in debug mode, or with a timeout (see :class:`Comm`).
+        """
         self._run("Barrier", algorithm=algorithm)
 
     def Ibarrier(self, *, algorithm: str = "auto") -> Request:
-        """Nonblocking Barrier: returns a request; see :meth:`Barrier`."""
+        """Nonblocking :meth:`Barrier` (MPI_Ibarrier).
+
+        Same parameters as :meth:`Barrier`.
+
+        Returns
+        -------
+        Request
+            Complete it with ``Wait()``, ``Test()`` or ``Request.Waitall``.
+
+        Raises
+        ------
+        MPI.Exception, ValueError, TypeError
+            As :meth:`Barrier`, from this call; ``Wait()`` raises :class:`~mpicoll.CollectiveTimeout` when a timeout
+            is set.
+        """
         return self._start("Barrier", algorithm=algorithm)
 
     def Barrier_init(self, info: MPI.Info = MPI.INFO_NULL, *, algorithm: str = "auto") -> Prequest:
-        """Persistent Barrier: returns an inactive request to ``Start()``; see :meth:`Barrier`."""
+        """Persistent :meth:`Barrier` (MPI_Barrier_init).
+
+        Same parameters as :meth:`Barrier`, plus ``info`` (default ``MPI.INFO_NULL``: accepted and ignored).
+
+        Returns
+        -------
+        Prequest
+            An inactive request: ``Start()`` then ``Wait()``, as often as needed; ``Free()`` it at the end.
+
+        Raises
+        ------
+        MPI.Exception, ValueError, TypeError
+            As :meth:`Barrier`, raised by this call.
+        """
         return self._init("Barrier", info=info, algorithm=algorithm)
 
     def Bcast(self, buf: Any, root: int = 0, *, algorithm: str = "auto") -> None:
-        """Broadcast ``buf`` from ``root`` to every rank (MPI_Bcast)."""
+        """Broadcast ``buf`` from ``root`` to every rank (MPI_Bcast).
+
+        Parameters
+        ----------
+        buf : buffer specification
+            Sent at ``root``, received (so writable) elsewhere.
+        root : int, default 0
+            The rank that sends.
+        algorithm : str, default "auto"
+            One of ``mpicoll.algorithms("bcast")``, or ``"auto"``.
+
+        Raises
+        ------
+        MPI.Exception
+            A bad argument, before any message; also a ``ValueError`` or ``TypeError`` (see :class:`Comm`).
+        ValueError
+            ``algorithm`` is not one of this collective's.
+        MismatchError, CollectiveTimeout
+            Only in debug mode, or with a timeout (see :class:`Comm`).
+        """
         self._run("Bcast", buf, root, algorithm=algorithm)
 
     def Ibcast(self, buf: Any, root: int = 0, *, algorithm: str = "auto") -> Request:
-        """Nonblocking Bcast: returns a request; see :meth:`Bcast`."""
+        """Nonblocking :meth:`Bcast` (MPI_Ibcast).
+
+        Same parameters as :meth:`Bcast`; leave the buffers alone until the request completes.
+
+        Returns
+        -------
+        Request
+            Complete it with ``Wait()``, ``Test()`` or ``Request.Waitall``.
+
+        Raises
+        ------
+        MPI.Exception, ValueError, TypeError
+            As :meth:`Bcast`, from this call; ``Wait()`` raises :class:`~mpicoll.CollectiveTimeout` when a timeout is
+            set.
+        """
         return self._start("Bcast", buf, root, algorithm=algorithm)
 
     def Bcast_init(
         self, buf: Any, root: int = 0, info: MPI.Info = MPI.INFO_NULL, *, algorithm: str = "auto"
     ) -> Prequest:
-        """Persistent Bcast: returns an inactive request to ``Start()``; see :meth:`Bcast`."""
+        """Persistent :meth:`Bcast` (MPI_Bcast_init).
+
+        Same parameters as :meth:`Bcast`, plus ``info`` (default ``MPI.INFO_NULL``: accepted and ignored).
+        The buffers are bound once: change their contents, never the arrays, between starts.
+
+        Returns
+        -------
+        Prequest
+            An inactive request: ``Start()`` then ``Wait()``, as often as needed; ``Free()`` it at the end.
+
+        Raises
+        ------
+        MPI.Exception, ValueError, TypeError
+            As :meth:`Bcast`, raised by this call.
+        """
         return self._init("Bcast", buf, root, info=info, algorithm=algorithm)
 
     def Reduce(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, root: int = 0, *, algorithm: str = "auto") -> None:
-        """Reduce every rank's ``sendbuf`` with ``op`` into ``recvbuf`` at ``root`` (MPI_Reduce)."""
+        """Reduce every rank's ``sendbuf`` with ``op`` into ``recvbuf`` at ``root`` (MPI_Reduce).
+
+        Parameters
+        ----------
+        sendbuf : buffer specification or MPI.IN_PLACE
+            This rank's contribution; ``MPI.IN_PLACE`` at the root only, taking it from ``recvbuf``.
+        recvbuf : buffer specification
+            The result, significant at ``root`` only.
+        op : MPI.Op or mpicoll.Op, default MPI.SUM
+            The reduction; a predefined op must be defined for the dtype.
+        root : int, default 0
+            The rank that receives the result.
+        algorithm : str, default "auto"
+            One of ``mpicoll.algorithms("reduce")``, or ``"auto"``.
+
+        Raises
+        ------
+        MPI.Exception
+            A bad argument, before any message; also a ``ValueError`` or ``TypeError`` (see :class:`Comm`).
+        ValueError
+            ``algorithm`` is not one of this collective's.
+        MismatchError, CollectiveTimeout
+            Only in debug mode, or with a timeout (see :class:`Comm`).
+        """
         self._run("Reduce", sendbuf, recvbuf, op, root, algorithm=algorithm)
 
     def Ireduce(
         self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, root: int = 0, *, algorithm: str = "auto"
     ) -> Request:
-        """Nonblocking Reduce: returns a request; see :meth:`Reduce`."""
+        """Nonblocking :meth:`Reduce` (MPI_Ireduce).
+
+        Same parameters as :meth:`Reduce`; leave the buffers alone until the request completes.
+
+        Returns
+        -------
+        Request
+            Complete it with ``Wait()``, ``Test()`` or ``Request.Waitall``.
+
+        Raises
+        ------
+        MPI.Exception, ValueError, TypeError
+            As :meth:`Reduce`, from this call; ``Wait()`` raises :class:`~mpicoll.CollectiveTimeout` when a timeout is
+            set.
+        """
         return self._start("Reduce", sendbuf, recvbuf, op, root, algorithm=algorithm)
 
     def Reduce_init(
@@ -237,133 +406,574 @@ class Comm(MPI.Intracomm):
         *,
         algorithm: str = "auto",
     ) -> Prequest:
-        """Persistent Reduce: returns an inactive request to ``Start()``; see :meth:`Reduce`."""
+        """Persistent :meth:`Reduce` (MPI_Reduce_init).
+
+        Same parameters as :meth:`Reduce`, plus ``info`` (default ``MPI.INFO_NULL``: accepted and ignored).
+        The buffers are bound once: change their contents, never the arrays, between starts.
+
+        Returns
+        -------
+        Prequest
+            An inactive request: ``Start()`` then ``Wait()``, as often as needed; ``Free()`` it at the end.
+
+        Raises
+        ------
+        MPI.Exception, ValueError, TypeError
+            As :meth:`Reduce`, raised by this call.
+        """
         return self._init("Reduce", sendbuf, recvbuf, op, root, info=info, algorithm=algorithm)
 
     def Allreduce(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto") -> None:
-        """Reduce every rank's ``sendbuf`` with ``op`` into every rank's ``recvbuf`` (MPI_Allreduce)."""
+        """Reduce every rank's ``sendbuf`` with ``op`` into every rank's ``recvbuf`` (MPI_Allreduce).
+
+        Parameters
+        ----------
+        sendbuf : buffer specification or MPI.IN_PLACE
+            This rank's contribution; ``MPI.IN_PLACE`` takes it from ``recvbuf``.
+        recvbuf : buffer specification
+            The result, on every rank.
+        op : MPI.Op or mpicoll.Op, default MPI.SUM
+            The reduction; a predefined op must be defined for the dtype.
+        algorithm : str, default "auto"
+            One of ``mpicoll.algorithms("allreduce")``, or ``"auto"``.
+
+        Raises
+        ------
+        MPI.Exception
+            A bad argument, before any message; also a ``ValueError`` or ``TypeError`` (see :class:`Comm`).
+        ValueError
+            ``algorithm`` is not one of this collective's.
+        MismatchError, CollectiveTimeout
+            Only in debug mode, or with a timeout (see :class:`Comm`).
+        """
         self._run("Allreduce", sendbuf, recvbuf, op, algorithm=algorithm)
 
     def Iallreduce(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto") -> Request:
-        """Nonblocking Allreduce: returns a request; see :meth:`Allreduce`."""
+        """Nonblocking :meth:`Allreduce` (MPI_Iallreduce).
+
+        Same parameters as :meth:`Allreduce`; leave the buffers alone until the request completes.
+
+        Returns
+        -------
+        Request
+            Complete it with ``Wait()``, ``Test()`` or ``Request.Waitall``.
+
+        Raises
+        ------
+        MPI.Exception, ValueError, TypeError
+            As :meth:`Allreduce`, from this call; ``Wait()`` raises :class:`~mpicoll.CollectiveTimeout` when a timeout
+            is set.
+        """
         return self._start("Allreduce", sendbuf, recvbuf, op, algorithm=algorithm)
 
     def Allreduce_init(
         self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, info: MPI.Info = MPI.INFO_NULL, *, algorithm: str = "auto"
     ) -> Prequest:
-        """Persistent Allreduce: returns an inactive request to ``Start()``; see :meth:`Allreduce`."""
+        """Persistent :meth:`Allreduce` (MPI_Allreduce_init).
+
+        Same parameters as :meth:`Allreduce`, plus ``info`` (default ``MPI.INFO_NULL``: accepted and ignored).
+        The buffers are bound once: change their contents, never the arrays, between starts.
+
+        Returns
+        -------
+        Prequest
+            An inactive request: ``Start()`` then ``Wait()``, as often as needed; ``Free()`` it at the end.
+
+        Raises
+        ------
+        MPI.Exception, ValueError, TypeError
+            As :meth:`Allreduce`, raised by this call.
+        """
         return self._init("Allreduce", sendbuf, recvbuf, op, info=info, algorithm=algorithm)
 
     def Gather(self, sendbuf: Any, recvbuf: Any, root: int = 0, *, algorithm: str = "auto") -> None:
-        """Gather equal blocks from every rank at ``root``, in rank order (MPI_Gather)."""
+        """Gather equal blocks from every rank at ``root``, in rank order (MPI_Gather).
+
+        Parameters
+        ----------
+        sendbuf : buffer specification or MPI.IN_PLACE
+            This rank's block; ``MPI.IN_PLACE`` at the root only (its block is already in place in ``recvbuf``).
+        recvbuf : buffer specification
+            At ``root``: size x the block, block i from rank i; ignored elsewhere.
+        root : int, default 0
+            The rank that receives.
+        algorithm : str, default "auto"
+            One of ``mpicoll.algorithms("gather")``, or ``"auto"``.
+
+        Raises
+        ------
+        MPI.Exception
+            A bad argument, before any message; also a ``ValueError`` or ``TypeError`` (see :class:`Comm`).
+        ValueError
+            ``algorithm`` is not one of this collective's.
+        MismatchError, CollectiveTimeout
+            Only in debug mode, or with a timeout (see :class:`Comm`).
+        """
         self._run("Gather", sendbuf, recvbuf, root, algorithm=algorithm)
 
     def Igather(self, sendbuf: Any, recvbuf: Any, root: int = 0, *, algorithm: str = "auto") -> Request:
-        """Nonblocking Gather: returns a request; see :meth:`Gather`."""
+        """Nonblocking :meth:`Gather` (MPI_Igather).
+
+        Same parameters as :meth:`Gather`; leave the buffers alone until the request completes.
+
+        Returns
+        -------
+        Request
+            Complete it with ``Wait()``, ``Test()`` or ``Request.Waitall``.
+
+        Raises
+        ------
+        MPI.Exception, ValueError, TypeError
+            As :meth:`Gather`, from this call; ``Wait()`` raises :class:`~mpicoll.CollectiveTimeout` when a timeout is
+            set.
+        """
         return self._start("Gather", sendbuf, recvbuf, root, algorithm=algorithm)
 
     def Gather_init(
         self, sendbuf: Any, recvbuf: Any, root: int = 0, info: MPI.Info = MPI.INFO_NULL, *, algorithm: str = "auto"
     ) -> Prequest:
-        """Persistent Gather: returns an inactive request to ``Start()``; see :meth:`Gather`."""
+        """Persistent :meth:`Gather` (MPI_Gather_init).
+
+        Same parameters as :meth:`Gather`, plus ``info`` (default ``MPI.INFO_NULL``: accepted and ignored).
+        The buffers are bound once: change their contents, never the arrays, between starts.
+
+        Returns
+        -------
+        Prequest
+            An inactive request: ``Start()`` then ``Wait()``, as often as needed; ``Free()`` it at the end.
+
+        Raises
+        ------
+        MPI.Exception, ValueError, TypeError
+            As :meth:`Gather`, raised by this call.
+        """
         return self._init("Gather", sendbuf, recvbuf, root, info=info, algorithm=algorithm)
 
     def Gatherv(self, sendbuf: Any, recvbuf: Any, root: int = 0, *, algorithm: str = "auto") -> None:
-        """Gather blocks of varying size at ``root`` (MPI_Gatherv)."""
+        """Gather blocks of varying size at ``root`` (MPI_Gatherv).
+
+        Parameters
+        ----------
+        sendbuf : buffer specification or MPI.IN_PLACE
+            This rank's block; ``MPI.IN_PLACE`` at the root only.
+        recvbuf : buffer specification
+            At ``root``: ``[buf, counts, displs, datatype]`` (``displs`` optional: packed in rank order); ignored
+            elsewhere.
+        root : int, default 0
+            The rank that receives.
+        algorithm : str, default "auto"
+            One of ``mpicoll.algorithms("gatherv")``, or ``"auto"``.
+
+        Raises
+        ------
+        MPI.Exception
+            A bad argument, before any message; also a ``ValueError`` or ``TypeError`` (see :class:`Comm`).
+        ValueError
+            ``algorithm`` is not one of this collective's.
+        MismatchError, CollectiveTimeout
+            Only in debug mode, or with a timeout (see :class:`Comm`).
+        """
         self._run("Gatherv", sendbuf, recvbuf, root, algorithm=algorithm)
 
     def Igatherv(self, sendbuf: Any, recvbuf: Any, root: int = 0, *, algorithm: str = "auto") -> Request:
-        """Nonblocking Gatherv: returns a request; see :meth:`Gatherv`."""
+        """Nonblocking :meth:`Gatherv` (MPI_Igatherv).
+
+        Same parameters as :meth:`Gatherv`; leave the buffers alone until the request completes.
+
+        Returns
+        -------
+        Request
+            Complete it with ``Wait()``, ``Test()`` or ``Request.Waitall``.
+
+        Raises
+        ------
+        MPI.Exception, ValueError, TypeError
+            As :meth:`Gatherv`, from this call; ``Wait()`` raises :class:`~mpicoll.CollectiveTimeout` when a timeout
+            is set.
+        """
         return self._start("Gatherv", sendbuf, recvbuf, root, algorithm=algorithm)
 
     def Gatherv_init(
         self, sendbuf: Any, recvbuf: Any, root: int = 0, info: MPI.Info = MPI.INFO_NULL, *, algorithm: str = "auto"
     ) -> Prequest:
-        """Persistent Gatherv: returns an inactive request to ``Start()``; see :meth:`Gatherv`."""
+        """Persistent :meth:`Gatherv` (MPI_Gatherv_init).
+
+        Same parameters as :meth:`Gatherv`, plus ``info`` (default ``MPI.INFO_NULL``: accepted and ignored).
+        The buffers are bound once: change their contents, never the arrays, between starts.
+
+        Returns
+        -------
+        Prequest
+            An inactive request: ``Start()`` then ``Wait()``, as often as needed; ``Free()`` it at the end.
+
+        Raises
+        ------
+        MPI.Exception, ValueError, TypeError
+            As :meth:`Gatherv`, raised by this call.
+        """
         return self._init("Gatherv", sendbuf, recvbuf, root, info=info, algorithm=algorithm)
 
     def Scatter(self, sendbuf: Any, recvbuf: Any, root: int = 0, *, algorithm: str = "auto") -> None:
-        """Send block i of ``root``'s ``sendbuf`` to rank i (MPI_Scatter)."""
+        """Send block i of ``root``'s ``sendbuf`` to rank i (MPI_Scatter).
+
+        Parameters
+        ----------
+        sendbuf : buffer specification or MPI.IN_PLACE
+            At ``root``: size equal blocks; ignored elsewhere.
+        recvbuf : buffer specification
+            This rank's block; ``MPI.IN_PLACE`` at the root only (it keeps its block in ``sendbuf``).
+        root : int, default 0
+            The rank that sends.
+        algorithm : str, default "auto"
+            One of ``mpicoll.algorithms("scatter")``, or ``"auto"``.
+
+        Raises
+        ------
+        MPI.Exception
+            A bad argument, before any message; also a ``ValueError`` or ``TypeError`` (see :class:`Comm`).
+        ValueError
+            ``algorithm`` is not one of this collective's.
+        MismatchError, CollectiveTimeout
+            Only in debug mode, or with a timeout (see :class:`Comm`).
+        """
         self._run("Scatter", sendbuf, recvbuf, root, algorithm=algorithm)
 
     def Iscatter(self, sendbuf: Any, recvbuf: Any, root: int = 0, *, algorithm: str = "auto") -> Request:
-        """Nonblocking Scatter: returns a request; see :meth:`Scatter`."""
+        """Nonblocking :meth:`Scatter` (MPI_Iscatter).
+
+        Same parameters as :meth:`Scatter`; leave the buffers alone until the request completes.
+
+        Returns
+        -------
+        Request
+            Complete it with ``Wait()``, ``Test()`` or ``Request.Waitall``.
+
+        Raises
+        ------
+        MPI.Exception, ValueError, TypeError
+            As :meth:`Scatter`, from this call; ``Wait()`` raises :class:`~mpicoll.CollectiveTimeout` when a timeout
+            is set.
+        """
         return self._start("Scatter", sendbuf, recvbuf, root, algorithm=algorithm)
 
     def Scatter_init(
         self, sendbuf: Any, recvbuf: Any, root: int = 0, info: MPI.Info = MPI.INFO_NULL, *, algorithm: str = "auto"
     ) -> Prequest:
-        """Persistent Scatter: returns an inactive request to ``Start()``; see :meth:`Scatter`."""
+        """Persistent :meth:`Scatter` (MPI_Scatter_init).
+
+        Same parameters as :meth:`Scatter`, plus ``info`` (default ``MPI.INFO_NULL``: accepted and ignored).
+        The buffers are bound once: change their contents, never the arrays, between starts.
+
+        Returns
+        -------
+        Prequest
+            An inactive request: ``Start()`` then ``Wait()``, as often as needed; ``Free()`` it at the end.
+
+        Raises
+        ------
+        MPI.Exception, ValueError, TypeError
+            As :meth:`Scatter`, raised by this call.
+        """
         return self._init("Scatter", sendbuf, recvbuf, root, info=info, algorithm=algorithm)
 
     def Scatterv(self, sendbuf: Any, recvbuf: Any, root: int = 0, *, algorithm: str = "auto") -> None:
-        """Scatter blocks of varying size from ``root`` (MPI_Scatterv)."""
+        """Scatter blocks of varying size from ``root`` (MPI_Scatterv).
+
+        Parameters
+        ----------
+        sendbuf : buffer specification
+            At ``root``: ``[buf, counts, displs, datatype]`` (``displs`` optional); ignored elsewhere.
+        recvbuf : buffer specification
+            This rank's block; ``MPI.IN_PLACE`` at the root only.
+        root : int, default 0
+            The rank that sends.
+        algorithm : str, default "auto"
+            One of ``mpicoll.algorithms("scatterv")``, or ``"auto"``.
+
+        Raises
+        ------
+        MPI.Exception
+            A bad argument, before any message; also a ``ValueError`` or ``TypeError`` (see :class:`Comm`).
+        ValueError
+            ``algorithm`` is not one of this collective's.
+        MismatchError, CollectiveTimeout
+            Only in debug mode, or with a timeout (see :class:`Comm`).
+        """
         self._run("Scatterv", sendbuf, recvbuf, root, algorithm=algorithm)
 
     def Iscatterv(self, sendbuf: Any, recvbuf: Any, root: int = 0, *, algorithm: str = "auto") -> Request:
-        """Nonblocking Scatterv: returns a request; see :meth:`Scatterv`."""
+        """Nonblocking :meth:`Scatterv` (MPI_Iscatterv).
+
+        Same parameters as :meth:`Scatterv`; leave the buffers alone until the request completes.
+
+        Returns
+        -------
+        Request
+            Complete it with ``Wait()``, ``Test()`` or ``Request.Waitall``.
+
+        Raises
+        ------
+        MPI.Exception, ValueError, TypeError
+            As :meth:`Scatterv`, from this call; ``Wait()`` raises :class:`~mpicoll.CollectiveTimeout` when a timeout
+            is set.
+        """
         return self._start("Scatterv", sendbuf, recvbuf, root, algorithm=algorithm)
 
     def Scatterv_init(
         self, sendbuf: Any, recvbuf: Any, root: int = 0, info: MPI.Info = MPI.INFO_NULL, *, algorithm: str = "auto"
     ) -> Prequest:
-        """Persistent Scatterv: returns an inactive request to ``Start()``; see :meth:`Scatterv`."""
+        """Persistent :meth:`Scatterv` (MPI_Scatterv_init).
+
+        Same parameters as :meth:`Scatterv`, plus ``info`` (default ``MPI.INFO_NULL``: accepted and ignored).
+        The buffers are bound once: change their contents, never the arrays, between starts.
+
+        Returns
+        -------
+        Prequest
+            An inactive request: ``Start()`` then ``Wait()``, as often as needed; ``Free()`` it at the end.
+
+        Raises
+        ------
+        MPI.Exception, ValueError, TypeError
+            As :meth:`Scatterv`, raised by this call.
+        """
         return self._init("Scatterv", sendbuf, recvbuf, root, info=info, algorithm=algorithm)
 
     def Allgather(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> None:
-        """Gather equal blocks from every rank at every rank (MPI_Allgather)."""
+        """Gather equal blocks from every rank at every rank (MPI_Allgather).
+
+        Parameters
+        ----------
+        sendbuf : buffer specification or MPI.IN_PLACE
+            This rank's block; ``MPI.IN_PLACE`` takes it from its place in ``recvbuf``.
+        recvbuf : buffer specification
+            size x the block, block i from rank i.
+        algorithm : str, default "auto"
+            One of ``mpicoll.algorithms("allgather")``, or ``"auto"``.
+
+        Raises
+        ------
+        MPI.Exception
+            A bad argument, before any message; also a ``ValueError`` or ``TypeError`` (see :class:`Comm`).
+        ValueError
+            ``algorithm`` is not one of this collective's.
+        MismatchError, CollectiveTimeout
+            Only in debug mode, or with a timeout (see :class:`Comm`).
+        """
         self._run("Allgather", sendbuf, recvbuf, algorithm=algorithm)
 
     def Iallgather(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> Request:
-        """Nonblocking Allgather: returns a request; see :meth:`Allgather`."""
+        """Nonblocking :meth:`Allgather` (MPI_Iallgather).
+
+        Same parameters as :meth:`Allgather`; leave the buffers alone until the request completes.
+
+        Returns
+        -------
+        Request
+            Complete it with ``Wait()``, ``Test()`` or ``Request.Waitall``.
+
+        Raises
+        ------
+        MPI.Exception, ValueError, TypeError
+            As :meth:`Allgather`, from this call; ``Wait()`` raises :class:`~mpicoll.CollectiveTimeout` when a timeout
+            is set.
+        """
         return self._start("Allgather", sendbuf, recvbuf, algorithm=algorithm)
 
     def Allgather_init(
         self, sendbuf: Any, recvbuf: Any, info: MPI.Info = MPI.INFO_NULL, *, algorithm: str = "auto"
     ) -> Prequest:
-        """Persistent Allgather: returns an inactive request to ``Start()``; see :meth:`Allgather`."""
+        """Persistent :meth:`Allgather` (MPI_Allgather_init).
+
+        Same parameters as :meth:`Allgather`, plus ``info`` (default ``MPI.INFO_NULL``: accepted and ignored).
+        The buffers are bound once: change their contents, never the arrays, between starts.
+
+        Returns
+        -------
+        Prequest
+            An inactive request: ``Start()`` then ``Wait()``, as often as needed; ``Free()`` it at the end.
+
+        Raises
+        ------
+        MPI.Exception, ValueError, TypeError
+            As :meth:`Allgather`, raised by this call.
+        """
         return self._init("Allgather", sendbuf, recvbuf, info=info, algorithm=algorithm)
 
     def Allgatherv(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> None:
-        """Gather blocks of varying size at every rank (MPI_Allgatherv)."""
+        """Gather blocks of varying size at every rank (MPI_Allgatherv).
+
+        Parameters
+        ----------
+        sendbuf : buffer specification or MPI.IN_PLACE
+            This rank's block; ``MPI.IN_PLACE`` takes it from its place in ``recvbuf``.
+        recvbuf : buffer specification
+            ``[buf, counts, displs, datatype]`` (``displs`` optional: packed in rank order).
+        algorithm : str, default "auto"
+            One of ``mpicoll.algorithms("allgatherv")``, or ``"auto"``.
+
+        Raises
+        ------
+        MPI.Exception
+            A bad argument, before any message; also a ``ValueError`` or ``TypeError`` (see :class:`Comm`).
+        ValueError
+            ``algorithm`` is not one of this collective's.
+        MismatchError, CollectiveTimeout
+            Only in debug mode, or with a timeout (see :class:`Comm`).
+        """
         self._run("Allgatherv", sendbuf, recvbuf, algorithm=algorithm)
 
     def Iallgatherv(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> Request:
-        """Nonblocking Allgatherv: returns a request; see :meth:`Allgatherv`."""
+        """Nonblocking :meth:`Allgatherv` (MPI_Iallgatherv).
+
+        Same parameters as :meth:`Allgatherv`; leave the buffers alone until the request completes.
+
+        Returns
+        -------
+        Request
+            Complete it with ``Wait()``, ``Test()`` or ``Request.Waitall``.
+
+        Raises
+        ------
+        MPI.Exception, ValueError, TypeError
+            As :meth:`Allgatherv`, from this call; ``Wait()`` raises :class:`~mpicoll.CollectiveTimeout` when a
+            timeout is set.
+        """
         return self._start("Allgatherv", sendbuf, recvbuf, algorithm=algorithm)
 
     def Allgatherv_init(
         self, sendbuf: Any, recvbuf: Any, info: MPI.Info = MPI.INFO_NULL, *, algorithm: str = "auto"
     ) -> Prequest:
-        """Persistent Allgatherv: returns an inactive request to ``Start()``; see :meth:`Allgatherv`."""
+        """Persistent :meth:`Allgatherv` (MPI_Allgatherv_init).
+
+        Same parameters as :meth:`Allgatherv`, plus ``info`` (default ``MPI.INFO_NULL``: accepted and ignored).
+        The buffers are bound once: change their contents, never the arrays, between starts.
+
+        Returns
+        -------
+        Prequest
+            An inactive request: ``Start()`` then ``Wait()``, as often as needed; ``Free()`` it at the end.
+
+        Raises
+        ------
+        MPI.Exception, ValueError, TypeError
+            As :meth:`Allgatherv`, raised by this call.
+        """
         return self._init("Allgatherv", sendbuf, recvbuf, info=info, algorithm=algorithm)
 
     def Reduce_scatter_block(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto") -> None:
-        """Reduce, then give rank i block i of equal blocks (MPI_Reduce_scatter_block)."""
+        """Reduce, then give rank i block i of equal blocks (MPI_Reduce_scatter_block).
+
+        Parameters
+        ----------
+        sendbuf : buffer specification or MPI.IN_PLACE
+            size equal blocks; ``MPI.IN_PLACE`` takes them from ``recvbuf``.
+        recvbuf : buffer specification
+            This rank's reduced block.
+        op : MPI.Op or mpicoll.Op, default MPI.SUM
+            The reduction; a predefined op must be defined for the dtype.
+        algorithm : str, default "auto"
+            One of ``mpicoll.algorithms("reduce_scatter_block")``, or ``"auto"``.
+
+        Raises
+        ------
+        MPI.Exception
+            A bad argument, before any message; also a ``ValueError`` or ``TypeError`` (see :class:`Comm`).
+        ValueError
+            ``algorithm`` is not one of this collective's.
+        MismatchError, CollectiveTimeout
+            Only in debug mode, or with a timeout (see :class:`Comm`).
+        """
         self._run("Reduce_scatter_block", sendbuf, recvbuf, op, algorithm=algorithm)
 
     def Ireduce_scatter_block(
         self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto"
     ) -> Request:
-        """Nonblocking Reduce_scatter_block: returns a request; see :meth:`Reduce_scatter_block`."""
+        """Nonblocking :meth:`Reduce_scatter_block` (MPI_Ireduce_scatter_block).
+
+        Same parameters as :meth:`Reduce_scatter_block`; leave the buffers alone until the request completes.
+
+        Returns
+        -------
+        Request
+            Complete it with ``Wait()``, ``Test()`` or ``Request.Waitall``.
+
+        Raises
+        ------
+        MPI.Exception, ValueError, TypeError
+            As :meth:`Reduce_scatter_block`, from this call; ``Wait()`` raises :class:`~mpicoll.CollectiveTimeout`
+            when a timeout is set.
+        """
         return self._start("Reduce_scatter_block", sendbuf, recvbuf, op, algorithm=algorithm)
 
     def Reduce_scatter_block_init(
         self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, info: MPI.Info = MPI.INFO_NULL, *, algorithm: str = "auto"
     ) -> Prequest:
-        """Persistent Reduce_scatter_block: an inactive request to ``Start()``; see :meth:`Reduce_scatter_block`."""
+        """Persistent :meth:`Reduce_scatter_block` (MPI_Reduce_scatter_block_init).
+
+        Same parameters as :meth:`Reduce_scatter_block`, plus ``info`` (default ``MPI.INFO_NULL``: accepted and
+        ignored).
+        The buffers are bound once: change their contents, never the arrays, between starts.
+
+        Returns
+        -------
+        Prequest
+            An inactive request: ``Start()`` then ``Wait()``, as often as needed; ``Free()`` it at the end.
+
+        Raises
+        ------
+        MPI.Exception, ValueError, TypeError
+            As :meth:`Reduce_scatter_block`, raised by this call.
+        """
         return self._init("Reduce_scatter_block", sendbuf, recvbuf, op, info=info, algorithm=algorithm)
 
     def Reduce_scatter(
         self, sendbuf: Any, recvbuf: Any, recvcounts: Any = None, op: Any = MPI.SUM, *, algorithm: str = "auto"
     ) -> None:
-        """Reduce, then give rank i ``recvcounts[i]`` elements (MPI_Reduce_scatter)."""
+        """Reduce, then give rank i ``recvcounts[i]`` elements (MPI_Reduce_scatter).
+
+        Parameters
+        ----------
+        sendbuf : buffer specification or MPI.IN_PLACE
+            ``sum(recvcounts)`` elements; ``MPI.IN_PLACE`` takes them from ``recvbuf``.
+        recvbuf : buffer specification
+            This rank's reduced part.
+        recvcounts : sequence of int, optional
+            Elements each rank receives; ``None``: each rank's count of ``recvbuf``, exchanged (as mpi4py does).
+        op : MPI.Op or mpicoll.Op, default MPI.SUM
+            The reduction; a predefined op must be defined for the dtype.
+        algorithm : str, default "auto"
+            One of ``mpicoll.algorithms("reduce_scatter")``, or ``"auto"``.
+
+        Raises
+        ------
+        MPI.Exception
+            A bad argument, before any message; also a ``ValueError`` or ``TypeError`` (see :class:`Comm`).
+        ValueError
+            ``algorithm`` is not one of this collective's.
+        MismatchError, CollectiveTimeout
+            Only in debug mode, or with a timeout (see :class:`Comm`).
+        """
         self._run("Reduce_scatter", sendbuf, recvbuf, recvcounts, op, algorithm=algorithm)
 
     def Ireduce_scatter(
         self, sendbuf: Any, recvbuf: Any, recvcounts: Any = None, op: Any = MPI.SUM, *, algorithm: str = "auto"
     ) -> Request:
-        """Nonblocking Reduce_scatter: returns a request; see :meth:`Reduce_scatter`."""
+        """Nonblocking :meth:`Reduce_scatter` (MPI_Ireduce_scatter).
+
+        Same parameters as :meth:`Reduce_scatter`; leave the buffers alone until the request completes.
+
+        Returns
+        -------
+        Request
+            Complete it with ``Wait()``, ``Test()`` or ``Request.Waitall``.
+
+        Raises
+        ------
+        MPI.Exception, ValueError, TypeError
+            As :meth:`Reduce_scatter`, from this call; ``Wait()`` raises :class:`~mpicoll.CollectiveTimeout` when a
+            timeout is set.
+        """
         return self._start("Reduce_scatter", sendbuf, recvbuf, recvcounts, op, algorithm=algorithm)
 
     def Reduce_scatter_init(
@@ -376,63 +986,269 @@ class Comm(MPI.Intracomm):
         *,
         algorithm: str = "auto",
     ) -> Prequest:
-        """Persistent Reduce_scatter: returns an inactive request to ``Start()``; see :meth:`Reduce_scatter`."""
+        """Persistent :meth:`Reduce_scatter` (MPI_Reduce_scatter_init).
+
+        Same parameters as :meth:`Reduce_scatter`, plus ``info`` (default ``MPI.INFO_NULL``: accepted and ignored).
+        The buffers are bound once: change their contents, never the arrays, between starts.
+
+        Returns
+        -------
+        Prequest
+            An inactive request: ``Start()`` then ``Wait()``, as often as needed; ``Free()`` it at the end.
+
+        Raises
+        ------
+        MPI.Exception, ValueError, TypeError
+            As :meth:`Reduce_scatter`, raised by this call.
+        """
         return self._init("Reduce_scatter", sendbuf, recvbuf, recvcounts, op, info=info, algorithm=algorithm)
 
     def Alltoall(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> None:
-        """Send block j of every rank's ``sendbuf`` to rank j (MPI_Alltoall)."""
+        """Send block j of every rank's ``sendbuf`` to rank j (MPI_Alltoall).
+
+        Parameters
+        ----------
+        sendbuf : buffer specification or MPI.IN_PLACE
+            size equal blocks, block j for rank j; ``MPI.IN_PLACE`` takes them from ``recvbuf``.
+        recvbuf : buffer specification
+            size equal blocks, block i from rank i.
+        algorithm : str, default "auto"
+            One of ``mpicoll.algorithms("alltoall")``, or ``"auto"``.
+
+        Raises
+        ------
+        MPI.Exception
+            A bad argument, before any message; also a ``ValueError`` or ``TypeError`` (see :class:`Comm`).
+        ValueError
+            ``algorithm`` is not one of this collective's.
+        MismatchError, CollectiveTimeout
+            Only in debug mode, or with a timeout (see :class:`Comm`).
+        """
         self._run("Alltoall", sendbuf, recvbuf, algorithm=algorithm)
 
     def Ialltoall(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> Request:
-        """Nonblocking Alltoall: returns a request; see :meth:`Alltoall`."""
+        """Nonblocking :meth:`Alltoall` (MPI_Ialltoall).
+
+        Same parameters as :meth:`Alltoall`; leave the buffers alone until the request completes.
+
+        Returns
+        -------
+        Request
+            Complete it with ``Wait()``, ``Test()`` or ``Request.Waitall``.
+
+        Raises
+        ------
+        MPI.Exception, ValueError, TypeError
+            As :meth:`Alltoall`, from this call; ``Wait()`` raises :class:`~mpicoll.CollectiveTimeout` when a timeout
+            is set.
+        """
         return self._start("Alltoall", sendbuf, recvbuf, algorithm=algorithm)
 
     def Alltoall_init(
         self, sendbuf: Any, recvbuf: Any, info: MPI.Info = MPI.INFO_NULL, *, algorithm: str = "auto"
     ) -> Prequest:
-        """Persistent Alltoall: returns an inactive request to ``Start()``; see :meth:`Alltoall`."""
+        """Persistent :meth:`Alltoall` (MPI_Alltoall_init).
+
+        Same parameters as :meth:`Alltoall`, plus ``info`` (default ``MPI.INFO_NULL``: accepted and ignored).
+        The buffers are bound once: change their contents, never the arrays, between starts.
+
+        Returns
+        -------
+        Prequest
+            An inactive request: ``Start()`` then ``Wait()``, as often as needed; ``Free()`` it at the end.
+
+        Raises
+        ------
+        MPI.Exception, ValueError, TypeError
+            As :meth:`Alltoall`, raised by this call.
+        """
         return self._init("Alltoall", sendbuf, recvbuf, info=info, algorithm=algorithm)
 
     def Alltoallv(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> None:
-        """All-to-all with blocks of varying size (MPI_Alltoallv)."""
+        """All-to-all with blocks of varying size (MPI_Alltoallv).
+
+        Parameters
+        ----------
+        sendbuf : buffer specification or MPI.IN_PLACE
+            ``[buf, counts, displs, datatype]``: block j for rank j; ``MPI.IN_PLACE`` takes them from ``recvbuf``.
+        recvbuf : buffer specification
+            ``[buf, counts, displs, datatype]``: block i from rank i.
+        algorithm : str, default "auto"
+            One of ``mpicoll.algorithms("alltoallv")``, or ``"auto"``.
+
+        Raises
+        ------
+        MPI.Exception
+            A bad argument, before any message; also a ``ValueError`` or ``TypeError`` (see :class:`Comm`).
+        ValueError
+            ``algorithm`` is not one of this collective's.
+        MismatchError, CollectiveTimeout
+            Only in debug mode, or with a timeout (see :class:`Comm`).
+        """
         self._run("Alltoallv", sendbuf, recvbuf, algorithm=algorithm)
 
     def Ialltoallv(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> Request:
-        """Nonblocking Alltoallv: returns a request; see :meth:`Alltoallv`."""
+        """Nonblocking :meth:`Alltoallv` (MPI_Ialltoallv).
+
+        Same parameters as :meth:`Alltoallv`; leave the buffers alone until the request completes.
+
+        Returns
+        -------
+        Request
+            Complete it with ``Wait()``, ``Test()`` or ``Request.Waitall``.
+
+        Raises
+        ------
+        MPI.Exception, ValueError, TypeError
+            As :meth:`Alltoallv`, from this call; ``Wait()`` raises :class:`~mpicoll.CollectiveTimeout` when a timeout
+            is set.
+        """
         return self._start("Alltoallv", sendbuf, recvbuf, algorithm=algorithm)
 
     def Alltoallv_init(
         self, sendbuf: Any, recvbuf: Any, info: MPI.Info = MPI.INFO_NULL, *, algorithm: str = "auto"
     ) -> Prequest:
-        """Persistent Alltoallv: returns an inactive request to ``Start()``; see :meth:`Alltoallv`."""
+        """Persistent :meth:`Alltoallv` (MPI_Alltoallv_init).
+
+        Same parameters as :meth:`Alltoallv`, plus ``info`` (default ``MPI.INFO_NULL``: accepted and ignored).
+        The buffers are bound once: change their contents, never the arrays, between starts.
+
+        Returns
+        -------
+        Prequest
+            An inactive request: ``Start()`` then ``Wait()``, as often as needed; ``Free()`` it at the end.
+
+        Raises
+        ------
+        MPI.Exception, ValueError, TypeError
+            As :meth:`Alltoallv`, raised by this call.
+        """
         return self._init("Alltoallv", sendbuf, recvbuf, info=info, algorithm=algorithm)
 
     def Scan(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto") -> None:
-        """Inclusive prefix reduction: rank i gets ranks 0..i reduced (MPI_Scan)."""
+        """Inclusive prefix reduction: rank i gets ranks 0..i reduced (MPI_Scan).
+
+        Parameters
+        ----------
+        sendbuf : buffer specification or MPI.IN_PLACE
+            This rank's contribution; ``MPI.IN_PLACE`` takes it from ``recvbuf``.
+        recvbuf : buffer specification
+            The prefix result.
+        op : MPI.Op or mpicoll.Op, default MPI.SUM
+            The reduction; a predefined op must be defined for the dtype.
+        algorithm : str, default "auto"
+            One of ``mpicoll.algorithms("scan")``, or ``"auto"``.
+
+        Raises
+        ------
+        MPI.Exception
+            A bad argument, before any message; also a ``ValueError`` or ``TypeError`` (see :class:`Comm`).
+        ValueError
+            ``algorithm`` is not one of this collective's.
+        MismatchError, CollectiveTimeout
+            Only in debug mode, or with a timeout (see :class:`Comm`).
+        """
         self._run("Scan", sendbuf, recvbuf, op, algorithm=algorithm)
 
     def Iscan(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto") -> Request:
-        """Nonblocking Scan: returns a request; see :meth:`Scan`."""
+        """Nonblocking :meth:`Scan` (MPI_Iscan).
+
+        Same parameters as :meth:`Scan`; leave the buffers alone until the request completes.
+
+        Returns
+        -------
+        Request
+            Complete it with ``Wait()``, ``Test()`` or ``Request.Waitall``.
+
+        Raises
+        ------
+        MPI.Exception, ValueError, TypeError
+            As :meth:`Scan`, from this call; ``Wait()`` raises :class:`~mpicoll.CollectiveTimeout` when a timeout is
+            set.
+        """
         return self._start("Scan", sendbuf, recvbuf, op, algorithm=algorithm)
 
     def Scan_init(
         self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, info: MPI.Info = MPI.INFO_NULL, *, algorithm: str = "auto"
     ) -> Prequest:
-        """Persistent Scan: returns an inactive request to ``Start()``; see :meth:`Scan`."""
+        """Persistent :meth:`Scan` (MPI_Scan_init).
+
+        Same parameters as :meth:`Scan`, plus ``info`` (default ``MPI.INFO_NULL``: accepted and ignored).
+        The buffers are bound once: change their contents, never the arrays, between starts.
+
+        Returns
+        -------
+        Prequest
+            An inactive request: ``Start()`` then ``Wait()``, as often as needed; ``Free()`` it at the end.
+
+        Raises
+        ------
+        MPI.Exception, ValueError, TypeError
+            As :meth:`Scan`, raised by this call.
+        """
         return self._init("Scan", sendbuf, recvbuf, op, info=info, algorithm=algorithm)
 
     def Exscan(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto") -> None:
-        """Exclusive prefix reduction: rank i gets ranks 0..i-1 reduced (MPI_Exscan)."""
+        """Exclusive prefix reduction: rank i gets ranks 0..i-1 reduced (MPI_Exscan).
+
+        Parameters
+        ----------
+        sendbuf : buffer specification or MPI.IN_PLACE
+            This rank's contribution; ``MPI.IN_PLACE`` takes it from ``recvbuf``.
+        recvbuf : buffer specification
+            The prefix result; undefined on rank 0, as in MPI.
+        op : MPI.Op or mpicoll.Op, default MPI.SUM
+            The reduction; a predefined op must be defined for the dtype.
+        algorithm : str, default "auto"
+            One of ``mpicoll.algorithms("exscan")``, or ``"auto"``.
+
+        Raises
+        ------
+        MPI.Exception
+            A bad argument, before any message; also a ``ValueError`` or ``TypeError`` (see :class:`Comm`).
+        ValueError
+            ``algorithm`` is not one of this collective's.
+        MismatchError, CollectiveTimeout
+            Only in debug mode, or with a timeout (see :class:`Comm`).
+        """
         self._run("Exscan", sendbuf, recvbuf, op, algorithm=algorithm)
 
     def Iexscan(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto") -> Request:
-        """Nonblocking Exscan: returns a request; see :meth:`Exscan`."""
+        """Nonblocking :meth:`Exscan` (MPI_Iexscan).
+
+        Same parameters as :meth:`Exscan`; leave the buffers alone until the request completes.
+
+        Returns
+        -------
+        Request
+            Complete it with ``Wait()``, ``Test()`` or ``Request.Waitall``.
+
+        Raises
+        ------
+        MPI.Exception, ValueError, TypeError
+            As :meth:`Exscan`, from this call; ``Wait()`` raises :class:`~mpicoll.CollectiveTimeout` when a timeout is
+            set.
+        """
         return self._start("Exscan", sendbuf, recvbuf, op, algorithm=algorithm)
 
     def Exscan_init(
         self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, info: MPI.Info = MPI.INFO_NULL, *, algorithm: str = "auto"
     ) -> Prequest:
-        """Persistent Exscan: returns an inactive request to ``Start()``; see :meth:`Exscan`."""
+        """Persistent :meth:`Exscan` (MPI_Exscan_init).
+
+        Same parameters as :meth:`Exscan`, plus ``info`` (default ``MPI.INFO_NULL``: accepted and ignored).
+        The buffers are bound once: change their contents, never the arrays, between starts.
+
+        Returns
+        -------
+        Prequest
+            An inactive request: ``Start()`` then ``Wait()``, as often as needed; ``Free()`` it at the end.
+
+        Raises
+        ------
+        MPI.Exception, ValueError, TypeError
+            As :meth:`Exscan`, raised by this call.
+        """
         return self._init("Exscan", sendbuf, recvbuf, op, info=info, algorithm=algorithm)
 
     # -- derived communicators stay wrapped ------------------------------------

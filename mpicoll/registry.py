@@ -85,13 +85,35 @@ def _load() -> None:
 
 
 def collectives() -> list[str]:
-    """Collectives that have at least one algorithm."""
+    """The collectives that have at least one algorithm.
+
+    Returns
+    -------
+    list of str
+        Lower-case names, sorted (``"allreduce"``, ``"bcast"``, ...).
+    """
     _load()
     return sorted(_REGISTRY)
 
 
 def algorithms(collective: str) -> list[str]:
-    """Names of the algorithms registered for ``collective`` (e.g. ``"allreduce"``)."""
+    """The names of the algorithms registered for ``collective``.
+
+    Parameters
+    ----------
+    collective : str
+        A name from :func:`collectives` (any case), e.g. ``"allreduce"``.
+
+    Returns
+    -------
+    list of str
+        In registration order; every one is a valid ``algorithm=`` of the collective's method.
+
+    Raises
+    ------
+    ValueError
+        Unknown collective (the message lists the known ones).
+    """
     _load()
     key = collective.lower()
     if key not in _REGISTRY:
@@ -184,7 +206,34 @@ _schedule = _ScheduleCache()
 
 
 def schedule(collective: str, name: str, rank: int, size: int, **params: Any) -> Schedule:
-    """The (cached) schedule of ``rank`` among ``size`` ranks."""
+    """One rank's schedule: the rounds of messages and local steps it runs.
+
+    Built once and kept in a cache bounded by the total number of rounds.
+
+    Parameters
+    ----------
+    collective : str
+        A name from :func:`collectives`, e.g. ``"allreduce"``.
+    name : str
+        An algorithm of it, from :func:`algorithms` (not ``"auto"``).
+    rank : int
+        The rank, ``0 <= rank < size``.
+    size : int
+        The number of ranks.
+    **params
+        The algorithm's own parameters, if it has any (e.g. ``root``).
+
+    Returns
+    -------
+    Schedule
+
+    Raises
+    ------
+    ValueError
+        Unknown collective or algorithm, or ``rank`` out of range.
+    TypeError
+        A parameter the algorithm does not take.
+    """
     if not 0 <= rank < size:
         raise ValueError(f"rank {rank} is out of range for size {size}")
     alg = get(collective, name)
@@ -195,6 +244,21 @@ def schedule(collective: str, name: str, rank: int, size: int, **params: Any) ->
 
 
 def schedules(collective: str, name: str, size: int, **params: Any) -> ScheduleSet:
-    """The schedules of all ``size`` ranks; ``print()`` it for a rounds x ranks table."""
+    """The schedules of all ``size`` ranks; ``print()`` it for a rounds x ranks table.
+
+    Parameters
+    ----------
+    collective, name, size, **params
+        As for :func:`schedule`.
+
+    Returns
+    -------
+    ScheduleSet
+
+    Raises
+    ------
+    ValueError, TypeError
+        As :func:`schedule`.
+    """
     with gc_paused():
         return ScheduleSet(tuple(schedule(collective, name, r, size, **params) for r in range(size)))

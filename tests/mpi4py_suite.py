@@ -2,9 +2,9 @@
 """Run mpi4py's own collective test suites against :class:`mpicoll.Comm`.
 
 mpi4py ships its tests in its source distribution only.  :func:`test_dir` gets
-the ``test/`` folder of the sdist of the *installed* mpi4py version (from the
-package index's simple page, sha256-checked, or else ``pip download --no-binary
-:all: --no-deps``; once, cached in ``~/.cache/mpicoll`` or ``$MPICOLL_CACHE``), and
+the ``test/`` folder of the sdist of the *installed* mpi4py version (see
+:mod:`mpicoll._mpi4py_sdist`: from the package index, sha256-checked, or else
+``pip download``; once, cached in ``~/.cache/mpicoll`` or ``$MPICOLL_CACHE``), and
 :func:`suite` builds, at run time, one test class per concrete test class of the
 ``test_cco_*`` modules (world, self and the dups of world and self): a subclass
 whose communicator is wrapped in ``mpicoll.Comm``.  mpi4py's own skips and
@@ -31,10 +31,7 @@ import functools
 import importlib
 import json
 import os
-import shutil
-import subprocess
 import sys
-import tarfile
 import time
 import traceback
 import unittest
@@ -44,86 +41,11 @@ from typing import Any
 MODULES = ("test_cco_buf", "test_cco_vec", "test_cco_nb_buf", "test_cco_nb_vec", "test_cco_pr_buf", "test_cco_pr_vec")
 
 
-def cache_dir() -> str:
-    """Where downloaded sdists are kept (outside the source tree)."""
-    return os.environ.get("MPICOLL_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "mpicoll")
-
-
 def test_dir(version: str | None = None) -> str:
     """The ``test/`` folder of mpi4py's sdist for ``version`` (default: the installed one), fetched once."""
-    if version is None:
-        import mpi4py
+    from mpicoll._mpi4py_sdist import sdist_dir  # noqa: PLC0415 - the repository root joins sys.path in main()
 
-        version = mpi4py.__version__
-    root = cache_dir()
-    target = os.path.join(root, f"mpi4py-{version}", "test")
-    if os.path.isfile(os.path.join(target, "arrayimpl.py")):
-        return target
-    os.makedirs(root, exist_ok=True)
-    sdist = os.path.join(root, f"mpi4py-{version}.tar.gz")
-    if not os.path.exists(sdist):
-        _download_sdist(version, sdist)
-    prefix = f"mpi4py-{version}/test/"
-    with tarfile.open(sdist) as tar:
-        members = [m for m in tar.getmembers() if m.name.startswith(prefix) and m.isfile()]
-        # the "data" filter where this Python has it (3.11.4+); the members are plain files under test/
-        tar.extractall(root, members=members, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
-    return target
-
-
-def _download_sdist(version: str, target: str) -> None:
-    """Fetch mpi4py's sdist for ``version`` into ``target``.
-
-    First straight from the package index's simple page (PEP 503; ``PIP_INDEX_URL``
-    or PyPI), checked against the index's sha256: seconds.  Failing that,
-    ``pip download --no-binary :all: --no-deps``, which also works behind a pip
-    configuration of its own but takes minutes, since pip builds the sdist's
-    metadata first.  pip comes from this interpreter, or else from ``python3`` on
-    the ``PATH`` (a virtual environment made with ``--without-pip`` has none).
-    """
-    try:
-        _fetch_from_index(version, target)
-        return
-    except Exception as exc:  # no index reachable this way: let pip try
-        print(f"mpi4py suites: fetching the sdist from the index failed ({exc}); trying pip download", flush=True)
-    python3 = shutil.which("python3")
-    for python in [sys.executable] + ([python3] if python3 else []):
-        if subprocess.run([python, "-m", "pip", "--version"], capture_output=True).returncode == 0:
-            break
-    else:
-        raise RuntimeError("no pip found to download mpi4py's test suite")
-    subprocess.run([python, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--no-binary",
-                    ":all:", "--no-deps", "-d", os.path.dirname(target), f"mpi4py=={version}"], check=True)
-    if not os.path.exists(target):
-        raise RuntimeError(f"pip download did not produce {target}")
-
-
-def _fetch_from_index(version: str, target: str) -> None:
-    """Download ``mpi4py-VERSION.tar.gz`` from the simple index, verify its sha256, write it to ``target``."""
-    import hashlib
-    import re
-    import urllib.parse
-    import urllib.request
-
-    index = os.environ.get("PIP_INDEX_URL", "https://pypi.org/simple").rstrip("/")
-    page_url = f"{index}/mpi4py/"
-    with urllib.request.urlopen(page_url, timeout=60) as page:
-        html = page.read().decode()
-    name = re.escape(f"mpi4py-{version}.tar.gz")
-    found = re.search(rf'href="([^"]*{name}[^"]*)"', html)
-    if found is None:
-        raise RuntimeError(f"{page_url} lists no mpi4py-{version}.tar.gz")
-    url, _, fragment = found.group(1).replace("&amp;", "&").partition("#")
-    digest = fragment.split("sha256=", 1)[1] if "sha256=" in fragment else None
-    if digest is None:
-        raise RuntimeError(f"{page_url} gives no sha256 for mpi4py-{version}.tar.gz")
-    with urllib.request.urlopen(urllib.parse.urljoin(page_url, url), timeout=300) as response:
-        data = response.read()
-    if hashlib.sha256(data).hexdigest() != digest:
-        raise RuntimeError(f"mpi4py-{version}.tar.gz does not match the index's sha256")
-    with open(target + ".part", "wb") as fh:
-        fh.write(data)
-    os.replace(target + ".part", target)
+    return sdist_dir("test", "arrayimpl.py", version)
 
 
 def wrapped(cls: type, comm_type: type) -> type:
@@ -274,8 +196,8 @@ def main() -> int:
     parser.add_argument("-k", help="only test methods whose name contains this")
     parser.add_argument("-v", action="store_true", help="one line per test on rank 0")
     ns = parser.parse_args()
-    directory = ns.testdir or test_dir()
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    directory = ns.testdir or test_dir()
     from mpi4py import MPI
 
     import mpicoll

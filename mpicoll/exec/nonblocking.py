@@ -127,7 +127,25 @@ class _Collective:
     # -- mpi4py's names ---------------------------------------------------------
 
     def Wait(self, status: MPI.Status | None = None) -> bool:
-        """Block until the collective is complete, moving every outstanding mpicoll request along."""
+        """Block until the collective is complete, moving every outstanding mpicoll request along.
+
+        Parameters
+        ----------
+        status : MPI.Status, optional
+            Set empty, as MPI does for collectives.
+
+        Returns
+        -------
+        bool
+            Always True (mpi4py's convention).
+
+        Raises
+        ------
+        RuntimeError
+            The request was freed.
+        CollectiveTimeout
+            The communicator has a timeout and the collective made no progress for that long.
+        """
         state = self._state
         if state == _FREED:
             raise RuntimeError(f"{self!r} was freed: it cannot be waited on")
@@ -144,7 +162,23 @@ class _Collective:
         return True
 
     def Test(self, status: MPI.Status | None = None) -> bool:
-        """Move every outstanding mpicoll request along; True (and the request is done) when this one is complete."""
+        """Move every outstanding mpicoll request along, without blocking.
+
+        Parameters
+        ----------
+        status : MPI.Status, optional
+            Set empty when complete.
+
+        Returns
+        -------
+        bool
+            True when this request is complete (it is then done, as after ``Wait()``).
+
+        Raises
+        ------
+        RuntimeError
+            The request was freed.
+        """
         if not self._done():
             return False
         self._state = _INACTIVE
@@ -152,7 +186,13 @@ class _Collective:
         return True
 
     def Free(self) -> None:
-        """Release the request; MPI forbids freeing an active collective request, so that raises."""
+        """Release the request.
+
+        Raises
+        ------
+        RuntimeError
+            The request is active: MPI forbids freeing an active collective request.
+        """
         if self._state in (_RUNNING, _COMPLETE):
             raise RuntimeError(f"{self!r} is active: complete it with Wait() or Test() before Free()")
         self._state = _FREED
@@ -165,14 +205,37 @@ class _Collective:
 
     @staticmethod
     def Waitall(requests: Sequence[Any], statuses: list[MPI.Status] | None = None) -> bool:
-        """Wait for every request (mpicoll's or MPI's) in ``requests``."""
+        """Wait for every request (mpicoll's or MPI's) in ``requests``.
+
+        Parameters
+        ----------
+        requests : sequence of Request, Prequest or MPI.Request
+            Completed in order.
+        statuses : list of MPI.Status, optional
+            One per request.
+
+        Returns
+        -------
+        bool
+            Always True.
+        """
         for i, req in enumerate(requests):
             _wait_one(req, statuses[i] if statuses is not None else None)
         return True
 
     @staticmethod
     def Testall(requests: Sequence[Any], statuses: list[MPI.Status] | None = None) -> bool:
-        """True, completing them all, when every request is complete; otherwise False and none is completed."""
+        """Whether every request is complete; if so, complete them all, else complete none.
+
+        Parameters
+        ----------
+        requests : sequence of Request, Prequest or MPI.Request
+        statuses : list of MPI.Status, optional
+
+        Returns
+        -------
+        bool
+        """
         progress()
         if not all(_is_complete(req) for req in requests):
             return False
@@ -180,7 +243,18 @@ class _Collective:
 
     @staticmethod
     def Waitany(requests: Sequence[Any], status: MPI.Status | None = None) -> int:
-        """Index of a completed request (now completed), or ``MPI.UNDEFINED`` when none is active."""
+        """Block until one request completes.
+
+        Parameters
+        ----------
+        requests : sequence of Request, Prequest or MPI.Request
+        status : MPI.Status, optional
+
+        Returns
+        -------
+        int
+            The index of the request completed now, or ``MPI.UNDEFINED`` when none is active.
+        """
         while True:
             index, flag = _Collective.Testany(requests, status)
             if flag:
@@ -192,9 +266,18 @@ class _Collective:
 
     @staticmethod
     def Testany(requests: Sequence[Any], status: MPI.Status | None = None) -> tuple[int, bool]:
-        """``(index, True)`` for a completed request, ``(MPI.UNDEFINED, True)`` if none is active.
+        """Complete one request if one is complete, without blocking.
 
-        Otherwise ``(MPI.UNDEFINED, False)``; every outstanding request moved along first.
+        Parameters
+        ----------
+        requests : sequence of Request, Prequest or MPI.Request
+        status : MPI.Status, optional
+
+        Returns
+        -------
+        tuple of (int, bool)
+            ``(index, True)`` for a request completed now, ``(MPI.UNDEFINED, True)`` if none is active,
+            otherwise ``(MPI.UNDEFINED, False)``; every outstanding request is moved along first.
         """
         progress()
         active = False
@@ -209,7 +292,17 @@ class _Collective:
 
     @staticmethod
     def Startall(requests: Iterable[Prequest]) -> None:
-        """Start every persistent request in ``requests``."""
+        """Start every persistent request in ``requests``.
+
+        Parameters
+        ----------
+        requests : iterable of Prequest
+
+        Raises
+        ------
+        RuntimeError
+            A request is freed or still active (see :meth:`Prequest.Start`).
+        """
         for req in requests:
             req.Start()
 
@@ -277,7 +370,13 @@ class Prequest(_Collective):
         return reqs
 
     def Start(self) -> None:
-        """Run the collective once more with the buffers' current contents."""
+        """Run the collective once more with the buffers' current contents.
+
+        Raises
+        ------
+        RuntimeError
+            The request was freed, or is still active (``Wait()`` or ``Test()`` it to completion first).
+        """
         state = self._state
         if state != _INACTIVE:
             raise RuntimeError(f"{self!r} cannot be started: " + ("it was freed" if state == _FREED else
@@ -295,7 +394,13 @@ class Prequest(_Collective):
             self._launch()
 
     def Free(self) -> None:
-        """Release the MPI persistent requests; the request cannot be started again."""
+        """Release the MPI persistent requests; the request cannot be started again.
+
+        Raises
+        ------
+        RuntimeError
+            The request is active (started and not yet completed).
+        """
         super().Free()
         self._free_requests()
 
