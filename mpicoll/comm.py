@@ -1125,6 +1125,69 @@ class Comm(MPI.Intracomm):
         """
         return self._init("Alltoallv", sendbuf, recvbuf, info=info, algorithm=algorithm)
 
+    def Alltoallw(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> None:
+        """All-to-all with a count, byte displacement and datatype per block (MPI_Alltoallw).
+
+        Parameters
+        ----------
+        sendbuf : buffer specification or MPI.IN_PLACE
+            ``[buf, counts, displs, datatypes]``: block j, ``counts[j]`` elements of ``datatypes[j]`` from byte
+            ``displs[j]``, for rank j; ``MPI.IN_PLACE`` takes them from ``recvbuf``.
+        recvbuf : buffer specification
+            ``[buf, counts, displs, datatypes]``: block i from rank i (same type signature size as rank
+            i's block for this rank).
+        algorithm : str, default "auto"
+            One of ``mpicoll.algorithms("alltoallw")``, or ``"auto"``.
+
+        Raises
+        ------
+        MPI.Exception
+            A bad argument, before any message; also a ``ValueError`` or ``TypeError`` (see :class:`Comm`).
+        ValueError
+            ``algorithm`` is not one of this collective's.
+        MismatchError, CollectiveTimeout
+            Only in debug mode, or with a timeout (see :class:`Comm`).
+        """
+        self._run("Alltoallw", sendbuf, recvbuf, algorithm=algorithm)
+
+    def Ialltoallw(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> Request:
+        """Nonblocking :meth:`Alltoallw` (MPI_Ialltoallw).
+
+        Same parameters as :meth:`Alltoallw`; leave the buffers alone until the request completes.
+
+        Returns
+        -------
+        Request
+            Complete it with ``Wait()``, ``Test()`` or ``Request.Waitall``.
+
+        Raises
+        ------
+        MPI.Exception, ValueError, TypeError
+            As :meth:`Alltoallw`, from this call; ``Wait()`` raises :class:`~mpicoll.CollectiveTimeout` when a timeout
+            is set.
+        """
+        return self._start("Alltoallw", sendbuf, recvbuf, algorithm=algorithm)
+
+    def Alltoallw_init(
+        self, sendbuf: Any, recvbuf: Any, info: MPI.Info = MPI.INFO_NULL, *, algorithm: str = "auto"
+    ) -> Prequest:
+        """Persistent :meth:`Alltoallw` (MPI_Alltoallw_init).
+
+        Same parameters as :meth:`Alltoallw`, plus ``info`` (default ``MPI.INFO_NULL``: accepted and ignored).
+        The buffers are bound once: change their contents, never the arrays, between starts.
+
+        Returns
+        -------
+        Prequest
+            An inactive request: ``Start()`` then ``Wait()``, as often as needed; ``Free()`` it at the end.
+
+        Raises
+        ------
+        MPI.Exception, ValueError, TypeError
+            As :meth:`Alltoallw`, raised by this call.
+        """
+        return self._init("Alltoallw", sendbuf, recvbuf, info=info, algorithm=algorithm)
+
     def Scan(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto") -> None:
         """Inclusive prefix reduction: rank i gets ranks 0..i reduced (MPI_Scan).
 

@@ -34,7 +34,7 @@ from mpi4py import MPI
 
 from . import errors
 
-__all__ = ["Typemap", "describe", "check_reducible", "Packed", "pack", "staging", "Staged"]
+__all__ = ["Typemap", "describe", "check_reducible", "Packed", "pack", "stage", "staging", "Staged"]
 
 _DENSE_COMBINERS = ("NAMED", "DUP", "CONTIGUOUS")
 
@@ -194,6 +194,13 @@ def pack(raw: np.ndarray, datatype: MPI.Datatype, typemap: Typemap, counts: list
     return packed
 
 
+def stage(packed: Any, writable: bool) -> None:
+    """Register a :class:`Packed` (or anything with ``pack()`` and ``unpack()``) built by a caller
+    (Alltoallw's per-peer blocks) with the call being prepared:
+    packed again whenever a persistent request starts, unpacked (``writable``) when the call completes."""
+    _current().add(packed, writable)
+
+
 # -- staging: unpack received data when the call completes --------------------------------------------
 
 
@@ -204,7 +211,7 @@ class Staged:
         self.pack: list[Callable[[], None]] = []
         self.unpack: list[Callable[[], None]] = []
 
-    def add(self, packed: Packed, writable: bool) -> None:
+    def add(self, packed: Any, writable: bool) -> None:
         self.pack.append(packed.pack)
         if writable:
             self.unpack.append(packed.unpack)

@@ -360,6 +360,7 @@ _BOUNDS: dict[str, tuple[Callable[[int, int], float], Callable[[int, int], float
     "reduce_scatter_block": (lambda p, n: (p - 1) / p * n, lambda p, n: (p - 1) / p * n),
 }
 _BOUNDS.update({v: _BOUNDS[v[:-1]] for v in ("scatterv", "gatherv", "allgatherv", "alltoallv")})
+_BOUNDS["alltoallw"] = _BOUNDS["alltoall"]
 
 
 def lower_bound(collective: str, size: int, nbytes: int, machine: Machine) -> float:

@@ -167,6 +167,7 @@ def allgather(rank: int, size: int):
 
 @register("alltoall", "linear")
 @register("alltoallv", "linear")
+@register("alltoallw", "linear")
 def alltoall(rank: int, size: int):
     """One round: send block j to every rank j, receive block j from every rank j.
 

@@ -13,6 +13,7 @@ from ..schedule import Block, Timeline
 
 @register("alltoall", "pairwise")
 @register("alltoallv", "pairwise")
+@register("alltoallw", "pairwise")
 def alltoall(rank: int, size: int):
     """Step s = 1 .. p-1: send block r + s to rank r + s, receive block r - s from rank r - s.
 

@@ -131,6 +131,15 @@ def _alltoallv(c: MPI.Comm, s: int) -> Call:
     return Call(([send, counts, displs, DOUBLE], [recv, counts, displs, DOUBLE]), [send, recv], [recv])
 
 
+def _alltoallw(c: MPI.Comm, s: int) -> Call:
+    # as _alltoallv, with per-peer datatypes (doubles to even ranks, int64 to odd ones) and byte displacements
+    counts = [(c.rank + j) % 3 for j in range(c.size)]
+    displs = [8 * int(sum(counts[:j])) for j in range(c.size)]
+    types = [DOUBLE if j % 2 == 0 else MPI.INT64_T for j in range(c.size)]
+    send, recv = data(c, sum(counts), s), np.zeros(sum(counts) + 1)
+    return Call(([send, counts, displs, types], [recv, counts, displs, types]), [send, recv], [recv])
+
+
 def _scan(c: MPI.Comm, s: int) -> Call:
     send, recv = data(c, 5, s), np.zeros(5)
     return Call((send, recv, MPI.SUM), [send, recv], [recv])
@@ -149,7 +158,7 @@ CASES: dict[str, Callable[[MPI.Comm, int], Call]] = {
     "Bcast": _bcast, "Reduce": _reduce, "Allreduce": _allreduce, "Gather": _gather, "Gatherv": _gatherv,
     "Scatter": _scatter, "Scatterv": _scatterv, "Allgather": _allgather, "Allgatherv": _allgatherv,
     "Reduce_scatter_block": _reduce_scatter_block, "Reduce_scatter": _reduce_scatter, "Alltoall": _alltoall,
-    "Alltoallv": _alltoallv, "Scan": _scan, "Exscan": _exscan, "Barrier": _barrier,
+    "Alltoallv": _alltoallv, "Alltoallw": _alltoallw, "Scan": _scan, "Exscan": _exscan, "Barrier": _barrier,
 }
 METHODS = sorted(CASES)
 

@@ -1,0 +1,215 @@
+"""Alltoallw: rank i's block j goes to rank j's block i, each block with its own datatype.
+
+Both buffers are ``[buf, counts, displs, datatypes]`` (or ``[buf, (counts,
+displs), datatypes]``), as mpi4py takes them: block j is ``counts[j]`` elements
+of ``datatypes[j]`` starting ``displs[j]`` **bytes** into ``buf``.  Rank i's
+block j and rank j's block i must have the same type signature; mpicoll checks
+their sizes where one rank can see both (its own block) and moves bytes: each
+block is a byte view of the buffer where the datatype is dense (predefined or
+contiguous), else the datatype's elements packed by MPI's ``Datatype.Pack``
+and unpacked on the receiving side with that rank's own datatype.
+
+The schedules are Alltoallv's, over byte blocks.  "auto" picks:
+
+======================================================  ====================
+condition                                               algorithm
+======================================================  ====================
+p <= 4                                                  linear (one round)
+otherwise                                               pairwise
+======================================================  ====================
+
+``sendbuf`` ``IN_PLACE`` (or None): ``recvbuf``'s blocks (with the receive
+datatypes) are sent and then replaced, through scratch as for Alltoall.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from mpi4py import MPI
+
+from .. import datatypes, errors, selection
+from ..buffers import VBuffer, _as_array, _is_writable, as_count, is_in_place
+from ..layout import Layout
+from . import Plan, Spec, debug_check
+from . import alltoall as _alltoall
+from ._checks import check_count, check_disjoint
+
+if TYPE_CHECKING:
+    from ..comm import Comm
+
+SPEC = Spec("alltoallw", reduces=False, in_place=False, inputs=_alltoall.SPEC.inputs,
+            outputs=_alltoall.SPEC.outputs, simulate=_alltoall.simulate_setup)
+
+
+@selection.auto_rule("alltoallw")
+def auto(*, size: int, nbytes: int, count: int, commutative: bool) -> str:
+    return "linear" if size <= 4 else "pairwise"
+
+
+@dataclass(frozen=True)
+class WBuffer:
+    """A ``[buf, counts, displs, datatypes]`` argument: ``raw`` is the buffer's bytes; block j is
+    ``counts[j]`` elements of ``types[j]`` (described by ``maps[j]``) from byte ``displs[j]``."""
+
+    raw: np.ndarray
+    counts: tuple[int, ...]
+    displs: tuple[int, ...]
+    types: tuple[MPI.Datatype, ...]
+    maps: tuple[datatypes.Typemap, ...]
+    bottom: bool = False   # ``MPI.BOTTOM``: the datatypes hold absolute addresses
+
+    @property
+    def nbytes(self) -> tuple[int, ...]:
+        """The bytes of each block's type signature: what travels."""
+        return tuple(c * t.Get_size() for c, t in zip(self.counts, self.types))
+
+    @property
+    def dense(self) -> bool:
+        """Every block is its bytes, in place in ``raw`` (no packing needed)."""
+        return all((m.dense and not self.bottom) or not c for c, m in zip(self.counts, self.maps))
+
+
+def parse_w(spec: Any, what: str, size: int, *, writable: bool = False) -> WBuffer:
+    """Check one Alltoallw buffer argument; every block must lie inside the buffer (``MPI.ERR_COUNT``)."""
+    if not isinstance(spec, (list, tuple)) or len(spec) not in (3, 4):
+        raise errors.BufferValueError(f"{what}: Alltoallw takes [buf, counts, displs, datatypes] or "
+                                      f"[buf, (counts, displs), datatypes], got {type(spec).__name__}")
+    if len(spec) == 3:
+        if not isinstance(spec[1], (list, tuple)) or len(spec[1]) != 2:
+            raise errors.BufferValueError(f"{what}: expected (counts, displs) in [buf, (counts, displs), datatypes]")
+        obj, (counts, displs), types = spec[0], spec[1], spec[2]
+    else:
+        obj, counts, displs, types = spec
+    if obj is MPI.BOTTOM:
+        return _parse_bottom(counts, displs, types, what, size)
+    array, xp = _as_array(obj, what)
+    if xp is not np:
+        raise errors.BufferValueError(f"{what}: Alltoallw on device buffers is not supported (host memory only)")
+    if writable and not _is_writable(array):
+        raise errors.BufferValueError(f"{what}: the buffer is read-only, but it receives data")
+    counts = _per_rank(counts, size, f"{what}: counts")
+    types = _datatypes(types, size, what)
+    maps = [datatypes.describe(t, f"{what}: datatypes[{j}]") for j, t in enumerate(types)]
+    if displs is None:   # blocks one after the other, each a whole number of its extents
+        displs = [0]
+        for c, m in zip(counts[:-1], maps):
+            displs.append(displs[-1] + c * m.extent)
+    displs = _per_rank(displs, size, f"{what}: displs")
+    raw = array.view(np.uint8)
+    for j, (c, d, m) in enumerate(zip(counts, displs, maps)):
+        lo, hi = d + m.true_lb, d + (c - 1) * m.extent + m.true_lb + m.true_extent
+        if c and (lo < 0 or hi > raw.shape[0]):
+            raise errors.CountError(f"{what}: block {j} ({c} elements of its datatype at byte {d}) spans bytes "
+                                    f"{lo} .. {hi}, the buffer has {raw.shape[0]}")
+    return WBuffer(raw, tuple(counts), tuple(displs), tuple(types), tuple(maps))
+
+
+def _parse_bottom(counts: Any, displs: Any, types: Any, what: str, size: int) -> WBuffer:
+    """``MPI.BOTTOM`` with datatypes built on absolute addresses (``MPI.Get_address``): MPI alone can read them,
+    so nothing is bounds-checked here, and every block is packed."""
+    counts = _per_rank(counts, size, f"{what}: counts")
+    types = _datatypes(types, size, what)
+    maps = [datatypes.describe(t, f"{what}: datatypes[{j}]") for j, t in enumerate(types)]
+    displs = [0] * size if displs is None else _per_rank(displs, size, f"{what}: displs")
+    if any(displs):
+        raise errors.BufferValueError(f"{what}: with MPI.BOTTOM mpicoll needs byte displacements 0 (the "
+                                      f"datatypes carry the addresses), got {displs}")
+    return WBuffer(np.empty(0, np.uint8), tuple(counts), tuple(displs), tuple(types), tuple(maps), bottom=True)
+
+
+class _BottomBlock:
+    """One block at absolute addresses, packed and unpacked by a message to self on a private duplicate of
+    ``MPI.COMM_SELF`` (MPI's Pack needs a buffer address; a message takes ``MPI.BOTTOM``).  Any type
+    signature may be sent and received as ``MPI.PACKED``, whose bytes are what ``Datatype.Pack`` gives."""
+
+    _self: MPI.Intracomm | None = None
+
+    def __init__(self, count: int, datatype: MPI.Datatype, array: np.ndarray) -> None:
+        self.count, self.datatype, self.array = count, datatype, array
+
+    @classmethod
+    def _comm(cls) -> MPI.Intracomm:
+        if cls._self is None:
+            cls._self = MPI.COMM_SELF.Dup()
+        return cls._self
+
+    def pack(self) -> None:
+        self._comm().Sendrecv([MPI.BOTTOM, self.count, self.datatype], 0, 0, [self.array, MPI.PACKED], 0, 0)
+
+    def unpack(self) -> None:
+        self._comm().Sendrecv([self.array, MPI.PACKED], 0, 0, [MPI.BOTTOM, self.count, self.datatype], 0, 0)
+
+
+def _per_rank(values: Any, size: int, what: str) -> list[int]:
+    if values is None or isinstance(values, (int, np.integer)) or np.ndim(values) != 1:
+        raise errors.CountTypeError(f"{what} must be a sequence of {size} integers (one per rank), got {values!r}")
+    out = [as_count(v, f"{what}[{i}]") for i, v in enumerate(values)]
+    if len(out) != size:
+        raise errors.CountError(f"{what}: expected {size} values (one per rank), got {len(out)}")
+    return out
+
+
+def _datatypes(types: Any, size: int, what: str) -> list[MPI.Datatype]:
+    if isinstance(types, MPI.Datatype) or not isinstance(types, (list, tuple)):
+        raise errors.DatatypeError(f"{what}: Alltoallw needs a sequence of {size} datatypes (one per rank), "
+                                   f"got {types!r}")
+    if len(types) != size:
+        raise errors.CountError(f"{what}: expected {size} datatypes (one per rank), got {len(types)}")
+    for j, t in enumerate(types):
+        if not isinstance(t, MPI.Datatype):
+            raise errors.DatatypeError(f"{what}: datatypes[{j}] must be an MPI.Datatype, got {t!r}")
+    return list(types)
+
+
+def as_bytes(buf: WBuffer, what: str, *, writable: bool) -> tuple[np.ndarray, Layout]:
+    """The byte array the schedule moves and its block layout.
+
+    Dense blocks: ``buf.raw`` itself.  Otherwise a packed array, block j its
+    ``nbytes[j]`` bytes one after the other; every block is packed by MPI from
+    the user's buffer when the call starts, and (``writable``) unpacked into it
+    when the call completes.
+    """
+    nbytes = list(buf.nbytes)
+    if buf.dense:
+        if writable:
+            check_disjoint(VBuffer(buf.raw, np.dtype(np.uint8), tuple(nbytes), buf.displs, np, True), what)
+        return buf.raw, Layout.v(nbytes, list(buf.displs))
+    offsets = [int(o) for o in np.concatenate([[0], np.cumsum(nbytes)[:-1]])]
+    packed = np.empty(sum(nbytes), np.uint8)
+    for c, d, t, m, off, n in zip(buf.counts, buf.displs, buf.types, buf.maps, offsets, nbytes):
+        if not c:
+            continue
+        if buf.bottom:
+            block: Any = _BottomBlock(c, t, packed[off:off + n])
+        else:   # block j: the user's bytes from displs[j], packed into packed[off : off + n]
+            block = datatypes.Packed(buf.raw[d:], t, m, (c,), (0,), packed[off:off + n], (0,))
+        block.pack()
+        datatypes.stage(block, writable)
+    return packed, Layout.v(nbytes, offsets)
+
+
+def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, *, algorithm: str | None) -> Plan | None:
+    """Check an ``Alltoallw`` call and bind its schedule over byte blocks (zero-size messages included)."""
+    p, me = comm.size, comm.rank
+    recv = parse_w(recvbuf, "recvbuf", p, writable=True)
+    in_place = is_in_place(sendbuf)
+    send = recv if in_place else parse_w(sendbuf, "sendbuf", p)
+    have, need = recv.nbytes[me], send.nbytes[me]
+    check_count(have, need, f"recvbuf: block {me} (this rank's own) has {have} bytes of type signature, "
+                            f"sendbuf's block {me} sends {need}")
+    name, params = selection.choose("alltoallw", algorithm, size=p, nbytes=sum(recv.nbytes), count=sum(recv.nbytes))
+    debug_check(comm, "Alltoallw", algorithm=name)
+    recv_array, recv_layout = as_bytes(recv, "recvbuf", writable=True)
+    if in_place and not recv.dense:   # the packed copy of recvbuf is the data to send; results go to another
+        send_array, send_layout = as_bytes(recv, "sendbuf", writable=False)
+        in_place = False
+    elif in_place:
+        send_array, send_layout = recv_array, recv_layout
+    else:
+        send_array, send_layout = as_bytes(send, "sendbuf", writable=False)
+    # never skip a call: only all ranks together know whether nothing moves at all
+    return _alltoall.bind_alltoall(comm, "alltoallw", name, params, send_array, send_layout, recv_array,
+                                   recv_layout, np.dtype(np.uint8), np, in_place)
