@@ -43,7 +43,7 @@ P, R = WORLD.size, WORLD.rank
 if P < 2:
     pytest.skip("property tests compare across ranks: run at 2 or more processes", allow_module_level=True)
 
-EXAMPLES = 24 if P <= 5 else 6   # per collective: 16 collectives, cheap at 8 ranks
+EXAMPLES = 24 if P <= 5 else 6   # per collective (15 tests); cheap at 8 ranks
 SENTINEL = 77 + R   # fills receive buffers; differs per rank, so a stray write shows; exact in every dtype
 
 PROPERTY_SETTINGS = settings(
