@@ -3,6 +3,10 @@
 An algorithm is a pure function ``build(rank, size, **params)`` returning
 ``(nblocks, rounds)`` for one rank; :func:`schedule` wraps it in a cached
 :class:`~mpicoll.schedule.Schedule`.
+
+Builders are only called with ``size >= 2``: a single rank needs no message, so
+every algorithm of a collective shares one schedule at p = 1, derived here from
+the collective's contract (:func:`trivial`).
 """
 
 from __future__ import annotations
@@ -14,9 +18,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from .schedule import Round, Schedule, ScheduleSet
+from .schedule import Block, Copy, Round, Schedule, ScheduleSet
 
-__all__ = ["Algorithm", "register", "algorithms", "get", "schedule", "schedules", "collectives", "gc_paused"]
+__all__ = ["Algorithm", "register", "algorithms", "get", "schedule", "schedules", "collectives", "gc_paused",
+           "trivial"]
 
 Build = Callable[..., tuple[int, tuple[Round, ...]]]
 
@@ -34,7 +39,14 @@ class Algorithm:
 
     def keeps_order(self, size: int) -> bool:
         """Whether the algorithm reduces in rank order at ``size`` ranks (non-commutative ops)."""
-        return self.keeps_order_for(size)
+        return size == 1 or self.keeps_order_for(size)
+
+    def rounds(self, rank: int, size: int, **params: Any) -> tuple[int, tuple[Round, ...]]:
+        """``(nblocks, rounds)`` of ``rank``: the builder's for p >= 2, :func:`trivial`'s for p = 1."""
+        if size == 1:
+            return trivial(self.collective, **params)
+        nblocks, rounds = self.build(rank, size, **params)
+        return nblocks, tuple(rounds)
 
     @property
     def summary(self) -> str:
@@ -118,6 +130,27 @@ def get(collective: str, name: str) -> Algorithm:
     return _REGISTRY[collective.lower()][name]
 
 
+def trivial(collective: str, **params: Any) -> tuple[int, tuple[Round, ...]]:
+    """The one-rank schedule of ``collective``: ``(1, rounds)``, from its contract alone.
+
+    With one rank and one block, each output block whose expected value is an
+    input block held elsewhere is copied from it in round 0 (``recv = send``
+    for most collectives); an output already in place (a ``Bcast`` root's
+    buffer) or left undefined (``Barrier``, rank 0 of ``Exscan``) needs nothing.
+    An ``IN_PLACE`` call binds ``send`` to ``recv``'s memory, so its copy is onto itself.
+    """
+    from .calls import spec  # deferred: the call modules import the registry's users
+
+    contract = spec(collective)
+    held = {value: Block(buf, b, b + 1)
+            for buf, values in contract.inputs(0, 1, 1, **params).items() for b, value in enumerate(values)}
+    copies = tuple(Copy(Block(buf, b, b + 1), held[value])
+                   for buf, values in contract.outputs(0, 1, 1, **params).items()
+                   for b, value in enumerate(values)
+                   if value is not None and held[value] != Block(buf, b, b + 1))
+    return 1, (Round(steps=copies),) if copies else ()
+
+
 @contextmanager
 def gc_paused() -> Iterator[None]:
     """Pause Python's cyclic garbage collector while many small objects are made.
@@ -155,9 +188,8 @@ class _ScheduleCache:
         if hit is not None:
             self.data.move_to_end(key)
             return hit
-        alg = get(collective, name)
-        nblocks, rounds = alg.build(rank, size, **dict(params))
-        sched = Schedule(collective, name, rank, size, nblocks, tuple(rounds), params)
+        nblocks, rounds = get(collective, name).rounds(rank, size, **dict(params))
+        sched = Schedule(collective, name, rank, size, nblocks, rounds, params)
         self.data[key] = sched
         self.rounds += len(sched.rounds) + 1
         while self.rounds > self.budget and len(self.data) > 1:

@@ -202,7 +202,7 @@ def cost(collective: str, algorithm: str, size: int, nbytes: int, machine: Machi
     blocks = nodes is None or (isinstance(nodes, int) and nodes == per_node)  # what the rotation assumes
     if alg.rotates and blocks and not machine.link_per_node and ranks is None and (
             sample or (sample is None and size > EXACT_LIMIT)):
-        worst_r = _rotated_rounds(alg.build(0, size, **params), size, nbytes, consts, machine.gamma, per_node)
+        worst_r = _rotated_rounds(alg.rounds(0, size, **params), size, nbytes, consts, machine.gamma, per_node)
         return Cost(collective, algorithm, size, nbytes, latency=sum(w[1] for w in worst_r),
                     bandwidth=sum(w[2] for w in worst_r), reduction=sum(w[3] for w in worst_r),
                     rounds=sum(1 for w in worst_r if w[0] > 0), sampled=False)
@@ -221,7 +221,7 @@ def cost(collective: str, algorithm: str, size: int, nbytes: int, machine: Machi
             sched = registry.schedule(collective, algorithm, r, size, **params)
             nblocks, rounds = sched.nblocks, sched.rounds
         else:  # built directly, so that huge schedules do not crowd the cache
-            nblocks, rounds = alg.build(r, size, **params)
+            nblocks, rounds = alg.rounds(r, size, **params)
         if not layout:
             layout.append(Layout.even(nbytes, nblocks))
         if len(worst) < len(rounds):

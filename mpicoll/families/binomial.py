@@ -127,9 +127,7 @@ def allreduce(rank: int, size: int):
     """
     tl = Timeline()
     whole = (0, 1)
-    result = reduce_steps(tl, 0, rank, size, 0, whole)
-    if result == "send":  # p = 1
-        tl.copy(0, Block("recv", *whole), Block("send", *whole))
+    reduce_steps(tl, 0, rank, size, 0, whole)
     bcast_steps(tl, height(size), rank, size, 0, whole)
     return 1, tl.rounds()
 
@@ -173,8 +171,6 @@ def reduce(rank: int, size: int, root: int = 0):
             tl.send(height(size), root, Block(result, *whole))
         else:
             tl.recv(height(size), 0, Block("recv", *whole))
-    elif result == "send" and rank == root:  # p = 1
-        tl.copy(0, Block("recv", *whole), Block("send", *whole))
     return 1, tl.rounds()
 
 

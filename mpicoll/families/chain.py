@@ -52,9 +52,6 @@ def reduce(rank: int, size: int, root: int = 0, segments: int = 1):
     """
     k = max(1, segments)
     tl = Timeline()
-    if size == 1:
-        tl.copy(0, Block("recv", 0, k), Block("send", 0, k))
-        return k, tl.rounds()
     kids = [c for c in (rank - 1, rank + 1) if 0 <= c < size and (c < rank <= root or root <= rank < c)]
     parent = rank + 1 if rank < root else rank - 1 if rank > root else -1
 

@@ -96,8 +96,6 @@ def reduce(rank: int, size: int, root: int = 0):
     if fold.new_rank is not None:
         history = halving_steps(tl, t, fold, cur)
         gather_windows(tl, t + fold.steps, fold, history, Fold(collector, size).new_rank)
-        if size == 1:
-            tl.copy(0, Block("recv", *whole), Block("send", *whole))
     last = t + 2 * fold.steps
     if sat_out and rank == collector:
         tl.send(last, root, Block("recv", *whole))

@@ -72,7 +72,7 @@ def tree_allreduce_steps(tl: Timeline, rank: int, size: int, which: int, blocks:
 
 
 @register("allreduce", "double_binary_tree", params=("segments",),
-          keeps_order=lambda size: size % 2 == 0 or size == 1)
+          keeps_order=lambda size: size % 2 == 0)
 def allreduce(rank: int, size: int, segments: int = 1):
     """Two complementary binary trees, each reducing and broadcasting half the data, pipelined.
 
@@ -86,9 +86,6 @@ def allreduce(rank: int, size: int, segments: int = 1):
     """
     tl = Timeline()
     k = max(1, segments)
-    if size == 1:
-        tl.copy(0, Block("recv", 0, 2 * k), Block("send", 0, 2 * k))
-        return 2 * k, tl.rounds()
     tree_allreduce_steps(tl, rank, size, 0, range(0, k))
     tree_allreduce_steps(tl, rank, size, 1, range(k, 2 * k))
     return 2 * k, tl.rounds()
@@ -146,9 +143,8 @@ def rerooted_tree1(size: int) -> tuple[int, ...]:
     """
     tr = tree(size, 1)
     parents = list(tr.parent)
-    if size > 1:
-        parents[tr.root] = 0
-        parents[0] = -1
+    parents[tr.root] = 0
+    parents[0] = -1
     return tuple(parents)
 
 

@@ -63,7 +63,7 @@ def _owner(j: int, s: int, m: int) -> int:
     return ((j + 1) * s - 1) // m
 
 
-@register("allreduce", "hierarchical", keeps_order=lambda size: size == 1, params=("nodes",))
+@register("allreduce", "hierarchical", keeps_order=False, params=("nodes",))
 def allreduce(rank: int, size: int, nodes: Nodes = None):
     """Intra-node reduce-scatter, inter-node ring all-reduce per shard, intra-node all-gather.
 
@@ -198,8 +198,6 @@ def reduce(rank: int, size: int, root: int = 0, nodes: Nodes = None):
         tl.send(t, root, Block(cur, 0, 1))
     elif root != 0 and rank == root:
         tl.recv(t, 0, Block("recv", 0, 1))
-    elif rank == root and cur == "send":  # a single rank
-        tl.copy(0, Block("recv", 0, 1), Block("send", 0, 1))
     return 1, tl.rounds()
 
 

@@ -30,8 +30,6 @@ def allreduce(rank: int, size: int):
             tl.recv(src - 1, src, Block("tmp", *whole))
             tl.reduce(src - 1, Block("recv", *whole), Block(cur, *whole), Block("tmp", *whole))
             cur = "recv"
-        if size == 1:
-            tl.copy(0, Block("recv", *whole), Block("send", *whole))
         for dst in range(1, size):
             tl.send(size - 1, dst, Block("recv", *whole))
     else:
@@ -142,8 +140,6 @@ def reduce(rank: int, size: int, root: int = 0):
             out = "recv" if src > root else "tmp2"
             tl.reduce(t, Block(out, *whole), Block(cur, *whole), Block("tmp", *whole))
             cur = out
-    if cur == "send":  # p = 1
-        tl.copy(0, Block("recv", *whole), Block("send", *whole))
     return 1, tl.rounds()
 
 # -- non-rooted collectives: everyone exchanges with everyone, or a chain -------

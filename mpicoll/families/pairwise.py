@@ -67,6 +67,4 @@ def reduce_scatter(rank: int, size: int):
             tl.reduce(t, Block("tmp3", *one), Block("tmp", *one), Block("tmp3", *one))
         if upper is not None and s == size - 1:
             tl.reduce(t, Block("recv", *one), Block(lower, *one), Block("tmp3", *one))
-    if size == 1:
-        tl.copy(0, Block("recv", *one), Block("send", *one))
     return size, tl.rounds()

@@ -91,8 +91,6 @@ def allreduce_recursive_doubling(rank: int, size: int):
             left, right = ("tmp", cur) if partner < rank else (cur, "tmp")
             tl.reduce(t + k, Block("recv", 0, 1), Block(left, 0, 1), Block(right, 0, 1))
             cur = "recv"
-    if cur == "send" and fold.new_rank is not None:  # p = 1
-        tl.copy(0, Block("recv", 0, 1), Block("send", 0, 1))
     if fold.extra:
         fold.fold_out(tl, t + fold.steps, whole)
     return 1, tl.rounds()
@@ -179,8 +177,6 @@ def allreduce_rabenseifner(rank: int, size: int):
     if fold.new_rank is not None:
         history = halving_steps(tl, t, fold, cur)
         doubling_allgather_steps(tl, t + fold.steps, fold, history)
-        if size == 1:
-            tl.copy(0, Block("recv", *whole), Block("send", *whole))
     if fold.extra:
         fold.fold_out(tl, t + 2 * fold.steps, whole)
     return fold.pof2, tl.rounds()
@@ -244,8 +240,6 @@ def reduce_scatter_block_recursive_halving(rank: int, size: int):
     cur = fold.fold_in(tl, 0, (0, size), acc="tmp2")
     if fold.new_rank is not None:
         halving_steps(tl, t, fold, cur, descending=True, edge=fold.edge, acc="tmp2", own=(rank, "recv"))
-    if size == 1:
-        tl.copy(0, Block("recv", 0, 1), Block("send", 0, 1))
     pair = rank & ~1
     fold.fold_out(tl, t + fold.steps, (pair, pair + 1), src="tmp2")
     return size, tl.rounds()

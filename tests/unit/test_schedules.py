@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from mpi4py import MPI
@@ -10,7 +12,7 @@ import mpicoll
 from mpicoll import registry
 from mpicoll.exec.simulate import simulate
 from mpicoll.exec.symbolic import verify
-from mpicoll.schedule import Block, ScheduleError
+from mpicoll.schedule import Block, Copy, Round, ScheduleError
 
 SIZES = list(range(1, 34)) + [64, 127]
 CASES = [(c, a) for c in registry.collectives() for a in registry.algorithms(c)]
@@ -104,6 +106,45 @@ def test_simulated_non_commutative_order():
     for algorithm in registry.algorithms("allreduce"):
         if registry.get("allreduce", algorithm).keeps_order(6):
             assert simulate("allreduce", algorithm, inputs, op=op)[3][0] == 123456, algorithm
+
+
+class TestOneRank:
+    """At p = 1 the registry answers from the collective's contract; builders only ever see p >= 2."""
+
+    @pytest.mark.parametrize("collective,algorithm", CASES)
+    def test_every_algorithm_gets_the_trivial_schedule_and_no_builder_runs(self, collective, algorithm,
+                                                                           monkeypatch):
+        def refuse(rank, size, **params):
+            raise AssertionError(f"{collective}/{algorithm} built at size {size}")
+
+        alg = registry.get(collective, algorithm)
+        monkeypatch.setitem(registry._REGISTRY[collective], algorithm, replace(alg, build=refuse))
+        registry._schedule.cache_clear()
+        try:
+            for params in params_for(collective, algorithm, 1):
+                sched = registry.schedule(collective, algorithm, 0, 1, **params)
+                assert (sched.nblocks, sched.rounds) == registry.trivial(collective, **params)
+                verify(collective, algorithm, 1, **params)
+        finally:
+            registry._schedule.cache_clear()
+
+    def test_trivial_schedules_follow_the_contracts(self):
+        copy = (Round(steps=(Copy(Block("recv", 0, 1), Block("send", 0, 1)),)),)
+        for collective in registry.collectives():
+            params = {"root": 0} if "root" in mpicoll.calls.spec(collective).params else {}
+            nothing = collective in ("barrier", "bcast", "exscan")  # no output, the root's own, undefined
+            assert registry.trivial(collective, **params) == (1, () if nothing else copy), collective
+
+    def test_builders_see_two_ranks_or_more(self):
+        sizes = []
+        registry.register("allreduce", "spy")(lambda rank, size: sizes.append(size) or (1, ()))
+        try:
+            registry.schedules("allreduce", "spy", 1)
+            registry.schedules("allreduce", "spy", 2)
+        finally:
+            registry._REGISTRY["allreduce"].pop("spy")
+            registry._schedule.cache_clear()
+        assert sizes == [2, 2]
 
 
 def test_schedule_table_reads_like_the_textbook():
