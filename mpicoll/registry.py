@@ -243,6 +243,17 @@ def schedule(collective: str, name: str, rank: int, size: int, **params: Any) ->
     return _schedule(collective.lower(), name, rank, size, tuple(sorted(params.items())))
 
 
+def moves_ranges(collective: str, name: str, rank: int, size: int, **params: Any) -> bool:
+    """Whether this rank's schedule sends or receives a run of several blocks in one message.
+
+    Such a message is one contiguous span of its buffer, so the blocks of the run
+    must lie one after the other (a v-layout with gaps or blocks out of rank order
+    is gathered in scratch first, see :mod:`mpicoll.calls.allgatherv`).
+    """
+    sched = schedule(collective, name, rank, size, **params)
+    return any(x.block.hi - x.block.lo > 1 for rnd in sched.rounds for x in (*rnd.sends, *rnd.recvs))
+
+
 def schedules(collective: str, name: str, size: int, **params: Any) -> ScheduleSet:
     """The schedules of all ``size`` ranks; ``print()`` it for a rounds x ranks table.
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .. import errors, nodes, selection
+from .. import errors, nodes, registry, selection
 from ..buffers import is_in_place, parse, parse_v
 from ..layout import Layout
 from . import Plan, Spec, debug_check, make_plan
@@ -60,5 +60,26 @@ def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, *, algorithm: str | None) ->
     debug_check(comm, "Allgatherv", counts=recv.counts, dtype=recv.dtype, algorithm=name)
     if sum(recv.counts) == 0:
         return None
+    packed = Layout.v(list(recv.counts), [sum(recv.counts[:i]) for i in range(p)])
+    if registry.moves_ranges("allgatherv", name, r, p, **params) and (layout.starts, layout.ends) != \
+            (packed.starts, packed.ends):
+        return _gathered_in_scratch(comm, name, params, recv, send_array, send_layout, packed)
     return make_plan(comm, "allgatherv", name, params, {"send": send_array, "recv": recv.array},
                      lambda nb: {"recv": layout, "send": send_layout}, dtype=recv.dtype, scratch_count=0)
+
+
+def _gathered_in_scratch(comm: Comm, name: str, params: dict, recv: Any, send_array: Any, send_layout: Layout,
+                         packed: Layout) -> Plan:
+    """An algorithm that moves runs of consecutive blocks in one message needs them one after the other in
+    rank order: it gathers into a packed scratch buffer, then each block is copied to its displacement."""
+    gathered = recv.xp.empty(sum(recv.counts), recv.dtype)
+    plan = make_plan(comm, "allgatherv", name, params, {"send": send_array, "recv": gathered},
+                     lambda nb: {"recv": packed, "send": send_layout}, dtype=recv.dtype, scratch_count=0)
+    target, pieces = recv.array, list(zip(recv.displs, packed.starts, recv.counts))
+
+    def finish() -> None:
+        for displ, start, count in pieces:
+            target[displ:displ + count] = gathered[start:start + count]
+
+    plan.finish = finish
+    return plan
