@@ -557,8 +557,8 @@ def main(argv: list[str] | None = None, comm: MPI.Intracomm | None = None) -> li
     if args.device != "cpu":
         from .bench_gpu import run_bench_gpu  # noqa: PLC0415
 
-        results = run_bench_gpu(wrapped, names, sizes, device=args.device, dtype=args.dtype, iters=args.iters,
-                                warmup=args.warmup, progress=not args.quiet)
+        results = run_bench_gpu(sys.modules[__name__], wrapped, names, sizes, device=args.device, dtype=args.dtype,
+                                iters=args.iters, warmup=args.warmup, progress=not args.quiet)
     else:
         results = run_bench(wrapped, names, sizes, algorithms=algorithms, dtype=args.dtype, iters=args.iters,
                             warmup=args.warmup, progress=not args.quiet)

@@ -25,15 +25,18 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from mpi4py import MPI
 
-from . import bench
 from .backends.device import StandInArray
 from .backends.transport import node_local
 from .comm import Comm
+
+if TYPE_CHECKING:
+    from . import bench as _bench_types  # noqa: F401  (the bench module is passed in: no import cycle)
 
 __all__ = ["run_bench_gpu", "GpuArrays"]
 
@@ -83,8 +86,8 @@ def _with_transport(transport: str, fn: Callable[[], None]) -> Callable[[], None
     return call
 
 
-def measure_gpu(coll: bench.Collective, comm: Comm, nbytes: int, dtype: np.dtype, xp: GpuArrays,
-                transports: list[str], iters: int, warmup: int) -> dict[str, Any]:
+def measure_gpu(bench: ModuleType, coll: _bench_types.Collective, comm: Comm, nbytes: int, dtype: np.dtype,
+                xp: GpuArrays, transports: list[str], iters: int, warmup: int) -> dict[str, Any]:
     """Time every variant at one size (slowest rank); the same result layout as :func:`mpicoll.bench.measure`."""
     world = MPI.Intracomm(comm)
     rank, p = comm.rank, comm.size
@@ -191,7 +194,7 @@ def _synced(fn: Callable[[], None], xp: GpuArrays) -> Callable[[], None]:
     return call
 
 
-def run_bench_gpu(comm: Comm, collectives: list[str], sizes: list[int], *, device: str = "gpu",
+def run_bench_gpu(bench: ModuleType, comm: Comm, collectives: list[str], sizes: list[int], *, device: str = "gpu",
                   dtype: str = "float32", iters: int = 20, warmup: int = 3, progress: bool = True) -> list[dict]:
     """The GPU sweep; every rank returns the same list of per-collective results (see :func:`bench.run_bench`)."""
     xp = GpuArrays(device)
@@ -209,7 +212,7 @@ def run_bench_gpu(comm: Comm, collectives: list[str], sizes: list[int], *, devic
         coll = bench.COLLECTIVES[key]
         entries = []
         for nbytes in sizes:
-            entries.append(measure_gpu(coll, comm, nbytes, dt, xp, transports, iters, warmup))
+            entries.append(measure_gpu(bench, coll, comm, nbytes, dt, xp, transports, iters, warmup))
             bar.step(f"{coll.name} {bench.human(nbytes)}")
         results.append({"collective": coll.name, "p": comm.size, "dtype": dt.name, "iters": iters,
                         "cores": bench._cores(), "notes": notes, "sizes": entries, "device": device})

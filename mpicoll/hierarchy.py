@@ -17,6 +17,7 @@ from dataclasses import replace
 from . import registry
 from .exec.cost import Machine, cost
 from .nodes import Nodes, block_size, groups, is_multi_node
+from .segments import segments_for
 
 __all__ = ["prefer", "machine", "HIERARCHICAL"]
 
@@ -44,8 +45,6 @@ def machine(size: int, nodes: Nodes) -> Machine | None:
 
 def _params(collective: str, name: str, nbytes: int) -> dict[str, int]:
     """Build parameters as :func:`mpicoll.selection.choose` gives them (root 0 for rooted collectives)."""
-    from .selection import segments_for  # noqa: PLC0415 (selection imports this module on use)
-
     wanted = registry.get(collective, name).params
     out = {"root": 0} if "root" in wanted else {}
     if "segments" in wanted:

@@ -16,14 +16,13 @@ from collections.abc import Callable
 from typing import Any
 
 from . import registry
+from .segments import MAX_SEGMENTS, SEGMENT_BYTES, segments_for  # noqa: F401 (part of this module's API)
 
 __all__ = ["choose", "auto_rule", "forced_by_environment", "segments_for", "tuned_choice", "tuning_path",
            "reload_tuning"]
 
 KiB = 1024
 MiB = 1024 * KiB
-SEGMENT_BYTES = 256 * KiB  # pipeline segment size for pipelined algorithms
-MAX_SEGMENTS = 64
 
 
 def forced_by_environment(collective: str) -> str | None:
@@ -40,12 +39,6 @@ def forced_by_environment(collective: str) -> str | None:
         if key == collective:
             return value
     return None
-
-
-def segments_for(nbytes: int, pieces: int = 1) -> int:
-    """Pipeline segments so that each of ``pieces`` parts moves in segments of about 256 KiB."""
-    per_piece = -(-nbytes // max(1, pieces))
-    return max(1, min(MAX_SEGMENTS, -(-per_piece // SEGMENT_BYTES)))
 
 
 def tuning_path() -> str:

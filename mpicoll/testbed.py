@@ -302,7 +302,7 @@ def _parse(args: list[str]) -> tuple[int, str | None, int, list[str]]:
 
 def run_emulated(args: list[str]) -> int:
     """``launch``'s entry for ``--emulate-hosts``: make the test bed, run mpirun on it, tear it down."""
-    from .launch import launch_env, mpirun_command  # noqa: PLC0415 (launch imports this module lazily)
+    from .mpirun import launch_env, mpirun_command  # noqa: PLC0415
 
     try:
         hosts, rate, nprocs, rest = _parse(list(args))

@@ -25,9 +25,8 @@ from typing import Any
 
 from ..debug import MismatchError, debug_check
 from ..layout import Layout
-from ..plan import Plan, make_plan
 
-__all__ = ["Spec", "spec", "Plan", "make_plan", "MismatchError", "debug_check", "own"]
+__all__ = ["Spec", "spec", "MismatchError", "debug_check", "own"]
 
 Value = tuple[int, tuple[tuple[int, int], ...]]
 

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from ..layout import Layout
-from . import Plan
+from ..plan import Plan
 
 __all__ = ["contiguous", "copy_result_to", "scratch_layouts"]
 

@@ -22,8 +22,9 @@ import numpy as np
 from .. import errors, nodes, selection
 from ..buffers import is_in_place, parse, parse_blocks
 from ..layout import Layout
+from ..plan import Plan, make_plan
 from ..selection import KiB, MiB
-from . import Plan, Spec, debug_check, make_plan, own
+from . import Spec, debug_check, own
 from ._checks import check_pair
 from ._nonrooted import contiguous
 

@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any
 from .. import errors, nodes, registry, selection
 from ..buffers import is_in_place, parse, parse_v
 from ..layout import Layout
-from . import Plan, Spec, debug_check, make_plan
+from ..plan import Plan, make_plan
+from . import Spec, debug_check
 from . import allgather as _allgather
 from ._checks import check_disjoint, check_pair
 

@@ -22,8 +22,9 @@ from .. import nodes, selection
 from ..buffers import Buffer, is_in_place, parse
 from ..layout import Layout
 from ..ops import check_op, is_commutative, op_name
+from ..plan import Plan, make_plan
 from ..selection import KiB, MiB
-from . import Plan, Spec, debug_check, make_plan, own
+from . import Spec, debug_check, own
 from ._checks import check_count, check_pair
 
 if TYPE_CHECKING:

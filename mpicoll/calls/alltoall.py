@@ -25,7 +25,8 @@ import numpy as np
 from .. import errors, selection
 from ..buffers import is_in_place, parse_blocks
 from ..layout import Layout
-from . import Plan, Spec, debug_check, make_plan, own
+from ..plan import Plan, make_plan
+from . import Spec, debug_check, own
 from ._checks import check_pair
 from ._nonrooted import copy_result_to, scratch_layouts
 

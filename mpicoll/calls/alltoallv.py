@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 from .. import selection
 from ..buffers import is_in_place, parse_v
 from ..layout import Layout
-from . import Plan, Spec, debug_check
+from ..plan import Plan
+from . import Spec, debug_check
 from . import alltoall as _alltoall
 from ._checks import check_disjoint, check_pair
 

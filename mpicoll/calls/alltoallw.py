@@ -33,7 +33,8 @@ from mpi4py import MPI
 from .. import datatypes, errors, selection
 from ..buffers import VBuffer, _as_array, _is_writable, as_count, is_in_place
 from ..layout import Layout
-from . import Plan, Spec, debug_check
+from ..plan import Plan
+from . import Spec, debug_check
 from . import alltoall as _alltoall
 from ._checks import check_count, check_disjoint
 

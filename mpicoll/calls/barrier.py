@@ -14,7 +14,8 @@ import numpy as np
 
 from .. import nodes, selection
 from ..layout import Layout
-from . import Plan, Spec, debug_check, make_plan, own
+from ..plan import Plan, make_plan
+from . import Spec, debug_check, own
 
 if TYPE_CHECKING:
     from ..comm import Comm

@@ -21,8 +21,9 @@ import numpy as np
 from .. import nodes, selection
 from ..buffers import parse
 from ..layout import Layout
+from ..plan import Plan, make_plan
 from ..selection import KiB
-from . import Plan, Spec, debug_check, make_plan
+from . import Spec, debug_check
 from ._checks import check_root
 from ._rooted import from_root
 

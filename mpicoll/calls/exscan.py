@@ -20,7 +20,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .. import selection
-from . import Plan, Spec, own
+from ..plan import Plan
+from . import Spec, own
 from . import scan as _scan
 
 if TYPE_CHECKING:

@@ -21,8 +21,9 @@ import numpy as np
 from .. import errors, selection
 from ..buffers import Buffer, parse_blocks
 from ..layout import Layout
+from ..plan import Plan, make_plan
 from ..selection import KiB
-from . import Plan, Spec, debug_check, make_plan, own
+from . import Spec, debug_check, own
 from ._checks import check_pair, check_root, send_or_in_place
 from ._rooted import at, subtree_layout
 

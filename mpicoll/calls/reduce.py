@@ -21,8 +21,9 @@ from .. import nodes, registry, selection
 from ..buffers import parse
 from ..layout import Layout
 from ..ops import check_op, is_commutative, op_name
+from ..plan import Plan, make_plan
 from ..selection import KiB
-from . import Plan, Spec, debug_check, make_plan, own
+from . import Spec, debug_check, own
 from ._checks import check_count, check_pair, check_root, send_or_in_place
 
 if TYPE_CHECKING:

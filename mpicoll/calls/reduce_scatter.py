@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any
 from .. import errors, selection
 from ..buffers import is_in_place, parse
 from ..ops import check_op, is_commutative, op_name
-from . import MismatchError, Plan, Spec, debug_check
+from ..plan import Plan
+from . import MismatchError, Spec, debug_check
 from . import reduce_scatter_block as _rsb
 from ._checks import check_pair, counts_of
 

@@ -26,8 +26,9 @@ from .. import errors, selection
 from ..buffers import is_in_place, parse, parse_blocks
 from ..layout import Layout
 from ..ops import check_op, is_commutative, op_name
+from ..plan import Plan, make_plan
 from ..selection import KiB
-from . import Plan, Spec, debug_check, make_plan, own
+from . import Spec, debug_check, own
 from ._checks import check_pair
 from ._nonrooted import contiguous, copy_result_to, scratch_layouts
 

@@ -23,7 +23,8 @@ from .. import errors, selection
 from ..buffers import Buffer, is_in_place, parse
 from ..layout import Layout
 from ..ops import check_op, is_commutative, op_name
-from . import Plan, Spec, debug_check, make_plan, own
+from ..plan import Plan, make_plan
+from . import Spec, debug_check, own
 from ._checks import check_pair
 
 if TYPE_CHECKING:

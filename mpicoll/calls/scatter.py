@@ -20,8 +20,9 @@ import numpy as np
 from .. import errors, selection
 from ..buffers import Buffer, parse_blocks
 from ..layout import Layout
+from ..plan import Plan, make_plan
 from ..selection import KiB
-from . import Plan, Spec, debug_check, make_plan
+from . import Spec, debug_check
 from ._checks import check_pair, check_root, recv_or_in_place
 from ._rooted import at, from_root, subtree_layout
 

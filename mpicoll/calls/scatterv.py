@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 from .. import errors, selection
 from ..buffers import parse_v
 from ..layout import Layout
-from . import Plan, debug_check
+from ..plan import Plan
+from . import debug_check
 from ._checks import check_pair, check_root, recv_or_in_place
 from .scatter import SPEC as SCATTER_SPEC
 from .scatter import scatter_plan
