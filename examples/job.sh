@@ -11,10 +11,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+PYTHON=${PYTHON:-python3}     # the Python that has mpicoll (e.g. .venv/bin/python)
 if [[ -n "${SLURM_JOB_ID:-}" ]]; then
-    run() { srun --mpi=pmix python3 "$@"; }                         # Slurm starts one task per rank
+    run() { srun --mpi=pmix "$PYTHON" "$@"; }                         # Slurm starts one task per rank
 else
-    run() { python3 -m mpicoll.launch -n "${NPROCS:-4}" "$@"; }    # mpirun -n N python3 ... (+ what it needs)
+    run() { "$PYTHON" -m mpicoll.launch -n "${NPROCS:-4}" "$@"; }    # mpirun -n N python ... (+ what it needs)
 fi
 
 export MPICOLL_DEBUG=1        # check that all ranks call the collectives with matching arguments

@@ -86,7 +86,7 @@ def user_programs(sizes: tuple[int, ...]) -> list[tuple[str, int, list[str]]]:
             for f in ("cg_solver.py", "train_data_parallel.py") for size in sizes]
     runs.append(("examples/test_my_mpi_code.py", 2, mpirun_command(2, [
         "-m", "pytest", "examples/test_my_mpi_code.py", "--with-mpi", "-q", "-p", "no:cacheprovider"])))
-    runs.append(("examples/job.sh", 2, ["bash", "examples/job.sh"]))
+    runs.append(("examples/job.sh", 2, ["env", f"PYTHON={sys.executable}", "bash", "examples/job.sh"]))
     return runs
 
 
