@@ -214,6 +214,28 @@ def _batch(fn: Callable[[], None], world: MPI.Intracomm) -> int:
     return int(max(1, min(MAX_BATCH, BATCH_SECONDS // max(one, 1e-9))))
 
 
+def time_variants(timed: dict, batch: dict, iters: int, world: Any) -> np.ndarray:
+    """Seconds per call of every variant in ``timed`` (iters x variants), the slowest rank's.
+
+    Each iteration runs every variant ``batch[name]`` times between barriers,
+    rotating who goes first, so no variant always follows the same one.
+    """
+    times = np.zeros((iters, len(timed)))
+    order = list(enumerate(timed.items()))
+    for it in range(iters):
+        rot = it % len(order)
+        for j, (name, fn) in order[rot:] + order[:rot]:
+            k = batch[name]
+            world.Barrier()
+            t0 = time.perf_counter()
+            for _ in range(k):
+                fn()
+            times[it, j] = (time.perf_counter() - t0) / k
+    slowest = np.empty_like(times)
+    world.Allreduce(times, slowest, op=MPI.MAX)
+    return slowest
+
+
 def measure(coll: Collective, comm: Comm, nbytes: int, dtype: np.dtype, names: list[str], iters: int,
             warmup: int) -> dict[str, Any]:
     """Time every variant at one size; returns per-variant statistics (slowest rank) and checks."""
@@ -253,19 +275,7 @@ def measure(coll: Collective, comm: Comm, nbytes: int, dtype: np.dtype, names: l
     for _ in range(warmup):
         for fn in timed.values():
             fn()
-    times = np.zeros((iters, len(timed)))
-    order = list(enumerate(timed.items()))
-    for it in range(iters):
-        rot = it % len(order)   # rotate who goes first, so no variant always follows the same one
-        for j, (name, fn) in order[rot:] + order[:rot]:
-            k = batch[name]
-            world.Barrier()
-            t0 = time.perf_counter()
-            for _ in range(k):
-                fn()
-            times[it, j] = (time.perf_counter() - t0) / k
-    slowest = np.empty_like(times)
-    world.Allreduce(times, slowest, op=MPI.MAX)
+    slowest = time_variants(timed, batch, iters, world)
     for req in requests:
         req.Free()
     size_bytes = bufs.nbytes

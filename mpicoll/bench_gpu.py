@@ -23,7 +23,6 @@ figures say nothing about a GPU).
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -157,19 +156,7 @@ def measure_gpu(bench: ModuleType, coll: _bench_types.Collective, comm: Comm, nb
     for _ in range(warmup):
         for fn in timed.values():
             fn()
-    times = np.zeros((iters, len(timed)))
-    order = list(enumerate(timed.items()))
-    for it in range(iters):
-        rot = it % len(order)
-        for j, (name, fn) in order[rot:] + order[:rot]:
-            k = batch[name]
-            world.Barrier()
-            t0 = time.perf_counter()
-            for _ in range(k):
-                fn()
-            times[it, j] = (time.perf_counter() - t0) / k
-    slowest = np.empty_like(times)
-    world.Allreduce(times, slowest, op=MPI.MAX)
+    slowest = bench.time_variants(timed, batch, iters, world)
     for req in requests:
         req.Free()
     factor = coll.factor(p)
