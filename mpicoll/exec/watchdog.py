@@ -71,13 +71,12 @@ def execute(bound: list, comm: MPI.Comm, tag: int, collective: str, timeout: flo
     rank = comm.Get_rank()
     for t, (sends, recvs, steps) in enumerate(bound):
         requests = [comm.Isend(buf, peer, tag) for buf, peer in sends]
-        waiting = list(recvs)
+        waiting = dict(enumerate(recvs))   # receives not yet done, by position (buffers never compared)
         last, spins = time.monotonic(), 0
         while waiting or requests:
             moved = False
             probed: set[int] = set()
-            for item in list(waiting):
-                buf, peer = item
+            for i, (buf, peer) in list(waiting.items()):
                 # messages from one peer with one tag arrive in order: only the first receive still
                 # waiting for that peer may take the next one (a later one would steal it if it
                 # arrived between two probes)
@@ -93,7 +92,7 @@ def execute(bound: list, comm: MPI.Comm, tag: int, collective: str, timeout: flo
                     MPI.Request.Waitall(requests)
                     raise MessageSizeError(collective, peer, buf.nbytes, got, rank)
                 msg.Recv(buf)
-                waiting.remove(item)
+                del waiting[i]
                 moved = True
             if requests and MPI.Request.Testall(requests):
                 requests, moved = [], True
@@ -102,7 +101,7 @@ def execute(bound: list, comm: MPI.Comm, tag: int, collective: str, timeout: flo
                 continue
             spins += 1
             if timeout is not None and time.monotonic() - last > timeout:
-                peers = sorted({p for _, p in waiting} | ({p for _, p in sends} if requests else set()))
+                peers = sorted({p for _, p in waiting.values()} | ({p for _, p in sends} if requests else set()))
                 raise CollectiveTimeout(collective, t, peers, timeout, rank)
             _idle(spins)
         for step in steps:

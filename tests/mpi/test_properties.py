@@ -501,14 +501,13 @@ def test_allgatherv_hierarchical_displacements_out_of_order():
     check(np.array_equal(out, ref), f"got {out}, the built-in gives {ref}")
 
 
-@pytest.mark.xfail(P >= 5, strict=False, reason="open: at 5+ processes on 2 cores some ranks raised CollectiveTimeout "
-                   "(5 s) while the root and rank 0 had completed; not understood yet")
 def test_watchdog_executor_bcast_double_binary_tree():
     """Two receives from one peer in one round (bcast/double_binary_tree) under the watchdog's executor.
 
     It once probed every awaited receive of a round, so a message arriving between two
-    probes was taken by the later receive (MessageSizeError); the same Bcasts always
-    passed without a timeout (the blocking executor).
+    probes was taken by the later receive (MessageSizeError); later it removed a finished
+    receive from its list with ``list.remove``, which compares the buffers (NumPy arrays)
+    of the receives before it: ValueError on one rank, a timeout on the others.
 
     The receiver must be polling when the messages arrive (the root starts late), and a
     race decides each call, so the calls repeat until the first failure anywhere.
@@ -531,3 +530,34 @@ def test_watchdog_executor_bcast_double_binary_tree():
         if WORLD.allreduce(bool(problems), op=MPI.LOR):   # stop everywhere at the first failure anywhere
             break
     check(not problems, "; ".join(problems))
+
+
+@pytest.mark.skipif(P < 3, reason="needs 3 processes")
+def test_watchdog_executor_receives_out_of_order():
+    """Rank 0 awaits rank 1 and rank 2 in one round, and rank 2's message arrives first.
+
+    The watchdog's executor must finish the later receive without comparing the
+    buffers of the earlier one (it once raised "truth value of an array is ambiguous").
+    """
+    import time
+
+    from mpicoll.exec import watchdog
+
+    comm = WORLD.Dup()
+    try:
+        n = 16
+        if R == 0:
+            first, second = np.zeros(n), np.zeros(n)
+            rounds = [([], [(first.view("u1"), 1), (second.view("u1"), 2)], [])]
+            watchdog.execute(rounds, comm, 7, "test", timeout=10.0)
+            ok = np.array_equal(first, np.full(n, 1.0)) and np.array_equal(second, np.full(n, 2.0))
+        elif R in (1, 2):
+            if R == 1:
+                time.sleep(0.05)
+            watchdog.execute([([(np.full(n, float(R)).view("u1"), 0)], [], [])], comm, 7, "test", timeout=10.0)
+            ok = True
+        else:
+            ok = True
+        check(ok, "rank 0 received wrong data")
+    finally:
+        comm.Free()
