@@ -101,7 +101,8 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--ranks-per-node", type=_positive,
                    help="node-aware algorithms: blocks of this many ranks are nodes")
 
-    c = sub.add_parser("calibrate", help="measure alpha, beta, gamma (run under mpirun -n 2)")
+    c = sub.add_parser("calibrate",
+                       help="measure alpha, beta, gamma and the executor overheads (run under mpirun -n 2)")
     c.add_argument("-o", "--output", help="also write the constants to this file")
     c.add_argument("--json", action="store_true", help="print the constants as JSON (seconds, seconds per byte)")
     return ap
@@ -221,6 +222,11 @@ def _calibrate(ns: argparse.Namespace) -> int:
     print(f"  alpha  {a * 1e6:10.3f} us        per message (latency)")
     print(f"  beta   {b * 1e9:10.4f} ns/byte   per byte sent ({1 / b / 1e9:.2f} GB/s)")
     print(f"  gamma  {g * 1e9:10.4f} ns/byte   per byte reduced ({1 / g / 1e9:.2f} GB/s)")
+    if "round_overhead" in values:   # the executor's own costs ("auto" weighs them; see mpicoll.costed)
+        print(f"  copy   {values['copy'] * 1e9:10.4f} ns/byte   per byte copied locally")
+        print(f"  executor overheads: {values['round_overhead'] * 1e6:.3f} us per round, "
+              f"{values['message_overhead'] * 1e6:.3f} us per message, {values['step_overhead'] * 1e6:.3f} us per "
+              "local step")
     for target in dict.fromkeys([str(calibration_path()), *([str(ns.output)] if ns.output else [])]):
         print(f"wrote {target}" + ("  (read by --preset local)" if target == str(calibration_path()) else ""))
     return 0

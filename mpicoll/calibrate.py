@@ -6,7 +6,11 @@ node, and with one of its own node, see :func:`measure`)
 
 * alpha: half the round-trip time of a 1-byte ping-pong (median of many);
 * beta: the time per byte of a large (16 MiB) Sendrecv exchange, less alpha;
-* gamma: the time per byte of a NumPy float64 add of 16 MiB (rank 0 alone).
+* gamma: the time per byte of a NumPy float64 add of 16 MiB (rank 0 alone);
+* copy: the time per byte of a NumPy copy of 16 MiB (rank 0 alone);
+* the executor's own costs (:func:`executor_overheads`): per round, per
+  message and per local step of :func:`mpicoll.exec.blocking.execute`,
+  from rounds of 1-byte messages between ranks 0 and 1.
 
 Rank 0 writes ``{"alpha": s, "beta": s/byte, "gamma": s/byte, ...}`` as JSON to
 the calibration file (see :func:`mpicoll.presets.calibration_path`) and to
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 import json
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +29,7 @@ import numpy as np
 
 from .presets import calibration_path
 
-__all__ = ["measure", "calibrate"]
+__all__ = ["measure", "calibrate", "executor_overheads"]
 
 
 def _median(xs: list[float]) -> float:
@@ -62,6 +67,62 @@ def _pair(comm: Any, peer: int, reps: int, big: int) -> tuple[float, float]:
     return alpha, beta
 
 
+def _per_round(comm: Any, peer: int, bound: list, reps: int) -> float:
+    """Seconds per round of ``bound`` run by :func:`~mpicoll.exec.blocking.execute` (ranks 0 and ``peer``).
+
+    The fastest of ``reps`` runs (each after a barrier): the executor's cost,
+    not the noise of other processes sharing the cores.
+    """
+    from .exec.blocking import execute  # noqa: PLC0415
+
+    best = float("inf")
+    for _ in range(reps):
+        comm.Barrier()
+        t0 = time.perf_counter()
+        if comm.rank in (0, peer):
+            execute(bound, comm, 9)
+        best = min(best, time.perf_counter() - t0)
+    return comm.bcast(best, root=0) / len(bound)
+
+
+def executor_overheads(comm: Any, peer: int, alpha: float, *, rounds: int = 100, reps: int = 30) -> dict[str, float]:
+    """The executor's per round, message and local step costs, from three kinds of rounds of 1-byte messages.
+
+    With the cost model's round time ``k alpha + o_round + 2k o_message +
+    s o_step`` (k messages each way, s local steps; see
+    :mod:`mpicoll.exec.cost`), rounds that exchange one message (a
+    ``Sendrecv``: t1), four messages each way (nonblocking, then
+    ``Waitall``: t4) and one message plus eight steps (four float64 sums,
+    four copies, one element each: ts) give::
+
+        o_message = (t4 - t1 - 3 alpha) / 6
+        o_round   = t1 - alpha - 2 o_message
+        o_step    = (ts - t1) / 8
+
+    each clipped at 0 (a negative value means the port model's serialized
+    alphas already cover that part).
+    """
+    from mpi4py import MPI  # noqa: PLC0415
+
+    from .ops import reducer  # noqa: PLC0415
+
+    other = peer if comm.rank == 0 else 0
+    out = [np.zeros(1, np.uint8) for _ in range(4)]
+    into = [np.zeros(1, np.uint8) for _ in range(4)]
+    one = [([(out[0], other)], [(into[0], other)], [])] * rounds
+    four = [([(b, other) for b in out], [(b, other) for b in into], [])] * rounds
+    x, y, z = np.ones(1), np.ones(1), np.zeros(1)
+    add = reducer(MPI.SUM, np.dtype(np.float64)).reduce
+    steps = [partial(add, z, x, y) for _ in range(4)] + [partial(np.copyto, z, x) for _ in range(4)]
+    stepped = [([(out[0], other)], [(into[0], other)], steps)] * rounds
+    t1 = _per_round(comm, peer, one, reps)
+    t4 = _per_round(comm, peer, four, reps)
+    ts = _per_round(comm, peer, stepped, reps)
+    o_message = max(0.0, (t4 - t1 - 3 * alpha) / 6)
+    return {"round_overhead": max(0.0, t1 - alpha - 2 * o_message), "message_overhead": o_message,
+            "step_overhead": max(0.0, (ts - t1) / 8)}
+
+
 def measure(comm: Any, *, reps: int = 200, big: int = 16 << 20) -> dict[str, float] | None:
     """The constants measured from rank 0 of ``comm`` (returned on every rank of ``comm``).
 
@@ -85,14 +146,20 @@ def measure(comm: Any, *, reps: int = 200, big: int = 16 << 20) -> dict[str, flo
             values["alpha_intra"], values["beta_intra"] = _pair(comm, layout[0][1], reps, big)
     else:
         values["alpha"], values["beta"] = _pair(comm, 1, reps, big)
+    near = layout[0][1] if len(layout[0]) > 1 else layout[1][0]   # the executor's costs: within a node if we can
+    values.update(executor_overheads(comm, near, values.get("alpha_intra", values["alpha"])))
     a = np.ones(big // 8)
     b = np.ones(big // 8)
-    times = []
+    times, copies = [], []
     for _ in range(5):
         t0 = time.perf_counter()
         np.add(a, b, out=b)
         times.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        np.copyto(a, b)
+        copies.append(time.perf_counter() - t0)
     values["gamma"] = _median(times) / big
+    values["copy"] = _median(copies) / big
     return comm.bcast(values, root=0)
 
 

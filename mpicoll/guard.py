@@ -67,6 +67,11 @@ def _ensure_private(comm: Any, method: str) -> None:
 def _checked(comm: Any, method: str, args: tuple, algorithm: str, tag: int, nonblocking_call: bool = False) -> Any:
     """The call's plan: agreed on by every rank (debug), or stood in for on scratch before raising."""
     _ensure_private(comm, method)
+    if (algorithm is None or (isinstance(algorithm, str) and algorithm.lower() == "auto")) and comm.Get_size() > 1:
+        # before any argument check, so that a rank whose checks fail takes part too
+        from .selection import agree  # noqa: PLC0415
+
+        agree(comm, comm.timeout)
     if debug.level():
         return debug.agree(comm, method, lambda: comm._prepare(method, *args, algorithm=algorithm), comm.timeout)
     try:

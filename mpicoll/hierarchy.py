@@ -19,7 +19,7 @@ from .exec.cost import Machine, cost
 from .nodes import Nodes, block_size, groups, is_multi_node
 from .segments import segments_for
 
-__all__ = ["prefer", "machine", "HIERARCHICAL"]
+__all__ = ["prefer", "machine", "machine_for", "HIERARCHICAL"]
 
 HIERARCHICAL = "hierarchical"
 _CACHE: OrderedDict[tuple, str] = OrderedDict()
@@ -36,11 +36,15 @@ def machine(size: int, nodes: Nodes) -> Machine | None:
     """
     from .presets import preset  # noqa: PLC0415 (presets imports the cost model, which imports the registry)
 
-    local = preset("local")
-    if local.alpha_intra is None or local.beta_intra is None:
+    return machine_for(preset("local"), size, nodes)
+
+
+def machine_for(base: Machine, size: int, nodes: Nodes) -> Machine | None:
+    """``base`` with this layout's ranks per node, or None when it has no inter-node part."""
+    if base.alpha_intra is None or base.beta_intra is None:
         return None
     per_node = block_size(size, nodes) or max(len(g) for g in groups(size, nodes))
-    return replace(local, ranks_per_node=per_node)
+    return replace(base, ranks_per_node=per_node)
 
 
 def _params(collective: str, name: str, nbytes: int) -> dict[str, int]:

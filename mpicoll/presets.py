@@ -61,17 +61,29 @@ def calibration_path() -> Path:
     return Path(os.environ.get("XDG_CONFIG_HOME", Path.home() / ".config")) / "mpicoll" / "calibration.json"
 
 
+#: the executor's costs a calibration file may carry (see :class:`mpicoll.exec.cost.Machine`)
+OVERHEADS = ("round_overhead", "message_overhead", "step_overhead", "copy")
+
+
 def load_local(path: str | os.PathLike | None = None) -> Machine:
-    """The calibrated constants of this machine, or :data:`DEFAULT_LOCAL` when none were measured."""
+    """The calibrated constants of this machine, or :data:`DEFAULT_LOCAL` when none were measured.
+
+    A file written before ``calibrate`` measured the executor's overheads
+    (no ``round_overhead`` ...) takes those of :data:`DEFAULT_LOCAL`.
+    """
     file = Path(path) if path else calibration_path()
     if not file.exists():
         return DEFAULT_LOCAL
-    data = json.loads(file.read_text())
     try:
+        data = json.loads(file.read_text())
         nodes = {key: float(data[key]) for key in ("alpha_intra", "beta_intra") if data.get(key) is not None}
+        over = {key: float(data.get(key, getattr(DEFAULT_LOCAL, key))) for key in OVERHEADS}
+        values = [float(data["alpha"]), float(data["beta"]), float(data["gamma"]), *nodes.values(), *over.values()]
+        if not all(v >= 0 and v < 1 for v in values):
+            raise ValueError("every constant must be a number of seconds (per byte) in [0, 1)")
         return Machine(alpha=float(data["alpha"]), beta=float(data["beta"]), gamma=float(data["gamma"]),
-                       name=f"local ({file})", link_per_node=bool(data.get("link_per_node", False)), **nodes)
-    except (KeyError, TypeError, ValueError) as exc:
+                       name=f"local ({file})", link_per_node=bool(data.get("link_per_node", False)), **nodes, **over)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise ValueError(f"{file}: expected a JSON object with numbers alpha, beta, gamma ({exc})") from None
 
 

@@ -4,7 +4,15 @@
 forces those choices wherever the call says ``algorithm="auto"``.  An explicit
 ``algorithm=`` argument wins over the environment.
 
-The "auto" rule of each collective lives next to its call, in
+"auto" decides, in order of precedence: ``MPICOLL_ALGO``; the band of the
+tuning file (``python -m mpicoll.bench --tune``: direct measurements) for the
+collective and p; the cost model (:mod:`mpicoll.costed`) with the calibrated
+constants (``python -m mpicoll calibrate``), else the built-in ``local``
+preset; the rule table of the collective where the model does not apply.  On a
+communicator every rank decides from the tuning and calibration data of rank 0,
+broadcast once (:mod:`mpicoll.agreement`), so that all ranks choose alike.
+
+The rule of each collective lives next to its call, in
 ``mpicoll.calls.<collective>``, registered with :func:`auto_rule`; each documents
 its table.
 """
@@ -19,7 +27,7 @@ from . import registry
 from .segments import MAX_SEGMENTS, SEGMENT_BYTES, segments_for  # noqa: F401 (part of this module's API)
 
 __all__ = ["choose", "auto_rule", "forced_by_environment", "segments_for", "tuned_choice", "tuning_path",
-           "reload_tuning"]
+           "tuning_file", "reload_tuning", "agree"]
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -51,11 +59,24 @@ _TUNING: dict[str, Any] | None = None
 _GENERATION = 0
 
 
-def reload_tuning() -> None:
-    """Forget the loaded tuning file (the next call reads it again; cached plans are chosen anew)."""
+def reload_tuning(comm: Any = None) -> None:
+    """Forget the tuning and calibration data this process read (cached plans are chosen anew).
+
+    Communicators keep what their ranks agreed on (:mod:`mpicoll.agreement`:
+    once per communicator), except ``comm`` when given: then this is
+    collective over ``comm``, whose ranks agree again at once on what its rank
+    0 now reads.
+    """
     global _TUNING, _GENERATION
+    from . import agreement, costed  # noqa: PLC0415
+
     _TUNING = None
+    agreement.forget()
+    costed.clear()
     _GENERATION += 1
+    if comm is not None:
+        getattr(comm, "__dict__", {}).pop(agreement.ATTR, None)
+        agree(comm)
 
 
 def tuning_generation() -> int:
@@ -63,7 +84,8 @@ def tuning_generation() -> int:
     return _GENERATION
 
 
-def _tuning() -> dict[str, Any]:
+def tuning_file() -> dict[str, Any]:
+    """This process's tuning file, parsed (``{}`` when there is none; a malformed one is ignored with a warning)."""
     global _TUNING
     if _TUNING is None:
         import json  # noqa: PLC0415
@@ -71,6 +93,8 @@ def _tuning() -> dict[str, Any]:
         try:
             with open(tuning_path()) as fh:
                 _TUNING = json.load(fh)
+            if not isinstance(_TUNING, dict):
+                raise ValueError("expected a JSON object")
         except FileNotFoundError:
             _TUNING = {}
         except (OSError, ValueError) as exc:
@@ -81,15 +105,8 @@ def _tuning() -> dict[str, Any]:
     return _TUNING
 
 
-def tuned_choice(collective: str, size: int, nbytes: int, commutative: bool = True) -> str | None:
-    """The algorithm ``python -m mpicoll.bench --tune`` measured fastest here, or None.
-
-    The tuning file maps ``collective -> str(p) -> [[upper_bytes or null, algorithm], ...]``
-    (bands in increasing size; a band covers sizes below its upper bound).  A
-    tuned algorithm that is unknown, or that does not keep rank order when the
-    op is not commutative, is ignored.
-    """
-    bands = _tuning().get(collective, {}).get(str(size))
+def _band(bands: Any, collective: str, size: int, nbytes: int, commutative: bool) -> str | None:
+    """The algorithm of the band that holds ``nbytes``, if it exists and may run here."""
     if not bands:
         return None
     name = next((alg for upper, alg in bands if upper is None or nbytes < upper), None)
@@ -102,6 +119,31 @@ def tuned_choice(collective: str, size: int, nbytes: int, commutative: bool = Tr
     if not commutative and not alg.keeps_order(size):
         return None
     return name
+
+
+def tuned_choice(collective: str, size: int, nbytes: int, commutative: bool = True) -> str | None:
+    """The algorithm ``python -m mpicoll.bench --tune`` measured fastest here (this process's file), or None.
+
+    The tuning file maps ``collective -> str(p) -> [[upper_bytes or null, algorithm], ...]``
+    (bands in increasing size; a band covers sizes below its upper bound).  A
+    tuned algorithm that is unknown, or that does not keep rank order when the
+    op is not commutative, is ignored.  Calls on a communicator use rank 0's
+    file instead (:func:`agree`).
+    """
+    by_p = tuning_file().get(collective, {})
+    return _band(by_p.get(str(size)) if isinstance(by_p, dict) else None, collective, size, nbytes, commutative)
+
+
+def agree(comm: Any, timeout: float | None = None) -> Any:
+    """The data "auto" decides from on ``comm``, rank 0's (collective on first use; see :mod:`mpicoll.agreement`).
+
+    :func:`choose` calls it on the first "auto" call of a communicator; the
+    careful path (:mod:`mpicoll.guard`) calls it before checking a call's
+    arguments, so that a rank whose checks fail still takes part.
+    """
+    from . import agreement  # noqa: PLC0415
+
+    return agreement.of_comm(comm, timeout)
 
 
 def _env_nodes() -> Any:
@@ -133,12 +175,20 @@ def _auto(collective: str) -> AutoRule:
 
 
 def choose(collective: str, requested: str | None, *, size: int, nbytes: int, count: int,
-           commutative: bool = True, nodes: Callable[[], Any] | None = None) -> tuple[str, dict[str, Any]]:
+           commutative: bool = True, nodes: Callable[[], Any] | None = None,
+           comm: Any = None) -> tuple[str, dict[str, Any]]:
     """(algorithm name, build parameters) for one call; raises ValueError for a bad choice.
+
+    "auto", in order: ``MPICOLL_ALGO``; the tuning file's band for this
+    collective, size and p; the cost model (:mod:`mpicoll.costed`) for the
+    collectives it covers; else the collective's rule table.  With ``comm``
+    every rank decides from rank 0's tuning and calibration data
+    (:func:`agree`, collective on the first "auto" call of ``comm``); without
+    it, from this process's files.
 
     ``nodes()`` gives the communicator's node layout (:func:`mpicoll.nodes.of_comm`; collective on
     its first call, so it is called on every rank alike): "auto" weighs the hierarchical algorithm
-    against the flat choice when there are several nodes, and algorithms that take ``nodes`` get it.
+    against the flat ones when there are several nodes, and algorithms that take ``nodes`` get it.
     """
     if requested is None:
         requested = "auto"
@@ -147,16 +197,8 @@ def choose(collective: str, requested: str | None, *, size: int, nbytes: int, co
     name = requested.lower()
     source = "algorithm"
     if name == "auto":
-        forced = forced_by_environment(collective)
-        if forced and forced != "auto":
-            name, source = forced, "MPICOLL_ALGO"
-        else:
-            tuned = tuned_choice(collective, size, nbytes, commutative) if count >= size else None
-            name = tuned or _auto(collective)(size=size, nbytes=nbytes, count=count, commutative=commutative)
-            if not tuned and nodes is not None and size > 1:
-                from .hierarchy import prefer  # noqa: PLC0415
-
-                name = prefer(collective, name, size=size, nbytes=nbytes, nodes=nodes(), commutative=commutative)
+        name, source = _decide(collective, size=size, nbytes=nbytes, count=count, commutative=commutative,
+                               nodes=nodes, comm=comm)
     try:
         alg = registry.get(collective, name)
     except ValueError as exc:
@@ -171,3 +213,38 @@ def choose(collective: str, requested: str | None, *, size: int, nbytes: int, co
     if "segments" in alg.params:
         params["segments"] = segments_for(nbytes, pieces=2 if name == "double_binary_tree" else 1)
     return name, params
+
+
+def _decide(collective: str, *, size: int, nbytes: int, count: int, commutative: bool,
+            nodes: Callable[[], Any] | None, comm: Any) -> tuple[str, str]:
+    """(the algorithm "auto" runs, what named it); see :func:`choose`."""
+    from . import agreement, costed  # noqa: PLC0415
+
+    # first, so that every rank takes part in the agreement whatever its environment says
+    shared = agree(comm) if comm is not None and size > 1 else agreement.local(size)
+    forced = forced_by_environment(collective)
+    if forced and forced != "auto":
+        return forced, "MPICOLL_ALGO"
+    if count >= size:
+        tuned = _band(shared.tuning.get(collective), collective, size, nbytes, commutative)
+        if tuned:
+            return tuned, "the tuning file"
+    rule = _auto(collective)(size=size, nbytes=nbytes, count=count, commutative=commutative)
+    if size < 2:
+        return rule, "algorithm"
+    layout = nodes() if nodes is not None else None
+    machine = shared.machine
+    split = None
+    if layout is not None and machine.alpha_intra is not None and machine.beta_intra is not None:
+        from .nodes import is_multi_node  # noqa: PLC0415
+
+        split = layout if is_multi_node(size, layout) else None
+    if collective in costed.MODELLED and size <= costed.MODEL_LIMIT:
+        return costed.best(collective, size=size, nbytes=nbytes, commutative=commutative, machine=machine,
+                           key=shared.key, rule=rule, nodes=split), "the cost model"
+    if split is not None:
+        from .hierarchy import machine_for, prefer  # noqa: PLC0415
+
+        rule = prefer(collective, rule, size=size, nbytes=nbytes, nodes=split, commutative=commutative,
+                      constants=machine_for(machine, size, split))
+    return rule, "algorithm"

@@ -80,7 +80,7 @@ def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, *, algorithm: str | None) ->
                              f"got blocks of {count}")
         send_array, send_layout = send.array, Layout.only(r, count, p)
     name, params = selection.choose("allgather", algorithm, size=p, nbytes=recv.nbytes, count=recv.count,
-                                    nodes=lambda: nodes.of_comm(comm))
+                                    nodes=lambda: nodes.of_comm(comm), comm=comm)
     debug_check(comm, "Allgather", count=count, dtype=recv.dtype, algorithm=name)
     if count == 0:
         return None

@@ -57,7 +57,7 @@ def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, *, algorithm: str | None) ->
                              f"sends {send.count // send.unit} elements")
         send_array, send_layout = send.array, Layout.only(r, send.count, p)
     name, params = selection.choose("allgatherv", algorithm, size=p, nbytes=recv.nbytes, count=sum(recv.counts),
-                                    nodes=lambda: nodes.of_comm(comm))
+                                    nodes=lambda: nodes.of_comm(comm), comm=comm)
     debug_check(comm, "Allgatherv", counts=recv.counts, dtype=recv.dtype, algorithm=name)
     if sum(recv.counts) == 0:
         return None

@@ -68,7 +68,8 @@ def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, op: Any, *, algorithm: str |
         check_pair(recv, send)
     check_op(op, recv.dtype)
     name, params = selection.choose("allreduce", algorithm, size=comm.size, nbytes=recv.nbytes,
-                                    count=recv.count, commutative=is_commutative(op), nodes=lambda: nodes.of_comm(comm))
+                                    count=recv.count, commutative=is_commutative(op), nodes=lambda: nodes.of_comm(comm),
+                                    comm=comm)
     debug_check(comm, "Allreduce", count=recv.count, dtype=recv.dtype, op=op_name(op), algorithm=name)
     if recv.count == 0:
         return None

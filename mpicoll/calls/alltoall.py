@@ -93,7 +93,7 @@ def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, *, algorithm: str | None) ->
             raise errors.CountError(f"recvbuf: Alltoall needs blocks of sendbuf's {send.count // p} elements, "
                              f"got {count}")
         send_array = send.array
-    name, params = selection.choose("alltoall", algorithm, size=p, nbytes=recv.nbytes, count=recv.count)
+    name, params = selection.choose("alltoall", algorithm, size=p, nbytes=recv.nbytes, count=recv.count, comm=comm)
     debug_check(comm, "Alltoall", count=count, dtype=recv.dtype, algorithm=name)
     if count == 0:
         return None

@@ -54,7 +54,8 @@ def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, *, algorithm: str | None) ->
         send = parse_v(sendbuf, "sendbuf", p)
         check_pair(recv, send)
         send_array, send_layout = send.array, Layout.v(send.counts, send.displs)
-    name, params = selection.choose("alltoallv", algorithm, size=p, nbytes=recv.nbytes, count=sum(recv.counts))
+    name, params = selection.choose("alltoallv", algorithm, size=p, nbytes=recv.nbytes, count=sum(recv.counts),
+                                    comm=comm)
     debug_check(comm, "Alltoallv", dtype=recv.dtype, algorithm=name)
     # never skip a call: only all ranks together know whether nothing moves at all
     return _alltoall.bind_alltoall(comm, "alltoallv", name, params, send_array, send_layout, recv.array,

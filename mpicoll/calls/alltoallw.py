@@ -201,7 +201,8 @@ def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, *, algorithm: str | None) ->
     have, need = recv.nbytes[me], send.nbytes[me]
     check_count(have, need, f"recvbuf: block {me} (this rank's own) has {have} bytes of type signature, "
                             f"sendbuf's block {me} sends {need}")
-    name, params = selection.choose("alltoallw", algorithm, size=p, nbytes=sum(recv.nbytes), count=sum(recv.nbytes))
+    name, params = selection.choose("alltoallw", algorithm, size=p, nbytes=sum(recv.nbytes), count=sum(recv.nbytes),
+                                    comm=comm)
     debug_check(comm, "Alltoallw", algorithm=name)
     recv_array, recv_layout = as_bytes(recv, "recvbuf", writable=True)
     if in_place and not recv.dense:   # the packed copy of recvbuf is the data to send; results go to another

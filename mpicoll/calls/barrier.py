@@ -48,7 +48,7 @@ def auto(*, size: int, nbytes: int, count: int, commutative: bool) -> str:
 def prepare(comm: Comm, *, algorithm: str | None) -> Plan | None:
     """Choose the barrier's algorithm and bind its (empty) buffers; None on one rank."""
     name, params = selection.choose("barrier", algorithm, size=comm.size, nbytes=0, count=0,
-                                    nodes=lambda: nodes.of_comm(comm))
+                                    nodes=lambda: nodes.of_comm(comm), comm=comm)
     debug_check(comm, "Barrier", algorithm=name)
     if comm.size == 1:
         return None

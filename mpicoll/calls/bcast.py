@@ -61,7 +61,7 @@ def prepare(comm: Comm, buf: Any, root: Any, *, algorithm: str | None) -> Plan |
     root = check_root(root, comm.size, "Bcast")
     b = parse(buf, "buf", writable=comm.rank != root)
     name, params = selection.choose("bcast", algorithm, size=comm.size, nbytes=b.nbytes, count=b.count,
-                                    nodes=lambda: nodes.of_comm(comm))
+                                    nodes=lambda: nodes.of_comm(comm), comm=comm)
     params["root"] = root
     debug_check(comm, "Bcast", count=b.count, dtype=b.dtype, root=root, algorithm=name)
     if b.count == 0:

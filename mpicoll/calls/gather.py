@@ -102,7 +102,8 @@ def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, root: Any, *, algorithm: str
     else:
         per = send.count
     data = recv if recv is not None else send
-    name, params = selection.choose("gather", algorithm, size=p, nbytes=p * per * data.dtype.itemsize, count=p * per)
+    name, params = selection.choose("gather", algorithm, size=p, nbytes=p * per * data.dtype.itemsize, count=p * per,
+                                    comm=comm)
     params["root"] = root
     debug_check(comm, "Gather", count=per, dtype=data.dtype, root=root, algorithm=name)
     if per == 0:

@@ -50,7 +50,7 @@ def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, root: Any, *, algorithm: str
                                  f"counts[{root}] is {recv.counts[root]}")
             check_pair(send, recv, "sendbuf", "recvbuf")
         layout = Layout.v(recv.counts, recv.displs)
-    name, params = selection.choose("gatherv", algorithm, size=p, nbytes=0, count=0)
+    name, params = selection.choose("gatherv", algorithm, size=p, nbytes=0, count=0, comm=comm)
     params["root"] = root
     dtype = (recv if recv is not None else send).dtype
     debug_check(comm, "Gatherv", dtype=dtype, root=root, algorithm=name)

@@ -70,7 +70,7 @@ def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, op: Any, root: Any, *, algor
     assert data is not None
     check_op(op, data.dtype)
     name, params = selection.choose("reduce", algorithm, size=comm.size, nbytes=data.nbytes, count=data.count,
-                                    commutative=is_commutative(op), nodes=lambda: nodes.of_comm(comm))
+                                    commutative=is_commutative(op), nodes=lambda: nodes.of_comm(comm), comm=comm)
     params["root"] = root
     debug_check(comm, "Reduce", count=data.count, dtype=data.dtype, op=op_name(op), root=root, algorithm=name)
     if data.count == 0:

@@ -94,7 +94,7 @@ def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, recvcounts: Any, op: Any, *,
         send_array = send.array
     check_op(op, recv.dtype)
     name, params = selection.choose("reduce_scatter", algorithm, size=p, nbytes=total * recv.dtype.itemsize,
-                                    count=total, commutative=is_commutative(op))
+                                    count=total, commutative=is_commutative(op), comm=comm)
     debug_check(comm, "Reduce_scatter", counts=tuple(counts), dtype=recv.dtype, op=op_name(op), algorithm=name)
     if total == 0:
         return None

@@ -107,7 +107,7 @@ def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, op: Any, *, algorithm: str |
         send_array = send.array
     check_op(op, recv.dtype)
     name, params = selection.choose("reduce_scatter_block", algorithm, size=p, nbytes=count * p * recv.dtype.itemsize,
-                                    count=count * p, commutative=is_commutative(op))
+                                    count=count * p, commutative=is_commutative(op), comm=comm)
     debug_check(comm, "Reduce_scatter_block", count=count, dtype=recv.dtype, op=op_name(op), algorithm=name)
     if count == 0:
         return None

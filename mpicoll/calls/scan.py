@@ -64,7 +64,7 @@ def prepare_prefix(comm: Comm, collective: str, method: str, sendbuf: Any, recvb
         check_pair(recv, send)
     check_op(op, recv.dtype)
     name, params = selection.choose(collective, algorithm, size=comm.size, nbytes=recv.nbytes,
-                                    count=recv.count, commutative=is_commutative(op))
+                                    count=recv.count, commutative=is_commutative(op), comm=comm)
     debug_check(comm, method, count=recv.count, dtype=recv.dtype, op=op_name(op), algorithm=name)
     if recv.count == 0:
         return None

@@ -100,7 +100,7 @@ def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, root: Any, *, algorithm: str
         per = recv.count
     data = send if send is not None else recv
     name, params = selection.choose("scatter", algorithm, size=p, nbytes=p * per * data.dtype.itemsize,
-                                    count=p * per)
+                                    count=p * per, comm=comm)
     params["root"] = root
     debug_check(comm, "Scatter", count=per, dtype=data.dtype, root=root, algorithm=name)
     if per == 0:

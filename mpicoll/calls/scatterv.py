@@ -47,7 +47,7 @@ def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, root: Any, *, algorithm: str
                                  f"counts[{root}] is {send.counts[root]}")
             check_pair(recv, send, "recvbuf", "sendbuf")
         layout = Layout.v(send.counts, send.displs)
-    name, params = selection.choose("scatterv", algorithm, size=p, nbytes=0, count=0)
+    name, params = selection.choose("scatterv", algorithm, size=p, nbytes=0, count=0, comm=comm)
     params["root"] = root
     dtype = (send if send is not None else recv).dtype
     debug_check(comm, "Scatterv", dtype=dtype, root=root, algorithm=name)

@@ -9,7 +9,11 @@ overlap::
     time_r(t) = max(send_r(t), recv_r(t)) + gamma * (bytes r reduces in round t)
 
 A round lasts as long as its slowest rank (rounds are global time steps), and a
-schedule's time is the sum of its rounds.  ``alpha_m`` and ``beta_m`` are the
+schedule's time is the sum of its rounds.  A machine may also carry the cost of
+the executor itself (:class:`Machine`'s ``round_overhead``, ``message_overhead``,
+``step_overhead`` and ``copy``, all 0 unless measured): rank r's round t then
+costs ``o_round + o_message x (messages) + o_step x (local steps) + copy x
+(bytes copied)`` more, which makes small messages prefer fewer rounds.  ``alpha_m`` and ``beta_m`` are the
 intra-node constants when both ends of message m share a node (``r // K ==
 peer // K`` with K ranks per node) and the inter-node ones otherwise.  Bytes
 come from the blocks: ``n`` bytes split evenly into the schedule's ``nblocks``
@@ -71,6 +75,10 @@ class Machine:
     alpha_by_algorithm: dict[str, float] = field(default_factory=dict)
     name: str = "custom"
     link_per_node: bool = False
+    round_overhead: float = 0.0
+    message_overhead: float = 0.0
+    step_overhead: float = 0.0
+    copy: float = 0.0
 
     def with_nodes(self, ranks_per_node: int | None) -> Machine:
         return replace(self, ranks_per_node=ranks_per_node)
@@ -85,9 +93,10 @@ class Machine:
 
 @dataclass(frozen=True)
 class Cost:
-    """Predicted time of one algorithm, split into its alpha, beta and gamma terms.
+    """Predicted time of one algorithm, split into its alpha, beta, gamma and executor terms.
 
-    The terms are those of the slowest rank of each round, summed over rounds.
+    The terms are those of the slowest rank of each round, summed over rounds
+    (``overhead``: the machine's per round, message, step and copied-byte costs).
     """
 
     collective: str
@@ -99,10 +108,11 @@ class Cost:
     reduction: float
     rounds: int
     sampled: bool
+    overhead: float = 0.0
 
     @property
     def time(self) -> float:
-        return self.latency + self.bandwidth + self.reduction
+        return self.latency + self.bandwidth + self.reduction + self.overhead
 
 
 def sample_ranks(size: int, ranks_per_node: int | None = None, root: int = 0) -> list[int]:
@@ -136,8 +146,9 @@ def sample_ranks(size: int, ranks_per_node: int | None = None, root: int = 0) ->
 
 
 def _round_terms(rnd: Round, rank: int, layout: Layout, consts: tuple[float, float, float, float],
-                 where: tuple[int, ...] | None, crossing: list[int] | None = None) -> tuple[float, float, float]:
-    """(latency, bandwidth, bytes reduced) of one rank's round, by the port model above.
+                 where: tuple[int, ...] | None, crossing: list[int] | None = None
+                 ) -> tuple[float, float, int, int]:
+    """(latency, bandwidth, bytes reduced, bytes copied) of one rank's round, by the port model above.
 
     ``where`` is each rank's node index (None: every message is inter-node);
     ``crossing``, when given, receives the inter-node bytes sent and received.
@@ -160,12 +171,21 @@ def _round_terms(rnd: Round, rank: int, layout: Layout, consts: tuple[float, flo
                     crossing[direction] += nbytes
         if lat + bw > best[0]:
             best = (lat + bw, lat, bw)
-    red = 0
+    red = copied = 0
     for st in rnd.steps:
+        out = st.out
+        moved = ends[out.hi - 1] - starts[out.lo] if out.hi > out.lo else 0
         if type(st) is Reduce:
-            out = st.out
-            red += ends[out.hi - 1] - starts[out.lo] if out.hi > out.lo else 0
-    return best[1], best[2], red
+            red += moved
+        else:
+            copied += moved
+    return best[1], best[2], red, copied
+
+
+def _overhead(rnd: Round, copied: int, machine: Machine) -> float:
+    """The executor's own time for one rank's round (0 unless the machine prices it; see :class:`Machine`)."""
+    return (machine.round_overhead + machine.message_overhead * (len(rnd.sends) + len(rnd.recvs))
+            + machine.step_overhead * len(rnd.steps) + machine.copy * copied)
 
 
 def cost(collective: str, algorithm: str, size: int, nbytes: int, machine: Machine, *,
@@ -202,19 +222,21 @@ def cost(collective: str, algorithm: str, size: int, nbytes: int, machine: Machi
     blocks = nodes is None or (isinstance(nodes, int) and nodes == per_node)  # what the rotation assumes
     if alg.rotates and blocks and not machine.link_per_node and ranks is None and (
             sample or (sample is None and size > EXACT_LIMIT)):
-        worst_r = _rotated_rounds(alg.rounds(0, size, **params), size, nbytes, consts, machine.gamma, per_node)
+        worst_r = _rotated_rounds(alg.rounds(0, size, **params), size, nbytes, consts, machine, per_node)
         return Cost(collective, algorithm, size, nbytes, latency=sum(w[1] for w in worst_r),
                     bandwidth=sum(w[2] for w in worst_r), reduction=sum(w[3] for w in worst_r),
-                    rounds=sum(1 for w in worst_r if w[0] > 0), sampled=False)
+                    rounds=sum(1 for w in worst_r if w[0] > 0), sampled=False,
+                    overhead=sum(w[4] for w in worst_r))
     if ranks is not None:
         chosen, fallback = list(ranks), False
     elif sample or (sample is None and size > EXACT_LIMIT):
         chosen, fallback = sample_ranks(size, per_node, int(params.get("root", 0) or 0)), True
     else:
         chosen, fallback = list(range(size)), False
-    worst: list[tuple[float, float, float, float]] = []  # per round: (time, lat, bw, red bytes)
+    worst: list[tuple[float, float, float, float, float]] = []  # per round: (time, lat, bw, red, overhead)
     active: list[bool] = []                              # per round: some costed rank acts in it
     layout: list[Layout] = []
+    priced = bool(machine.round_overhead or machine.message_overhead or machine.step_overhead or machine.copy)
 
     def add(r: int) -> None:
         if size <= EXACT_LIMIT:
@@ -225,21 +247,22 @@ def cost(collective: str, algorithm: str, size: int, nbytes: int, machine: Machi
         if not layout:
             layout.append(Layout.even(nbytes, nblocks))
         if len(worst) < len(rounds):
-            worst.extend([(0.0, 0.0, 0.0, 0.0)] * (len(rounds) - len(worst)))
+            worst.extend([(0.0, 0.0, 0.0, 0.0, 0.0)] * (len(rounds) - len(worst)))
             active.extend([False] * (len(rounds) - len(active)))
         for t, rnd in enumerate(rounds):
             if rnd is EMPTY_ROUND or not rnd:  # (identity first: a chain's rank idles through most rounds)
                 continue
             active[t] = True
             crossing = [0, 0] if machine.link_per_node and where else None
-            lat, bw, red = _round_terms(rnd, r, layout[0], consts, where, crossing)
+            lat, bw, red, copied = _round_terms(rnd, r, layout[0], consts, where, crossing)
             if crossing is not None and (crossing[0] or crossing[1]):
                 per = links.setdefault(t, [[0, 0] for _ in range(nnodes)])[where[r]]
                 per[0] += crossing[0]
                 per[1] += crossing[1]
-            total = lat + bw + red * machine.gamma
+            over = _overhead(rnd, copied, machine) if priced else 0.0
+            total = lat + bw + red * machine.gamma + over
             if total > worst[t][0]:
-                worst[t] = (total, lat, bw, red * machine.gamma)
+                worst[t] = (total, lat, bw, red * machine.gamma, over)
 
     with registry.gc_paused():
         for r in chosen:
@@ -251,17 +274,18 @@ def cost(collective: str, algorithm: str, size: int, nbytes: int, machine: Machi
         for t, per in links.items():  # a node's link carries its ranks' inter-node bytes one after another
             busiest = max(max(out, into) for out, into in per) * consts[1]
             if consts[0] + busiest > worst[t][1] + worst[t][2]:
-                worst[t] = (consts[0] + busiest + worst[t][3], consts[0], busiest, worst[t][3])
+                worst[t] = (consts[0] + busiest + worst[t][3] + worst[t][4], consts[0], busiest, worst[t][3],
+                            worst[t][4])
     return Cost(collective, algorithm, size, nbytes,
                 latency=sum(w[1] for w in worst), bandwidth=sum(w[2] for w in worst),
                 reduction=sum(w[3] for w in worst), rounds=sum(1 for w in worst if w[0] > 0),
-                sampled=len(chosen) < size)
+                sampled=len(chosen) < size, overhead=sum(w[4] for w in worst))
 
 
 def _rotated_rounds(built: tuple[int, tuple[Round, ...]], size: int, nbytes: int,
-                    consts: tuple[float, float, float, float], gamma: float,
-                    per_node: int | None) -> list[tuple[float, float, float, float]]:
-    """Per round, the (time, latency, bandwidth, reduction) of the slowest of all ranks, from rank 0's schedule.
+                    consts: tuple[float, float, float, float], machine: Machine,
+                    per_node: int | None) -> list[tuple[float, float, float, float, float]]:
+    """Per round, the (time, latency, bandwidth, reduction, overhead) of the slowest rank, from rank 0's schedule.
 
     For a rotating algorithm rank r's round t is rank 0's with every peer and
     block index shifted by r (mod p = nblocks).  Its time is a function f(r) of:
@@ -279,7 +303,9 @@ def _rotated_rounds(built: tuple[int, tuple[Round, ...]], size: int, nbytes: int
     only, so evaluating f at the K shifts that follow each breakpoint (one
     without nodes) evaluates every value f takes: the maximum over those
     candidates is the exact maximum over all p ranks.  Rounds of the same shape
-    (peers, range lengths) are evaluated together with NumPy.
+    (peers, range lengths) are evaluated together with NumPy.  Local copies are
+    ranges too (their bytes price ``machine.copy``); the per round, message and
+    step overheads are the same for every rank of a round of one shape.
     """
     import numpy as np
 
@@ -288,25 +314,28 @@ def _rotated_rounds(built: tuple[int, tuple[Round, ...]], size: int, nbytes: int
         raise ValueError(f"a rotating schedule must have p = {size} blocks, got {nblocks}")
     q, e = divmod(nbytes, nblocks)
     a_out, b_out, a_in, b_in = consts
+    gamma = machine.gamma
     width = per_node or 1
     groups: dict[tuple, list[tuple[int, list[int]]]] = {}
     for t, rnd in enumerate(rounds):
         if rnd is EMPTY_ROUND or not rnd:
             continue
         reduces = [st.out for st in rnd.steps if type(st) is Reduce]
+        copies = [st.out for st in rnd.steps if type(st) is not Reduce]
         key = (tuple((m.peer, m.block.hi - m.block.lo) for m in rnd.sends),
                tuple((m.peer, m.block.hi - m.block.lo) for m in rnd.recvs),
-               tuple(b.hi - b.lo for b in reduces))
-        los = [m.block.lo for m in (*rnd.sends, *rnd.recvs)] + [b.lo for b in reduces]
+               tuple(b.hi - b.lo for b in reduces), tuple(b.hi - b.lo for b in copies))
+        los = [m.block.lo for m in (*rnd.sends, *rnd.recvs)] + [b.lo for b in (*reduces, *copies)]
         groups.setdefault(key, []).append((t, los))
-    worst = [(0.0, 0.0, 0.0, 0.0)] * len(rounds)
+    worst = [(0.0, 0.0, 0.0, 0.0, 0.0)] * len(rounds)
 
     def cum(k: np.ndarray) -> np.ndarray:  # bytes of blocks 0 .. k-1
         return k * q + np.minimum(k, e)
 
-    for (sends, recvs, reds), members in groups.items():
+    for (sends, recvs, reds, cops), members in groups.items():
         lo = np.array([m[1] for m in members], dtype=np.int64)                   # (R, M)
-        length = np.array([n for _, n in sends] + [n for _, n in recvs] + list(reds), dtype=np.int64)  # (M,)
+        length = np.array([n for _, n in sends] + [n for _, n in recvs] + list(reds) + list(cops),
+                          dtype=np.int64)                                        # (M,)
         peers = np.array([d for d, _ in sends] + [d for d, _ in recvs], dtype=np.int64)
         hi = lo + length
         distinct = [j for j in range(lo.shape[1])  # a recv and its reduce share a range: one set of breakpoints
@@ -331,12 +360,15 @@ def _rotated_rounds(built: tuple[int, tuple[Round, ...]], size: int, nbytes: int
         use_send = s_lat + s_bw >= r_lat + r_bw
         lat = np.where(use_send, s_lat, r_lat)
         bw = np.where(use_send, s_bw, r_bw)
-        red = gamma * nbytes_m[:, :, len(peers):].sum(-1)
-        total = lat + bw + red
+        first_copy = len(peers) + len(reds)
+        red = gamma * nbytes_m[:, :, len(peers):first_copy].sum(-1)
+        over = (machine.round_overhead + machine.message_overhead * len(peers)
+                + machine.step_overhead * (len(reds) + len(cops)) + machine.copy * nbytes_m[:, :, first_copy:].sum(-1))
+        total = lat + bw + red + over
         best = total.argmax(axis=1)
         for i, (t, _) in enumerate(members):
             j = best[i]
-            worst[t] = (float(total[i, j]), float(lat[i, j]), float(bw[i, j]), float(red[i, j]))
+            worst[t] = (float(total[i, j]), float(lat[i, j]), float(bw[i, j]), float(red[i, j]), float(over[i, j]))
     return worst
 
 
