@@ -224,6 +224,7 @@ def _calibrate(ns: argparse.Namespace) -> int:
     print(f"  gamma  {g * 1e9:10.4f} ns/byte   per byte reduced ({1 / g / 1e9:.2f} GB/s)")
     if "round_overhead" in values:   # the executor's own costs ("auto" weighs them; see mpicoll.costed)
         print(f"  copy   {values['copy'] * 1e9:10.4f} ns/byte   per byte copied locally")
+        print(f"  sends and receives of a rank overlap (duplex): {'yes' if values.get('duplex', True) else 'no'}")
         print(f"  executor overheads: {values['round_overhead'] * 1e6:.3f} us per round, "
               f"{values['message_overhead'] * 1e6:.3f} us per message, {values['step_overhead'] * 1e6:.3f} us per "
               "local step")

@@ -35,6 +35,8 @@ __all__ = ["Shared", "local", "of_comm", "forget"]
 ATTR = "_mpicoll_agreed"     # where a communicator keeps its Shared
 _LOCAL: OrderedDict[int, Shared] = OrderedDict()   # local(size), by size (bounded; cleared by forget())
 _LOCAL_ENTRIES = 64
+_KEYS: dict[tuple, Any] = {}    # constants -> the small number that names them in decision caches
+_KEY_ENTRIES = 1024
 
 
 @dataclass(frozen=True)
@@ -44,7 +46,7 @@ class Shared:
     ``machine`` holds the cost-model constants (calibrated, or the built-in
     default), ``source`` says where they came from, ``tuning`` maps a
     collective to the tuning file's bands for this communicator's size, and
-    ``key`` identifies the constants in caches.
+    ``key`` identifies the constants in caches (equal constants, equal key).
     """
 
     machine: Machine
@@ -56,7 +58,12 @@ class Shared:
     def make(cls, machine: Machine, source: str, tuning: dict[str, Any]) -> Shared:
         bands = {coll: tuple((None if upper is None else int(upper), str(name)) for upper, name in rows)
                  for coll, rows in tuning.items()}
-        key = tuple((f.name, _hashable(getattr(machine, f.name))) for f in dataclasses.fields(machine))
+        full = tuple((f.name, _hashable(getattr(machine, f.name))) for f in dataclasses.fields(machine))
+        key = _KEYS.get(full)
+        if key is None:   # a small number names the constants (cheap to hash on every call); bounded
+            key = full
+            if len(_KEYS) < _KEY_ENTRIES:
+                key = _KEYS[full] = len(_KEYS)
         return cls(machine, source, bands, key)
 
     def to_json(self) -> str:

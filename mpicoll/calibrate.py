@@ -5,7 +5,10 @@ calibrate``): ranks 0 and 1 measure (across nodes: rank 0 with a rank of another
 node, and with one of its own node, see :func:`measure`)
 
 * alpha: half the round-trip time of a 1-byte ping-pong (median of many);
-* beta: the time per byte of a large (16 MiB) Sendrecv exchange, less alpha;
+* beta: the time per byte of a large (16 MiB) message one way, less alpha;
+* duplex: whether a large exchange (both ways at once) overlaps the two
+  directions (not on shared memory: the same core copies both ways, and the
+  cost model then adds a rank's sends and receives);
 * gamma: the time per byte of a NumPy float64 add of 16 MiB (rank 0 alone);
 * copy: the time per byte of a NumPy copy of 16 MiB (rank 0 alone);
 * the executor's own costs (:func:`executor_overheads`): per round, per
@@ -36,8 +39,17 @@ def _median(xs: list[float]) -> float:
     return float(np.median(xs))
 
 
-def _pair(comm: Any, peer: int, reps: int, big: int) -> tuple[float, float]:
-    """(alpha, beta) between rank 0 and ``peer``: ping-pong latency, then a large Sendrecv exchange."""
+def _pair(comm: Any, peer: int, reps: int, big: int) -> tuple[float, float, bool]:
+    """(alpha, beta, duplex) between rank 0 and ``peer``.
+
+    alpha: half a 1-byte ping-pong's round trip (the median of ``reps``).
+    beta: a ``big``-byte message one way, answered by 1 byte, less two
+    alphas, per byte.  duplex: whether a ``big``-byte ``Sendrecv`` exchange
+    (both ways at once) takes less than 1.5 times one way, i.e. whether a
+    rank's sends and receives overlap (on shared memory they do not: the
+    same core copies both).  The large transfers keep the fastest of 5 runs:
+    the least disturbed by other processes sharing the cores.
+    """
     rank = comm.rank
     one = np.zeros(1, np.uint8)
     times: list[float] = []
@@ -55,16 +67,25 @@ def _pair(comm: Any, peer: int, reps: int, big: int) -> tuple[float, float]:
     alpha = _median(times)
     send = np.ones(big, np.uint8)
     recv = np.empty(big, np.uint8)
-    times = []
+    other = peer if rank == 0 else 0
+    one_way, exchange = float("inf"), float("inf")
     for _ in range(5):
         comm.Barrier()
         t0 = time.perf_counter()
+        if rank == 0:
+            comm.Send(send, peer, 8)
+            comm.Recv(one, peer, 8)
+        elif rank == peer:
+            comm.Recv(recv, 0, 8)
+            comm.Send(one, 0, 8)
+        one_way = min(one_way, time.perf_counter() - t0)
+        comm.Barrier()
+        t0 = time.perf_counter()
         if rank in (0, peer):
-            other = peer if rank == 0 else 0
-            comm.Sendrecv(send, other, 8, recv, other, 8)
-        times.append(time.perf_counter() - t0)
-    beta = max(_median(times) - alpha, 1e-15) / big
-    return alpha, beta
+            comm.Sendrecv(send, other, 9, recv, other, 9)
+        exchange = min(exchange, time.perf_counter() - t0)
+    beta = max(one_way - 2 * alpha, 1e-15) / big
+    return alpha, beta, exchange < 1.5 * (alpha + beta * big)
 
 
 def _per_round(comm: Any, peer: int, bound: list, reps: int) -> float:
@@ -85,22 +106,22 @@ def _per_round(comm: Any, peer: int, bound: list, reps: int) -> float:
     return comm.bcast(best, root=0) / len(bound)
 
 
-def executor_overheads(comm: Any, peer: int, alpha: float, *, rounds: int = 100, reps: int = 30) -> dict[str, float]:
+def executor_overheads(comm: Any, peer: int, alpha: float, duplex: bool = True, *, rounds: int = 100,
+                       reps: int = 30) -> dict[str, float]:
     """The executor's per round, message and local step costs, from three kinds of rounds of 1-byte messages.
 
-    With the cost model's round time ``k alpha + o_round + 2k o_message +
-    s o_step`` (k messages each way, s local steps; see
-    :mod:`mpicoll.exec.cost`), rounds that exchange one message (a
-    ``Sendrecv``: t1), four messages each way (nonblocking, then
-    ``Waitall``: t4) and one message plus eight steps (four float64 sums,
-    four copies, one element each: ts) give::
+    With the cost model's round time ``d k alpha + o_round + 2k o_message +
+    s o_step`` (k messages each way, s local steps, d = 1 on a duplex link
+    and 2 where sends and receives take turns; see :mod:`mpicoll.exec.cost`),
+    rounds that exchange one message (a ``Sendrecv``: t1), four messages
+    each way (nonblocking, then ``Waitall``: t4) and one message plus eight
+    steps (four float64 sums, four copies, one element each: ts) give::
 
-        o_message = (t4 - t1 - 3 alpha) / 6
-        o_round   = t1 - alpha - 2 o_message
+        o_message = (t4 - t1 - 3 d alpha) / 6
+        o_round   = t1 - d alpha - 2 o_message
         o_step    = (ts - t1) / 8
 
-    each clipped at 0 (a negative value means the port model's serialized
-    alphas already cover that part).
+    each clipped at 0 (a negative value means the alphas already cover that part).
     """
     from mpi4py import MPI  # noqa: PLC0415
 
@@ -118,8 +139,9 @@ def executor_overheads(comm: Any, peer: int, alpha: float, *, rounds: int = 100,
     t1 = _per_round(comm, peer, one, reps)
     t4 = _per_round(comm, peer, four, reps)
     ts = _per_round(comm, peer, stepped, reps)
-    o_message = max(0.0, (t4 - t1 - 3 * alpha) / 6)
-    return {"round_overhead": max(0.0, t1 - alpha - 2 * o_message), "message_overhead": o_message,
+    d = 1 if duplex else 2
+    o_message = max(0.0, (t4 - t1 - 3 * d * alpha) / 6)
+    return {"round_overhead": max(0.0, t1 - d * alpha - 2 * o_message), "message_overhead": o_message,
             "step_overhead": max(0.0, (ts - t1) / 8)}
 
 
@@ -140,14 +162,14 @@ def measure(comm: Any, *, reps: int = 200, big: int = 16 << 20) -> dict[str, flo
     layout = groups(comm.size, of_comm(comm))
     values: dict[str, Any] = {}
     if len(layout) > 1:
-        alpha, beta = _pair(comm, layout[1][0], reps, big)
-        values.update(alpha=alpha, beta=beta, link_per_node=True, nodes=[len(g) for g in layout])
+        alpha, beta, duplex = _pair(comm, layout[1][0], reps, big)
+        values.update(alpha=alpha, beta=beta, duplex=duplex, link_per_node=True, nodes=[len(g) for g in layout])
         if len(layout[0]) > 1:
-            values["alpha_intra"], values["beta_intra"] = _pair(comm, layout[0][1], reps, big)
+            values["alpha_intra"], values["beta_intra"], _ = _pair(comm, layout[0][1], reps, big)
     else:
-        values["alpha"], values["beta"] = _pair(comm, 1, reps, big)
+        values["alpha"], values["beta"], values["duplex"] = _pair(comm, 1, reps, big)
     near = layout[0][1] if len(layout[0]) > 1 else layout[1][0]   # the executor's costs: within a node if we can
-    values.update(executor_overheads(comm, near, values.get("alpha_intra", values["alpha"])))
+    values.update(executor_overheads(comm, near, values.get("alpha_intra", values["alpha"]), values["duplex"]))
     a = np.ones(big // 8)
     b = np.ones(big // 8)
     times, copies = [], []
@@ -159,7 +181,7 @@ def measure(comm: Any, *, reps: int = 200, big: int = 16 << 20) -> dict[str, flo
         np.copyto(a, b)
         copies.append(time.perf_counter() - t0)
     values["gamma"] = _median(times) / big
-    values["copy"] = _median(copies) / big
+    values["copy"] = min(copies) / big
     return comm.bcast(values, root=0)
 
 

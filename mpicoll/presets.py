@@ -82,7 +82,8 @@ def load_local(path: str | os.PathLike | None = None) -> Machine:
         if not all(v >= 0 and v < 1 for v in values):
             raise ValueError("every constant must be a number of seconds (per byte) in [0, 1)")
         return Machine(alpha=float(data["alpha"]), beta=float(data["beta"]), gamma=float(data["gamma"]),
-                       name=f"local ({file})", link_per_node=bool(data.get("link_per_node", False)), **nodes, **over)
+                       name=f"local ({file})", link_per_node=bool(data.get("link_per_node", False)),
+                       duplex=bool(data.get("duplex", True)), **nodes, **over)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise ValueError(f"{file}: expected a JSON object with numbers alpha, beta, gamma ({exc})") from None
 

@@ -23,7 +23,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from . import registry
+from . import agreement, costed, registry
 from .segments import MAX_SEGMENTS, SEGMENT_BYTES, segments_for  # noqa: F401 (part of this module's API)
 
 __all__ = ["choose", "auto_rule", "forced_by_environment", "segments_for", "tuned_choice", "tuning_path",
@@ -68,8 +68,6 @@ def reload_tuning(comm: Any = None) -> None:
     0 now reads.
     """
     global _TUNING, _GENERATION
-    from . import agreement, costed  # noqa: PLC0415
-
     _TUNING = None
     agreement.forget()
     costed.clear()
@@ -141,8 +139,6 @@ def agree(comm: Any, timeout: float | None = None) -> Any:
     careful path (:mod:`mpicoll.guard`) calls it before checking a call's
     arguments, so that a rank whose checks fail still takes part.
     """
-    from . import agreement  # noqa: PLC0415
-
     return agreement.of_comm(comm, timeout)
 
 
@@ -218,10 +214,11 @@ def choose(collective: str, requested: str | None, *, size: int, nbytes: int, co
 def _decide(collective: str, *, size: int, nbytes: int, count: int, commutative: bool,
             nodes: Callable[[], Any] | None, comm: Any) -> tuple[str, str]:
     """(the algorithm "auto" runs, what named it); see :func:`choose`."""
-    from . import agreement, costed  # noqa: PLC0415
-
     # first, so that every rank takes part in the agreement whatever its environment says
-    shared = agree(comm) if comm is not None and size > 1 else agreement.local(size)
+    if comm is not None and size > 1:
+        shared = getattr(comm, "__dict__", {}).get(agreement.ATTR) or agreement.of_comm(comm)
+    else:
+        shared = agreement.local(size)
     forced = forced_by_environment(collective)
     if forced and forced != "auto":
         return forced, "MPICOLL_ALGO"

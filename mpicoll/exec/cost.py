@@ -8,6 +8,11 @@ overlap::
     recv_r(t) = sum over r's receives of (alpha_m + bytes_m * beta_m)
     time_r(t) = max(send_r(t), recv_r(t)) + gamma * (bytes r reduces in round t)
 
+A machine that is not ``duplex`` (shared memory, where the same core copies a
+rank's outgoing and incoming bytes) adds the two instead of overlapping them::
+
+    time_r(t) = send_r(t) + recv_r(t) + gamma * (bytes r reduces in round t)
+
 A round lasts as long as its slowest rank (rounds are global time steps), and a
 schedule's time is the sum of its rounds.  A machine may also carry the cost of
 the executor itself (:class:`Machine`'s ``round_overhead``, ``message_overhead``,
@@ -64,6 +69,17 @@ class Machine:
     algorithms, as NCCL's own tuning tables carry a per-hop latency per
     algorithm (used by the ``nccl-summit`` preset; see
     :mod:`mpicoll.presets`).
+
+    ``duplex`` false: a rank's sends and receives of one round take turns
+    (their times add) instead of overlapping; ``calibrate`` finds that on
+    shared memory, where one core copies both ways.
+
+    The last four fields price the executor's own work, per rank and round:
+    ``round_overhead`` for a round the rank takes part in, ``message_overhead``
+    per message it posts (send or receive), ``step_overhead`` per local step
+    (a reduction or a copy, one NumPy call each) and ``copy`` per byte a
+    local copy moves.  ``python -m mpicoll calibrate`` measures them for the
+    Python executor; they are 0 for the modelled machines of other libraries.
     """
 
     alpha: float
@@ -75,6 +91,7 @@ class Machine:
     alpha_by_algorithm: dict[str, float] = field(default_factory=dict)
     name: str = "custom"
     link_per_node: bool = False
+    duplex: bool = True
     round_overhead: float = 0.0
     message_overhead: float = 0.0
     step_overhead: float = 0.0
@@ -146,17 +163,19 @@ def sample_ranks(size: int, ranks_per_node: int | None = None, root: int = 0) ->
 
 
 def _round_terms(rnd: Round, rank: int, layout: Layout, consts: tuple[float, float, float, float],
-                 where: tuple[int, ...] | None, crossing: list[int] | None = None
+                 where: tuple[int, ...] | None, crossing: list[int] | None = None, duplex: bool = True
                  ) -> tuple[float, float, int, int]:
     """(latency, bandwidth, bytes reduced, bytes copied) of one rank's round, by the port model above.
 
     ``where`` is each rank's node index (None: every message is inter-node);
-    ``crossing``, when given, receives the inter-node bytes sent and received.
+    ``crossing``, when given, receives the inter-node bytes sent and received;
+    ``duplex`` false adds the sends' and the receives' terms.
     """
     a_out, b_out, a_in, b_in = consts
     starts, ends = layout.starts, layout.ends
     node = where[rank] if where else -1
     best = (-1.0, 0.0, 0.0)
+    both = [0.0, 0.0]
     for direction, msgs in enumerate((rnd.sends, rnd.recvs)):
         lat = bw = 0.0
         for peer, (_, lo, hi) in msgs:
@@ -169,8 +188,12 @@ def _round_terms(rnd: Round, rank: int, layout: Layout, consts: tuple[float, flo
                 bw += nbytes * b_out
                 if crossing is not None:
                     crossing[direction] += nbytes
+        both[0] += lat
+        both[1] += bw
         if lat + bw > best[0]:
             best = (lat + bw, lat, bw)
+    if not duplex:
+        best = (0.0, both[0], both[1])
     red = copied = 0
     for st in rnd.steps:
         out = st.out
@@ -254,7 +277,7 @@ def cost(collective: str, algorithm: str, size: int, nbytes: int, machine: Machi
                 continue
             active[t] = True
             crossing = [0, 0] if machine.link_per_node and where else None
-            lat, bw, red, copied = _round_terms(rnd, r, layout[0], consts, where, crossing)
+            lat, bw, red, copied = _round_terms(rnd, r, layout[0], consts, where, crossing, machine.duplex)
             if crossing is not None and (crossing[0] or crossing[1]):
                 per = links.setdefault(t, [[0, 0] for _ in range(nnodes)])[where[r]]
                 per[0] += crossing[0]
@@ -357,9 +380,12 @@ def _rotated_rounds(built: tuple[int, tuple[Round, ...]], size: int, nbytes: int
         ns = len(sends)
         s_lat, s_bw = lat_m[:, :, :ns].sum(-1), bw_m[:, :, :ns].sum(-1)
         r_lat, r_bw = lat_m[:, :, ns:].sum(-1), bw_m[:, :, ns:].sum(-1)
-        use_send = s_lat + s_bw >= r_lat + r_bw
-        lat = np.where(use_send, s_lat, r_lat)
-        bw = np.where(use_send, s_bw, r_bw)
+        if machine.duplex:
+            use_send = s_lat + s_bw >= r_lat + r_bw
+            lat = np.where(use_send, s_lat, r_lat)
+            bw = np.where(use_send, s_bw, r_bw)
+        else:
+            lat, bw = s_lat + r_lat, s_bw + r_bw
         first_copy = len(peers) + len(reds)
         red = gamma * nbytes_m[:, :, len(peers):first_copy].sum(-1)
         over = (machine.round_overhead + machine.message_overhead * len(peers)

@@ -1,0 +1,164 @@
+""""auto" from measurements: the executor terms of the cost model, the model's choice, its precedence and data."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from mpicoll import agreement, costed, registry, selection
+from mpicoll.exec.cost import Machine, cost
+from mpicoll.presets import DEFAULT_LOCAL
+
+BASE = Machine(alpha=2e-6, beta=1e-9, gamma=3e-10)
+PRICED = replace(BASE, round_overhead=1e-6, message_overhead=5e-7, step_overhead=7e-7, copy=2e-10)
+
+
+@pytest.fixture
+def files(tmp_path, monkeypatch):
+    """Point the tuning and calibration files at (absent) files of this test; forget what was read."""
+    monkeypatch.delenv("MPICOLL_ALGO", raising=False)
+    monkeypatch.setenv("MPICOLL_TUNING", str(tmp_path / "tuning.json"))
+    monkeypatch.setenv("MPICOLL_CALIBRATION", str(tmp_path / "calibration.json"))
+    selection.reload_tuning()
+    yield tmp_path
+    monkeypatch.undo()
+    selection.reload_tuning()
+
+
+def _rank_overhead(collective: str, algorithm: str, size: int, machine: Machine) -> float:
+    """Rank 0's executor overhead, round by round (every rank of a symmetric algorithm has the same)."""
+    sched = registry.schedule(collective, algorithm, 0, size)
+    return sum(machine.round_overhead + machine.message_overhead * (len(r.sends) + len(r.recvs))
+               + machine.step_overhead * len(r.steps) for r in sched.rounds if r)
+
+
+@pytest.mark.parametrize("algorithm", ["recursive_doubling", "ring", "rabenseifner"])
+def test_overheads_add_per_round_message_and_step(algorithm):
+    plain = cost("allreduce", algorithm, 8, 1 << 16, BASE)
+    priced = cost("allreduce", algorithm, 8, 1 << 16, replace(PRICED, copy=0.0))
+    assert plain.overhead == 0.0
+    assert priced.overhead == pytest.approx(_rank_overhead("allreduce", algorithm, 8, PRICED), rel=1e-12)
+    assert (priced.latency, priced.bandwidth, priced.reduction) == (plain.latency, plain.bandwidth, plain.reduction)
+    assert priced.time == pytest.approx(plain.time + priced.overhead, rel=1e-12)
+
+
+def test_more_rounds_cost_more_overhead():
+    # at 8 bytes the ring's 2(p-1) rounds must lose to recursive doubling's lg p once rounds are priced
+    few = cost("allreduce", "recursive_doubling", 8, 8, PRICED).overhead
+    many = cost("allreduce", "ring", 8, 8, PRICED).overhead
+    assert many > 2 * few > 0
+
+
+def test_copies_are_priced_per_byte():
+    # bruck's allgather ends with a local rotation: copy-priced bytes grow with the message
+    small = cost("allgather", "bruck", 5, 1 << 10, PRICED).overhead
+    large = cost("allgather", "bruck", 5, 1 << 20, PRICED).overhead
+    assert large > small
+    unpriced = cost("allgather", "bruck", 5, 1 << 20, replace(PRICED, copy=0.0)).overhead
+    assert large > unpriced
+
+
+def test_not_duplex_adds_a_ranks_sends_and_receives():
+    both = cost("allgather", "ring", 2, 1 << 20, BASE)
+    turns = cost("allgather", "ring", 2, 1 << 20, replace(BASE, duplex=False))
+    assert turns.latency == pytest.approx(2 * both.latency) and turns.bandwidth == pytest.approx(2 * both.bandwidth)
+    one_way = cost("bcast", "binomial", 2, 1 << 20, BASE, root=0)     # a lone send: nothing to add
+    assert cost("bcast", "binomial", 2, 1 << 20, replace(BASE, duplex=False), root=0).time == one_way.time
+
+
+@pytest.mark.parametrize("duplex", [True, False])
+@pytest.mark.parametrize("size", [5, 8])
+def test_rotated_costing_stays_exact_with_the_executor_terms(size, duplex):
+    machine = replace(PRICED, duplex=duplex)
+    for collective in registry.collectives():
+        for name in registry.algorithms(collective):
+            alg = registry.get(collective, name)
+            if not alg.rotates:
+                continue
+            for nbytes in (1000, 1 << 20):
+                fast = cost(collective, name, size, nbytes, machine, sample=True)
+                exact = cost(collective, name, size, nbytes, machine, sample=False)
+                assert fast.time == pytest.approx(exact.time, rel=1e-9), (collective, name, nbytes)
+                assert fast.overhead == pytest.approx(exact.overhead, rel=1e-9), (collective, name, nbytes)
+
+
+def _write_calibration(path, machine: Machine) -> None:
+    path.write_text(json.dumps({"alpha": machine.alpha, "beta": machine.beta, "gamma": machine.gamma,
+                                "duplex": machine.duplex}))
+
+
+def test_the_model_follows_the_calibrated_constants(files):
+    names = costed.candidates("allreduce", 8, True)
+    latency_bound = Machine(alpha=1e-3, beta=1e-15, gamma=1e-15)
+    _write_calibration(files / "calibration.json", latency_bound)
+    selection.reload_tuning()
+    chosen, _ = selection.choose("allreduce", "auto", size=8, nbytes=1 << 20, count=1 << 17)
+    rounds = {n: cost("allreduce", n, 8, 1 << 20, latency_bound, **costed._params("allreduce", n, 1 << 20)).rounds
+              for n in names}
+    assert rounds[chosen] == min(rounds.values()), (chosen, rounds)
+    bandwidth_bound = Machine(alpha=1e-12, beta=1e-9, gamma=1e-9)
+    _write_calibration(files / "calibration.json", bandwidth_bound)
+    selection.reload_tuning()
+    chosen, _ = selection.choose("allreduce", "auto", size=8, nbytes=1 << 20, count=1 << 17)
+    moved = {n: c.bandwidth + c.reduction for n, c in
+             costed.predicted("allreduce", 8, 1 << 20, bandwidth_bound, names).items()}
+    assert moved[chosen] == pytest.approx(min(moved.values()), rel=0.01), (chosen, moved)
+    assert chosen in ("ring", "rabenseifner")
+
+
+def test_precedence_environment_then_tuning_then_model(files, monkeypatch):
+    (files / "tuning.json").write_text(json.dumps({"allreduce": {"4": [[1000, "linear"], [None, "binomial"]]}}))
+    selection.reload_tuning()
+    assert selection.choose("allreduce", "auto", size=4, nbytes=8, count=1)[0] == "recursive_doubling"  # count < p
+    assert selection.choose("allreduce", "auto", size=4, nbytes=800, count=100)[0] == "linear"
+    assert selection.choose("allreduce", "auto", size=4, nbytes=8000, count=1000)[0] == "binomial"
+    monkeypatch.setenv("MPICOLL_ALGO", "allreduce=ring")
+    assert selection.choose("allreduce", "auto", size=4, nbytes=800, count=100)[0] == "ring"
+    monkeypatch.delenv("MPICOLL_ALGO")
+    shared = agreement.local(5)    # no band for p = 5: the model decides
+    rule = selection._auto("allreduce")(size=5, nbytes=8000, count=1000, commutative=True)
+    model = costed.best("allreduce", size=5, nbytes=8000, commutative=True, machine=shared.machine,
+                        key=shared.key, rule=rule)
+    assert selection.choose("allreduce", "auto", size=5, nbytes=8000, count=1000)[0] == model
+
+
+def test_rule_tables_beyond_the_model(files):
+    p = costed.MODEL_LIMIT + 1
+    for collective in ("allreduce", "bcast", "alltoall"):
+        rule = selection._auto(collective)(size=p, nbytes=1 << 20, count=1 << 17, commutative=True)
+        assert selection.choose(collective, "auto", size=p, nbytes=1 << 20, count=1 << 17)[0] == rule
+    # the v-collectives keep theirs at any size
+    assert selection.choose("alltoallv", "auto", size=8, nbytes=1 << 20, count=1 << 17)[0] == "pairwise"
+
+
+def test_the_decision_cache_is_bounded(files, monkeypatch):
+    monkeypatch.setattr(costed, "CACHE_ENTRIES", 4)
+    for k in range(12):
+        selection.choose("allgather", "auto", size=3, nbytes=8 << k, count=1 << k)
+        assert len(costed._CACHE) <= 4
+    assert costed.bucket(0) == 0 and costed.bucket(1) == 1 and costed.bucket(1000) == 1024 == costed.bucket(1024)
+
+
+def test_where_the_constants_come_from(files):
+    assert agreement.local(2).machine == DEFAULT_LOCAL and "built-in" in agreement.local(2).source
+    _write_calibration(files / "calibration.json", BASE)
+    selection.reload_tuning()
+    shared = agreement.local(2)
+    assert shared.machine.alpha == BASE.alpha and str(files) in shared.source
+    # no executor overheads in the file: the built-in preset's are taken
+    assert shared.machine.step_overhead == DEFAULT_LOCAL.step_overhead
+    assert agreement.Shared.from_json(shared.to_json()) == shared
+    (files / "calibration.json").write_text('{"alpha": "fast"}')
+    selection.reload_tuning()
+    with pytest.raises(ValueError, match="alpha"):
+        agreement.local(2)
+
+
+def test_reload_forgets_decisions(files):
+    selection.choose("bcast", "auto", size=3, nbytes=4096, count=512)
+    generation = selection.tuning_generation()
+    assert costed._CACHE
+    selection.reload_tuning()
+    assert not costed._CACHE and selection.tuning_generation() == generation + 1
