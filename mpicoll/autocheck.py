@@ -30,7 +30,7 @@ SKIP = ("memcpy", bench.BUILTIN, bench.PERSISTENT, bench.AUTO)
 FLAG = 1.10
 
 
-def ratios(results: list[dict], picks: dict[tuple[str, int], str] | None = None) -> list[dict[str, Any]]:
+def ratios(results: list[dict]) -> list[dict[str, Any]]:
     """One row per (collective, size): auto's and the fastest algorithm's median and minimum, and the ratios."""
     rows = []
     for res in results:
@@ -43,7 +43,7 @@ def ratios(results: list[dict], picks: dict[tuple[str, int], str] | None = None)
             by_median = min(forced, key=lambda n: forced[n]["median_s"])
             by_min = min(forced, key=lambda n: forced[n]["min_s"])
             rows.append({"collective": res["collective"], "p": res["p"], "bytes": entry["bytes"],
-                         "auto": (picks or {}).get((res["collective"], entry["bytes"]), ""),
+                         "auto": auto.get("ran", ""),
                          "auto_median_s": auto["median_s"], "fastest_median": by_median,
                          "fastest_median_s": forced[by_median]["median_s"],
                          "ratio_median": auto["median_s"] / forced[by_median]["median_s"],
@@ -76,20 +76,6 @@ def report(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def _picks(comm: Any, results: list[dict]) -> dict[tuple[str, int], str]:
-    """What "auto" ran at each swept size (the same decision the calls made: every rank agrees on it)."""
-    from . import selection  # noqa: PLC0415
-
-    out = {}
-    for res in results:
-        coll = bench.COLLECTIVES[res["collective"]]
-        for entry in res["sizes"]:
-            count = entry["count"] * (comm.size if coll.total_vector else 1)
-            out[(res["collective"], entry["bytes"])] = selection.choose(
-                res["collective"], "auto", size=comm.size, nbytes=entry["bytes"], count=count, comm=comm)[0]
-    return out
-
-
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     ap = argparse.ArgumentParser(prog="python -m mpicoll.autocheck", description=__doc__.split("\n\n")[0])
     ap.add_argument("collectives", nargs="*", default=list(bench.COLLECTIVES),
@@ -119,7 +105,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         algs = [bench.AUTO, *registry.algorithms(name)]
         results += bench.run_bench(comm, [name], sizes, algorithms=algs, iters=args.iters, warmup=args.warmup,
                                    progress=False)
-    rows = ratios(results, _picks(comm, results))
+    rows = ratios(results)
     if comm.rank == 0:
         print(f"# mpicoll.autocheck {' '.join(sys.argv[1:] if argv is None else argv)}")
         print(report(rows))

