@@ -15,19 +15,19 @@ from . import Value, own
 __all__ = ["subtree_layout", "at", "from_root"]
 
 
-def subtree_layout(rank: int, size: int, root: int, per: int) -> tuple[Layout, int]:
+def subtree_layout(rank: int, size: int, root: int, per: int) -> Layout:
     """Scratch for a binomial gather/scatter: only this rank's subtree, own block first.
 
     The subtree of relative rank v is the blocks of ranks v .. v + n - 1
     (mod p, absolute); block b sits at position (b - rank) mod p.  Every
     message of the binomial schedules is an absolute range that does not wrap,
-    so it is contiguous here too.  Returns the layout and the scratch size.
+    so it is contiguous here too.  The buffer spans n x ``per`` elements.
     """
     n = subtree((rank - root) % size, size)
     pos = [(b - rank) % size for b in range(size)]
     starts = [u * per if u < n else 0 for u in pos]
     ends = [(u + 1) * per if u < n else 0 for u in pos]
-    return Layout(starts, ends), n * per
+    return Layout(starts, ends)
 
 
 def at(rank: int, size: int, value: Value | None) -> list[Value | None]:

@@ -85,4 +85,4 @@ def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, *, algorithm: str | None) ->
     if count == 0:
         return None
     return make_plan(comm, "allgather", name, params, {"send": send_array, "recv": recv.array},
-                     lambda nb: {"recv": layout, "send": send_layout}, dtype=recv.dtype, scratch_count=0)
+                     lambda nb: {"recv": layout, "send": send_layout}, dtype=recv.dtype)

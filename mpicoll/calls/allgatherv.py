@@ -66,7 +66,7 @@ def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, *, algorithm: str | None) ->
             (packed.starts, packed.ends):
         return _gathered_in_scratch(comm, name, params, recv, send_array, send_layout, packed)
     return make_plan(comm, "allgatherv", name, params, {"send": send_array, "recv": recv.array},
-                     lambda nb: {"recv": layout, "send": send_layout}, dtype=recv.dtype, scratch_count=0)
+                     lambda nb: {"recv": layout, "send": send_layout}, dtype=recv.dtype)
 
 
 def _gathered_in_scratch(comm: Comm, name: str, params: dict, recv: Any, send_array: Any, send_layout: Layout,
@@ -75,7 +75,7 @@ def _gathered_in_scratch(comm: Comm, name: str, params: dict, recv: Any, send_ar
     rank order: it gathers into a packed scratch buffer, then each block is copied to its displacement."""
     gathered = recv.xp.empty(sum(recv.counts), recv.dtype)
     plan = make_plan(comm, "allgatherv", name, params, {"send": send_array, "recv": gathered},
-                     lambda nb: {"recv": packed, "send": send_layout}, dtype=recv.dtype, scratch_count=0)
+                     lambda nb: {"recv": packed, "send": send_layout}, dtype=recv.dtype)
     target, pieces = recv.array, list(zip(recv.displs, packed.starts, recv.counts))
 
     def finish() -> None:

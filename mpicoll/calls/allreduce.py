@@ -75,4 +75,4 @@ def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, op: Any, *, algorithm: str |
     arrays = {"send": recv.array if send is None else send.array, "recv": recv.array}
     return make_plan(comm, "allreduce", name, params, arrays,
                      lambda nb: {"recv": Layout.even(recv.count, nb, recv.unit)},
-                     op=op, dtype=recv.dtype, scratch_count=recv.count, datatype=recv.datatype)
+                     op=op, dtype=recv.dtype, datatype=recv.datatype)

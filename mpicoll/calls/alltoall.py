@@ -28,7 +28,7 @@ from ..layout import Layout
 from ..plan import Plan, make_plan
 from . import Spec, debug_check, own
 from ._checks import check_pair
-from ._nonrooted import copy_result_to, scratch_layouts
+from ._nonrooted import copy_result_to
 
 if TYPE_CHECKING:
     from ..comm import Comm
@@ -45,7 +45,7 @@ def simulate_setup(inputs: list[np.ndarray], nblocks: int, in_place: bool = Fals
     for r, x in enumerate(inputs):
         counts = [send[j].count(r, r + 1) for j in range(size)]
         recv = Layout.v(counts, [sum(counts[:j]) for j in range(size)])
-        layouts = {"send": send[r], "recv": recv, **scratch_layouts(recv)}
+        layouts = {"send": send[r], "recv": recv}
         out.append(({"send": x.copy(), "recv": np.empty(sum(counts), x.dtype)}, layouts, "recv"))
     return out
 
@@ -71,9 +71,9 @@ def bind_alltoall(comm: Comm, collective: str, name: str, params: dict, send_arr
     """The plan of an all-to-all; in place, the result goes to scratch and is copied block by block at the end."""
     size = max(recv_layout.ends, default=0)
     result = xp.empty(size, dtype) if in_place else recv_array
-    layouts = {"send": send_layout, "recv": recv_layout, **scratch_layouts(recv_layout)}
+    layouts = {"send": send_layout, "recv": recv_layout}
     plan = make_plan(comm, collective, name, params, {"send": send_array, "recv": result}, lambda nb: layouts,
-                     dtype=dtype, scratch_count=size)
+                     dtype=dtype)
     if in_place:
         copy_result_to(plan, result, recv_array, [recv_layout.span(b, b + 1) for b in range(comm.size)])
     return plan

@@ -54,4 +54,4 @@ def prepare(comm: Comm, *, algorithm: str | None) -> Plan | None:
         return None
     arrays = {"send": np.empty(0, np.uint8), "recv": np.empty(0, np.uint8)}
     return make_plan(comm, "barrier", name, params, arrays,
-                     lambda nb: {"send": _empty(nb), "recv": _empty(nb)}, dtype=np.dtype(np.uint8), scratch_count=0)
+                     lambda nb: {"send": _empty(nb), "recv": _empty(nb)}, dtype=np.dtype(np.uint8))

@@ -67,4 +67,4 @@ def prepare(comm: Comm, buf: Any, root: Any, *, algorithm: str | None) -> Plan |
     if b.count == 0:
         return None
     return make_plan(comm, "bcast", name, params, {"recv": b.array},
-                     lambda nb: {"recv": Layout.even(b.count, nb, b.unit)}, dtype=b.dtype, scratch_count=0)
+                     lambda nb: {"recv": Layout.even(b.count, nb, b.unit)}, dtype=b.dtype)

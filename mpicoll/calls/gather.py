@@ -43,10 +43,10 @@ def _simulate(inputs: list[np.ndarray], nblocks: int, in_place: bool = False, ro
             out.append(({"recv": recv}, {"recv": whole, "send": whole}, "recv"))
         elif in_place:  # (the checker aliases send to recv everywhere)
             mine = Layout.only(r, c, p)
-            out.append(({"recv": x.copy()}, {"recv": mine, "send": mine, "tmp": whole}, "recv"))
+            out.append(({"recv": x.copy()}, {"recv": mine, "send": mine, "subtree": whole}, "recv"))
         else:
             out.append(({"send": x.copy(), "recv": np.empty(p * c, x.dtype)},
-                        {"recv": whole, "send": Layout.only(r, c, p), "tmp": whole}, "recv"))
+                        {"recv": whole, "send": Layout.only(r, c, p), "subtree": whole}, "recv"))
     return out
 
 
@@ -71,13 +71,11 @@ def gather_plan(comm: Comm, collective: str, name: str, params: dict, root: int,
     if rank == root:
         arrays = {"recv": recv.array, "send": recv.array if send is None else send.array}
         layouts = {"recv": recv_layout, "send": recv_layout if send is None else Layout.only(rank, send.count, p)}
-        scratch = 0
-    else:
-        tmp, scratch = subtree_layout(rank, p, root, send.count)
+    else:   # the binomial algorithm's scratch "subtree" (declared like="own") holds only this rank's subtree
         arrays = {"send": send.array}
-        layouts = {"recv": Layout.only(rank, send.count, p), "send": Layout.only(rank, send.count, p), "tmp": tmp}
-    return make_plan(comm, collective, name, params, arrays, lambda nb: layouts, dtype=data.dtype,
-                     scratch_count={"tmp": scratch})
+        layouts = {"recv": Layout.only(rank, send.count, p), "send": Layout.only(rank, send.count, p),
+                   "subtree": subtree_layout(rank, p, root, send.count)}
+    return make_plan(comm, collective, name, params, arrays, lambda nb: layouts, dtype=data.dtype)
 
 
 def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, root: Any, *, algorithm: str | None) -> Plan | None:

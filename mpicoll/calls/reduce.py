@@ -83,4 +83,4 @@ def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, op: Any, root: Any, *, algor
             arrays["recv"] = data.xp.empty(data.count, data.dtype)  # scratch: a non-root has no recvbuf
     return make_plan(comm, "reduce", name, params, arrays,
                      lambda nb: {"recv": Layout.even(data.count, nb, data.unit)},
-                     op=op, dtype=data.dtype, scratch_count=data.count, datatype=data.datatype)
+                     op=op, dtype=data.dtype, datatype=data.datatype)

@@ -70,7 +70,7 @@ def prepare_prefix(comm: Comm, collective: str, method: str, sendbuf: Any, recvb
         return None
     arrays = {"send": recv.array if send is None else send.array, "recv": recv.array}
     return make_plan(comm, collective, name, params, arrays, lambda nb: {"recv": Layout.v([recv.count], [0])},
-                     op=op, dtype=recv.dtype, scratch_count=recv.count, datatype=recv.datatype)
+                     op=op, dtype=recv.dtype, datatype=recv.datatype)
 
 
 def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, op: Any, *, algorithm: str | None) -> Plan | None:

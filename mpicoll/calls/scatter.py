@@ -43,7 +43,8 @@ def _simulate(inputs: list[np.ndarray], nblocks: int, in_place: bool = False, ro
             out.append(({"send": x.copy(), "recv": np.empty(c, x.dtype)}, {"recv": Layout.only(r, c, p), "send": whole},
                         "recv"))
         else:
-            out.append(({"recv": x[r * c:(r + 1) * c].copy()}, {"recv": Layout.only(r, c, p), "tmp": whole}, "recv"))
+            layouts = {"recv": Layout.only(r, c, p), "subtree": whole}
+            out.append(({"recv": x[r * c:(r + 1) * c].copy()}, layouts, "recv"))
     return out
 
 
@@ -65,16 +66,13 @@ def scatter_plan(comm: Comm, collective: str, name: str, params: dict, root: int
     """Bind a scatter-like schedule: ``send``/``send_layout`` at the root only; ``recv`` None in place."""
     p, rank = comm.size, comm.rank
     data = send if recv is None else recv
-    scratch = 0
     if rank == root:
         arrays = {"send": send.array, "recv": send.array if recv is None else recv.array}
         layouts = {"send": send_layout, "recv": send_layout if recv is None else Layout.only(rank, recv.count, p)}
-    else:
-        tmp, scratch = subtree_layout(rank, p, root, recv.count)
+    else:   # the binomial algorithm's scratch "subtree" (declared like="own") holds only this rank's subtree
         arrays = {"recv": recv.array}
-        layouts = {"recv": Layout.only(rank, recv.count, p), "tmp": tmp}
-    return make_plan(comm, collective, name, params, arrays, lambda nb: layouts, dtype=data.dtype,
-                     scratch_count={"tmp": scratch})
+        layouts = {"recv": Layout.only(rank, recv.count, p), "subtree": subtree_layout(rank, p, root, recv.count)}
+    return make_plan(comm, collective, name, params, arrays, lambda nb: layouts, dtype=data.dtype)
 
 
 def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, root: Any, *, algorithm: str | None) -> Plan | None:

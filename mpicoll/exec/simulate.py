@@ -36,8 +36,7 @@ class ArrayDomain:
 
     def view(self, rank: int, block: Block) -> np.ndarray:
         name = self.alias.get(block.buf, block.buf)
-        layouts = self.layouts[rank]
-        start, stop = layouts.get(block.buf, layouts["recv"]).span(block.lo, block.hi)
+        start, stop = self.layouts[rank][block.buf].span(block.lo, block.hi)
         return self.arrays[rank][name][start:stop]
 
     def read(self, rank: int, block: Block) -> np.ndarray:
@@ -74,21 +73,18 @@ def simulate(collective: str, algorithm: str, inputs: Sequence[np.ndarray], op: 
     inputs = [np.asarray(x) for x in inputs]
     contract = {k: v for k, v in params.items() if k in spec.params}  # e.g. root, not segments
     setups = spec.simulate(inputs, scheds[0].nblocks, in_place=in_place, **contract)
-    arrays = []
+    arrays, full = [], []
     for sched, (bufs, layouts, _) in zip(scheds, setups):
         bufs = dict(bufs)
         like = bufs["recv"]
         if not in_place and "send" in bufs:  # results must come from the algorithm, not from what was there
             like[...] = _poison(like.dtype)
-        for name in sched.scratch():  # as large as the layout the spec gives it, else as recv
-            if name in layouts:
-                size = max(layouts[name].ends, default=0)
-            else:
-                size = max(len(like), max(layouts["recv"].ends, default=0))
-            bufs[name] = np.full(size, _poison(like.dtype), like.dtype)
+        full.append(sched.layouts(layouts))  # scratch layouts as the algorithm declares them
+        for name in sched.scratch():        # as many elements as the layout spans, poisoned
+            bufs[name] = np.full(max(full[-1][name].ends, default=0), _poison(like.dtype), like.dtype)
         arrays.append(bufs)
     alias = {"send": "recv"} if in_place else {}
-    domain = ArrayDomain(arrays, [layouts for _, layouts, _ in setups], op, alias)
+    domain = ArrayDomain(arrays, full, op, alias)
     run_lockstep(scheds, domain, alias)
     return [bufs[result] for bufs, (_, _, result) in zip(arrays, setups)]
 

@@ -133,6 +133,8 @@ def _verify(collective: str, algorithm: str, size: int, ordered: bool | None, in
     if len(scheds) != size or scheds[0].algorithm != algorithm or scheds[0].collective != collective:
         raise ValueError(f"schedules: expected the {size} schedules of {collective}/{algorithm}")
     nblocks = scheds[0].nblocks
+    for sched in scheds:  # every buffer named is send, recv or declared scratch
+        sched.scratch()
     ordered = alg.keeps_order(size) if ordered is None else ordered
     alias = {"send": "recv"} if in_place else {}
     states = []
