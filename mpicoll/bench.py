@@ -39,6 +39,8 @@ import numpy as np
 from mpi4py import MPI
 
 from . import registry, selection
+from .bench_cases import algorithm_run
+from .bench_timing import BATCH_SECONDS, MAX_BATCH, batch_size, time_variants  # noqa: F401 (re-exported)
 from .comm import Comm
 
 __all__ = ["Collective", "COLLECTIVES", "main", "parse_size", "parse_sizes", "run_bench"]
@@ -46,8 +48,6 @@ __all__ = ["Collective", "COLLECTIVES", "main", "parse_size", "parse_sizes", "ru
 BUILTIN = "builtin"
 AUTO = "auto"
 PERSISTENT = "persistent"
-BATCH_SECONDS = 2e-3   # a timed round runs calls for about this long (small messages need batches)
-MAX_BATCH = 1000
 
 
 # -- the collectives ------------------------------------------------------------------------------
@@ -201,39 +201,9 @@ def _close(results: np.ndarray, expected: np.ndarray) -> bool:
     return bool(np.array_equal(results, expected))
 
 
-# -- timing -----------------------------------------------------------------------------------------
+# -- timing: see mpicoll.bench_timing (re-exported for mpicoll.bench_gpu) ------------------------------
 
-def _batch(fn: Callable[[], None], world: MPI.Intracomm) -> int:
-    """Calls per timed round: about BATCH_SECONDS of work, agreed on by every rank."""
-    world.Barrier()
-    t0 = time.perf_counter()
-    fn()
-    fn()
-    one = (time.perf_counter() - t0) / 2
-    one = world.allreduce(one, op=MPI.MAX)
-    return int(max(1, min(MAX_BATCH, BATCH_SECONDS // max(one, 1e-9))))
-
-
-def time_variants(timed: dict, batch: dict, iters: int, world: Any) -> np.ndarray:
-    """Seconds per call of every variant in ``timed`` (iters x variants), the slowest rank's.
-
-    Each iteration runs every variant ``batch[name]`` times between barriers,
-    rotating who goes first, so no variant always follows the same one.
-    """
-    times = np.zeros((iters, len(timed)))
-    order = list(enumerate(timed.items()))
-    for it in range(iters):
-        rot = it % len(order)
-        for j, (name, fn) in order[rot:] + order[:rot]:
-            k = batch[name]
-            world.Barrier()
-            t0 = time.perf_counter()
-            for _ in range(k):
-                fn()
-            times[it, j] = (time.perf_counter() - t0) / k
-    slowest = np.empty_like(times)
-    world.Allreduce(times, slowest, op=MPI.MAX)
-    return slowest
+_batch = batch_size
 
 
 def measure(coll: Collective, comm: Comm, nbytes: int, dtype: np.dtype, names: list[str], iters: int,
@@ -254,6 +224,9 @@ def measure(coll: Collective, comm: Comm, nbytes: int, dtype: np.dtype, names: l
         calls[name] = fn
         if req is not None:
             requests.append(req)
+    ran = {}
+    if AUTO in calls and _has_module(coll):   # what "auto" runs at this size (prepared as the call would be)
+        ran[AUTO] = algorithm_run(comm, coll.method, bufs.args(AUTO), AUTO)
     # check each result once, against the built-in's
     checked: dict[str, bool] = {}
     for name, fn in calls.items():
@@ -291,6 +264,8 @@ def measure(coll: Collective, comm: Comm, nbytes: int, dtype: np.dtype, names: l
     base = stats[BUILTIN]["median_s"]
     for name in calls:
         stats[name]["ratio"] = stats[name]["median_s"] / base
+    for name, alg in ran.items():
+        stats[name]["ran"] = alg
     for name, err in errors.items():
         stats[name] = {"error": err}
     return {"bytes": size_bytes, "count": bufs.count, "stats": stats}
@@ -313,15 +288,15 @@ def parse_size(text: str) -> int:
 
 
 def parse_sizes(text: str) -> list[int]:
-    """``8:64M`` (8 bytes, the powers of 4 between, 64 MiB), ``8:64M:2`` (powers of 2), or a list ``8,1M``."""
+    """``8:64M`` (8 bytes, the powers of 4 between, 64 MiB), ``0:1M:2`` (0, 1, 2, 4, ..., 1 MiB), or a list ``8,1M``."""
     if ":" in text:
         parts = text.split(":")
         if len(parts) not in (2, 3):
             raise ValueError(f"--sizes: expected LO:HI or LO:HI:FACTOR, got {text!r}")
         lo, hi = parse_size(parts[0]), parse_size(parts[1])
         factor = int(parts[2]) if len(parts) == 3 else 4
-        if lo < 1 or hi < lo or factor < 2:
-            raise ValueError(f"--sizes: need 1 <= LO <= HI and FACTOR >= 2, got {text!r}")
+        if hi < lo or factor < 2:
+            raise ValueError(f"--sizes: need LO <= HI and FACTOR >= 2, got {text!r}")
         sizes, s = [lo], 1
         while s < hi:   # the powers of FACTOR strictly between LO and HI, so that 8:64M hits 64K and 1M
             if s > lo:
@@ -387,8 +362,8 @@ def table(res: dict) -> str:
         lines.append(f"# NOISY: {res['p']} ranks on {res['cores']} cores (oversubscribed)")
     for note in res["notes"]:
         lines.append(f"# note: {note}")
-    head = f"{'size':>9} {'variant':<22} {'median us':>11} {'min us':>10} {'algbw GB/s':>10} {'busbw GB/s':>10} " \
-           f"{'ratio':>6} {'check':>5}"
+    head = f"{'size':>9} {'variant (auto: what ran)':<26} {'median us':>11} {'min us':>10} {'algbw GB/s':>10} " \
+           f"{'busbw GB/s':>10} {'ratio':>6} {'check':>5}"
     lines.append(head)
     for entry in res["sizes"]:
         stats = entry["stats"]
@@ -397,14 +372,16 @@ def table(res: dict) -> str:
         fastest = min(algs) if algs else None
         for name, s in stats.items():
             if "error" in s:
-                lines.append(f"{human(entry['bytes']):>9} {name:<22} error: {s['error']}")
+                lines.append(f"{human(entry['bytes']):>9} {name:<26} error: {s['error']}")
                 continue
             ratio = "" if name == "memcpy" else f"{s['ratio']:.2f}" if "ratio" in s else ""
             flag = ""
             if name == AUTO and fastest is not None and s["median_s"] > 1.10 * fastest[0]:
                 flag = f"  auto {s['median_s'] / fastest[0]:.2f}x the fastest ({fastest[1]})"
             label = ("memcpy (device)" if res.get("device") else "memcpy (np.copyto)") if name == "memcpy" else name
-            lines.append(f"{human(entry['bytes']):>9} {label:<22} {s['median_s'] * 1e6:11.2f} {s['min_s'] * 1e6:10.2f} "
+            if "ran" in s:
+                label = f"{name} ({s['ran']})"
+            lines.append(f"{human(entry['bytes']):>9} {label:<26} {s['median_s'] * 1e6:11.2f} {s['min_s'] * 1e6:10.2f} "
                          f"{s['algbw_GBs']:10.2f} {s['busbw_GBs']:10.2f} {ratio:>6} "
                          f"{'' if name == 'memcpy' else 'ok' if s['ok'] else 'WRONG':>5}{flag}")
     return "\n".join(lines)
@@ -527,53 +504,125 @@ def write_tuning(found: dict[str, Any], path: str) -> None:
 
 # -- command line ---------------------------------------------------------------------------------
 
-def main(argv: list[str] | None = None, comm: MPI.Intracomm | None = None) -> list[dict]:
-    """The command line; returns the results (every rank)."""
-    ap = argparse.ArgumentParser(prog="python -m mpicoll.bench", description=__doc__.split("\n\n")[0])
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m mpicoll.bench", description=__doc__.split("\n\n")[0],
+                                 epilog="--style osu / nccl: see the module docstrings of mpicoll.bench and "
+                                        "mpicoll.bench_styles for the columns")
     ap.add_argument("collectives", nargs="*", default=["allreduce"],
-                    help=f"collectives to time (default allreduce): {', '.join(COLLECTIVES)}, or 'all'")
-    ap.add_argument("--algorithms", help="comma-separated: algorithm names, auto, persistent (default: all)")
-    ap.add_argument("--sizes", default="8:64M", help="LO:HI[:FACTOR] (default 8:64M, every factor 4) or a list")
-    ap.add_argument("--dtype", default="float64")
+                    help=f"collectives to time (default allreduce), or 'all'; --style table: {', '.join(COLLECTIVES)}; "
+                         f"--style osu/nccl: also gather, scatter, scan, exscan, barrier and the v-variants")
+    ap.add_argument("--style", choices=("table", "osu", "nccl"), default="table",
+                    help="table (default): every algorithm, median/min of the slowest rank; osu: OSU's Avg/Min/Max "
+                         "latency columns; nccl: nccl-tests' columns (out-of-place and in-place, #wrong)")
+    ap.add_argument("--algorithms", help="comma-separated: algorithm names, auto, persistent (table: default all; "
+                                         "osu/nccl: default auto)")
+    ap.add_argument("--sizes", help="bytes: LO:HI[:FACTOR] (LO, the powers of FACTOR between, HI) or a list 8,64K,1M; "
+                                    "default 8:64M (factor 4), --style osu 0:1M:2 (OSU's 0, 1, 2, 4, ...)")
+    ap.add_argument("--buffer", choices=("numpy", "mmap", "bytearray"), default="numpy",
+                    help="--style osu/nccl: the buffers' kind (non-NumPy ones passed as [buf, count, datatype])")
+    ap.add_argument("--dtype", help="element type (default float64; --style osu/nccl float32; --style osu moves "
+                                    "MPI.BYTE in the collectives that do not reduce)")
+    ap.add_argument("--root", type=int, default=0, help="--style osu/nccl: the root of rooted collectives (default 0)")
     ap.add_argument("--iters", type=int, default=20, help="timed rounds per size (default 20)")
     ap.add_argument("--warmup", type=int, default=3, help="untimed rounds per size (default 3)")
     ap.add_argument("--json", help="write the results as JSON")
     ap.add_argument("--csv", help="write one row per (size, variant) as CSV")
-    ap.add_argument("--plot", help="draw busbw and time against size (PNG; needs matplotlib)")
+    ap.add_argument("--plot", help="--style table: draw busbw and time against size (PNG; needs matplotlib)")
     ap.add_argument("--tune", action="store_true",
-                    help="measure crossovers between algorithms and write them to the tuning file")
+                    help="--style table: measure crossovers between algorithms and write them to the tuning file")
     ap.add_argument("--tuning-file", help="where --tune writes (default $MPICOLL_TUNING or "
                                           "~/.config/mpicoll/tuning.json)")
     ap.add_argument("--quiet", action="store_true", help="no progress bar")
     ap.add_argument("--device", choices=("cpu", "gpu", "standin"), default="cpu",
                     help="gpu: CuPy buffers, mpicoll's GPU transports against get + built-in + set (see "
                          "mpicoll.bench_gpu); standin: the same on the host stand-in device (tests only)")
+    return ap
+
+
+def _write_csv(flat: list[dict], path: str) -> None:
+    keys = list(dict.fromkeys(k for r in flat for k in r))
+    with open(path, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=keys)
+        writer.writeheader()
+        writer.writerows(flat)
+
+
+def _run_style(args: argparse.Namespace, ap: argparse.ArgumentParser, wrapped: Comm, sizes: list[int],
+               algorithms: list[str] | None, command: str) -> list[dict]:
+    """``--style osu|nccl``: measure, print on rank 0, write JSON/CSV."""
+    from . import bench_styles  # noqa: PLC0415 - only these styles need it
+
+    if args.tune or args.plot or args.device != "cpu":
+        ap.error(f"--tune, --plot and --device are options of --style table, not --style {args.style}")
+    try:
+        opts = bench_styles.StyleOptions(args.style, sizes, algorithms or [AUTO], kind=args.buffer,
+                                         dtype=args.dtype or "float32", root=args.root, iters=args.iters,
+                                         warmup=args.warmup)
+        names = [n.lower() for n in args.collectives]
+        colls = bench_styles.collectives(names)
+        for coll in colls:
+            bench_styles.check_algorithms(coll, opts.algorithms)
+        if not 0 <= opts.root < wrapped.size:
+            raise ValueError(f"--root: {opts.root} is not a rank of the {wrapped.size} processes")
+        total = sum(len(bench_styles.block_counts(c, opts.style, sizes, wrapped.size,
+                                                  bench_styles.element_type(c, opts)[0].itemsize)) for c in colls)
+    except ValueError as exc:
+        ap.error(str(exc))
+    bar = Progress(total, not args.quiet and wrapped.rank == 0)
+    results = bench_styles.run_style(wrapped, names, opts, progress=bar.step)
+    if wrapped.rank == 0:
+        print(f"# mpicoll.bench: {command}")
+        print(bench_styles.tables(results, _cores()), flush=True)
+        if args.json:
+            with open(args.json, "w") as fh:
+                json.dump(results, fh, indent=1)
+        if args.csv:
+            _write_csv(bench_styles.flat_rows(results), args.csv)
+    return results
+
+
+def main(argv: list[str] | None = None, comm: MPI.Intracomm | None = None) -> list[dict]:
+    """The command line; returns the results (every rank).
+
+    ``comm`` (default ``MPI.COMM_WORLD``) is wrapped in :class:`mpicoll.Comm`
+    unless it is one already (a test may pass a subclass of its own).
+    """
+    ap = _parser()
     args = ap.parse_args(argv)
     if args.iters < 1 or args.warmup < 0:
         ap.error("--iters must be >= 1 and --warmup >= 0")
     try:
-        np.dtype(args.dtype)
+        np.dtype(args.dtype or "float64")
     except TypeError:
         ap.error(f"--dtype: unknown dtype {args.dtype!r}")
-    names = list(COLLECTIVES) if args.collectives == ["all"] else args.collectives
     try:
-        sizes = parse_sizes(args.sizes)
+        sizes = parse_sizes(args.sizes or ("0:1M:2" if args.style == "osu" else "8:64M"))
     except ValueError as exc:
         ap.error(str(exc))
     algorithms = [a.strip().lower() for a in args.algorithms.split(",")] if args.algorithms else None
-    wrapped = Comm(comm if comm is not None else MPI.COMM_WORLD)
+    base = comm if comm is not None else MPI.COMM_WORLD
+    wrapped = base if isinstance(base, Comm) else Comm(base)
+    command = " ".join(sys.argv[1:] if argv is None else argv)
+    if args.style != "table":
+        results = _run_style(args, ap, wrapped, sizes, algorithms, command)
+        wrapped.Barrier()
+        return results
+    if args.buffer != "numpy" or args.root != 0:
+        ap.error("--buffer and --root are options of --style osu and --style nccl")
+    names = list(COLLECTIVES) if args.collectives == ["all"] else args.collectives
+    dtype = args.dtype or "float64"
     if args.tune:
         algorithms = None
     if args.device != "cpu":
         from .bench_gpu import run_bench_gpu  # noqa: PLC0415
 
-        results = run_bench_gpu(sys.modules[__name__], wrapped, names, sizes, device=args.device, dtype=args.dtype,
+        results = run_bench_gpu(sys.modules[__name__], wrapped, names, sizes, device=args.device, dtype=dtype,
                                 iters=args.iters, warmup=args.warmup, progress=not args.quiet)
     else:
-        results = run_bench(wrapped, names, sizes, algorithms=algorithms, dtype=args.dtype, iters=args.iters,
+        results = run_bench(wrapped, names, sizes, algorithms=algorithms, dtype=dtype, iters=args.iters,
                             warmup=args.warmup, progress=not args.quiet)
     if wrapped.rank == 0:
-        print(f"# mpicoll.bench: {' '.join(sys.argv[1:]) if argv is None else ' '.join(argv)}")
+        print(f"# mpicoll.bench: {command}")
         for res in results:
             print(table(res))
             print()
@@ -581,12 +630,7 @@ def main(argv: list[str] | None = None, comm: MPI.Intracomm | None = None) -> li
             with open(args.json, "w") as fh:
                 json.dump(results, fh, indent=1)
         if args.csv:
-            flat = rows(results)
-            keys = sorted({k for r in flat for k in r}, key=lambda k: list(flat[0]).index(k) if k in flat[0] else 99)
-            with open(args.csv, "w", newline="") as fh:
-                writer = csv.DictWriter(fh, fieldnames=keys)
-                writer.writeheader()
-                writer.writerows(flat)
+            _write_csv(rows(results), args.csv)
         if args.plot:
             plot(results, args.plot)
         if args.tune:

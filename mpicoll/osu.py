@@ -12,6 +12,7 @@ demos' code is copied here.  The printed tables are parsed and shown side by sid
 
     python -m mpicoll.launch -n 2 -m mpicoll.osu                 # the seven collective demos
     python -m mpicoll.launch -n 2 -m mpicoll.osu bcast alltoallv --iters 100 --repeat 3
+    python -m mpicoll.launch -n 2 -m mpicoll.osu osu_bcast.py           # the demo's file name works too
 
 Columns per size: built-in latency, mpicoll latency (us, the demo's own average
 per call) and their ratio; then the geometric mean of the ratios over sizes
@@ -69,6 +70,11 @@ def demo_dir(comm: MPI.Intracomm) -> str:
     if error:
         raise RuntimeError(f"could not get mpi4py's demos: {error}")
     return path
+
+
+def demo_name(text: str) -> str:
+    """A demo's short name: ``bcast``, ``osu_bcast`` and ``osu_bcast.py`` all name ``bcast``."""
+    return text.removesuffix(".py").removeprefix("osu_")
 
 
 def load_demo(directory: str, name: str) -> Callable[..., None]:
@@ -170,7 +176,8 @@ def format_demo(name: str, builtin: Table, mpicoll: Table) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m mpicoll.osu", description=__doc__.split("\n\n")[0])
     parser.add_argument("names", nargs="*", default=list(DEMOS),
-                        help=f"demos to run, osu_<name>.py of mpi4py's demo/ (default: {' '.join(DEMOS)})")
+                        help=f"demos to run: <name>, osu_<name> or osu_<name>.py of mpi4py's demo/ "
+                             f"(default: {' '.join(DEMOS)})")
     parser.add_argument("--iters", type=int, help="timed calls per size (default: each demo's own loop counts)")
     parser.add_argument("--max-size", type=int, help="largest message size in bytes (default: the demo's, 1 MiB)")
     parser.add_argument("--repeat", type=int, default=1,
@@ -182,14 +189,15 @@ def main(argv: list[str] | None = None) -> int:
     if world.Get_size() < 2:
         parser.error("the OSU demos need at least two processes: python -m mpicoll.launch -n 2 -m mpicoll.osu")
     directory = demo_dir(world)
-    demos = [load_demo(directory, name.removeprefix("osu_").removesuffix(".py")) for name in ns.names]
+    names = [demo_name(name) for name in ns.names]
+    demos = [load_demo(directory, name) for name in names]
     rank0 = world.Get_rank() == 0
     if rank0:
         print(f"# mpi4py {MPI.Get_library_version().splitlines()[0]!r}; OSU demos from {directory}")
         print(f"# built-in MPI.COMM_WORLD vs mpicoll.Comm(MPI.COMM_WORLD), p = {world.Get_size()}, "
               f"repeat = {ns.repeat}; ratio = mpicoll / built-in", flush=True)
     every: dict[str, dict[int, float]] = {}
-    for name, demo in zip(ns.names, demos):
+    for name, demo in zip(names, demos):
         builtin, mpicoll = compare(demo, demo_kwargs(demo, ns.iters, ns.max_size), ns.repeat)
         if rank0:
             print("\n".join(format_demo(name, builtin, mpicoll)), flush=True)

@@ -64,3 +64,11 @@ def test_side_by_side_table_has_positive_ratios(demos):
         assert len(lines) == 2 + 5 + 1 and lines[-1].startswith("# geomean ratio: <= 1 KiB "), lines
         small, large = osu.split_geomeans(ratios)
         assert small > 0 and math.isnan(large), (small, large)
+
+
+def test_a_demo_is_named_with_or_without_its_prefix(demos, capsys):
+    assert [osu.demo_name(n) for n in ("bcast", "osu_bcast", "osu_bcast.py")] == ["bcast"] * 3
+    capsys.readouterr()
+    osu.main(["osu_barrier", "--iters", "2"])
+    out = capsys.readouterr().out
+    check(WORLD.rank != 0 or ("# osu_barrier\n" in out and "osu_osu" not in out), out)
