@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from .contracts import spec
 from .schedule import USER_BUFFERS, Block, Copy, Round, Schedule, ScheduleSet, Scratch
 
 __all__ = ["Algorithm", "register", "algorithms", "get", "schedule", "schedules", "collectives", "gc_paused",
@@ -149,8 +150,6 @@ def trivial(collective: str, **params: Any) -> tuple[int, tuple[Round, ...]]:
     buffer) or left undefined (``Barrier``, rank 0 of ``Exscan``) needs nothing.
     An ``IN_PLACE`` call binds ``send`` to ``recv``'s memory, so its copy is onto itself.
     """
-    from .calls import spec  # deferred: the call modules import the registry's users
-
     contract = spec(collective)
     held = {value: Block(buf, b, b + 1)
             for buf, values in contract.inputs(0, 1, 1, **params).items() for b, value in enumerate(values)}

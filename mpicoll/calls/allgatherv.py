@@ -25,15 +25,11 @@ from .. import errors, nodes, registry, selection
 from ..buffers import is_in_place, parse, parse_v
 from ..layout import Layout
 from ..plan import Plan, make_plan
-from . import Spec, debug_check
-from . import allgather as _allgather
+from . import debug_check
 from ._checks import check_disjoint, check_pair
 
 if TYPE_CHECKING:
     from ..comm import Comm
-
-SPEC = Spec("allgatherv", reduces=False, in_place=True, inputs=_allgather.SPEC.inputs,
-            outputs=_allgather.SPEC.outputs, simulate=_allgather.simulate_setup)
 
 
 @selection.auto_rule("allgatherv")

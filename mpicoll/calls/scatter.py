@@ -15,50 +15,22 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from .. import errors, selection
 from ..buffers import Buffer, parse_blocks
 from ..layout import Layout
 from ..plan import Plan, make_plan
 from ..selection import KiB
-from . import Spec, debug_check
+from . import debug_check
 from ._checks import check_pair, check_root, recv_or_in_place
-from ._rooted import at, from_root, subtree_layout
+from ._rooted import subtree_layout
 
 if TYPE_CHECKING:
     from ..comm import Comm
 
 
-def _simulate(inputs: list[np.ndarray], nblocks: int, in_place: bool = False, root: int = 0) -> list:
-    """The root scatters ``inputs[root]`` (p blocks); rank r starts with its own slice of ``inputs[r]``."""
-    p = len(inputs)
-    c = len(inputs[0]) // p
-    whole = Layout.even(p * c, p)
-    out = []
-    for r, x in enumerate(inputs):
-        if r == root and in_place:
-            out.append(({"recv": x.copy()}, {"recv": whole, "send": whole}, "recv"))
-        elif r == root:
-            out.append(({"send": x.copy(), "recv": np.empty(c, x.dtype)}, {"recv": Layout.only(r, c, p), "send": whole},
-                        "recv"))
-        else:
-            layouts = {"recv": Layout.only(r, c, p), "subtree": whole}
-            out.append(({"recv": x[r * c:(r + 1) * c].copy()}, layouts, "recv"))
-    return out
-
-
 @selection.auto_rule("scatter")
 def auto(*, size: int, nbytes: int, count: int, commutative: bool = True) -> str:
     return "binomial" if size > 2 and nbytes < 256 * KiB else "linear"
-
-
-SPEC = Spec(
-    "scatter", reduces=False, in_place=True, params=("root",),
-    inputs=lambda r, p, nb, root=0, **_: {"send": from_root(root, range(nb))} if r == root else {},
-    outputs=lambda r, p, nb, root=0, **_: {"recv": at(r, nb, from_root(root, range(r, r + 1))[0])},
-    simulate=_simulate,
-)
 
 
 def scatter_plan(comm: Comm, collective: str, name: str, params: dict, root: int, send: Any,

@@ -2,7 +2,9 @@
 
 No MPI is involved; messages are copies between the ranks' arrays, matched
 round by round (:mod:`.lockstep`).  Use it to watch an algorithm compute real
-numbers, or to test an algorithm at p = 1024 on one core.
+numbers, or to test an algorithm at p = 1024 on one core.  It needs no mpi4py
+for MPI's predefined ops named as strings (``op="SUM"``, the default); an
+``MPI.Op`` or :class:`mpicoll.Op` works too where mpi4py is installed.
 """
 
 from __future__ import annotations
@@ -11,12 +13,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from mpi4py import MPI
 
 from .. import registry
-from ..calls import spec as get_spec
+from ..contracts import spec as get_spec
+from ..kernels import predefined
 from ..layout import Layout
-from ..ops import reducer
 from ..schedule import Block, Copy, Reduce, ScheduleError
 from .lockstep import run_lockstep
 
@@ -32,7 +33,7 @@ class ArrayDomain:
         self.layouts = layouts
         self.alias = alias
         dtype = next(iter(arrays[0].values())).dtype
-        self.kernel = reducer(op, dtype).reduce
+        self.kernel = _kernel(op, dtype)
 
     def view(self, rank: int, block: Block) -> np.ndarray:
         name = self.alias.get(block.buf, block.buf)
@@ -55,9 +56,21 @@ class ArrayDomain:
         self.view(rank, step.out)[...] = self.read(rank, step.src)
 
 
-def simulate(collective: str, algorithm: str, inputs: Sequence[np.ndarray], op: Any = MPI.SUM, *,
+def _kernel(op: Any, dtype: np.dtype) -> Any:
+    """``reduce(out, left, right)`` of ``op``: a predefined op's name needs no MPI, any other op goes to mpicoll.ops."""
+    if isinstance(op, str):
+        return predefined(op.upper(), dtype).reduce
+    from ..ops import reducer  # noqa: PLC0415 - MPI.Op and mpicoll.Op need mpi4py
+
+    return reducer(op, dtype).reduce
+
+
+def simulate(collective: str, algorithm: str, inputs: Sequence[np.ndarray], op: Any = "SUM", *,
              in_place: bool = False, **params: int) -> list[np.ndarray]:
     """Run ``algorithm`` on one array per rank; return each rank's result.
+
+    ``op`` is the name of an MPI predefined op (``"SUM"``, ``"MAX"``, ...), an
+    ``MPI.Op`` or a :class:`mpicoll.Op`.
 
     Examples
     --------

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import registry
-from ..calls import spec as get_spec
+from ..contracts import spec as get_spec
 from ..schedule import Schedule
 from .lockstep import run_lockstep
 from .symbolic import SymbolicDomain
