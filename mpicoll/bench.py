@@ -4,17 +4,32 @@ Run it like the OSU micro-benchmarks or nccl-tests::
 
     python -m mpicoll.launch -n 2 -m mpicoll.bench allreduce --sizes 8:64M
     mpirun -n 2 python -m mpicoll.bench allreduce bcast --algorithms ring,auto --json out.json
+    python -m mpicoll.launch -n 2 -m mpicoll.bench --style osu all --buffer mmap      # OSU's columns
+    python -m mpicoll.launch -n 2 -m mpicoll.bench --style nccl allreduce --sizes 8:64M:2   # nccl-tests' columns
 
-For every size, every algorithm of the collective, ``auto``, the persistent
-``*_init`` form (when :mod:`mpicoll.exec.nonblocking` exists) and the built-in
+``--style table`` (the default): for every size, every algorithm of the
+collective, ``auto`` (with the algorithm it ran), the persistent ``*_init``
+form (when :mod:`mpicoll.exec.nonblocking` exists) and the built-in
 collective are timed in the same run, interleaved round by round on the same
 warm buffers, next to ``np.copyto`` of the same size (the memory-copy bandwidth
 of this machine, the physical reference).  A round times a batch of back-to-back
-calls (enough for about 2 ms, at least one call); the time of a round is the
-slowest rank's; the table reports the median and the minimum over ``--iters``
-rounds, algbw and busbw (the nccl-tests factors) and the
+calls (enough for about 2 ms, at least one call; :mod:`mpicoll.bench_timing`);
+the time of a round is the slowest rank's; the table reports the median and the
+minimum over ``--iters`` rounds, algbw and busbw (the nccl-tests factors) and the
 ratio of each variant's median to the built-in's median (lower is better).
 Every variant's result is checked against the built-in's once per size.
+
+``--style osu`` and ``--style nccl`` (:mod:`mpicoll.bench_styles`): every
+collective mpicoll has, including gather, scatter, scan, exscan, barrier and
+the v-variants, on NumPy, ``mmap`` or ``bytearray`` buffers (``--buffer``),
+the built-in and mpicoll's ``auto`` (or ``--algorithms``) interleaved the same
+way.  ``osu`` prints OSU's ``Size  Avg Latency(us)  Min Latency(us)  Max
+Latency(us)  Iterations`` (sizes in bytes, default 0, 1, 2, 4, ... 1 MiB;
+Avg/Min/Max over ranks of each rank's average per call), the built-in's row
+next to mpicoll's with their ratio and the algorithm that ran; ``nccl`` prints
+nccl-tests' ``size count type redop root``, out-of-place and in-place ``time
+algbw busbw #wrong`` (#wrong: elements differing from the built-in's result)
+and the ``# Avg bus bandwidth`` line.
 
 ``--tune`` measures, for each collective at this process count, which
 algorithm is fastest at each size and writes the crossovers to the tuning file

@@ -29,8 +29,9 @@ def test_parse_sizes():
         bench.parse_sizes("8:4x")
 
 
-def test_allreduce_sweep_times_every_algorithm_and_checks_them(tmp_path):
+def test_allreduce_sweep_times_every_algorithm_and_checks_them(tmp_path, capsys):
     out = _shared_tmp(tmp_path)
+    capsys.readouterr()
     results = bench.main(["allreduce", "--sizes", "8,4K", "--iters", "2", "--warmup", "1", "--quiet",
                           "--json", os.path.join(out, "r.json"), "--csv", os.path.join(out, "r.csv")], comm=WORLD)
     (res,) = results
@@ -43,9 +44,12 @@ def test_allreduce_sweep_times_every_algorithm_and_checks_them(tmp_path):
             s = stats[name]
             check(s["ok"] and s["median_s"] > 0 and s["min_s"] <= s["median_s"] and s["ratio"] > 0, f"{name}: {s}")
         check(stats[bench.BUILTIN]["ratio"] == 1.0)
+        check(stats[bench.AUTO]["ran"] in registry.algorithms("allreduce"), f"auto ran {stats[bench.AUTO]}")
         check(abs(stats[bench.AUTO]["busbw_GBs"] / stats[bench.AUTO]["algbw_GBs"]
                   - (2 * (WORLD.size - 1) / WORLD.size if WORLD.size > 1 else 1.0)) < 1e-9)
     check(results == WORLD.bcast(results, root=0), "every rank returns the same (slowest-rank) figures")
+    printed = capsys.readouterr().out
+    check(WORLD.rank != 0 or f"auto ({res['sizes'][1]['stats'][bench.AUTO]['ran']})" in printed, printed)
     WORLD.Barrier()
     if WORLD.rank == 0:
         with open(os.path.join(out, "r.json")) as fh:
