@@ -79,6 +79,10 @@ def register(collective: str, name: str, *, keeps_order: bool | Callable[[int], 
     clash = set(declared) & set(USER_BUFFERS)
     if clash:
         raise ValueError(f"register: {collective}/{name} declares {', '.join(sorted(clash))} as scratch")
+    for buf, decl in declared.items():
+        if not isinstance(decl, Scratch) or decl.like not in ("send", "recv", "own"):
+            raise ValueError(f"register: {collective}/{name} scratch {buf!r}: expected Scratch(role, like= 'send', "
+                             f"'recv' or 'own'), got {decl!r}")
 
     def deco(build: Build) -> Build:
         _REGISTRY.setdefault(collective, {})[name] = Algorithm(collective, name, build, order, params, rotates,

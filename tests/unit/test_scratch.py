@@ -80,6 +80,8 @@ def test_bind_refuses_an_undeclared_name() -> None:
 def test_register_refuses_send_or_recv_as_scratch() -> None:
     with pytest.raises(ValueError, match="recv"):
         registry.register("allreduce", "bad", scratch={"recv": Scratch("x")})
+    with pytest.raises(ValueError, match="like"):
+        registry.register("allreduce", "bad", scratch={"acc": Scratch("x", like="tmp")})
 
 
 class TestUndeclaredInTheTools:
