@@ -21,7 +21,7 @@ from .datatypes import staging
 from .exec import nonblocking
 from .exec.blocking import execute
 from .exec.nonblocking import Prequest, Request
-from .plan import Plan, PlanCache, call_key
+from .plan import NOTHING, Plan, PlanCache, call_key
 
 __all__ = ["Comm"]
 
@@ -176,7 +176,7 @@ class Comm(MPI.Intracomm):
         if found is not None:
             plan = self.plans.get(found[0])
             if plan is not None:
-                return plan
+                return None if plan is NOTHING else plan
         module = self._module(method)
         plan = self._prepare(method, *args, algorithm=algorithm)
         cacheable = getattr(module, "cacheable", None)
@@ -186,8 +186,9 @@ class Comm(MPI.Intracomm):
         return plan
 
     def _run(self, method: str, *args: Any, algorithm: str) -> None:
+        # the hot path of every blocking call: keep the Python work before the first message small
         tag = self._next_tag(BLOCKING)
-        if guard.active(self):     # a timeout or MPICOLL_DEBUG: the careful path
+        if self.timeout is not None or guard.debugging():   # the careful path
             return guard.run(self, method, args, algorithm, tag)
         try:
             plan = self._cached_prepare(method, *args, algorithm=algorithm)
@@ -196,18 +197,18 @@ class Comm(MPI.Intracomm):
             raise
         if plan is None:
             return
-        if nonblocking.outstanding():
+        if nonblocking.ACTIVE:
             # a peer may be waiting on an outstanding mpicoll request before it joins this call:
             # run as a request of its own, so that waiting for it keeps the others moving
             nonblocking.start(plan, self, tag).Wait()
-        elif plan.device is not None:
-            plan.device.run(self.private, tag)
-            if plan.finish is not None:
-                plan.finish()
+            return
+        private = self.__dict__.get("_private") or self.private
+        if plan.device is not None:
+            plan.device.run(private, tag)
         else:
-            execute(plan.rounds(), self.private, tag)
-            if plan.finish is not None:
-                plan.finish()
+            execute(plan._rounds or plan.rounds(), private, tag)
+        if plan.finish is not None:
+            plan.finish()
 
     def _start(self, method: str, *args: Any, algorithm: str) -> Request:
         tag = self._next_tag(NONBLOCKING)

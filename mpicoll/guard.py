@@ -47,8 +47,11 @@ def env_timeout() -> float | None:
 
 def active(comm: Any) -> bool:
     """Whether calls on ``comm`` take the careful path (a timeout, or ``MPICOLL_DEBUG`` set)."""
-    if comm.timeout is not None:
-        return True
+    return comm.timeout is not None or debugging()
+
+
+def debugging() -> bool:
+    """Whether ``MPICOLL_DEBUG`` is set (to anything but 0)."""
     value = _ENV.get(b"MPICOLL_DEBUG") if isinstance(_ENV, dict) else os.environ.get("MPICOLL_DEBUG")
     return bool(value) and value not in (b"0", "0")
 

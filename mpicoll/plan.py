@@ -51,7 +51,7 @@ from .layout import Layout
 from .ops import Op, reducer
 from .schedule import Schedule
 
-__all__ = ["Plan", "make_plan", "PlanCache", "call_key", "PLAN_CACHE_ENTRIES", "PLAN_CACHE_SCRATCH"]
+__all__ = ["Plan", "NOTHING", "make_plan", "PlanCache", "call_key", "PLAN_CACHE_ENTRIES", "PLAN_CACHE_SCRATCH"]
 
 PLAN_CACHE_ENTRIES = 64
 PLAN_CACHE_SCRATCH = 256 * 1024 * 1024   # bytes of scratch the cached plans of one communicator may hold
@@ -130,6 +130,10 @@ def _by_address(arr: np.ndarray, address: int) -> np.ndarray:
     return np.frombuffer(raw, dtype=arr.dtype)
 
 
+#: what the cache holds for a call with nothing to do (a zero count; a collective on one rank)
+NOTHING = Plan(Schedule("none", "nothing", 0, 1, 1, ()), {}, {}, None, np)
+
+
 def make_plan(comm: Any, collective: str, name: str, params: dict[str, Any], arrays: dict[str, Any],
               layouts: Callable[[int], dict[str, Layout]], *, op: Any = None, dtype: np.dtype,
               datatype: Any = None) -> Plan:
@@ -170,11 +174,14 @@ def make_plan(comm: Any, collective: str, name: str, params: dict[str, Any], arr
 _ENV = getattr(os.environ, "_data", None)   # os.environ's own dict: a plain lookup, no key encoding
 _ALGO, _DEBUG, _GPU = b"MPICOLL_ALGO", b"MPICOLL_DEBUG", b"MPICOLL_GPU_TRANSPORT"
 _PLAIN = (int, str, float, bool, type(None))
-_BUFFERS = (bytearray, bytes, memoryview, mmap.mmap, array.array)
+_BUFFERS = frozenset((bytearray, bytes, memoryview, mmap.mmap, array.array))
 _IN_PLACE = MPI.IN_PLACE
 _buffer = MPI.buffer
-# the predefined reduction ops: module-level singletons, alive for the whole run
-_PREDEFINED_OPS = tuple(op for op in vars(MPI).values() if type(op) is MPI.Op and op != MPI.OP_NULL)
+# mpi4py's predefined datatypes and reduction ops are module-level objects alive for the whole run:
+# recognised by identity (cheaper than Datatype.is_predefined or Op.__eq__) and keyed by handle
+_PREDEFINED_TYPES = {id(v): v.handle for v in vars(MPI).values()
+                     if type(v) is MPI.Datatype and v != MPI.DATATYPE_NULL}
+_PREDEFINED_OPS = {id(v): v.handle for v in vars(MPI).values() if type(v) is MPI.Op and v != MPI.OP_NULL}
 
 
 class _Uncacheable(Exception):
@@ -220,24 +227,34 @@ def _value(obj: Any) -> Any:
         if obj.dtype.kind not in "iu" or obj.size > 4096:
             raise _Uncacheable
         return ("ints", obj.tobytes(), obj.dtype.str, obj.shape)
+    if t is array.array and obj.typecode in "bBhHiIlLqQ" and len(obj) <= 4096:   # counts as array("i", ...)
+        return ("array", obj.typecode, obj.tobytes())
     if isinstance(obj, np.integer):
         return int(obj)
     raise _Uncacheable
 
 
-def _argument(obj: Any, refs: list, spans: list) -> Any:
-    """The key of one positional argument of a collective that is not a plain value."""
-    if obj is _IN_PLACE:
-        return "IN_PLACE"
+def _spec(spec: Any, key: list, refs: list, spans: list) -> None:
+    """Append the key of a ``[buf, count, displ, datatype]``-style spec (the common forms inline)."""
+    if not spec:
+        raise _Uncacheable
+    obj = spec[0]
     t = type(obj)
-    if t is list or t is tuple:    # [buf, count, displ, datatype] and friends
-        if not obj:
-            raise _Uncacheable
-        return (t, _memory(obj[0], spans, refs), *map(_value, obj[1:]))
-    if isinstance(obj, (MPI.Op, Op)):
-        refs.append(obj)            # kept alive by the entry: its id cannot be reused meanwhile
-        return ("op", id(obj), obj.handle if isinstance(obj, MPI.Op) else 0)
-    return _memory(obj, spans, refs)
+    key.append((type(spec), len(spec)))
+    if t in _BUFFERS:
+        buf = _buffer(obj)
+        spans.append((buf.address, buf.nbytes))
+        key += (buf.address, buf.nbytes, buf.readonly, t, buf.format)
+    else:
+        key.append(_memory(obj, spans, refs))
+    for item in spec[1:]:
+        handle = _PREDEFINED_TYPES.get(id(item))
+        if handle is not None:
+            key.append(("dt", handle))
+        elif type(item) is int:
+            key.append(item)
+        else:
+            key.append(_value(item))
 
 
 def call_key(method: str, args: Sequence[Any], algorithm: Any, values: tuple[int, ...] = ()
@@ -248,14 +265,14 @@ def call_key(method: str, args: Sequence[Any], algorithm: Any, values: tuple[int
 
     ``values`` are the positions of arguments that are counts, not buffers
     (``Reduce_scatter``'s ``recvcounts``).  This runs on every blocking call, so
-    the common arguments (NumPy arrays, ints, predefined ops) are handled inline.
+    the common arguments (NumPy arrays, bytes-like objects in ``[buf, count,
+    datatype]`` specs, ints, predefined datatypes and ops) are handled inline.
     """
-    debug = _environ(_DEBUG)
-    if debug and debug != b"0":
+    env = _ENV if _ENV is not None else {k: _environ(k) for k in (_ALGO, _DEBUG, _GPU)}
+    debug = env.get(_DEBUG)
+    if (debug and debug != b"0") or type(algorithm) is not str:
         return None
-    if type(algorithm) is not str:
-        return None
-    key: list = [method, algorithm, _environ(_ALGO), _environ(_GPU), selection._GENERATION]
+    key: list = [method, algorithm, env.get(_ALGO), env.get(_GPU), selection._GENERATION]
     refs: list = []
     spans: list = []
     try:
@@ -263,16 +280,24 @@ def call_key(method: str, args: Sequence[Any], algorithm: Any, values: tuple[int
             t = type(a)
             if t is np.ndarray:
                 buf = _buffer(a)
-                spans.append((buf.address, buf.nbytes))
-                key += (buf.address, buf.nbytes, buf.readonly, a.dtype, a.shape, a.strides)
+                address, nbytes = buf.address, buf.nbytes
+                spans.append((address, nbytes))
+                key += (address, nbytes, buf.readonly, a.dtype, a.shape, a.strides)
             elif t is int or a is None:
                 key.append(a)
-            elif t is MPI.Op and a in _PREDEFINED_OPS:
-                key.append(a.handle)
             elif i in values:
                 key.append(_value(a))
+            elif t is list or t is tuple:
+                _spec(a, key, refs, spans)
+            elif t is MPI.Op and id(a) in _PREDEFINED_OPS:
+                key.append(("op", _PREDEFINED_OPS[id(a)]))
+            elif a is _IN_PLACE:
+                key.append("IN_PLACE")
+            elif isinstance(a, (MPI.Op, Op)):
+                refs.append(a)            # kept alive by the entry: its id cannot be reused meanwhile
+                key.append(("op", id(a), a.handle if isinstance(a, MPI.Op) else 0))
             else:
-                key.append(_argument(a, refs, spans))
+                key.append(_memory(a, spans, refs))
     except _Uncacheable:
         return None
     except Exception:   # e.g. MPI.buffer refused a non-contiguous array: prepare gives the clear error
@@ -300,6 +325,7 @@ class PlanCache:
         return len(self.data)
 
     def get(self, key: tuple) -> Plan | None:
+        """The plan cached under ``key`` (:data:`NOTHING` for a call with nothing to do), or None."""
         hit = self.data.get(key)
         if hit is None:
             return None
@@ -307,12 +333,19 @@ class PlanCache:
         return hit[0]
 
     def put(self, key: tuple, plan: Plan | None, refs: list, spans: list) -> None:
-        """Remember ``plan`` (detached from the caller's memory ``spans``) under ``key``; evict the least recent."""
-        if plan is None or (plan.finish is not None and plan.device is None):   # finishes hold user objects
+        """Remember ``plan`` (detached from the caller's memory ``spans``) under ``key``; evict the least recent.
+
+        A call with nothing to do (``plan`` None: a zero count, one rank) is
+        remembered as :data:`NOTHING`, so that repeating it skips its checks too.
+        """
+        if plan is None:
+            plan = NOTHING
+        elif plan.finish is not None and plan.device is None:   # finishes hold user objects
             return
-        plan.detach(spans)
-        if plan.owned_bytes > self.scratch:
-            return
+        else:
+            plan.detach(spans)
+            if plan.owned_bytes > self.scratch:
+                return
         self.discard(key)
         self.data[key] = (plan, refs)
         self.scratch_held += plan.owned_bytes

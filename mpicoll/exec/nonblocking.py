@@ -43,6 +43,7 @@ __all__ = ["Request", "Prequest", "start", "persistent", "outstanding", "wait_mp
 _INACTIVE, _RUNNING, _COMPLETE, _FREED = 0, 1, 2, 3
 
 _ACTIVE: list[_Collective] = []   # every started, unfinished mpicoll request of this process
+ACTIVE = _ACTIVE   # the same list, read on the blocking hot path (Comm._run) without a call
 _testall = MPI.Request.Testall
 _waitall = MPI.Request.Waitall
 _waitany = MPI.Request.Waitany

@@ -185,3 +185,47 @@ def test_a_call_that_fails_its_checks_still_counts():
         comm.Allreduce(np.ones(2), np.ones(2), algorithm="no_such_algorithm")
     tags = WORLD.allgather(comm._next_tag(BLOCKING))
     check(tags == [2] * WORLD.size, f"ranks drew {tags}")
+
+
+def _counting_prepare(monkeypatch, comm: mpicoll.Comm, method: str) -> list:
+    """Count how often ``method`` is prepared (checked and bound) on ``comm``."""
+    module = comm._module(method)
+    calls: list = []
+    original = module.prepare
+
+    def prepare(*args, **kwargs):
+        calls.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(module, "prepare", prepare)
+    return calls
+
+
+def test_calls_with_nothing_to_do_are_cached_too(monkeypatch):
+    comm = _comm()
+    prepared = _counting_prepare(monkeypatch, comm, "Allreduce")
+    x, y = np.zeros(0), np.zeros(0)
+    for _ in range(5):
+        comm.Allreduce(x, y)
+    check(len(prepared) == 1, f"a zero-count Allreduce was prepared {len(prepared)} times in 5 calls")
+    x, y = np.ones(3), np.zeros(3)      # then a real call on other memory: its own plan, the right result
+    comm.Allreduce(x, y)
+    check(len(prepared) == 2 and np.all(y == WORLD.size), f"prepared {len(prepared)} times, y = {y}")
+
+
+def test_counts_in_array_array_are_cached_by_value(monkeypatch):
+    comm = _comm()
+    p = WORLD.size
+    prepared = _counting_prepare(monkeypatch, comm, "Alltoallv")
+    send = np.arange(2 * p, dtype=np.uint8) + 10 * WORLD.rank
+    counts, displs = array.array("i", [2] * p), array.array("i", range(0, 2 * p, 2))
+    recv = np.zeros(2 * p, np.uint8)
+    for _ in range(3):
+        comm.Alltoallv([send, (counts, displs), MPI.BYTE], [recv, (counts, displs), MPI.BYTE])
+    check(len(prepared) == 1, f"repeated Alltoallv with array('i') counts prepared {len(prepared)} times")
+    counts[:] = array.array("i", [1] * p)    # the same array objects, new contents: a new plan
+    recv = np.zeros(2 * p, np.uint8)
+    ref = np.zeros(2 * p, np.uint8)
+    comm.Alltoallv([send, (counts, displs), MPI.BYTE], [recv, (counts, displs), MPI.BYTE])
+    WORLD.Alltoallv([send, (counts, displs), MPI.BYTE], [ref, (counts, displs), MPI.BYTE])
+    check(len(prepared) == 2 and np.array_equal(recv, ref), f"after new counts: {recv}, built-in {ref}")
