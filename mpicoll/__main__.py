@@ -43,7 +43,7 @@ def _sizes(text: str) -> list[int]:
 
 def _nbytes(text: str) -> int:
     """``8``, ``64K``, ``1M``, ``2MiB`` -> bytes (the bench's parser)."""
-    from .bench import parse_size
+    from .units import parse_size
 
     try:
         return parse_size(text)

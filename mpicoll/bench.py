@@ -57,6 +57,7 @@ from . import registry, selection
 from .bench_cases import algorithm_run
 from .bench_timing import BATCH_SECONDS, MAX_BATCH, batch_size, time_variants  # noqa: F401 (re-exported)
 from .comm import Comm
+from .units import parse_size
 
 __all__ = ["Collective", "COLLECTIVES", "main", "parse_size", "parse_sizes", "run_bench"]
 
@@ -287,20 +288,6 @@ def measure(coll: Collective, comm: Comm, nbytes: int, dtype: np.dtype, names: l
 
 
 # -- sizes and output -------------------------------------------------------------------------------
-
-_UNITS = {"": 1, "B": 1, "K": 1024, "KB": 1024, "KIB": 1024, "M": 1024 ** 2, "MB": 1024 ** 2, "MIB": 1024 ** 2,
-          "G": 1024 ** 3, "GB": 1024 ** 3, "GIB": 1024 ** 3}
-
-
-def parse_size(text: str) -> int:
-    """``8``, ``64K``, ``1M``, ``2MiB`` -> bytes."""
-    import re  # noqa: PLC0415
-
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([KMG]?I?B?)", text.strip().upper())
-    if not m or m.group(2) not in _UNITS:
-        raise ValueError(f"--sizes: cannot read size {text!r} (examples: 8, 64K, 1M)")
-    return int(float(m.group(1)) * _UNITS[m.group(2)])
-
 
 def parse_sizes(text: str) -> list[int]:
     """``8:64M`` (8 bytes, the powers of 4 between, 64 MiB), ``0:1M:2`` (0, 1, 2, 4, ..., 1 MiB), or a list ``8,1M``."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .calls import spec as get_spec
+from .contracts import spec as get_spec
 from .exec.trace import holdings, latest, trace
 
 __all__ = ["draw", "legible", "palette", "MAX_RANKS", "MAX_CELLS"]

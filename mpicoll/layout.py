@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["Layout"]
+__all__ = ["Layout", "contiguous"]
 
 
 class Layout:
@@ -68,3 +68,12 @@ class Layout:
 
     def __repr__(self) -> str:
         return f"Layout(starts={self.starts}, ends={self.ends})"
+
+
+def contiguous(counts: Sequence[int]) -> Layout:
+    """Blocks of ``counts`` elements, one after the other from element 0."""
+    displs, end = [], 0
+    for c in counts:
+        displs.append(end)
+        end += int(c)
+    return Layout.v([int(c) for c in counts], displs)

@@ -97,7 +97,7 @@ class Plan:
     @property
     def scratch_bytes(self) -> int:
         held = self.device.nbytes if self.device is not None else 0
-        return held + sum(arr.nbytes for name, arr in self.arrays.items() if name.startswith("tmp"))
+        return held + sum(self.arrays[name].nbytes for name in self.schedule.declared if name in self.arrays)
 
     def detach(self, spans: Sequence[tuple[int, int]]) -> None:
         """View the caller's memory by address, so that the plan keeps none of the caller's objects alive.
@@ -136,12 +136,15 @@ NOTHING = Plan(Schedule("none", "nothing", 0, 1, 1, ()), {}, {}, None, np)
 
 def make_plan(comm: Any, collective: str, name: str, params: dict[str, Any], arrays: dict[str, Any],
               layouts: Callable[[int], dict[str, Layout]], *, op: Any = None, dtype: np.dtype,
-              scratch_count: int | dict[str, int], datatype: Any = None) -> Plan:
+              datatype: Any = None) -> Plan:
     """Build (cached) this rank's schedule and attach buffers, scratch space and the kernel.
 
-    ``layouts(nblocks)`` returns the layout of each buffer name (``bind`` uses
-    ``layouts["recv"]`` for names it does not list); ``scratch_count`` is the
-    element count of every scratch buffer (``tmp*``), or a dict by name.
+    ``layouts(nblocks)`` returns the layout of ``recv``, of ``send`` when it
+    differs from ``recv``'s, and of each scratch buffer the algorithm declares
+    ``like="own"``.  Every scratch buffer the rank's schedule uses is allocated
+    as its declaration says (:meth:`mpicoll.schedule.Schedule.layouts`): as many
+    elements as its layout spans.  A buffer name the algorithm does not declare
+    raises :class:`~mpicoll.schedule.ScheduleError`.
 
     GPU arrays get a plan whose ``device`` (:class:`mpicoll.backends.call.DeviceCall`)
     moves them with a GPU transport, chosen when the plan first runs.
@@ -149,22 +152,21 @@ def make_plan(comm: Any, collective: str, name: str, params: dict[str, Any], arr
     if op is not None:
         check_reducible(datatype)
     sched = registry.schedule(collective, name, comm.rank, comm.size, **params)
+    bound_layouts = sched.layouts(layouts(sched.nblocks))
+    scratch = {s: max(bound_layouts[s].ends, default=0) for s in sched.scratch()}   # elements of each
     device = backends.device_for(arrays)
     if device is not None:
         from .backends.call import DeviceCall  # noqa: PLC0415 - GPU calls only
 
-        bound_layouts = layouts(sched.nblocks)
-        scratch = {s: scratch_count[s] if isinstance(scratch_count, dict) else scratch_count for s in sched.scratch()}
         call = DeviceCall(device, comm, collective, sched, dict(arrays), bound_layouts, scratch, dtype=dtype, op=op,
                           datatype=datatype)
         return Plan(sched, dict(arrays), bound_layouts, None, device.xp, call.finish, device=call)
     xp: Any = np
     arrays = dict(arrays)
-    for scratch_name in sched.scratch():
-        count = scratch_count[scratch_name] if isinstance(scratch_count, dict) else scratch_count
+    for scratch_name, count in scratch.items():
         arrays[scratch_name] = xp.empty(count, dtype)
     kernel = reducer(op, dtype, xp, datatype).reduce if op is not None else None
-    return Plan(sched, arrays, layouts(sched.nblocks), kernel, xp)
+    return Plan(sched, arrays, bound_layouts, kernel, xp)
 
 
 # -- the cache key ---------------------------------------------------------------------------------

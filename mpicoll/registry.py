@@ -15,10 +15,11 @@ import gc
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from .schedule import Block, Copy, Round, Schedule, ScheduleSet
+from .contracts import spec
+from .schedule import USER_BUFFERS, Block, Copy, Round, Schedule, ScheduleSet, Scratch
 
 __all__ = ["Algorithm", "register", "algorithms", "get", "schedule", "schedules", "collectives", "gc_paused",
            "trivial"]
@@ -36,6 +37,7 @@ class Algorithm:
     keeps_order_for: Callable[[int], bool]
     params: tuple[str, ...]
     rotates: bool = False
+    scratch: dict[str, Scratch] = field(default_factory=dict, compare=False)
 
     def keeps_order(self, size: int) -> bool:
         """Whether the algorithm reduces in rank order at ``size`` ranks (non-commutative ops)."""
@@ -58,7 +60,8 @@ _REGISTRY: dict[str, dict[str, Algorithm]] = {}
 
 
 def register(collective: str, name: str, *, keeps_order: bool | Callable[[int], bool] = True,
-             params: tuple[str, ...] = (), rotates: bool = False) -> Callable[[Build], Build]:
+             params: tuple[str, ...] = (), rotates: bool = False,
+             scratch: dict[str, Scratch] | None = None) -> Callable[[Build], Build]:
     """Decorator: register ``build`` as algorithm ``name`` of ``collective``.
 
     ``keeps_order`` says whether reductions happen in rank order (a bool, or a
@@ -67,11 +70,23 @@ def register(collective: str, name: str, *, keeps_order: bool | Callable[[int], 
     0's with every peer and every block index shifted by r (mod p, with p blocks):
     the cost model then costs every rank exactly from rank 0's schedule alone
     (a unit test checks the claim for every algorithm that makes it).
+    ``scratch`` declares every buffer other than ``send`` and ``recv`` that
+    ``build`` may name, with its role and layout (:class:`~mpicoll.schedule.Scratch`);
+    binding, simulating or checking a schedule that names any other buffer raises.
     """
     order = keeps_order if callable(keeps_order) else (lambda size, _k=bool(keeps_order): _k)
+    declared = dict(scratch or {})
+    clash = set(declared) & set(USER_BUFFERS)
+    if clash:
+        raise ValueError(f"register: {collective}/{name} declares {', '.join(sorted(clash))} as scratch")
+    for buf, decl in declared.items():
+        if not isinstance(decl, Scratch) or decl.like not in ("send", "recv", "own"):
+            raise ValueError(f"register: {collective}/{name} scratch {buf!r}: expected Scratch(role, like= 'send', "
+                             f"'recv' or 'own'), got {decl!r}")
 
     def deco(build: Build) -> Build:
-        _REGISTRY.setdefault(collective, {})[name] = Algorithm(collective, name, build, order, params, rotates)
+        _REGISTRY.setdefault(collective, {})[name] = Algorithm(collective, name, build, order, params, rotates,
+                                                               declared)
         return build
 
     return deco
@@ -139,8 +154,6 @@ def trivial(collective: str, **params: Any) -> tuple[int, tuple[Round, ...]]:
     buffer) or left undefined (``Barrier``, rank 0 of ``Exscan``) needs nothing.
     An ``IN_PLACE`` call binds ``send`` to ``recv``'s memory, so its copy is onto itself.
     """
-    from .calls import spec  # deferred: the call modules import the registry's users
-
     contract = spec(collective)
     held = {value: Block(buf, b, b + 1)
             for buf, values in contract.inputs(0, 1, 1, **params).items() for b, value in enumerate(values)}
@@ -188,8 +201,9 @@ class _ScheduleCache:
         if hit is not None:
             self.data.move_to_end(key)
             return hit
-        nblocks, rounds = get(collective, name).rounds(rank, size, **dict(params))
-        sched = Schedule(collective, name, rank, size, nblocks, rounds, params)
+        alg = get(collective, name)
+        nblocks, rounds = alg.rounds(rank, size, **dict(params))
+        sched = Schedule(collective, name, rank, size, nblocks, rounds, params, alg.scratch)
         self.data[key] = sched
         self.rounds += len(sched.rounds) + 1
         while self.rounds > self.budget and len(self.data) > 1:

@@ -15,23 +15,43 @@ matched in the order they are listed (MPI's non-overtaking rule).
 Blocks are symbolic: ``Block("recv", 2, 4)`` names blocks 2 and 3 of the receive
 buffer.  All buffers of a call share one block index space (``nblocks`` blocks);
 a :mod:`mpicoll.layout` turns a block range into elements only when the
-schedule is bound to real buffers.  Buffer names are ``send``, ``recv`` and
-scratch buffers whose names start with ``tmp`` (each as large as ``recv``).
+schedule is bound to real buffers.  Buffer names are ``send``, ``recv`` and the
+scratch buffers the algorithm declares when it is registered: each a
+:class:`Scratch` with its role and the buffer whose block layout (and so size)
+it takes.  A name that is neither is an error wherever the schedule is used.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import NamedTuple, Union
+from typing import Any, NamedTuple, Union
 
 __all__ = [
     "Block", "Send", "Recv", "Reduce", "Copy", "Round", "Schedule", "ScheduleSet",
-    "ScheduleError", "EMPTY_ROUND", "Timeline",
+    "ScheduleError", "EMPTY_ROUND", "Timeline", "Scratch", "USER_BUFFERS",
 ]
+
+USER_BUFFERS = ("send", "recv")   # the caller's buffers; every other name is declared scratch
 
 
 class ScheduleError(RuntimeError):
     """A schedule breaks a rule: an unmatched message, a wrong result, ..."""
+
+
+class Scratch(NamedTuple):
+    """A scratch buffer an algorithm declares: what it holds, and whose block layout it has.
+
+    ``like`` names the layout, and so the size: ``"recv"`` or ``"send"`` (the
+    caller's buffer of that name; ``send`` has ``recv``'s layout when the call
+    gives it none), or ``"own"``: the call gives a layout under the scratch
+    buffer's own name (a binomial gather's ``subtree`` holds only the blocks
+    of the rank's subtree).  The buffer has as many elements as that layout
+    spans (the end of its last block).
+    """
+
+    role: str
+    like: str = "recv"
 
 
 class Block(NamedTuple):
@@ -127,6 +147,7 @@ class Schedule:
     nblocks: int
     rounds: tuple[Round, ...]
     params: tuple[tuple[str, object], ...] = field(default=())
+    declared: Mapping[str, Scratch] = field(default_factory=dict, compare=False, repr=False)
 
     def buffers(self) -> set[str]:
         """Names of every buffer the schedule touches."""
@@ -139,9 +160,43 @@ class Schedule:
                 names.update(b.buf for b in ((st.left, st.right) if isinstance(st, Reduce) else (st.src,)))
         return names
 
-    def scratch(self) -> list[str]:
-        """Scratch buffers (``tmp*``) the schedule needs, sorted."""
-        return sorted(b for b in self.buffers() if b.startswith("tmp"))
+    def scratch(self) -> dict[str, Scratch]:
+        """The declared scratch buffers this rank's schedule uses, in declaration order.
+
+        Raises
+        ------
+        ScheduleError
+            The schedule names a buffer that is neither ``send``, ``recv`` nor declared.
+        """
+        used = self.buffers()
+        undeclared = sorted(used.difference(USER_BUFFERS, self.declared))
+        if undeclared:
+            raise ScheduleError(f"{self.collective}/{self.algorithm} rank {self.rank} of {self.size} uses buffer(s) "
+                                f"{', '.join(undeclared)} it does not declare (declared scratch: "
+                                f"{', '.join(self.declared) or 'none'}); declare them in register(scratch=...)")
+        return {name: decl for name, decl in self.declared.items() if name in used}
+
+    def layouts(self, given: Mapping[str, Any]) -> dict[str, Any]:
+        """The layout of every buffer this rank uses, from the call's ``given`` layouts.
+
+        ``recv`` must be given; ``send`` is ``given["send"]``, else ``recv``'s; a
+        scratch buffer's is the one its declaration names (:class:`Scratch`).
+
+        Raises
+        ------
+        ScheduleError
+            An undeclared buffer name, or a scratch buffer declared ``like="own"`` whose
+            layout ``given`` lacks.
+        """
+        out = dict(given)
+        out.setdefault("send", given["recv"])
+        for name, decl in self.scratch().items():
+            key = name if decl.like == "own" else decl.like
+            if key not in out:
+                raise ScheduleError(f"{self.collective}/{self.algorithm}: scratch buffer {name!r} takes the layout "
+                                    f"{key!r}, which the call does not give")
+            out[name] = out[key]
+        return out
 
     def __str__(self) -> str:
         head = f"{self.collective}/{self.algorithm} rank {self.rank} of {self.size}, {self.nblocks} blocks"
@@ -166,6 +221,14 @@ class ScheduleSet:
     def __getitem__(self, rank: int) -> Schedule:
         return self.schedules[rank]
 
+    def scratch(self, ranks: list[int] | None = None) -> dict[str, Scratch]:
+        """The declared scratch buffers that any of ``ranks`` (default: all) uses, in declaration order."""
+        used: set[str] = set()
+        for r in range(self.size) if ranks is None else ranks:
+            used.update(self.schedules[r].scratch())
+        declared = self.schedules[0].declared if self.schedules else {}
+        return {name: decl for name, decl in declared.items() if name in used}
+
     def __iter__(self):
         return iter(self.schedules)
 
@@ -184,6 +247,9 @@ class ScheduleSet:
         s0 = self.schedules[0] if self.schedules else None
         if s0 is not None:
             out.append(f"{s0.collective} / {s0.algorithm}: p = {self.size}, {s0.nblocks} blocks")
+            for name, decl in self.scratch(ranks).items():
+                shape = "its own layout" if decl.like == "own" else f"laid out as {decl.like}"
+                out.append(f"scratch {name} ({shape}): {decl.role}")
         for i, row in enumerate(rows):
             height = max(len(c.split("\n")) for c in row)
             for k in range(height):

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import registry, selection
-from .calls import spec as get_spec
+from .contracts import spec as get_spec
 from .exec.cost import Cost, Machine, cost, lower_bound
 from .exec.symbolic import verify
 from .schedule import ScheduleError
@@ -155,6 +155,7 @@ class ModelResult:
     bound: float
     auto: str | None
     seconds: float
+    auto_unknown: str = ""   # why ``auto`` is None (its rules live in the call modules, which need mpi4py)
 
     def table(self) -> str:
         lines = [f"{self.collective}, p = {self.size}, {self.nbytes} bytes, constants: {self.machine.name}"
@@ -169,7 +170,7 @@ class ModelResult:
                          f"{_fmt(c.reduction):>12}{c.rounds:>8}  {ratio:7.2f}{mark}"
                          + ("  (sampled ranks)" if c.sampled else ""))
         lines.append(f"  {'lower bound':<22}{_fmt(self.bound):>12}")
-        lines.append(f"  auto chooses: {self.auto}")
+        lines.append(f"  auto chooses: {self.auto}" + (f" ({self.auto_unknown})" if self.auto_unknown else ""))
         return "\n".join(lines)
 
 
@@ -200,12 +201,15 @@ def model(collective: str, size: int, nbytes: int, machine: Machine,
         alg = registry.get(collective, name)
         _, params = selection.choose(collective, name, size=size, nbytes=nbytes, count=max(1, nbytes // 8))
         costs[name] = cost(collective, name, size, nbytes, machine, **_default_params(alg, size, params))
+    auto, unknown = None, ""
     try:
         auto, _ = selection.choose(collective, "auto", size=size, nbytes=nbytes, count=max(1, nbytes // 8))
-    except (KeyError, ImportError, ValueError):
-        auto = None
+    except ImportError as exc:   # the "auto" rules sit next to the calls, which import mpi4py
+        unknown = f"unknown without {exc.name or 'mpi4py'}"
+    except (KeyError, ValueError):
+        pass
     return ModelResult(collective, size, nbytes, machine, costs, lower_bound(collective, size, nbytes, machine),
-                       auto, time.perf_counter() - t0)
+                       auto, time.perf_counter() - t0, unknown)
 
 
 def draw(collective: str, algorithm: str, size: int, path: str, **params: Any) -> str:

@@ -59,7 +59,8 @@ EXAMPLE_SIZES = (4, 2)  # world sizes every example runs at
 # model), and the Allreduce and rooted MPI tests at 2 processes (the two parts took 27 s and 55 s here, run
 # separately on a loaded 2-core machine).
 QUICK_UNIT = ["tests/unit/test_buffers_ops.py", "tests/unit/test_trees.py", "tests/unit/test_docs.py",
-              "tests/unit/test_learner_tools.py", "-k", "not 24576"]
+              "tests/unit/test_learner_tools.py", "tests/unit/test_scratch.py", "tests/unit/test_lazy_import.py",
+              "-k", "not 24576"]
 QUICK_MPI = ["tests/mpi/test_allreduce.py", "tests/mpi/test_rooted.py"]
 EXAMPLE_TIMEOUT = 120   # seconds for one example run
 

@@ -29,7 +29,7 @@ from sphinx.util.nodes import nested_parse_with_titles
 
 import mpicoll
 from mpicoll import registry
-from mpicoll.calls import spec as get_spec
+from mpicoll.contracts import spec as get_spec
 
 P = 4
 LETTERS = "abcdefgh"

@@ -91,7 +91,7 @@ def analyse(schedule: Schedule, layouts: dict[str, Layout], itemsize: dict[str, 
     messages longer than ``segment`` bytes are cut into pieces of ``segment``.
     """
     def span(block: Block) -> tuple[str, Span]:
-        start, stop = layouts.get(block.buf, layouts["recv"]).span(block.lo, block.hi)
+        start, stop = layouts[block.buf].span(block.lo, block.hi)
         k = itemsize[block.buf]
         return canonical.get(block.buf, block.buf), (start * k, stop * k)
 

@@ -197,7 +197,7 @@ class IpcTransport:
         self.epoch = self.windows.epoch
 
     def _typed(self, block: Any) -> Any:
-        start, stop = self.layouts.get(block.buf, self.layouts["recv"]).span(block.lo, block.hi)
+        start, stop = self.layouts[block.buf].span(block.lo, block.hi)
         buf = self.canonical.get(block.buf, block.buf)
         k = self.dtypes[block.buf].itemsize
         return self.device.typed(self._mine(buf, start * k, stop * k), self.dtypes[block.buf])

@@ -73,6 +73,7 @@ class StagedTransport:
         self.device = device
         self.schedule = schedule
         self.layouts = layouts
+        self.scratch = scratch
         self.kernel = kernel
         canonical: dict[str, str] = {}
         self.raw: dict[str, Any] = {}        # canonical name -> the device array's bytes
@@ -102,7 +103,7 @@ class StagedTransport:
     def nbytes(self) -> int:
         """Host memory this transport holds (pinned mirrors and scratch)."""
         return sum(m.nbytes for m in self.mirror.values()) + sum(
-            a.nbytes for n, a in self.host.items() if n not in self.raw and n.startswith("tmp"))
+            a.nbytes for n, a in self.host.items() if n not in self.raw and n in self.scratch)
 
     # -- binding ---------------------------------------------------------------------------------------
 
@@ -124,7 +125,7 @@ class StagedTransport:
         st = op.step
 
         def typed(block: Any) -> np.ndarray:
-            start, stop = self.layouts.get(block.buf, self.layouts["recv"]).span(block.lo, block.hi)
+            start, stop = self.layouts[block.buf].span(block.lo, block.hi)
             return self.host[block.buf][start:stop]
 
         if isinstance(st, Reduce):

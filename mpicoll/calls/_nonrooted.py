@@ -5,23 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
-from ..layout import Layout
+from ..layout import contiguous  # noqa: F401 (used by the call modules from here)
 from ..plan import Plan
 
-__all__ = ["contiguous", "copy_result_to", "scratch_layouts"]
-
-
-def contiguous(counts: Sequence[int]) -> Layout:
-    """Blocks of ``counts`` elements, one after the other from element 0."""
-    displs = np.concatenate([[0], np.cumsum(counts)[:-1]]) if len(counts) else []
-    return Layout.v(list(counts), [int(d) for d in displs])
-
-
-def scratch_layouts(layout: Layout) -> dict[str, Layout]:
-    """The layout of every scratch buffer an algorithm may use."""
-    return {name: layout for name in ("tmp", "tmp2", "tmp3")}
+__all__ = ["contiguous", "copy_result_to"]
 
 
 def copy_result_to(plan: Plan, result: Any, target: Any, spans: Sequence[tuple[int, int]]) -> None:

@@ -17,42 +17,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from .. import errors, nodes, selection
 from ..buffers import is_in_place, parse, parse_blocks
 from ..layout import Layout
 from ..plan import Plan, make_plan
 from ..selection import KiB, MiB
-from . import Spec, debug_check, own
+from . import debug_check
 from ._checks import check_pair
-from ._nonrooted import contiguous
 
 if TYPE_CHECKING:
     from ..comm import Comm
-
-
-def simulate_setup(inputs: list[np.ndarray], nblocks: int, in_place: bool = False) -> list[tuple[dict, dict, str]]:
-    """Rank r sends ``inputs[r]`` (any lengths: also Allgatherv's); blocks lie one after the other."""
-    recv = contiguous([len(x) for x in inputs])
-    out = []
-    for r, x in enumerate(inputs):
-        if in_place:
-            buf = np.zeros(recv.ends[-1] if inputs else 0, x.dtype)
-            buf[recv.starts[r]:recv.ends[r]] = x
-            out.append(({"recv": buf}, {"recv": recv, "send": recv}, "recv"))
-        else:
-            out.append(({"send": x.copy(), "recv": np.empty(recv.ends[-1], x.dtype)},
-                        {"recv": recv, "send": Layout.only(r, len(x), nblocks)}, "recv"))
-    return out
-
-
-SPEC = Spec(
-    "allgather", reduces=False, in_place=True,
-    inputs=lambda r, p, nb, **_: {"send": [own(r, b) if b == r else None for b in range(nb)]},
-    outputs=lambda r, p, nb, **_: {"recv": [own(b, b) for b in range(nb)]},
-    simulate=simulate_setup,
-)
 
 
 @selection.auto_rule("allgather")
@@ -85,4 +59,4 @@ def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, *, algorithm: str | None) ->
     if count == 0:
         return None
     return make_plan(comm, "allgather", name, params, {"send": send_array, "recv": recv.array},
-                     lambda nb: {"recv": layout, "send": send_layout}, dtype=recv.dtype, scratch_count=0)
+                     lambda nb: {"recv": layout, "send": send_layout}, dtype=recv.dtype)

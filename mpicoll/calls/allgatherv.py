@@ -25,15 +25,11 @@ from .. import errors, nodes, registry, selection
 from ..buffers import is_in_place, parse, parse_v
 from ..layout import Layout
 from ..plan import Plan, make_plan
-from . import Spec, debug_check
-from . import allgather as _allgather
+from . import debug_check
 from ._checks import check_disjoint, check_pair
 
 if TYPE_CHECKING:
     from ..comm import Comm
-
-SPEC = Spec("allgatherv", reduces=False, in_place=True, inputs=_allgather.SPEC.inputs,
-            outputs=_allgather.SPEC.outputs, simulate=_allgather.simulate_setup)
 
 
 @selection.auto_rule("allgatherv")
@@ -66,7 +62,7 @@ def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, *, algorithm: str | None) ->
             (packed.starts, packed.ends):
         return _gathered_in_scratch(comm, name, params, recv, send_array, send_layout, packed)
     return make_plan(comm, "allgatherv", name, params, {"send": send_array, "recv": recv.array},
-                     lambda nb: {"recv": layout, "send": send_layout}, dtype=recv.dtype, scratch_count=0)
+                     lambda nb: {"recv": layout, "send": send_layout}, dtype=recv.dtype)
 
 
 def _gathered_in_scratch(comm: Comm, name: str, params: dict, recv: Any, send_array: Any, send_layout: Layout,
@@ -75,7 +71,7 @@ def _gathered_in_scratch(comm: Comm, name: str, params: dict, recv: Any, send_ar
     rank order: it gathers into a packed scratch buffer, then each block is copied to its displacement."""
     gathered = recv.xp.empty(sum(recv.counts), recv.dtype)
     plan = make_plan(comm, "allgatherv", name, params, {"send": send_array, "recv": gathered},
-                     lambda nb: {"recv": packed, "send": send_layout}, dtype=recv.dtype, scratch_count=0)
+                     lambda nb: {"recv": packed, "send": send_layout}, dtype=recv.dtype)
     target, pieces = recv.array, list(zip(recv.displs, packed.starts, recv.counts))
 
     def finish() -> None:

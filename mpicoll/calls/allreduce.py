@@ -16,26 +16,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from .. import nodes, selection
 from ..buffers import Buffer, is_in_place, parse
 from ..layout import Layout
 from ..ops import check_op, is_commutative, op_name
 from ..plan import Plan, make_plan
 from ..selection import KiB, MiB
-from . import Spec, debug_check, own
+from . import debug_check
 from ._checks import check_count, check_pair
 
 if TYPE_CHECKING:
     from ..comm import Comm
-
-
-def _simulate(inputs: list[np.ndarray], nblocks: int, in_place: bool = False) -> list[tuple[dict, dict, str]]:
-    layout = {"recv": Layout.even(len(inputs[0]), nblocks)}
-    if in_place:
-        return [({"recv": x.copy()}, layout, "recv") for x in inputs]
-    return [({"send": x.copy(), "recv": np.empty_like(x)}, layout, "recv") for x in inputs]
 
 
 @selection.auto_rule("allreduce")
@@ -47,14 +38,6 @@ def auto(*, size: int, nbytes: int, count: int, commutative: bool) -> str:
     if size >= 64 and nbytes < 4 * MiB:
         return "double_binary_tree"
     return "ring"
-
-
-SPEC = Spec(
-    "allreduce", reduces=True, in_place=True,
-    inputs=lambda r, p, nb, **_: {"send": [own(r, b) for b in range(nb)]},
-    outputs=lambda r, p, nb, **_: {"recv": [(b, ((0, p),)) for b in range(nb)]},
-    simulate=_simulate,
-)
 
 
 def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, op: Any, *, algorithm: str | None) -> Plan | None:
@@ -76,4 +59,4 @@ def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, op: Any, *, algorithm: str |
     arrays = {"send": recv.array if send is None else send.array, "recv": recv.array}
     return make_plan(comm, "allreduce", name, params, arrays,
                      lambda nb: {"recv": Layout.even(recv.count, nb, recv.unit)},
-                     op=op, dtype=recv.dtype, scratch_count=recv.count, datatype=recv.datatype)
+                     op=op, dtype=recv.dtype, datatype=recv.datatype)

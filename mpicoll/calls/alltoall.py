@@ -26,37 +26,12 @@ from .. import errors, selection
 from ..buffers import is_in_place, parse_blocks
 from ..layout import Layout
 from ..plan import Plan, make_plan
-from . import Spec, debug_check, own
+from . import debug_check
 from ._checks import check_pair
-from ._nonrooted import copy_result_to, scratch_layouts
+from ._nonrooted import copy_result_to
 
 if TYPE_CHECKING:
     from ..comm import Comm
-
-
-def simulate_setup(inputs: list[np.ndarray], nblocks: int, in_place: bool = False) -> list[tuple[dict, dict, str]]:
-    """Rank j's input split as evenly as possible into p blocks (uneven and empty blocks too: Alltoallv).
-
-    Rank r's receive block j is rank j's send block r, one after the other.
-    """
-    size = len(inputs)
-    send = [Layout.even(len(x), size) for x in inputs]
-    out = []
-    for r, x in enumerate(inputs):
-        counts = [send[j].count(r, r + 1) for j in range(size)]
-        recv = Layout.v(counts, [sum(counts[:j]) for j in range(size)])
-        layouts = {"send": send[r], "recv": recv, **scratch_layouts(recv)}
-        out.append(({"send": x.copy(), "recv": np.empty(sum(counts), x.dtype)}, layouts, "recv"))
-    return out
-
-
-SPEC = Spec(
-    "alltoall", reduces=False, in_place=False,
-    # rank r's send block j is (j, r): "for j, from r"; rank j must end with it as its recv block r
-    inputs=lambda r, p, nb, **_: {"send": [own(r, j) for j in range(nb)]},
-    outputs=lambda r, p, nb, **_: {"recv": [own(j, r) for j in range(nb)]},
-    simulate=simulate_setup,
-)
 
 
 @selection.auto_rule("alltoall")
@@ -71,9 +46,9 @@ def bind_alltoall(comm: Comm, collective: str, name: str, params: dict, send_arr
     """The plan of an all-to-all; in place, the result goes to scratch and is copied block by block at the end."""
     size = max(recv_layout.ends, default=0)
     result = xp.empty(size, dtype) if in_place else recv_array
-    layouts = {"send": send_layout, "recv": recv_layout, **scratch_layouts(recv_layout)}
+    layouts = {"send": send_layout, "recv": recv_layout}
     plan = make_plan(comm, collective, name, params, {"send": send_array, "recv": result}, lambda nb: layouts,
-                     dtype=dtype, scratch_count=size)
+                     dtype=dtype)
     if in_place:
         copy_result_to(plan, result, recv_array, [recv_layout.span(b, b + 1) for b in range(comm.size)])
     return plan

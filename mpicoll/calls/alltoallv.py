@@ -26,15 +26,12 @@ from .. import selection
 from ..buffers import is_in_place, parse_v
 from ..layout import Layout
 from ..plan import Plan
-from . import Spec, debug_check
 from . import alltoall as _alltoall
+from . import debug_check
 from ._checks import check_disjoint, check_pair
 
 if TYPE_CHECKING:
     from ..comm import Comm
-
-SPEC = Spec("alltoallv", reduces=False, in_place=False, inputs=_alltoall.SPEC.inputs,
-            outputs=_alltoall.SPEC.outputs, simulate=_alltoall.simulate_setup)
 
 
 @selection.auto_rule("alltoallv")

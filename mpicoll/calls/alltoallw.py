@@ -34,15 +34,12 @@ from .. import datatypes, errors, selection
 from ..buffers import VBuffer, _as_array, _is_writable, as_count, is_in_place
 from ..layout import Layout
 from ..plan import Plan
-from . import Spec, debug_check
 from . import alltoall as _alltoall
+from . import debug_check
 from ._checks import check_count, check_disjoint
 
 if TYPE_CHECKING:
     from ..comm import Comm
-
-SPEC = Spec("alltoallw", reduces=False, in_place=False, inputs=_alltoall.SPEC.inputs,
-            outputs=_alltoall.SPEC.outputs, simulate=_alltoall.simulate_setup)
 
 
 @selection.auto_rule("alltoallw")

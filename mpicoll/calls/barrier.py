@@ -8,14 +8,14 @@ rounds, any p); ``linear`` (everyone to rank 0 and back) is the baseline.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .. import nodes, selection
 from ..layout import Layout
 from ..plan import Plan, make_plan
-from . import Spec, debug_check, own
+from . import debug_check
 
 if TYPE_CHECKING:
     from ..comm import Comm
@@ -23,21 +23,6 @@ if TYPE_CHECKING:
 
 def _empty(nblocks: int) -> Layout:
     return Layout([0] * nblocks, [0] * nblocks)
-
-
-def simulate_setup(inputs: list[Any], nblocks: int, in_place: bool = False) -> list[tuple[dict, dict, str]]:
-    """No data: every rank has empty buffers whatever the inputs."""
-    layouts = {"send": _empty(nblocks), "recv": _empty(nblocks)}
-    return [({"send": np.empty(0), "recv": np.empty(0)}, layouts, "recv") for _ in inputs]
-
-
-SPEC = Spec(
-    "barrier", reduces=False, in_place=False,
-    # tokens: what a message carries is only checked for being sent and received
-    inputs=lambda r, p, nb, **_: {"send": [own(r, b) for b in range(nb)]},
-    outputs=lambda r, p, nb, **_: {"recv": [None] * nb},
-    simulate=simulate_setup,
-)
 
 
 @selection.auto_rule("barrier")
@@ -54,4 +39,4 @@ def prepare(comm: Comm, *, algorithm: str | None) -> Plan | None:
         return None
     arrays = {"send": np.empty(0, np.uint8), "recv": np.empty(0, np.uint8)}
     return make_plan(comm, "barrier", name, params, arrays,
-                     lambda nb: {"send": _empty(nb), "recv": _empty(nb)}, dtype=np.dtype(np.uint8), scratch_count=0)
+                     lambda nb: {"send": _empty(nb), "recv": _empty(nb)}, dtype=np.dtype(np.uint8))

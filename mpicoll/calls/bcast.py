@@ -16,24 +16,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from .. import nodes, selection
 from ..buffers import parse
 from ..layout import Layout
 from ..plan import Plan, make_plan
 from ..selection import KiB
-from . import Spec, debug_check
+from . import debug_check
 from ._checks import check_root
-from ._rooted import from_root
 
 if TYPE_CHECKING:
     from ..comm import Comm
-
-
-def _simulate(inputs: list[np.ndarray], nblocks: int, in_place: bool = False, root: int = 0) -> list:
-    # every rank starts with its own data, so a block a rank never receives shows
-    return [({"recv": x.copy()}, {"recv": Layout.even(len(x), nblocks)}, "recv") for x in inputs]
 
 
 @selection.auto_rule("bcast")
@@ -43,14 +35,6 @@ def auto(*, size: int, nbytes: int, count: int, commutative: bool = True) -> str
     if nbytes < 512 * KiB:
         return "scatter_allgather"
     return "pipelined_chain" if size <= 8 else "double_binary_tree"
-
-
-SPEC = Spec(
-    "bcast", reduces=False, in_place=False, params=("root",),
-    inputs=lambda r, p, nb, root=0, **_: {"recv": from_root(root, range(nb))} if r == root else {},
-    outputs=lambda r, p, nb, root=0, **_: {"recv": from_root(root, range(nb))},
-    simulate=_simulate,
-)
 
 
 def prepare(comm: Comm, buf: Any, root: Any, *, algorithm: str | None) -> Plan | None:
@@ -67,4 +51,4 @@ def prepare(comm: Comm, buf: Any, root: Any, *, algorithm: str | None) -> Plan |
     if b.count == 0:
         return None
     return make_plan(comm, "bcast", name, params, {"recv": b.array},
-                     lambda nb: {"recv": Layout.even(b.count, nb, b.unit)}, dtype=b.dtype, scratch_count=0)
+                     lambda nb: {"recv": Layout.even(b.count, nb, b.unit)}, dtype=b.dtype)

@@ -21,18 +21,10 @@ from typing import TYPE_CHECKING, Any
 
 from .. import selection
 from ..plan import Plan
-from . import Spec, own
 from . import scan as _scan
 
 if TYPE_CHECKING:
     from ..comm import Comm
-
-SPEC = Spec(
-    "exscan", reduces=True, in_place=True,
-    inputs=lambda r, p, nb, **_: {"send": [own(r, 0)]},
-    outputs=lambda r, p, nb, **_: {"recv": [(0, ((0, r),)) if r > 0 else None]},
-    simulate=_scan.simulate_setup,
-)
 
 
 @selection.auto_rule("exscan")

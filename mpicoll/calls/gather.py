@@ -16,51 +16,22 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from .. import errors, selection
 from ..buffers import Buffer, parse_blocks
 from ..layout import Layout
 from ..plan import Plan, make_plan
 from ..selection import KiB
-from . import Spec, debug_check, own
+from . import debug_check
 from ._checks import check_pair, check_root, send_or_in_place
-from ._rooted import at, subtree_layout
+from ._rooted import subtree_layout
 
 if TYPE_CHECKING:
     from ..comm import Comm
 
 
-def _simulate(inputs: list[np.ndarray], nblocks: int, in_place: bool = False, root: int = 0) -> list:
-    """Rank r sends ``inputs[r]``; the root's ``recv`` holds p such blocks."""
-    p, c = len(inputs), len(inputs[0])
-    whole = Layout.even(p * c, p)
-    out = []
-    for r, x in enumerate(inputs):
-        if in_place and r == root:  # the root's block is already in place
-            recv = np.zeros(p * c, x.dtype)
-            recv[r * c:(r + 1) * c] = x
-            out.append(({"recv": recv}, {"recv": whole, "send": whole}, "recv"))
-        elif in_place:  # (the checker aliases send to recv everywhere)
-            mine = Layout.only(r, c, p)
-            out.append(({"recv": x.copy()}, {"recv": mine, "send": mine, "tmp": whole}, "recv"))
-        else:
-            out.append(({"send": x.copy(), "recv": np.empty(p * c, x.dtype)},
-                        {"recv": whole, "send": Layout.only(r, c, p), "tmp": whole}, "recv"))
-    return out
-
-
 @selection.auto_rule("gather")
 def auto(*, size: int, nbytes: int, count: int, commutative: bool = True) -> str:
     return "binomial" if size > 2 and nbytes < 256 * KiB else "linear"
-
-
-SPEC = Spec(
-    "gather", reduces=False, in_place=True, params=("root",),
-    inputs=lambda r, p, nb, **_: {"send": at(r, nb, own(r, r))},
-    outputs=lambda r, p, nb, root=0, **_: {"recv": [own(b, b) for b in range(nb)]} if r == root else {},
-    simulate=_simulate,
-)
 
 
 def gather_plan(comm: Comm, collective: str, name: str, params: dict, root: int, send: Buffer | None,
@@ -71,13 +42,11 @@ def gather_plan(comm: Comm, collective: str, name: str, params: dict, root: int,
     if rank == root:
         arrays = {"recv": recv.array, "send": recv.array if send is None else send.array}
         layouts = {"recv": recv_layout, "send": recv_layout if send is None else Layout.only(rank, send.count, p)}
-        scratch = 0
-    else:
-        tmp, scratch = subtree_layout(rank, p, root, send.count)
+    else:   # the binomial algorithm's scratch "subtree" (declared like="own") holds only this rank's subtree
         arrays = {"send": send.array}
-        layouts = {"recv": Layout.only(rank, send.count, p), "send": Layout.only(rank, send.count, p), "tmp": tmp}
-    return make_plan(comm, collective, name, params, arrays, lambda nb: layouts, dtype=data.dtype,
-                     scratch_count={"tmp": scratch})
+        layouts = {"recv": Layout.only(rank, send.count, p), "send": Layout.only(rank, send.count, p),
+                   "subtree": subtree_layout(rank, p, root, send.count)}
+    return make_plan(comm, collective, name, params, arrays, lambda nb: layouts, dtype=data.dtype)
 
 
 def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, root: Any, *, algorithm: str | None) -> Plan | None:

@@ -6,7 +6,6 @@ root, which receives all of them at once ("auto" = linear).
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from .. import errors, selection
@@ -15,13 +14,10 @@ from ..layout import Layout
 from ..plan import Plan
 from . import debug_check
 from ._checks import check_disjoint, check_pair, check_root, send_or_in_place
-from .gather import SPEC as GATHER_SPEC
 from .gather import gather_plan
 
 if TYPE_CHECKING:
     from ..comm import Comm
-
-SPEC = replace(GATHER_SPEC, name="gatherv")  # the same contract as Gather's, with blocks of any size
 
 
 @selection.auto_rule("gatherv")

@@ -15,26 +15,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from .. import nodes, registry, selection
 from ..buffers import parse
 from ..layout import Layout
 from ..ops import check_op, is_commutative, op_name
 from ..plan import Plan, make_plan
 from ..selection import KiB
-from . import Spec, debug_check, own
+from . import debug_check
 from ._checks import check_count, check_pair, check_root, send_or_in_place
 
 if TYPE_CHECKING:
     from ..comm import Comm
-
-
-def _simulate(inputs: list[np.ndarray], nblocks: int, in_place: bool = False, root: int = 0) -> list:
-    layout = {"recv": Layout.even(len(inputs[0]), nblocks)}
-    if in_place:
-        return [({"recv": x.copy()}, layout, "recv") for x in inputs]
-    return [({"send": x.copy(), "recv": np.empty_like(x)}, layout, "recv") for x in inputs]
 
 
 @selection.auto_rule("reduce")
@@ -42,14 +33,6 @@ def auto(*, size: int, nbytes: int, count: int, commutative: bool = True) -> str
     if size <= 2 or nbytes < 16 * KiB or count < size:
         return "binomial"
     return "rabenseifner"
-
-
-SPEC = Spec(
-    "reduce", reduces=True, in_place=True, params=("root",),
-    inputs=lambda r, p, nb, **_: {"send": [own(r, b) for b in range(nb)]},
-    outputs=lambda r, p, nb, root=0, **_: {"recv": [(b, ((0, p),)) for b in range(nb)]} if r == root else {},
-    simulate=_simulate,
-)
 
 
 def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, op: Any, root: Any, *, algorithm: str | None) -> Plan | None:
@@ -83,4 +66,4 @@ def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, op: Any, root: Any, *, algor
             arrays["recv"] = data.xp.empty(data.count, data.dtype)  # scratch: a non-root has no recvbuf
     return make_plan(comm, "reduce", name, params, arrays,
                      lambda nb: {"recv": Layout.even(data.count, nb, data.unit)},
-                     op=op, dtype=data.dtype, scratch_count=data.count, datatype=data.datatype)
+                     op=op, dtype=data.dtype, datatype=data.datatype)

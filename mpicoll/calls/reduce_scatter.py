@@ -25,15 +25,12 @@ from .. import errors, selection
 from ..buffers import is_in_place, parse
 from ..ops import check_op, is_commutative, op_name
 from ..plan import Plan
-from . import MismatchError, Spec, debug_check
+from . import MismatchError, debug_check
 from . import reduce_scatter_block as _rsb
 from ._checks import check_pair, counts_of
 
 if TYPE_CHECKING:
     from ..comm import Comm
-
-SPEC = Spec("reduce_scatter", reduces=True, in_place=False, inputs=_rsb.SPEC.inputs, outputs=_rsb.SPEC.outputs,
-            simulate=_rsb.simulate_setup)
 
 
 @selection.auto_rule("reduce_scatter")

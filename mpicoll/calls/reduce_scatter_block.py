@@ -28,36 +28,12 @@ from ..layout import Layout
 from ..ops import check_op, is_commutative, op_name
 from ..plan import Plan, make_plan
 from ..selection import KiB
-from . import Spec, debug_check, own
+from . import debug_check
 from ._checks import check_pair
-from ._nonrooted import contiguous, copy_result_to, scratch_layouts
+from ._nonrooted import contiguous, copy_result_to
 
 if TYPE_CHECKING:
     from ..comm import Comm
-
-
-def simulate_setup(inputs: list[np.ndarray], nblocks: int, in_place: bool = False) -> list[tuple[dict, dict, str]]:
-    """Every rank's input split as evenly as possible (so also uneven and empty blocks, as Reduce_scatter)."""
-    size = len(inputs)
-    send = Layout.even(len(inputs[0]), nblocks)
-    counts = [send.count(b, b + 1) for b in range(nblocks)]
-    out = []
-    for r, x in enumerate(inputs):
-        layouts = {"send": send, "recv": Layout.only(r, counts[r], nblocks), **scratch_layouts(send)}
-        out.append(({"send": x.copy(), "recv": np.empty(counts[r] if r < size else 0, x.dtype)}, layouts, "recv"))
-    return out
-
-
-def _inputs(r: int, p: int, nb: int, **_: Any) -> dict[str, list]:
-    return {"send": [own(r, b) for b in range(nb)]}
-
-
-def _outputs(r: int, p: int, nb: int, **_: Any) -> dict[str, list]:
-    return {"recv": [(b, ((0, p),)) if b == r else None for b in range(nb)]}
-
-
-SPEC = Spec("reduce_scatter_block", reduces=True, in_place=False, inputs=_inputs, outputs=_outputs,
-            simulate=simulate_setup)
 
 
 @selection.auto_rule("reduce_scatter_block")
@@ -80,9 +56,9 @@ def bind_reduce_scatter(comm: Comm, collective: str, name: str, params: dict, se
     r = comm.rank
     send_layout = contiguous(counts)
     result = xp.empty(counts[r], dtype) if in_place else recv_array
-    layouts = {"send": send_layout, "recv": Layout.only(r, counts[r], comm.size), **scratch_layouts(send_layout)}
+    layouts = {"send": send_layout, "recv": Layout.only(r, counts[r], comm.size)}
     plan = make_plan(comm, collective, name, params, {"send": send_array, "recv": result}, lambda nb: layouts,
-                     op=op, dtype=dtype, scratch_count=sum(counts), datatype=datatype)
+                     op=op, dtype=dtype, datatype=datatype)
     if in_place:
         copy_result_to(plan, result, recv_array, [(0, counts[r])])
     return plan

@@ -17,33 +17,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from .. import errors, selection
 from ..buffers import Buffer, is_in_place, parse
 from ..layout import Layout
 from ..ops import check_op, is_commutative, op_name
 from ..plan import Plan, make_plan
-from . import Spec, debug_check, own
+from . import debug_check
 from ._checks import check_pair
 
 if TYPE_CHECKING:
     from ..comm import Comm
-
-
-def simulate_setup(inputs: list[np.ndarray], nblocks: int, in_place: bool = False) -> list[tuple[dict, dict, str]]:
-    layout = {"recv": Layout.v([len(inputs[0])], [0])}
-    if in_place:
-        return [({"recv": x.copy()}, layout, "recv") for x in inputs]
-    return [({"send": x.copy(), "recv": np.empty_like(x)}, layout, "recv") for x in inputs]
-
-
-SPEC = Spec(
-    "scan", reduces=True, in_place=True,
-    inputs=lambda r, p, nb, **_: {"send": [own(r, 0)]},
-    outputs=lambda r, p, nb, **_: {"recv": [(0, ((0, r + 1),))]},
-    simulate=simulate_setup,
-)
 
 
 @selection.auto_rule("scan")
@@ -70,7 +53,7 @@ def prepare_prefix(comm: Comm, collective: str, method: str, sendbuf: Any, recvb
         return None
     arrays = {"send": recv.array if send is None else send.array, "recv": recv.array}
     return make_plan(comm, collective, name, params, arrays, lambda nb: {"recv": Layout.v([recv.count], [0])},
-                     op=op, dtype=recv.dtype, scratch_count=recv.count, datatype=recv.datatype)
+                     op=op, dtype=recv.dtype, datatype=recv.datatype)
 
 
 def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, op: Any, *, algorithm: str | None) -> Plan | None:

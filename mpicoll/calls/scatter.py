@@ -15,36 +15,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from .. import errors, selection
 from ..buffers import Buffer, parse_blocks
 from ..layout import Layout
 from ..plan import Plan, make_plan
 from ..selection import KiB
-from . import Spec, debug_check
+from . import debug_check
 from ._checks import check_pair, check_root, recv_or_in_place
-from ._rooted import at, from_root, subtree_layout
+from ._rooted import subtree_layout
 
 if TYPE_CHECKING:
     from ..comm import Comm
-
-
-def _simulate(inputs: list[np.ndarray], nblocks: int, in_place: bool = False, root: int = 0) -> list:
-    """The root scatters ``inputs[root]`` (p blocks); rank r starts with its own slice of ``inputs[r]``."""
-    p = len(inputs)
-    c = len(inputs[0]) // p
-    whole = Layout.even(p * c, p)
-    out = []
-    for r, x in enumerate(inputs):
-        if r == root and in_place:
-            out.append(({"recv": x.copy()}, {"recv": whole, "send": whole}, "recv"))
-        elif r == root:
-            out.append(({"send": x.copy(), "recv": np.empty(c, x.dtype)}, {"recv": Layout.only(r, c, p), "send": whole},
-                        "recv"))
-        else:
-            out.append(({"recv": x[r * c:(r + 1) * c].copy()}, {"recv": Layout.only(r, c, p), "tmp": whole}, "recv"))
-    return out
 
 
 @selection.auto_rule("scatter")
@@ -52,29 +33,18 @@ def auto(*, size: int, nbytes: int, count: int, commutative: bool = True) -> str
     return "binomial" if size > 2 and nbytes < 256 * KiB else "linear"
 
 
-SPEC = Spec(
-    "scatter", reduces=False, in_place=True, params=("root",),
-    inputs=lambda r, p, nb, root=0, **_: {"send": from_root(root, range(nb))} if r == root else {},
-    outputs=lambda r, p, nb, root=0, **_: {"recv": at(r, nb, from_root(root, range(r, r + 1))[0])},
-    simulate=_simulate,
-)
-
-
 def scatter_plan(comm: Comm, collective: str, name: str, params: dict, root: int, send: Any,
                  send_layout: Layout | None, recv: Buffer | None) -> Plan:
     """Bind a scatter-like schedule: ``send``/``send_layout`` at the root only; ``recv`` None in place."""
     p, rank = comm.size, comm.rank
     data = send if recv is None else recv
-    scratch = 0
     if rank == root:
         arrays = {"send": send.array, "recv": send.array if recv is None else recv.array}
         layouts = {"send": send_layout, "recv": send_layout if recv is None else Layout.only(rank, recv.count, p)}
-    else:
-        tmp, scratch = subtree_layout(rank, p, root, recv.count)
+    else:   # the binomial algorithm's scratch "subtree" (declared like="own") holds only this rank's subtree
         arrays = {"recv": recv.array}
-        layouts = {"recv": Layout.only(rank, recv.count, p), "tmp": tmp}
-    return make_plan(comm, collective, name, params, arrays, lambda nb: layouts, dtype=data.dtype,
-                     scratch_count={"tmp": scratch})
+        layouts = {"recv": Layout.only(rank, recv.count, p), "subtree": subtree_layout(rank, p, root, recv.count)}
+    return make_plan(comm, collective, name, params, arrays, lambda nb: layouts, dtype=data.dtype)
 
 
 def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, root: Any, *, algorithm: str | None) -> Plan | None:

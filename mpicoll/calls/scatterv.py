@@ -6,7 +6,6 @@ rank, all at once ("auto" = linear).
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from .. import errors, selection
@@ -15,13 +14,10 @@ from ..layout import Layout
 from ..plan import Plan
 from . import debug_check
 from ._checks import check_pair, check_root, recv_or_in_place
-from .scatter import SPEC as SCATTER_SPEC
 from .scatter import scatter_plan
 
 if TYPE_CHECKING:
     from ..comm import Comm
-
-SPEC = replace(SCATTER_SPEC, name="scatterv")  # the same contract as Scatter's, with blocks of any size
 
 
 @selection.auto_rule("scatterv")

@@ -17,7 +17,7 @@ from typing import Any
 from mpi4py import MPI
 
 from ..layout import Layout
-from ..schedule import Block, Reduce, Schedule
+from ..schedule import Block, Reduce, Schedule, ScheduleError
 
 __all__ = ["bind", "execute", "BoundRound"]
 
@@ -29,14 +29,26 @@ def bind(schedule: Schedule, arrays: dict[str, Any], layouts: dict[str, Layout],
     """Resolve a schedule against real buffers.
 
     ``arrays`` maps buffer names to one-dimensional typed arrays (an in-place
-    call maps ``send`` to the receive array); ``layouts`` maps names to layouts,
-    with ``recv``'s used for any name not listed.
+    call maps ``send`` to the receive array); ``layouts`` maps every buffer
+    name the schedule uses to its layout (:meth:`Schedule.layouts` completes a
+    call's layouts from the algorithm's scratch declarations).
+
+    Raises
+    ------
+    ScheduleError
+        The schedule names a buffer that ``arrays`` or ``layouts`` lacks (a scratch
+        buffer the algorithm does not declare is never allocated).
     """
+    missing = sorted(name for name in schedule.buffers() if name not in arrays or name not in layouts)
+    if missing:
+        raise ScheduleError(f"bind: {schedule.collective}/{schedule.algorithm} rank {schedule.rank} uses buffer(s) "
+                            f"{', '.join(missing)} with no array or layout (declared scratch: "
+                            f"{', '.join(schedule.declared) or 'none'})")
     raw = {name: arr.view("u1") for name, arr in arrays.items()}
     itemsize = {name: arr.dtype.itemsize for name, arr in arrays.items()}
 
     def span(block: Block) -> tuple[int, int]:
-        return layouts.get(block.buf, layouts["recv"]).span(block.lo, block.hi)
+        return layouts[block.buf].span(block.lo, block.hi)
 
     def typed(block: Block) -> Any:
         start, stop = span(block)

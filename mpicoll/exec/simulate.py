@@ -2,7 +2,9 @@
 
 No MPI is involved; messages are copies between the ranks' arrays, matched
 round by round (:mod:`.lockstep`).  Use it to watch an algorithm compute real
-numbers, or to test an algorithm at p = 1024 on one core.
+numbers, or to test an algorithm at p = 1024 on one core.  It needs no mpi4py
+for MPI's predefined ops named as strings (``op="SUM"``, the default); an
+``MPI.Op`` or :class:`mpicoll.Op` works too where mpi4py is installed.
 """
 
 from __future__ import annotations
@@ -11,12 +13,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from mpi4py import MPI
 
 from .. import registry
-from ..calls import spec as get_spec
+from ..contracts import spec as get_spec
+from ..kernels import predefined
 from ..layout import Layout
-from ..ops import reducer
 from ..schedule import Block, Copy, Reduce, ScheduleError
 from .lockstep import run_lockstep
 
@@ -32,12 +33,11 @@ class ArrayDomain:
         self.layouts = layouts
         self.alias = alias
         dtype = next(iter(arrays[0].values())).dtype
-        self.kernel = reducer(op, dtype).reduce
+        self.kernel = _kernel(op, dtype)
 
     def view(self, rank: int, block: Block) -> np.ndarray:
         name = self.alias.get(block.buf, block.buf)
-        layouts = self.layouts[rank]
-        start, stop = layouts.get(block.buf, layouts["recv"]).span(block.lo, block.hi)
+        start, stop = self.layouts[rank][block.buf].span(block.lo, block.hi)
         return self.arrays[rank][name][start:stop]
 
     def read(self, rank: int, block: Block) -> np.ndarray:
@@ -56,9 +56,21 @@ class ArrayDomain:
         self.view(rank, step.out)[...] = self.read(rank, step.src)
 
 
-def simulate(collective: str, algorithm: str, inputs: Sequence[np.ndarray], op: Any = MPI.SUM, *,
+def _kernel(op: Any, dtype: np.dtype) -> Any:
+    """``reduce(out, left, right)`` of ``op``: a predefined op's name needs no MPI, any other op goes to mpicoll.ops."""
+    if isinstance(op, str):
+        return predefined(op.upper(), dtype).reduce
+    from ..ops import reducer  # noqa: PLC0415 - MPI.Op and mpicoll.Op need mpi4py
+
+    return reducer(op, dtype).reduce
+
+
+def simulate(collective: str, algorithm: str, inputs: Sequence[np.ndarray], op: Any = "SUM", *,
              in_place: bool = False, **params: int) -> list[np.ndarray]:
     """Run ``algorithm`` on one array per rank; return each rank's result.
+
+    ``op`` is the name of an MPI predefined op (``"SUM"``, ``"MAX"``, ...), an
+    ``MPI.Op`` or a :class:`mpicoll.Op`.
 
     Examples
     --------
@@ -74,21 +86,18 @@ def simulate(collective: str, algorithm: str, inputs: Sequence[np.ndarray], op: 
     inputs = [np.asarray(x) for x in inputs]
     contract = {k: v for k, v in params.items() if k in spec.params}  # e.g. root, not segments
     setups = spec.simulate(inputs, scheds[0].nblocks, in_place=in_place, **contract)
-    arrays = []
+    arrays, full = [], []
     for sched, (bufs, layouts, _) in zip(scheds, setups):
         bufs = dict(bufs)
         like = bufs["recv"]
         if not in_place and "send" in bufs:  # results must come from the algorithm, not from what was there
             like[...] = _poison(like.dtype)
-        for name in sched.scratch():  # as large as the layout the spec gives it, else as recv
-            if name in layouts:
-                size = max(layouts[name].ends, default=0)
-            else:
-                size = max(len(like), max(layouts["recv"].ends, default=0))
-            bufs[name] = np.full(size, _poison(like.dtype), like.dtype)
+        full.append(sched.layouts(layouts))  # scratch layouts as the algorithm declares them
+        for name in sched.scratch():        # as many elements as the layout spans, poisoned
+            bufs[name] = np.full(max(full[-1][name].ends, default=0), _poison(like.dtype), like.dtype)
         arrays.append(bufs)
     alias = {"send": "recv"} if in_place else {}
-    domain = ArrayDomain(arrays, [layouts for _, layouts, _ in setups], op, alias)
+    domain = ArrayDomain(arrays, full, op, alias)
     run_lockstep(scheds, domain, alias)
     return [bufs[result] for bufs, (_, _, result) in zip(arrays, setups)]
 

@@ -1,6 +1,6 @@
 """The symbolic checker: prove a schedule computes its collective, for any p.
 
-Data are symbolic values ``(block, runs)`` (see :mod:`mpicoll.collectives`).
+Data are symbolic values ``(block, runs)`` (see :mod:`mpicoll.contracts`).
 Combining two values checks that they belong to the same block and either
 (commutative mode) that no rank's contribution is counted twice, or (ordered
 mode, for algorithms that claim to keep rank order) that the left operand
@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import registry
-from ..calls import spec as get_spec
+from ..contracts import spec as get_spec
 from ..schedule import Block, Copy, Reduce, ScheduleError, ScheduleSet
 from .lockstep import run_lockstep
 
@@ -133,6 +133,8 @@ def _verify(collective: str, algorithm: str, size: int, ordered: bool | None, in
     if len(scheds) != size or scheds[0].algorithm != algorithm or scheds[0].collective != collective:
         raise ValueError(f"schedules: expected the {size} schedules of {collective}/{algorithm}")
     nblocks = scheds[0].nblocks
+    for sched in scheds:  # every buffer named is send, recv or declared scratch
+        sched.scratch()
     ordered = alg.keeps_order(size) if ordered is None else ordered
     alias = {"send": "recv"} if in_place else {}
     states = []

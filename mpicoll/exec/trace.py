@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import registry
-from ..calls import spec as get_spec
+from ..contracts import spec as get_spec
 from ..schedule import Schedule
 from .lockstep import run_lockstep
 from .symbolic import SymbolicDomain
@@ -37,12 +37,14 @@ def trace(collective: str, algorithm: str, size: int, **params: Any) -> Trace:
     spec = get_spec(collective)
     scheds = registry.schedules(collective, algorithm, size, **params).schedules
     nblocks = scheds[0].nblocks
+    for sched in scheds:  # every buffer named is send, recv or declared scratch
+        sched.scratch()
     states = [{name: list(v) for name, v in spec.inputs(r, size, nblocks, **params).items()} for r in range(size)]
     domain = SymbolicDomain(states, nblocks, False, {})  # commutative: drawings need no order check
     snaps = [tuple({k: list(v) for k, v in st.items()} for st in states)]
     nrounds = max(len(s.rounds) for s in scheds)
     for t in range(nrounds):  # one round at a time: run_lockstep on the schedules cut to round t
-        cut = [Schedule(s.collective, s.algorithm, s.rank, s.size, s.nblocks, s.rounds[t:t + 1], s.params)
+        cut = [Schedule(s.collective, s.algorithm, s.rank, s.size, s.nblocks, s.rounds[t:t + 1], s.params, s.declared)
                for s in scheds]
         run_lockstep(cut, domain)
         snaps.append(tuple({k: list(v) for k, v in st.items()} for st in domain.states))

@@ -10,7 +10,9 @@ contiguous ranges in order, which keeps rank order when the root is 0.
 from __future__ import annotations
 
 from ..registry import register
-from ..schedule import Block, Timeline
+from ..schedule import Block, Scratch, Timeline
+
+INCOMING = Scratch("a child's partial result, received and added at once")
 
 
 def height(size: int) -> int:
@@ -34,13 +36,13 @@ def absolute(lo: int, hi: int, root: int, size: int) -> list[tuple[int, int]]:
 
 
 def reduce_steps(tl: Timeline, t0: int, rank: int, size: int, root: int, blocks: tuple[int, int], *,
-                 src: str = "send", acc: str = "recv", tmp: str = "tmp") -> str:
+                 src: str = "send", acc: str = "recv", incoming: str = "incoming") -> str:
     """Binomial reduce to ``root`` in rounds ``t0 .. t0 + ceil(lg p) - 1``.
 
     In step k, a rank whose relative rank v has bit k set sends its partial
     result to v - 2^k and is done; the others receive from v + 2^k (if it
-    exists) and append it on the right.  Returns the buffer holding the root's
-    result (``acc``, or ``src`` when p = 1).
+    exists) into ``incoming`` and append it on the right.  Returns the buffer
+    holding the root's result (``acc``, or ``src`` when p = 1).
     """
     v = (rank - root) % size
     cur = src
@@ -50,8 +52,8 @@ def reduce_steps(tl: Timeline, t0: int, rank: int, size: int, root: int, blocks:
             tl.send(t0 + k, (rank - bit) % size, Block(cur, *blocks))
             break
         if v + bit < size:
-            tl.recv(t0 + k, (rank + bit) % size, Block(tmp, *blocks))
-            tl.reduce(t0 + k, Block(acc, *blocks), Block(cur, *blocks), Block(tmp, *blocks))
+            tl.recv(t0 + k, (rank + bit) % size, Block(incoming, *blocks))
+            tl.reduce(t0 + k, Block(acc, *blocks), Block(cur, *blocks), Block(incoming, *blocks))
             cur = acc
     return cur
 
@@ -115,7 +117,7 @@ def gather_steps(tl: Timeline, t0: int, rank: int, size: int, root: int, *, src:
                 tl.recv(t0 + k, (rank + bit) % size, Block(dst, lo, hi))
 
 
-@register("allreduce", "binomial")
+@register("allreduce", "binomial", scratch={"incoming": INCOMING})
 def allreduce(rank: int, size: int):
     """Binomial-tree reduce to rank 0, then binomial-tree broadcast: 2 ceil(lg p) steps.
 
@@ -148,14 +150,15 @@ def bcast(rank: int, size: int, root: int = 0):
     return 1, tl.rounds()
 
 
-@register("reduce", "binomial", params=("root",))
+@register("reduce", "binomial", params=("root",), scratch={
+    "incoming": INCOMING, "acc": Scratch("a non-root's partial result (it has no receive buffer)")})
 def reduce(rank: int, size: int, root: int = 0):
     """Binomial tree to rank 0 (in rank order), then rank 0 hands the result to the root.
 
     Toward rank 0 every partial sum covers a contiguous range of ranks, so the
     result is in rank order for any op; a tree toward another root would wrap
     around p - 1 (as MPICH does for non-commutative ops, one more step instead).
-    Non-root ranks accumulate in scratch (``tmp2``): they have no receive buffer.
+    Non-root ranks accumulate in scratch (``acc``): they have no receive buffer.
 
     Cost: h alpha + h n (beta + gamma), plus alpha + n beta when the root is not rank 0.
 
@@ -165,7 +168,7 @@ def reduce(rank: int, size: int, root: int = 0):
     """
     tl = Timeline()
     whole = (0, 1)
-    result = reduce_steps(tl, 0, rank, size, 0, whole, acc="recv" if rank == root else "tmp2")
+    result = reduce_steps(tl, 0, rank, size, 0, whole, acc="recv" if rank == root else "acc")
     if root != 0 and rank in (0, root):  # one more step: rank 0 -> root
         if rank == 0:
             tl.send(height(size), root, Block(result, *whole))
@@ -174,11 +177,14 @@ def reduce(rank: int, size: int, root: int = 0):
     return 1, tl.rounds()
 
 
-@register("gather", "binomial", params=("root",))
+SUBTREE = Scratch("an inner rank's subtree: the blocks of its subtree's ranks, own block first", like="own")
+
+
+@register("gather", "binomial", params=("root",), scratch={"subtree": SUBTREE})
 def gather(rank: int, size: int, root: int = 0):
     """Binomial tree: each rank passes its whole subtree up, ceil(lg p) steps, (p-1)/p n in at the root.
 
-    Non-root ranks with children collect their subtree in scratch (``tmp``),
+    Non-root ranks with children collect their subtree in scratch (``subtree``),
     starting with their own block, copied there in round 0 (they first send in
     round 1 or later); leaves send their own block straight from ``send``.
 
@@ -190,7 +196,7 @@ def gather(rank: int, size: int, root: int = 0):
     """
     tl = Timeline()
     v = (rank - root) % size
-    dst = "recv" if v == 0 else "tmp"
+    dst = "recv" if v == 0 else "subtree"
     own = (rank, rank + 1)
     if v == 0 or subtree(v, size) > 1:
         tl.copy(0, Block(dst, *own), Block("send", *own))
@@ -198,11 +204,11 @@ def gather(rank: int, size: int, root: int = 0):
     return size, tl.rounds()
 
 
-@register("scatter", "binomial", params=("root",))
+@register("scatter", "binomial", params=("root",), scratch={"subtree": SUBTREE})
 def scatter(rank: int, size: int, root: int = 0):
     """Binomial tree: the root hands each child its whole subtree's blocks, ceil(lg p) steps.
 
-    A rank with children receives its subtree in scratch (``tmp``), copies its
+    A rank with children receives its subtree in scratch (``subtree``), copies its
     own block to ``recv`` and forwards the rest; a leaf receives straight into
     ``recv``.  Rank v (v > 0) receives in step h - 1 - log2(lowbit(v)).
 
@@ -221,7 +227,7 @@ def scatter(rank: int, size: int, root: int = 0):
     elif subtree(v, size) == 1:
         scatter_steps(tl, 0, rank, size, root, src="send", dst="recv")
     else:
-        scatter_steps(tl, 0, rank, size, root, src="send", dst="tmp")
+        scatter_steps(tl, 0, rank, size, root, src="send", dst="subtree")
         arrival = height(size) - (v & -v).bit_length()
-        tl.copy(arrival, Block("recv", *own), Block("tmp", *own))
+        tl.copy(arrival, Block("recv", *own), Block("subtree", *own))
     return size, tl.rounds()

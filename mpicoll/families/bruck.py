@@ -9,7 +9,7 @@ all-gather moves (p-1)/p of the data in all; the all-to-all trades bandwidth
 from __future__ import annotations
 
 from ..registry import register
-from ..schedule import Block, Timeline
+from ..schedule import Block, Scratch, Timeline
 
 
 def wrapped(start: int, n: int, size: int) -> list[tuple[int, int]]:
@@ -57,15 +57,18 @@ def bit_runs(bit: int, size: int) -> list[tuple[int, int]]:
     return [(lo, min(lo + bit, size)) for lo in range(bit, size, 2 * bit)]
 
 
-@register("alltoall", "bruck")
+@register("alltoall", "bruck", scratch={
+    "rotated": Scratch("position i: the block that still has to travel i ranks to the right"),
+    "outbox": Scratch("this step's blocks packed to be sent (positions with bit k set)"),
+    "inbox": Scratch("this step's packed blocks, received")})
 def alltoall(rank: int, size: int):
     """Bruck all-to-all: rotate, ceil(lg p) exchanges of packed blocks, rotate back.
 
-    ``tmp`` position i holds the block that still has to travel i ranks to the
+    ``rotated`` position i holds the block that still has to travel i ranks to the
     right: first the one for rank r + i (send block (r + i) mod p).  In step k
     every block whose remaining distance has bit k set moves 2^k to the right:
-    positions with bit k set (runs of 2^k positions) are packed into ``tmp2``,
-    sent to r + 2^k, received from r - 2^k into ``tmp3`` and unpacked to the
+    positions with bit k set (runs of 2^k positions) are packed into ``outbox``,
+    sent to r + 2^k, received from r - 2^k into ``inbox`` and unpacked to the
     same positions.  Afterwards position i holds the block rank r - i sent to r,
     which belongs in ``recv`` block (r - i) mod p.
 
@@ -77,23 +80,23 @@ def alltoall(rank: int, size: int):
     Limitations: Each byte travels about lg p / 2 times, so it loses to pairwise exchange for large messages.
     """
     tl = Timeline()
-    tl.copy(0, Block("tmp", 0, size - rank), Block("send", rank, size))
+    tl.copy(0, Block("rotated", 0, size - rank), Block("send", rank, size))
     if rank:
-        tl.copy(0, Block("tmp", size - rank, size), Block("send", 0, rank))
+        tl.copy(0, Block("rotated", size - rank, size), Block("send", 0, rank))
     steps = (size - 1).bit_length()
     for k in range(steps):
         runs, dist = bit_runs(1 << k, size), 1 << k
         packed = [(lo, hi, m) for (lo, hi), m in zip(runs, _offsets(runs))]
         n = sum(hi - lo for lo, hi in runs)
         for lo, hi, m in packed:  # pack, after the previous round's messages
-            tl.copy(k, Block("tmp2", m, m + hi - lo), Block("tmp", lo, hi))
-        tl.send(k + 1, (rank + dist) % size, Block("tmp2", 0, n))
-        tl.recv(k + 1, (rank - dist) % size, Block("tmp3", 0, n))
+            tl.copy(k, Block("outbox", m, m + hi - lo), Block("rotated", lo, hi))
+        tl.send(k + 1, (rank + dist) % size, Block("outbox", 0, n))
+        tl.recv(k + 1, (rank - dist) % size, Block("inbox", 0, n))
         for lo, hi, m in packed:  # unpack
-            tl.copy(k + 1, Block("tmp", lo, hi), Block("tmp3", m, m + hi - lo))
+            tl.copy(k + 1, Block("rotated", lo, hi), Block("inbox", m, m + hi - lo))
     for i in range(size):
         j = (rank - i) % size
-        tl.copy(steps, Block("recv", j, j + 1), Block("tmp", i, i + 1))
+        tl.copy(steps, Block("recv", j, j + 1), Block("rotated", i, i + 1))
     return size, tl.rounds()
 
 

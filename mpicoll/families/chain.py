@@ -10,8 +10,8 @@ for long messages, latency-poor for short ones.
 from __future__ import annotations
 
 from ..registry import register
-from ..schedule import Block, Timeline
-from .dbtree import combine_in_rank_order, pipelined_bcast_steps
+from ..schedule import Block, Scratch, Timeline
+from .dbtree import CHILD_SCRATCH, CHILDREN, combine_in_rank_order, pipelined_bcast_steps
 
 
 @register("bcast", "pipelined_chain", params=("root", "segments"))
@@ -30,7 +30,8 @@ def bcast(rank: int, size: int, root: int = 0, segments: int = 1):
     return k, tl.rounds()
 
 
-@register("reduce", "pipelined_chain", params=("root", "segments"))
+@register("reduce", "pipelined_chain", params=("root", "segments"), scratch={
+    **CHILD_SCRATCH, "acc": Scratch("a non-root's partial result, passed on (it has no receive buffer)")})
 def reduce(rank: int, size: int, root: int = 0, segments: int = 1):
     """Two chains into the root, 0 -> 1 -> ... -> root <- ... <- p-1, k segments, in rank order.
 
@@ -41,8 +42,8 @@ def reduce(rank: int, size: int, root: int = 0, segments: int = 1):
     the chains are max(root, p-1-root) long instead of p - 1.  A rank at
     distance h from the far end of its chain (its height) sends segment j in
     round j + h; its child's segment j arrived in round j + h - 1.  Non-root
-    ranks accumulate in ``tmp2``; each child's segments land in ``tmp``
-    (lower child) or ``tmp1`` (upper child).
+    ranks accumulate in ``acc``; each child's segments land in ``lower_child``
+    or ``upper_child``.
 
     Cost: (ceil(p/2) + k - 1)(alpha + n/k (beta + gamma)) with k segments.
 
@@ -58,14 +59,14 @@ def reduce(rank: int, size: int, root: int = 0, segments: int = 1):
     def height(r: int) -> int:  # length of the chain below r
         return r if r < root else size - 1 - r if r > root else max(root, size - 1 - root)
 
-    scratch = dict(zip(kids, ("tmp", "tmp1")))
+    scratch = dict(zip(kids, CHILDREN))
     h = height(rank)
     for j in range(k):
         one = (j, j + 1)
         for c in kids:
             tl.recv(j + height(c), c, Block(scratch[c], *one))
         result = combine_in_rank_order(tl, j + h - 1, rank, [(c, scratch[c]) for c in kids], one,
-                                       acc="recv" if parent < 0 else "tmp2")
+                                       acc="recv" if parent < 0 else "acc")
         if parent >= 0:
             tl.send(j + h, parent, Block(result, *one))
     return k, tl.rounds()

@@ -14,7 +14,7 @@ from __future__ import annotations
 from ..registry import register
 from ..schedule import Block, Round, Timeline
 from .binomial import height, scatter_steps
-from .recursive import Fold, halving_steps
+from .recursive import INCOMING, Fold, halving_steps
 from .ring import allgather_steps
 
 
@@ -70,7 +70,7 @@ def gather_windows(tl: Timeline, t0: int, fold: Fold, history: list[tuple[int, i
         tl.recv(t0 + i, partner, Block("recv", *theirs))
 
 
-@register("reduce", "rabenseifner", params=("root",))
+@register("reduce", "rabenseifner", params=("root",), scratch={"incoming": INCOMING})
 def reduce(rank: int, size: int, root: int = 0):
     """Recursive-halving reduce-scatter (p' blocks), then gather of the blocks to the root.
 

@@ -13,8 +13,9 @@ Timing, with h(v) the height of v (leaves 0) and d(v) its depth (root 0):
   down: the root has segment j complete in round j + H - 1 (H its height)
         and sends it in round j + H; v receives it in round j + H + d(v) - 1
         and forwards it in the next.  Total: k + 2H - 1 rounds at most.
-Each child's segments land in a scratch buffer of their own (tmp for the first
-child in rank order, tmp2 for the second), so no two messages share a block.
+Each child's segments land in a scratch buffer of their own (``lower_child``
+for the first child in rank order, ``upper_child`` for the second), so no two
+messages share a block.
 """
 
 from __future__ import annotations
@@ -23,8 +24,12 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 from ..registry import register
-from ..schedule import Block, Timeline
+from ..schedule import Block, Scratch, Timeline
 from .trees import tree
+
+CHILDREN = ("lower_child", "upper_child")   # by the children's ranks, in order
+CHILD_SCRATCH = {"lower_child": Scratch("the partial sums of the lower-ranked child's subtree"),
+                 "upper_child": Scratch("the partial sums of the higher-ranked child's subtree")}
 
 
 def combine_in_rank_order(tl: Timeline, t: int, rank: int, parts: list[tuple[int, str]],
@@ -53,7 +58,7 @@ def tree_allreduce_steps(tl: Timeline, rank: int, size: int, which: int, blocks:
     """Reduce ``blocks`` up tree ``which`` and broadcast them back down, pipelined."""
     tr = tree(size, which)
     kids = sorted(tr.children[rank])
-    scratch = dict(zip(kids, ("tmp", "tmp2")))
+    scratch = dict(zip(kids, CHILDREN))
     h, top, d = tr.height[rank], tr.height[tr.root], tr.depth[rank]
     parent = tr.parent[rank]
     for j, b in enumerate(blocks):
@@ -72,7 +77,7 @@ def tree_allreduce_steps(tl: Timeline, rank: int, size: int, which: int, blocks:
 
 
 @register("allreduce", "double_binary_tree", params=("segments",),
-          keeps_order=lambda size: size % 2 == 0)
+          keeps_order=lambda size: size % 2 == 0, scratch=CHILD_SCRATCH)
 def allreduce(rank: int, size: int, segments: int = 1):
     """Two complementary binary trees, each reducing and broadcasting half the data, pipelined.
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from ..nodes import Nodes, groups, node_of
 from ..registry import register
-from ..schedule import Block, Recv, Round, Send, Timeline
+from ..schedule import Block, Recv, Round, Scratch, Send, Timeline
 from . import binomial
-from .binomial import height
+from .binomial import INCOMING, height
 
 
 def _on(rounds: tuple[Round, ...], members: tuple[int, ...]) -> tuple[Round, ...]:
@@ -63,7 +63,8 @@ def _owner(j: int, s: int, m: int) -> int:
     return ((j + 1) * s - 1) // m
 
 
-@register("allreduce", "hierarchical", keeps_order=False, params=("nodes",))
+@register("allreduce", "hierarchical", keeps_order=False, params=("nodes",),
+          scratch={"incoming": Scratch("a neighbour's partial sum of a shard, received and added at once")})
 def allreduce(rank: int, size: int, nodes: Nodes = None):
     """Intra-node reduce-scatter, inter-node ring all-reduce per shard, intra-node all-gather.
 
@@ -106,8 +107,8 @@ def allreduce(rank: int, size: int, nodes: Nodes = None):
     for t in range(s - 1):
         out, got = span((i - t - 1) % s), span((i - t - 2) % s)
         tl.send(t, nxt, Block("send" if t == 0 else "recv", *out))
-        tl.recv(t, prv, Block("tmp", *got))
-        tl.reduce(t, Block("recv", *got), Block("tmp", *got), Block("send", *got))
+        tl.recv(t, prv, Block("incoming", *got))
+        tl.reduce(t, Block("recv", *got), Block("incoming", *got), Block("send", *got))
     if s == 1:
         tl.copy(0, Block("recv", 0, m * nnodes), Block("send", 0, m * nnodes))
     # phase 2: per owned shard j (ascending on every rank, so two messages between one pair match in order)
@@ -119,8 +120,9 @@ def allreduce(rank: int, size: int, nodes: Nodes = None):
         for t in range(nnodes - 1):  # ring reduce-scatter of the shard's L parts
             out, got = j * nnodes + (n - t - 1) % nnodes, j * nnodes + (n - t - 2) % nnodes
             tl.send(t0 + t, to, Block("recv", out, out + 1))
-            tl.recv(t0 + t, frm, Block("tmp", got, got + 1))
-            tl.reduce(t0 + t, Block("recv", got, got + 1), Block("tmp", got, got + 1), Block("recv", got, got + 1))
+            tl.recv(t0 + t, frm, Block("incoming", got, got + 1))
+            tl.reduce(t0 + t, Block("recv", got, got + 1), Block("incoming", got, got + 1),
+                      Block("recv", got, got + 1))
         for t in range(nnodes - 1):  # ring all-gather of the parts
             out, got = j * nnodes + (n - t) % nnodes, j * nnodes + (n - t - 1) % nnodes
             tl.send(t0 + nnodes - 1 + t, to, Block("recv", out, out + 1))
@@ -163,7 +165,8 @@ def bcast(rank: int, size: int, root: int = 0, nodes: Nodes = None):
     return 1, tl.rounds()
 
 
-@register("reduce", "hierarchical", keeps_order=lambda size: size <= 2, params=("root", "nodes"))
+@register("reduce", "hierarchical", keeps_order=lambda size: size <= 2, params=("root", "nodes"), scratch={
+    "incoming": INCOMING, "acc": Scratch("a non-root's partial result (it has no receive buffer)")})
 def reduce(rank: int, size: int, root: int = 0, nodes: Nodes = None):
     """Binomial reduce inside every node to its lowest rank, then among those to rank 0, then to the root.
 
@@ -172,7 +175,7 @@ def reduce(rank: int, size: int, root: int = 0, nodes: Nodes = None):
     contiguous range of ranks, combined in rank order (as
     :func:`mpicoll.families.binomial.reduce`); other layouts lose the order,
     so the algorithm claims it only for p <= 2 (where every layout keeps it).
-    Ranks other than the root accumulate in scratch (``tmp2``).
+    Ranks other than the root accumulate in scratch (``acc``).
 
     Cost: ceil(lg m) (alpha_intra + n beta_intra + n gamma) + ceil(lg L) (alpha + n beta + n gamma),
     plus alpha + n beta when the root is not rank 0.
@@ -183,7 +186,7 @@ def reduce(rank: int, size: int, root: int = 0, nodes: Nodes = None):
     Limitations: Rank order only for consecutive-rank nodes (claimed for p <= 2); not pipelined.
     """
     members, leaders, n, i = _layout(rank, size, nodes)  # leaders: each node's lowest rank
-    acc = "recv" if rank == root else "tmp2"
+    acc = "recv" if rank == root else "acc"
     tl = Timeline()
     sub = Timeline()
     cur = binomial.reduce_steps(sub, 0, i, len(members), 0, (0, 1), acc=acc)

@@ -8,10 +8,12 @@ simple, order-keeping, and a useful baseline.
 from __future__ import annotations
 
 from ..registry import register
-from ..schedule import Block, Timeline
+from ..schedule import Block, Scratch, Timeline
+
+INCOMING = Scratch("the part (or prefix) just received, before it is added")
 
 
-@register("allreduce", "linear")
+@register("allreduce", "linear", scratch={"incoming": INCOMING})
 def allreduce(rank: int, size: int):
     """Rank 0 receives from 1, 2, ..., p-1 in turn, reduces, and sends the result to all.
 
@@ -27,8 +29,8 @@ def allreduce(rank: int, size: int):
     if rank == 0:
         cur = "send"
         for src in range(1, size):  # round src - 1: receive rank src's part
-            tl.recv(src - 1, src, Block("tmp", *whole))
-            tl.reduce(src - 1, Block("recv", *whole), Block(cur, *whole), Block("tmp", *whole))
+            tl.recv(src - 1, src, Block("incoming", *whole))
+            tl.reduce(src - 1, Block("recv", *whole), Block(cur, *whole), Block("incoming", *whole))
             cur = "recv"
         for dst in range(1, size):
             tl.send(size - 1, dst, Block("recv", *whole))
@@ -106,12 +108,13 @@ def scatter(rank: int, size: int, root: int = 0):
     return size, tl.rounds()
 
 
-@register("reduce", "linear", params=("root",))
+@register("reduce", "linear", params=("root",), scratch={
+    "incoming": INCOMING, "acc": Scratch("the fold of ranks 0 .. t until the root's own part joins")})
 def reduce(rank: int, size: int, root: int = 0):
     """The root receives ranks 0, 1, ..., p-1 (not itself) one per round and folds them in rank order.
 
     Round t brings rank t (t < root) or t + 1 (t >= root).  Until the root's own
-    part joins, the running fold of ranks 0 .. t lives in scratch ``tmp2`` (in
+    part joins, the running fold of ranks 0 .. t lives in scratch ``acc`` (in
     place, ``recv`` still holds the root's own part); from then on in ``recv``.
 
     Cost: (p-1)(alpha + n beta + n gamma).
@@ -133,12 +136,12 @@ def reduce(rank: int, size: int, root: int = 0):
                 tl.reduce(t, Block("recv", *whole), Block(cur, *whole), Block("send", *whole))
             cur = "recv" if cur is not None else "send"
         elif cur is None:  # rank 0's part starts the fold
-            tl.recv(t, src, Block("tmp2", *whole))
-            cur = "tmp2"
+            tl.recv(t, src, Block("acc", *whole))
+            cur = "acc"
         else:
-            tl.recv(t, src, Block("tmp", *whole))
-            out = "recv" if src > root else "tmp2"
-            tl.reduce(t, Block(out, *whole), Block(cur, *whole), Block("tmp", *whole))
+            tl.recv(t, src, Block("incoming", *whole))
+            out = "recv" if src > root else "acc"
+            tl.reduce(t, Block(out, *whole), Block(cur, *whole), Block("incoming", *whole))
             cur = out
     return 1, tl.rounds()
 
@@ -186,7 +189,7 @@ def alltoall(rank: int, size: int):
     return size, tl.rounds()
 
 
-@register("scan", "linear")
+@register("scan", "linear", scratch={"incoming": INCOMING})
 def scan(rank: int, size: int):
     """A chain: rank r gets ranks 0..r-1's prefix from r - 1 in round r - 1, adds its part, passes it on.
 
@@ -201,19 +204,20 @@ def scan(rank: int, size: int):
     if rank == 0:
         tl.copy(0, Block("recv", *one), Block("send", *one))
     else:
-        tl.recv(rank - 1, rank - 1, Block("tmp", *one))
-        tl.reduce(rank - 1, Block("recv", *one), Block("tmp", *one), Block("send", *one))
+        tl.recv(rank - 1, rank - 1, Block("incoming", *one))
+        tl.reduce(rank - 1, Block("recv", *one), Block("incoming", *one), Block("send", *one))
     if rank + 1 < size:  # rank 0's prefix is its own part: send it straight from ``send``
         tl.send(rank, rank + 1, Block("send" if rank == 0 else "recv", *one))
     return 1, tl.rounds()
 
 
-@register("exscan", "linear")
+@register("exscan", "linear", scratch={"incoming": INCOMING,
+                                       "prefix": Scratch("the prefix of ranks 0 .. r, formed to be passed on")})
 def exscan(rank: int, size: int):
     """A chain as for scan, but rank r keeps the prefix of 0..r-1 and passes on 0..r.
 
-    The prefix arrives in ``tmp`` (in place, ``recv`` still holds the own part),
-    the next prefix is formed in ``tmp2`` before ``recv`` is overwritten.
+    The prefix arrives in ``incoming`` (in place, ``recv`` still holds the own
+    part), the next one is formed in ``prefix`` before ``recv`` is overwritten.
     Rank 0's ``recv`` is never written (MPI leaves it undefined).
 
     Cost: (p-1)(alpha + n beta + n gamma): a chain.
@@ -226,11 +230,11 @@ def exscan(rank: int, size: int):
     one = (0, 1)
     nxt = "send"
     if rank > 0:
-        tl.recv(rank - 1, rank - 1, Block("tmp", *one))
+        tl.recv(rank - 1, rank - 1, Block("incoming", *one))
         if rank + 1 < size:
-            tl.reduce(rank - 1, Block("tmp2", *one), Block("tmp", *one), Block("send", *one))
-            nxt = "tmp2"
-        tl.copy(rank - 1, Block("recv", *one), Block("tmp", *one))
+            tl.reduce(rank - 1, Block("prefix", *one), Block("incoming", *one), Block("send", *one))
+            nxt = "prefix"
+        tl.copy(rank - 1, Block("recv", *one), Block("incoming", *one))
     if rank + 1 < size:
         tl.send(rank, rank + 1, Block(nxt, *one))
     return 1, tl.rounds()

@@ -8,7 +8,7 @@ and each message carries only what that partner needs: n/p of the data, so
 from __future__ import annotations
 
 from ..registry import register
-from ..schedule import Block, Timeline
+from ..schedule import Block, Scratch, Timeline
 
 
 @register("alltoall", "pairwise")
@@ -32,14 +32,19 @@ def alltoall(rank: int, size: int):
     return size, tl.rounds()
 
 
-@register("reduce_scatter_block", "pairwise")
-@register("reduce_scatter", "pairwise")
+_RS_SCRATCH = {"incoming": Scratch("a part of block r, just received", like="send"),
+               "lower": Scratch("the sum of ranks r-s .. r (grows to the left)", like="send"),
+               "upper": Scratch("the sum of ranks src .. p-1 (grows to the left)", like="send")}
+
+
+@register("reduce_scatter_block", "pairwise", scratch=_RS_SCRATCH)
+@register("reduce_scatter", "pairwise", scratch=_RS_SCRATCH)
 def reduce_scatter(rank: int, size: int):
     """Step s = 1 .. p-1: send block r + s to rank r + s, add rank r - s's part of block r.
 
     The parts of block r arrive from ranks r-1, r-2, ..., 0, then p-1, p-2, ...,
-    r+1.  To keep rank order, two sums grow to the left: ``lower`` (``tmp2``)
-    = part(r-s) o lower covers ranks [r-s, r], ``upper`` (``tmp3``) covers
+    r+1, each into ``incoming``.  To keep rank order, two sums grow to the left:
+    ``lower`` = part(r-s) o lower covers ranks [r-s, r], ``upper`` covers
     [src, p); the last step forms lower o upper in ``recv``.
 
     Cost: (p-1) alpha + (p-1)/p n (beta + gamma).
@@ -50,21 +55,21 @@ def reduce_scatter(rank: int, size: int):
     """
     tl = Timeline()
     one = (rank, rank + 1)
-    lower, upper = "send", None
+    lower, upper = "send", None  # the buffers holding the two sums so far
     for s in range(1, size):
         t, dst, src = s - 1, (rank + s) % size, (rank - s) % size
         tl.send(t, dst, Block("send", dst, dst + 1))
         if upper is None and src < rank:      # lower part: ranks r-1 down to 0
-            tl.recv(t, src, Block("tmp", *one))
-            out = "recv" if s == size - 1 else "tmp2"
-            tl.reduce(t, Block(out, *one), Block("tmp", *one), Block(lower, *one))
+            tl.recv(t, src, Block("incoming", *one))
+            out = "recv" if s == size - 1 else "lower"
+            tl.reduce(t, Block(out, *one), Block("incoming", *one), Block(lower, *one))
             lower = out
         elif upper is None:                   # the first upper part: rank p-1
-            tl.recv(t, src, Block("tmp3", *one))
-            upper = "tmp3"
+            tl.recv(t, src, Block("upper", *one))
+            upper = "upper"
         else:                                 # ranks p-2 down to r+1
-            tl.recv(t, src, Block("tmp", *one))
-            tl.reduce(t, Block("tmp3", *one), Block("tmp", *one), Block("tmp3", *one))
+            tl.recv(t, src, Block("incoming", *one))
+            tl.reduce(t, Block("upper", *one), Block("incoming", *one), Block("upper", *one))
         if upper is not None and s == size - 1:
-            tl.reduce(t, Block("recv", *one), Block(lower, *one), Block("tmp3", *one))
+            tl.reduce(t, Block("recv", *one), Block(lower, *one), Block("upper", *one))
     return size, tl.rounds()

@@ -10,7 +10,10 @@ so non-commutative ops stay correct.  At the end 2i+1 hands the result back.
 from __future__ import annotations
 
 from ..registry import register
-from ..schedule import Block, Timeline
+from ..schedule import Block, Scratch, Timeline
+
+# every algorithm here receives its partner's part into ``incoming`` and adds it at once
+INCOMING = Scratch("the partner's part, received and added at once")
 
 
 class Fold:
@@ -33,8 +36,8 @@ class Fold:
     def fold_in(self, tl: Timeline, t: int, blocks: tuple[int, int], *, acc: str = "recv") -> str:
         """Round ``t``: extra ranks hand over their data; returns where this rank's data is.
 
-        The receiving rank adds the handed-over part (lower rank, so on the left)
-        to its own into ``acc``.
+        The receiving rank gets the handed-over part in ``incoming`` and adds it
+        (lower rank, so on the left) to its own into ``acc``.
         """
         if not self.extra or self.rank >= 2 * self.extra:
             return "send"
@@ -42,8 +45,8 @@ class Fold:
         if self.new_rank is None:
             tl.send(t, self.rank + 1, Block("send", lo, hi))
             return "send"
-        tl.recv(t, self.rank - 1, Block("tmp", lo, hi))
-        tl.reduce(t, Block(acc, lo, hi), Block("tmp", lo, hi), Block("send", lo, hi))
+        tl.recv(t, self.rank - 1, Block("incoming", lo, hi))
+        tl.reduce(t, Block(acc, lo, hi), Block("incoming", lo, hi), Block("send", lo, hi))
         return acc
 
     def fold_out(self, tl: Timeline, t: int, blocks: tuple[int, int], *, src: str = "recv",
@@ -66,7 +69,7 @@ class Fold:
         return 2 * new_rank if new_rank < self.extra else new_rank + self.extra
 
 
-@register("allreduce", "recursive_doubling")
+@register("allreduce", "recursive_doubling", scratch={"incoming": INCOMING})
 def allreduce_recursive_doubling(rank: int, size: int):
     """Butterfly on the whole vector: lg p' steps, each exchanging everything.
 
@@ -87,8 +90,8 @@ def allreduce_recursive_doubling(rank: int, size: int):
         for k in range(fold.steps):
             partner = fold.old(fold.new_rank ^ (1 << k))
             tl.send(t + k, partner, Block(cur, 0, 1))
-            tl.recv(t + k, partner, Block("tmp", 0, 1))
-            left, right = ("tmp", cur) if partner < rank else (cur, "tmp")
+            tl.recv(t + k, partner, Block("incoming", 0, 1))
+            left, right = ("incoming", cur) if partner < rank else (cur, "incoming")
             tl.reduce(t + k, Block("recv", 0, 1), Block(left, 0, 1), Block(right, 0, 1))
             cur = "recv"
     if fold.extra:
@@ -121,7 +124,8 @@ def halving_steps(tl: Timeline, t0: int, fold: Fold, cur: str, *, descending: bo
     """Recursive-halving reduce-scatter in rounds ``t0 ..`` (windows from :func:`halving_windows`).
 
     In each step partners split their current window in two; each sends the half
-    it gives up and adds the partner's copy of the half it keeps into ``acc``
+    it gives up and adds the partner's copy of the half it keeps (received in
+    ``incoming``) into ``acc``
     (lower rank on the left).  Windows are in new ranks; ``edge`` maps a window
     edge to a block index (identity: p' blocks, one per new rank).  ``own =
     (block, buffer)`` sends that block's final sum to ``buffer`` instead of ``acc``.
@@ -134,8 +138,8 @@ def halving_steps(tl: Timeline, t0: int, fold: Fold, cur: str, *, descending: bo
         keep, give = ((mid, hi), (lo, mid)) if fold.new_rank & bit else ((lo, mid), (mid, hi))
         keep, give = (edge(keep[0]), edge(keep[1])), (edge(give[0]), edge(give[1]))
         tl.send(t0 + k, partner, Block(cur, *give))
-        tl.recv(t0 + k, partner, Block("tmp", *keep))
-        left, right = ("tmp", cur) if partner < fold.rank else (cur, "tmp")
+        tl.recv(t0 + k, partner, Block("incoming", *keep))
+        left, right = ("incoming", cur) if partner < fold.rank else (cur, "incoming")
         pieces = [(keep, acc)]
         if own is not None and k == len(history) - 1:  # the last step: the own block goes elsewhere
             b, buf = own
@@ -158,7 +162,7 @@ def doubling_allgather_steps(tl: Timeline, t0: int, fold: Fold, history: list[tu
         tl.recv(t0 + i, partner, Block(buf, edge(theirs[0]), edge(theirs[1])))
 
 
-@register("allreduce", "rabenseifner")
+@register("allreduce", "rabenseifner", scratch={"incoming": INCOMING})
 def allreduce_rabenseifner(rank: int, size: int):
     """Recursive-halving reduce-scatter, then recursive-doubling all-gather (p' blocks).
 
@@ -217,7 +221,9 @@ def allgather_recursive_doubling(rank: int, size: int):
     return size, tl.rounds()
 
 
-@register("reduce_scatter_block", "recursive_halving", keeps_order=lambda size: size <= 3)
+@register("reduce_scatter_block", "recursive_halving", keeps_order=lambda size: size <= 3, scratch={
+    "incoming": INCOMING._replace(like="send"),
+    "acc": Scratch("the partial sums of the window kept (recv holds only the own block)", like="send")})
 def reduce_scatter_block_recursive_halving(rank: int, size: int):
     """Recursive halving: lg p' steps, the window of blocks halving each step (any p, via the fold).
 
@@ -226,7 +232,7 @@ def reduce_scatter_block_recursive_halving(rank: int, size: int):
     descending bits (p'/2 first), so that new rank i ends with its own window
     [i, i + 1), that is blocks [edge(i), edge(i + 1)): its own block, written to
     ``recv``, and for a folded pair also the sitter's, which the last round hands
-    back.  Partial sums live in scratch (``tmp2``).  The first step pairs ranks
+    back.  Partial sums live in scratch (``acc``).  The first step pairs ranks
     p'/2 apart, so rank order is lost once p' >= 4.
 
     Cost: lg p alpha + (p-1)/p n (beta + gamma) for p a power of two; otherwise 2 more steps.
@@ -237,20 +243,21 @@ def reduce_scatter_block_recursive_halving(rank: int, size: int):
     """
     tl, fold = Timeline(), Fold(rank, size)
     t = 1 if fold.extra else 0
-    cur = fold.fold_in(tl, 0, (0, size), acc="tmp2")
+    cur = fold.fold_in(tl, 0, (0, size), acc="acc")
     if fold.new_rank is not None:
-        halving_steps(tl, t, fold, cur, descending=True, edge=fold.edge, acc="tmp2", own=(rank, "recv"))
+        halving_steps(tl, t, fold, cur, descending=True, edge=fold.edge, acc="acc", own=(rank, "recv"))
     pair = rank & ~1
-    fold.fold_out(tl, t + fold.steps, (pair, pair + 1), src="tmp2")
+    fold.fold_out(tl, t + fold.steps, (pair, pair + 1), src="acc")
     return size, tl.rounds()
 
 
 def prefix_steps(tl: Timeline, rank: int, size: int, *, exclusive: bool) -> None:
     """Recursive doubling prefix reduction: ceil(lg p) steps, any p (as MPICH).
 
-    ``partial`` (``tmp2``, or ``send`` before the first exchange) is the sum over
-    the aligned group of 2^(k+1) ranks around r after step k.  In step k rank r
-    swaps ``partial`` with r ^ 2^k (skipped when that rank does not exist): a
+    ``partial`` (the scratch buffer of that name, or ``send`` before the first
+    exchange) is the sum over the aligned group of 2^(k+1) ranks around r after
+    step k.  In step k rank r swaps ``partial`` with r ^ 2^k (skipped when that
+    rank does not exist), receiving the partner's into ``incoming``: a
     lower partner's part goes on the left of both ``partial`` and the result
     (``recv``), an upper partner's only on the right of ``partial``.  Both stay
     contiguous rank ranges, so rank order is kept.  ``partial`` is always updated
@@ -266,20 +273,23 @@ def prefix_steps(tl: Timeline, rank: int, size: int, *, exclusive: bool) -> None
         if peer >= size:
             continue
         tl.send(k, peer, Block(partial, *one))
-        tl.recv(k, peer, Block("tmp", *one))
+        tl.recv(k, peer, Block("incoming", *one))
         if peer < rank:
-            tl.reduce(k, Block("tmp2", *one), Block("tmp", *one), Block(partial, *one))
+            tl.reduce(k, Block("partial", *one), Block("incoming", *one), Block(partial, *one))
             if have_result:
-                tl.reduce(k, Block("recv", *one), Block("tmp", *one), Block("recv", *one))
+                tl.reduce(k, Block("recv", *one), Block("incoming", *one), Block("recv", *one))
             else:
-                tl.copy(k, Block("recv", *one), Block("tmp", *one))
+                tl.copy(k, Block("recv", *one), Block("incoming", *one))
                 have_result = True
         else:
-            tl.reduce(k, Block("tmp2", *one), Block(partial, *one), Block("tmp", *one))
-        partial = "tmp2"
+            tl.reduce(k, Block("partial", *one), Block(partial, *one), Block("incoming", *one))
+        partial = "partial"
 
 
-@register("scan", "recursive_doubling")
+PREFIX_SCRATCH = {"incoming": INCOMING, "partial": Scratch("the sum over this step's aligned group of ranks")}
+
+
+@register("scan", "recursive_doubling", scratch=PREFIX_SCRATCH)
 def scan_recursive_doubling(rank: int, size: int):
     """Inclusive prefix by recursive doubling: ceil(lg p) steps of the whole vector.
 
@@ -292,7 +302,7 @@ def scan_recursive_doubling(rank: int, size: int):
     return 1, tl.rounds()
 
 
-@register("exscan", "recursive_doubling")
+@register("exscan", "recursive_doubling", scratch=PREFIX_SCRATCH)
 def exscan_recursive_doubling(rank: int, size: int):
     """Exclusive prefix by recursive doubling: ceil(lg p) steps; rank 0's ``recv`` is never written.
 

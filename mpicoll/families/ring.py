@@ -8,18 +8,18 @@ moves (p-1)/p of the data per phase: the bandwidth-optimal pattern.
 from __future__ import annotations
 
 from ..registry import register
-from ..schedule import Block, Timeline
+from ..schedule import Block, Scratch, Timeline
 
 
 def reduce_scatter_steps(tl: Timeline, t0: int, rank: int, size: int, *, src: str = "send",
-                         acc: str = "recv", tmp: str = "tmp", out: str | None = None) -> int:
+                         acc: str = "recv", incoming: str = "incoming", out: str | None = None) -> int:
     """Ring reduce-scatter into rounds ``t0 ..``; afterwards ``out`` block ``rank`` is reduced.
 
     Block b starts at rank b + 1 and travels once around the ring, each rank adding
     its own part, so that it ends fully reduced at rank b.  Hence in step
     s = 0 .. p-2 rank r sends block (r - s - 1) mod p (its own part when s = 0, else
-    the partial sum it made in step s - 1) and receives block (r - s - 2) mod p, to
-    which it adds its own part.  The last receive (s = p - 2) is block r.  Partial
+    the partial sum it made in step s - 1) and receives block (r - s - 2) mod p
+    into ``incoming``, to which it adds its own part.  The last receive (s = p - 2) is block r.  Partial
     sums live in ``acc``; the finished block r goes to ``out`` (default ``acc``), so
     a reduce-scatter keeps its partial sums in scratch and writes only its own
     block to ``recv``.  Returns the number of rounds used (p - 1).
@@ -28,8 +28,8 @@ def reduce_scatter_steps(tl: Timeline, t0: int, rank: int, size: int, *, src: st
         send_b, recv_b = (rank - s - 1) % size, (rank - s - 2) % size
         dest = (out or acc) if s == size - 2 else acc
         tl.send(t0 + s, (rank + 1) % size, Block(src if s == 0 else acc, send_b, send_b + 1))
-        tl.recv(t0 + s, (rank - 1) % size, Block(tmp, recv_b, recv_b + 1))
-        tl.reduce(t0 + s, Block(dest, recv_b, recv_b + 1), Block(tmp, recv_b, recv_b + 1),
+        tl.recv(t0 + s, (rank - 1) % size, Block(incoming, recv_b, recv_b + 1))
+        tl.reduce(t0 + s, Block(dest, recv_b, recv_b + 1), Block(incoming, recv_b, recv_b + 1),
                   Block(src, recv_b, recv_b + 1))
     return size - 1
 
@@ -49,7 +49,8 @@ def allgather_steps(tl: Timeline, t0: int, rank: int, size: int, *, buf: str = "
     return size - 1
 
 
-@register("allreduce", "ring", keeps_order=False, rotates=True)
+@register("allreduce", "ring", keeps_order=False, rotates=True,
+          scratch={"incoming": Scratch("the left neighbour's partial sum of one block")})
 def allreduce(rank: int, size: int):
     """Ring reduce-scatter, then ring all-gather: 2(p-1) steps of n/p each.
 
@@ -87,13 +88,17 @@ def allgather(rank: int, size: int):
     return size, tl.rounds()
 
 
-@register("reduce_scatter_block", "ring", keeps_order=False, rotates=True)
-@register("reduce_scatter", "ring", keeps_order=False, rotates=True)
+_RS_SCRATCH = {"incoming": Scratch("the left neighbour's partial sum of one block", like="send"),
+               "acc": Scratch("this rank's partial sums, passed on (recv holds only its own block)", like="send")}
+
+
+@register("reduce_scatter_block", "ring", keeps_order=False, rotates=True, scratch=_RS_SCRATCH)
+@register("reduce_scatter", "ring", keeps_order=False, rotates=True, scratch=_RS_SCRATCH)
 def reduce_scatter(rank: int, size: int):
     """Ring reduce-scatter: the first phase of the ring all-reduce, p - 1 steps.
 
     ``recv`` holds one block (the rank's own), so partial sums travel through
-    scratch (``tmp2``) and only the last step writes ``recv``.  Block b wraps
+    scratch (``acc``) and only the last step writes ``recv``.  Block b wraps
     around the ring from rank b + 1 to b, so rank order is lost for p > 1.
 
     Cost: (p-1) alpha + (p-1)/p n (beta + gamma).
@@ -103,5 +108,5 @@ def reduce_scatter(rank: int, size: int):
     Limitations: Latency grows linearly with p; not in rank order.
     """
     tl = Timeline()
-    reduce_scatter_steps(tl, 0, rank, size, acc="tmp2", out="recv")
+    reduce_scatter_steps(tl, 0, rank, size, acc="acc", out="recv")
     return size, tl.rounds()

@@ -8,14 +8,17 @@ from mpicoll.schedule import Block, Timeline
 
 
 def in_place_hazard(rank: int, size: int):
-    """A pairwise all-reduce that is right out of place, but in place reads its own part after overwriting it."""
+    """A pairwise all-reduce that is right out of place, but in place reads its own part after overwriting it.
+
+    Its scratch buffers are ``incoming`` and ``acc`` (the tests register it declaring them).
+    """
     tl = Timeline()
     peer = rank ^ 1
     tl.send(0, peer, Block("send", 0, 1))
-    tl.recv(0, peer, Block("tmp", 0, 1))
-    lo, hi = ("tmp", "send") if peer < rank else ("send", "tmp")
+    tl.recv(0, peer, Block("incoming", 0, 1))
+    lo, hi = ("incoming", "send") if peer < rank else ("send", "incoming")
     tl.reduce(0, Block("recv", 0, 1), Block(lo, 0, 1), Block(hi, 0, 1))
-    tl.reduce(0, Block("tmp2", 0, 1), Block("send", 0, 1), Block("tmp", 0, 1))
+    tl.reduce(0, Block("acc", 0, 1), Block("send", 0, 1), Block("incoming", 0, 1))
     return 1, tl.rounds()
 
 

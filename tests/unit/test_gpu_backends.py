@@ -114,8 +114,9 @@ def _ring(rank: int, size: int, count: int, itemsize: int = 8, segment: int = 1 
         layout = Layout.v([b - a for a, b in zip(bounds, bounds[1:])], bounds[:-1])
     canonical = {"send": "recv"} if in_place else {}
     inputs = {"recv"} if in_place else {"send"}
-    itemsizes = {name: itemsize for name in ("send", "recv", "tmp", "tmp2", "tmp3")}
-    return sched, access.analyse(sched, {"recv": layout}, itemsizes, canonical, inputs, {"recv"}, segment)
+    itemsizes = {name: itemsize for name in ("send", "recv", *sched.declared)}
+    return sched, access.analyse(sched, sched.layouts({"recv": layout}), itemsizes, canonical, inputs, {"recv"},
+                                 segment)
 
 
 def test_ring_allreduce_stages_its_input_once_in_first_use_order():
@@ -162,12 +163,13 @@ def test_in_place_stages_the_receive_buffer():
 
 def test_scratch_is_never_staged():
     tl = Timeline()
-    tl.recv(0, 1, Block("tmp", 0, 1))
-    tl.reduce(0, Block("recv", 0, 1), Block("send", 0, 1), Block("tmp", 0, 1))
-    from mpicoll.schedule import Schedule
-    sched = Schedule("allreduce", "test", 0, 2, 1, tuple(tl.rounds()))
+    tl.recv(0, 1, Block("incoming", 0, 1))
+    tl.reduce(0, Block("recv", 0, 1), Block("send", 0, 1), Block("incoming", 0, 1))
+    from mpicoll.schedule import Schedule, Scratch
+    sched = Schedule("allreduce", "test", 0, 2, 1, tuple(tl.rounds()), declared={"incoming": Scratch("a part")})
     layout = Layout.v([4], [0])
-    acc = access.analyse(sched, {"recv": layout}, {"send": 4, "recv": 4, "tmp": 4}, {}, {"send"}, {"recv"}, 1 << 20)
+    acc = access.analyse(sched, sched.layouts({"recv": layout}), {"send": 4, "recv": 4, "incoming": 4}, {}, {"send"},
+                         {"recv"}, 1 << 20)
     assert acc.stage_in == [("send", (0, 16))]
     assert acc.rounds[0].steps[0].final == [("recv", (0, 16))]
     assert acc.rounds[0].recvs[0].final == []

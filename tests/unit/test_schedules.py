@@ -12,7 +12,9 @@ import mpicoll
 from mpicoll import registry
 from mpicoll.exec.simulate import simulate
 from mpicoll.exec.symbolic import verify
-from mpicoll.schedule import Block, Copy, Round, ScheduleError
+from mpicoll.schedule import Block, Copy, Round, ScheduleError, Scratch
+
+TEST_SCRATCH = {"incoming": Scratch("the partner's part"), "acc": Scratch("a partial sum")}   # hand-written builds
 
 SIZES = list(range(1, 34)) + [64, 127]
 CASES = [(c, a) for c in registry.collectives() for a in registry.algorithms(c)]
@@ -149,7 +151,7 @@ class TestOneRank:
 
 def test_schedule_table_reads_like_the_textbook():
     text = str(mpicoll.schedules("allreduce", "ring", 4))
-    assert "rank 3" in text and "send send[3] to 1" in text and "recv[2] = tmp[2] + send[2]" in text
+    assert "rank 3" in text and "send send[3] to 1" in text and "recv[2] = incoming[2] + send[2]" in text
     assert len(text.splitlines()) > 6
 
 
@@ -166,7 +168,7 @@ class TestCheckerCatchesBrokenSchedules:
     """Deliberately broken schedules must be rejected, naming what is wrong."""
 
     def _register(self, name, build, keeps_order=True):
-        registry.register("allreduce", name, keeps_order=keeps_order)(build)
+        registry.register("allreduce", name, keeps_order=keeps_order, scratch=TEST_SCRATCH)(build)
         registry._schedule.cache_clear()
 
     def teardown_method(self):
@@ -194,8 +196,8 @@ class TestCheckerCatchesBrokenSchedules:
             tl = Timeline()
             peer = rank ^ 1
             tl.send(0, peer, Block("send", 0, 1))
-            tl.recv(0, peer, Block("tmp", 0, 1))
-            tl.reduce(0, Block("recv", 0, 1), Block("send", 0, 1), Block("tmp", 0, 1))
+            tl.recv(0, peer, Block("incoming", 0, 1))
+            tl.reduce(0, Block("recv", 0, 1), Block("send", 0, 1), Block("incoming", 0, 1))
             tl.reduce(0, Block("recv", 0, 1), Block("recv", 0, 1), Block("send", 0, 1))
             return 1, tl.rounds()
 
@@ -210,8 +212,8 @@ class TestCheckerCatchesBrokenSchedules:
             tl = Timeline()
             peer = rank ^ 1
             tl.send(0, peer, Block("send", 0, 1))
-            tl.recv(0, peer, Block("tmp", 0, 1))
-            left, right = ("send", "tmp") if rank > peer else ("tmp", "send")
+            tl.recv(0, peer, Block("incoming", 0, 1))
+            left, right = ("send", "incoming") if rank > peer else ("incoming", "send")
             tl.reduce(0, Block("recv", 0, 1), Block(left, 0, 1), Block(right, 0, 1))
             return 1, tl.rounds()
 

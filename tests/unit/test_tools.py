@@ -11,7 +11,9 @@ from mpicoll import registry, selection
 from mpicoll.__main__ import main
 from mpicoll.exec.cost import Machine, cost, lower_bound, sample_ranks
 from mpicoll.presets import NCCL_SUMMIT, preset
-from mpicoll.schedule import Block, Timeline
+from mpicoll.schedule import Block, Scratch, Timeline
+
+TEST_SCRATCH = {"incoming": Scratch("the partner's part"), "acc": Scratch("a partial sum")}   # hand-written builds
 
 M = Machine(alpha=2e-6, beta=1e-9, gamma=3e-10)
 CASES = [(c, a) for c in registry.collectives() for a in registry.algorithms(c)]
@@ -29,7 +31,7 @@ def params(collective, algorithm, size, nbytes):
 def test_show_prints_the_table_and_one_rank(capsys):
     assert main(["show", "allreduce", "ring", "-p", "4"]) == 0
     out = capsys.readouterr().out
-    assert "rank 3" in out and "send send[3] to 1" in out and "recv[2] = tmp[2] + send[2]" in out
+    assert "rank 3" in out and "send send[3] to 1" in out and "recv[2] = incoming[2] + send[2]" in out
     assert main(["show", "allreduce", "ring", "-p", "4", "--rank", "2"]) == 0
     out = capsys.readouterr().out
     assert "rank 2" in out and "rank 1 " not in out.splitlines()[1]
@@ -56,8 +58,8 @@ class TestVerifyCatchesBrokenSchedules:
             for s in range(size - 2):
                 b_send, b_recv = (rank - s - 1) % size, (rank - s - 2) % size
                 tl.send(s, (rank + 1) % size, Block("send" if s == 0 else "recv", b_send, b_send + 1))
-                tl.recv(s, (rank - 1) % size, Block("tmp", b_recv, b_recv + 1))
-                tl.reduce(s, Block("recv", b_recv, b_recv + 1), Block("tmp", b_recv, b_recv + 1),
+                tl.recv(s, (rank - 1) % size, Block("incoming", b_recv, b_recv + 1))
+                tl.reduce(s, Block("recv", b_recv, b_recv + 1), Block("incoming", b_recv, b_recv + 1),
                           Block("send", b_recv, b_recv + 1))
             return size, tl.rounds()
 
@@ -68,7 +70,7 @@ class TestVerifyCatchesBrokenSchedules:
                 tl.send(2, 0, Block("send", 0, 1))
             return 1, tl.rounds()
 
-        registry.register("allreduce", "broken", keeps_order=False)(build)
+        registry.register("allreduce", "broken", keeps_order=False, scratch=TEST_SCRATCH)(build)
         registry.register("allreduce", "unmatched", keeps_order=False)(unmatched)
         registry._schedule.cache_clear()
 
@@ -274,7 +276,7 @@ def test_parallel_in_place_check_reports_the_childs_failure(monkeypatch, capsys,
     from mpicoll import tools
 
     build = in_place_hazard_build
-    registry.register("allreduce", "broken_in_place", keeps_order=False)(build)
+    registry.register("allreduce", "broken_in_place", keeps_order=False, scratch=TEST_SCRATCH)(build)
     registry._schedule.cache_clear()
     monkeypatch.setattr(tools, "PARALLEL_FROM", 2)
     try:
