@@ -10,6 +10,7 @@ from mpi4py import MPI
 
 import mpicoll
 from mpicoll import registry
+from mpicoll.contracts import spec as contract
 from mpicoll.exec.simulate import simulate
 from mpicoll.exec.symbolic import verify
 from mpicoll.schedule import Block, Copy, Round, ScheduleError, Scratch
@@ -47,7 +48,7 @@ def params_for(collective: str, algorithm: str, size: int) -> list[dict]:
 
 @pytest.mark.parametrize("collective,algorithm", CASES)
 def test_symbolic_small_and_odd_sizes(collective, algorithm):
-    spec = mpicoll.calls.spec(collective)
+    spec = contract(collective)
     for size in SIZES:
         for params in params_for(collective, algorithm, size):
             verify(collective, algorithm, size, **params)
@@ -67,7 +68,7 @@ def test_symbolic_1024(collective, algorithm):
 def test_ordered_claim_matches_symbolic_proof(collective, algorithm):
     """An algorithm that claims to keep rank order is checked in ordered mode (verify's default)."""
     alg = registry.get(collective, algorithm)
-    if not mpicoll.calls.spec(collective).reduces:
+    if not contract(collective).reduces:
         pytest.skip("moves data only")
     for size in range(1, 18):
         if not alg.keeps_order(size):
@@ -133,7 +134,7 @@ class TestOneRank:
     def test_trivial_schedules_follow_the_contracts(self):
         copy = (Round(steps=(Copy(Block("recv", 0, 1), Block("send", 0, 1)),)),)
         for collective in registry.collectives():
-            params = {"root": 0} if "root" in mpicoll.calls.spec(collective).params else {}
+            params = {"root": 0} if "root" in contract(collective).params else {}
             nothing = collective in ("barrier", "bcast", "exscan")  # no output, the root's own, undefined
             assert registry.trivial(collective, **params) == (1, () if nothing else copy), collective
 
