@@ -134,13 +134,15 @@ class Comm(MPI.Intracomm):
         requests (which keep their tag for their whole life, so a long-lived one
         is not caught up by a billion ``Iallreduce``).  Tag 0 is never used.
         """
-        state = self.__dict__.get("_tags")
-        if state is None:
-            third = MPI.COMM_WORLD.Get_attr(MPI.TAG_UB) // 3
-            state = self.__dict__["_tags"] = [third, 0, 0, 0]
+        state = self.__dict__.get("_tags") or self._tag_state()
         third = state[0]
         n = state[kind + 1] = state[kind + 1] % third + 1
         return n + kind * third
+
+    def _tag_state(self) -> list[int]:
+        """``[tags per kind, last blocking, last nonblocking, last persistent]``, made on first use."""
+        state = self.__dict__["_tags"] = [MPI.COMM_WORLD.Get_attr(MPI.TAG_UB) // 3, 0, 0, 0]
+        return state
 
     # -- how every collective runs -------------------------------------------
     # ``method`` is mpi4py's method name (``"Bcast"``); the collective's module is
@@ -174,7 +176,7 @@ class Comm(MPI.Intracomm):
         # must not share scratch space.
         found = call_key(method, args, algorithm, _VALUE_ARGS.get(method, ()))
         if found is not None:
-            plan = self.plans.get(found[0])
+            plan = (self.__dict__.get("_plans") or self.plans).get(found[0])
             if plan is not None:
                 return None if plan is NOTHING else plan
         module = self._module(method)
@@ -187,7 +189,8 @@ class Comm(MPI.Intracomm):
 
     def _run(self, method: str, *args: Any, algorithm: str) -> None:
         # the hot path of every blocking call: keep the Python work before the first message small
-        tag = self._next_tag(BLOCKING)
+        tags = self.__dict__.get("_tags") or self._tag_state()
+        tag = tags[1] = tags[1] % tags[0] + 1      # self._next_tag(BLOCKING), inline
         if self.timeout is not None or guard.debugging():   # the careful path
             return guard.run(self, method, args, algorithm, tag)
         try:

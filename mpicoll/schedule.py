@@ -152,12 +152,15 @@ class Schedule:
     def buffers(self) -> set[str]:
         """Names of every buffer the schedule touches."""
         names: set[str] = set()
-        for rnd in self.rounds:
-            for x in (*rnd.sends, *rnd.recvs):
-                names.add(x.block.buf)
-            for st in rnd.steps:
-                names.add(st.out.buf)
-                names.update(b.buf for b in ((st.left, st.right) if isinstance(st, Reduce) else (st.src,)))
+        add = names.add
+        for sends, recvs, steps in self.rounds:   # plain tuple access: this walks every round of large p
+            for msg in sends:
+                add(msg.block.buf)
+            for msg in recvs:
+                add(msg.block.buf)
+            for step in steps:                     # a step is a tuple of blocks (out, operands ...)
+                for block in step:
+                    add(block.buf)
         return names
 
     def scratch(self) -> dict[str, Scratch]:

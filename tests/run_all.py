@@ -55,9 +55,9 @@ MPI4PY_SIZES = (1, 2, 3, 4)   # world sizes mpi4py's collective suites run at
 MPI4PY_TIMEOUT = 1500   # seconds for one world size of mpi4py's suites
 MPI4PY_TEST_TIMEOUT = 300  # seconds for one of its tests (all backends, all types) before the job is aborted
 EXAMPLE_SIZES = (4, 2)  # world sizes every example runs at
-# --quick: unit tests of the buffers, trees, docs and tools (not the p = 1024 proofs or the 24,576-rank
-# model), and the Allreduce and rooted MPI tests at 2 processes (the two parts took 27 s and 55 s here, run
-# separately on a loaded 2-core machine).
+# --quick: unit tests of the buffers, trees, docs, tools, declared scratch and mpi4py-free imports (not the
+# p = 1024 proofs or the 24,576-rank model), and the Allreduce and rooted MPI tests at 2 processes: 34 s in
+# all (15 s and 19 s) on the shared 2-core machine at load average 4.3.
 QUICK_UNIT = ["tests/unit/test_buffers_ops.py", "tests/unit/test_trees.py", "tests/unit/test_docs.py",
               "tests/unit/test_learner_tools.py", "tests/unit/test_scratch.py", "tests/unit/test_lazy_import.py",
               "-k", "not 24576"]
