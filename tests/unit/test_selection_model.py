@@ -162,3 +162,25 @@ def test_reload_forgets_decisions(files):
     assert costed._CACHE
     selection.reload_tuning()
     assert not costed._CACHE and selection.tuning_generation() == generation + 1
+
+
+def test_autocheck_ratios_from_a_sweep(tmp_path, capsys):
+    from mpicoll import autocheck
+
+    def stats(auto: tuple, **forced: tuple) -> dict:
+        out = {"memcpy": {"median_s": 1e-7, "min_s": 1e-7}, "builtin": {"median_s": 1e-6, "min_s": 1e-6},
+               "auto": {"median_s": auto[0], "min_s": auto[1], "ok": True, "ran": "ring"}}
+        out.update({n: {"median_s": m, "min_s": lo, "ok": True} for n, (m, lo) in forced.items()})
+        return out
+
+    sweep = [{"collective": "allreduce", "p": 2, "sizes": [
+        {"bytes": 8, "count": 1, "stats": stats((2.0, 1.0), ring=(2.0, 1.0), linear=(1.0, 0.5))},
+        {"bytes": 1 << 20, "count": 1 << 17, "stats": stats((1.0, 1.0), ring=(1.0, 1.0), linear=(3.0, 2.0))}]}]
+    rows = autocheck.ratios(sweep)
+    assert [(r["ratio_median"], r["ratio_min"], r["fastest_median"]) for r in rows] == [(2.0, 2.0, "linear"),
+                                                                                          (1.0, 1.0, "ring")]
+    assert rows[0]["auto"] == "ring"
+    (tmp_path / "sweep.json").write_text(json.dumps(sweep))
+    autocheck.main(["--from", str(tmp_path / "sweep.json")])
+    out = capsys.readouterr().out
+    assert "over 1.10" in out and "within 10% (by either) at 1 of 2 sizes" in out
