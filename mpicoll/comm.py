@@ -21,7 +21,7 @@ from .datatypes import staging
 from .exec import nonblocking
 from .exec.blocking import execute
 from .exec.nonblocking import Prequest, Request
-from .plan import NOTHING, Plan, PlanCache, call_key
+from .plan import NOTHING, Plan, PlanCache, call_key, scratch_from
 
 __all__ = ["Comm"]
 
@@ -180,7 +180,8 @@ class Comm(MPI.Intracomm):
             if plan is not None:
                 return None if plan is NOTHING else plan
         module = self._module(method)
-        plan = self._prepare(method, *args, algorithm=algorithm)
+        with scratch_from(self.plans.arena):   # blocking calls run one at a time: one scratch arena for all
+            plan = self._prepare(method, *args, algorithm=algorithm)
         cacheable = getattr(module, "cacheable", None)
         if found is not None and (cacheable is None or cacheable(*args)):
             key, refs, spans = found

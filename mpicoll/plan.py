@@ -27,8 +27,11 @@ cannot describe (derived datatypes, user objects of unknown kind,
 in-place result copied back), are not cached.
 
 The cache is a least-recently-used map of at most :data:`PLAN_CACHE_ENTRIES`
-plans per communicator, whose scratch buffers hold at most
-:data:`PLAN_CACHE_SCRATCH` bytes together.
+plans per communicator.  Blocking calls on one communicator run one at a time,
+so the scratch buffers of their plans all view one arena per communicator
+(:meth:`PlanCache.arena`), as large as the largest scratch a plan needs, at most
+:data:`PLAN_CACHE_SCRATCH` bytes; memory a plan allocates for itself otherwise
+(a non-root's stand-in receive buffer, say) totals at most that much again.
 """
 
 from __future__ import annotations
@@ -37,7 +40,9 @@ import array
 import mmap
 import os
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,7 +56,8 @@ from .layout import Layout
 from .ops import Op, reducer
 from .schedule import Schedule
 
-__all__ = ["Plan", "NOTHING", "make_plan", "PlanCache", "call_key", "PLAN_CACHE_ENTRIES", "PLAN_CACHE_SCRATCH"]
+__all__ = ["Plan", "NOTHING", "make_plan", "scratch_from", "PlanCache", "call_key", "PLAN_CACHE_ENTRIES",
+           "PLAN_CACHE_SCRATCH"]
 
 PLAN_CACHE_ENTRIES = 64
 PLAN_CACHE_SCRATCH = 256 * 1024 * 1024   # bytes of scratch the cached plans of one communicator may hold
@@ -71,6 +77,7 @@ class Plan:
     before: Callable[[], None] | None = None   # run at each start: packs non-contiguous datatypes again
 
     owned_bytes: int = 0                        # memory the plan allocated itself (known once detached)
+    shared: frozenset[str] = frozenset()        # scratch buffers that are views of the communicator's arena
 
     _rounds: list | None = field(default=None, repr=False)
 
@@ -112,7 +119,7 @@ class Plan:
             self.owned_bytes = self.scratch_bytes
             return
         for name, arr in list(self.arrays.items()):
-            if type(arr) is not np.ndarray or arr.nbytes == 0:
+            if type(arr) is not np.ndarray or arr.nbytes == 0 or name in self.shared:
                 continue
             raw = seen.get(id(arr))
             if raw is None:
@@ -163,10 +170,45 @@ def make_plan(comm: Any, collective: str, name: str, params: dict[str, Any], arr
         return Plan(sched, dict(arrays), bound_layouts, None, device.xp, call.finish, device=call)
     xp: Any = np
     arrays = dict(arrays)
+    arena = _ARENA.get()
+    offsets, total = _packed(scratch, np.dtype(dtype).itemsize)
+    block = arena(total) if arena is not None and scratch else None
     for scratch_name, count in scratch.items():
-        arrays[scratch_name] = xp.empty(count, dtype)
+        if block is None:
+            arrays[scratch_name] = xp.empty(count, dtype)
+        else:
+            start = offsets[scratch_name]
+            arrays[scratch_name] = block[start:start + count * np.dtype(dtype).itemsize].view(dtype)
     kernel = reducer(op, dtype, xp, datatype).reduce if op is not None else None
-    return Plan(sched, arrays, bound_layouts, kernel, xp)
+    shared = frozenset(scratch) if block is not None else frozenset()
+    return Plan(sched, arrays, bound_layouts, kernel, xp, shared=shared)
+
+
+# -- scratch shared by the blocking calls of one communicator --------------------------------------
+
+#: set by :func:`scratch_from` while a blocking call is prepared: ``arena(nbytes)`` returns a byte array
+#: of at least ``nbytes`` that the plan's scratch buffers may view
+_ARENA: ContextVar[Callable[[int], np.ndarray] | None] = ContextVar("mpicoll_scratch_arena", default=None)
+_ALIGN = 64   # bytes: each scratch buffer in an arena starts on a cache line
+
+
+def _packed(scratch: dict[str, int], itemsize: int) -> tuple[dict[str, int], int]:
+    """Byte offsets of the scratch buffers laid one after another (each aligned), and the bytes in all."""
+    offsets, total = {}, 0
+    for name, count in scratch.items():
+        offsets[name] = total
+        total += -(-count * itemsize // _ALIGN) * _ALIGN
+    return offsets, total
+
+
+@contextmanager
+def scratch_from(arena: Callable[[int], np.ndarray]) -> Iterator[None]:
+    """Plans made inside take their scratch space from ``arena`` (see :meth:`PlanCache.arena`)."""
+    token = _ARENA.set(arena)
+    try:
+        yield
+    finally:
+        _ARENA.reset(token)
 
 
 # -- the cache key ---------------------------------------------------------------------------------
@@ -320,6 +362,7 @@ class PlanCache:
         self.scratch = scratch
         self.scratch_held = 0
         self.data: OrderedDict[tuple, tuple[Plan, list]] = OrderedDict()
+        self.shared: np.ndarray | None = None   # the scratch arena of the blocking plans (see arena)
 
     def __len__(self) -> int:
         return len(self.data)
@@ -360,3 +403,20 @@ class PlanCache:
     def clear(self) -> None:
         self.data.clear()
         self.scratch_held = 0
+
+    def arena(self, nbytes: int) -> np.ndarray | None:
+        """A byte array of at least ``nbytes`` shared by the scratch buffers of every cached plan.
+
+        The blocking calls of one communicator run one at a time, so their plans can
+        all use the same scratch memory: the cache holds the largest scratch any
+        plan needs, not the sum.  Growing the arena drops the cached plans (they
+        view the old one, which is then freed).  Above the cache's scratch bound a
+        plan gets scratch of its own (None here), freed with the plan.
+        """
+        if nbytes > self.scratch:
+            return None
+        held = self.shared
+        if held is None or held.nbytes < nbytes:
+            self.clear()
+            self.shared = held = np.empty(nbytes, np.uint8)
+        return held

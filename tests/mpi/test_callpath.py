@@ -229,3 +229,26 @@ def test_counts_in_array_array_are_cached_by_value(monkeypatch):
     comm.Alltoallv([send, (counts, displs), MPI.BYTE], [recv, (counts, displs), MPI.BYTE])
     WORLD.Alltoallv([send, (counts, displs), MPI.BYTE], [ref, (counts, displs), MPI.BYTE])
     check(len(prepared) == 2 and np.array_equal(recv, ref), f"after new counts: {recv}, built-in {ref}")
+
+
+def test_cached_plans_share_one_scratch_arena():
+    """Eight Allreduces on eight different 1 MiB buffers, interleaved: eight cached plans, one scratch arena.
+
+    Their scratch views the same memory (the calls run one at a time), so the
+    cache holds the largest scratch, not eight; results stay right call after call.
+    """
+    comm = _comm()
+    p, n = WORLD.size, 1 << 17          # 1 MiB of float64
+    sends = [np.full(n, float(WORLD.rank + k)) for k in range(8)]
+    recvs = [np.zeros(n) for _ in range(8)]
+    for trial in range(3):
+        for k in range(8):
+            recvs[k][...] = -1
+            comm.Allreduce(sends[k], recvs[k], algorithm="ring")
+            expected = p * (p - 1) / 2 + p * k
+            check(bool(np.all(recvs[k] == expected)), f"trial {trial}, buffer {k}: {recvs[k][:3]} != {expected}")
+    cache = comm.plans
+    check(len(cache) >= 8, f"{len(cache)} plans cached for 8 calls")
+    if p > 1:
+        check(cache.shared is not None and cache.shared.nbytes <= 2 * n * 8, "the arena is one call's scratch")
+        check(cache.scratch_held < n * 8, f"{cache.scratch_held} bytes of scratch held outside the arena")
