@@ -11,7 +11,9 @@ and prints, per collective and size, the algorithm "auto" chose, its time and
 the fastest forced algorithm's, as medians (the bench's figure) and as minima
 over the rounds (less moved by other processes sharing the cores), and their
 ratios: ``auto / fastest``, 1.00 when auto picked the fastest.  A ratio above
-1.10 is flagged.  Not a test: timings on a shared machine are noisy, and
+1.10 is flagged.  The summary also gives auto's time over the same algorithm's
+forced (when the bench says which one auto ran): identical calls, so its spread
+is this run's noise floor.  Not a test: timings on a shared machine are noisy, and
 algorithms whose schedules coincide at this p differ by noise alone.
 """
 
@@ -48,7 +50,10 @@ def ratios(results: list[dict]) -> list[dict[str, Any]]:
                          "fastest_median_s": forced[by_median]["median_s"],
                          "ratio_median": auto["median_s"] / forced[by_median]["median_s"],
                          "auto_min_s": auto["min_s"], "fastest_min": by_min, "fastest_min_s": forced[by_min]["min_s"],
-                         "ratio_min": auto["min_s"] / forced[by_min]["min_s"]})
+                         "ratio_min": auto["min_s"] / forced[by_min]["min_s"],
+                         # auto against its own algorithm forced: 1 but for noise (the noise floor of this run)
+                         "same_min": (auto["min_s"] / forced[auto["ran"]]["min_s"]
+                                      if auto.get("ran") in forced else None)})
     return rows
 
 
@@ -72,6 +77,10 @@ def report(rows: list[dict[str, Any]]) -> str:
         within = sum(1 for r in mine if min(r["ratio_median"], r["ratio_min"]) <= FLAG)
         lines.append(f"# {coll}: worst ratio {worst_med:.2f} (medians), {worst_min:.2f} (minima); "
                      f"within 10% (by either) at {within} of {len(mine)} sizes")
+        same = sorted(r["same_min"] for r in mine if r.get("same_min") is not None)
+        if same:
+            lines.append(f"# noise: auto's minimum over the same algorithm's forced: median {same[len(same) // 2]:.2f},"
+                         f" range {same[0]:.2f}-{same[-1]:.2f} (1.00 on a quiet machine)")
         lines.append("")
     return "\n".join(lines)
 
