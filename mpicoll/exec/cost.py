@@ -8,10 +8,12 @@ overlap::
     recv_r(t) = sum over r's receives of (alpha_m + bytes_m * beta_m)
     time_r(t) = max(send_r(t), recv_r(t)) + gamma * (bytes r reduces in round t)
 
-A machine that is not ``duplex`` (shared memory, where the same core copies a
-rank's outgoing and incoming bytes) adds the two instead of overlapping them::
+A machine that is not ``duplex`` (shared memory whose cores are busy, where one
+core copies a rank's outgoing and incoming bytes in turn) adds the bytes of the
+two directions; their latencies still overlap::
 
-    time_r(t) = send_r(t) + recv_r(t) + gamma * (bytes r reduces in round t)
+    time_r(t) = max(sum alpha_m over sends, sum alpha_m over receives)
+                + beta * (bytes r sends + bytes r receives) + gamma * (bytes reduced)
 
 A round lasts as long as its slowest rank (rounds are global time steps), and a
 schedule's time is the sum of its rounds.  A machine may also carry the cost of
@@ -70,9 +72,9 @@ class Machine:
     algorithm (used by the ``nccl-summit`` preset; see
     :mod:`mpicoll.presets`).
 
-    ``duplex`` false: a rank's sends and receives of one round take turns
-    (their times add) instead of overlapping; ``calibrate`` finds that on
-    shared memory, where one core copies both ways.
+    ``duplex`` false: the bytes a rank sends and receives in one round take
+    turns (their beta terms add; the alphas still overlap): on shared memory
+    when the cores are busy with other work, as ``calibrate`` can find.
 
     The last four fields price the executor's own work, per rank and round:
     ``round_overhead`` for a round the rank takes part in, ``message_overhead``
@@ -169,13 +171,13 @@ def _round_terms(rnd: Round, rank: int, layout: Layout, consts: tuple[float, flo
 
     ``where`` is each rank's node index (None: every message is inter-node);
     ``crossing``, when given, receives the inter-node bytes sent and received;
-    ``duplex`` false adds the sends' and the receives' terms.
+    ``duplex`` false adds the sends' and the receives' bandwidth terms.
     """
     a_out, b_out, a_in, b_in = consts
     starts, ends = layout.starts, layout.ends
     node = where[rank] if where else -1
     best = (-1.0, 0.0, 0.0)
-    both = [0.0, 0.0]
+    lats, bws = [0.0, 0.0], [0.0, 0.0]   # per direction (sends, receives)
     for direction, msgs in enumerate((rnd.sends, rnd.recvs)):
         lat = bw = 0.0
         for peer, (_, lo, hi) in msgs:
@@ -188,12 +190,11 @@ def _round_terms(rnd: Round, rank: int, layout: Layout, consts: tuple[float, flo
                 bw += nbytes * b_out
                 if crossing is not None:
                     crossing[direction] += nbytes
-        both[0] += lat
-        both[1] += bw
+        lats[direction], bws[direction] = lat, bw
         if lat + bw > best[0]:
             best = (lat + bw, lat, bw)
     if not duplex:
-        best = (0.0, both[0], both[1])
+        best = (0.0, max(lats), bws[0] + bws[1])
     red = copied = 0
     for st in rnd.steps:
         out = st.out
@@ -385,7 +386,7 @@ def _rotated_rounds(built: tuple[int, tuple[Round, ...]], size: int, nbytes: int
             lat = np.where(use_send, s_lat, r_lat)
             bw = np.where(use_send, s_bw, r_bw)
         else:
-            lat, bw = s_lat + r_lat, s_bw + r_bw
+            lat, bw = np.maximum(s_lat, r_lat), s_bw + r_bw
         first_copy = len(peers) + len(reds)
         red = gamma * nbytes_m[:, :, len(peers):first_copy].sum(-1)
         over = (machine.round_overhead + machine.message_overhead * len(peers)
