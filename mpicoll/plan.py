@@ -188,7 +188,7 @@ def make_plan(comm: Any, collective: str, name: str, params: dict[str, Any], arr
 
 #: set by :func:`scratch_from` while a blocking call is prepared: ``arena(nbytes)`` returns a byte array
 #: of at least ``nbytes`` that the plan's scratch buffers may view
-_ARENA: ContextVar[Callable[[int], np.ndarray] | None] = ContextVar("mpicoll_scratch_arena", default=None)
+_ARENA: ContextVar[Callable[[int], np.ndarray | None] | None] = ContextVar("mpicoll_scratch_arena", default=None)
 _ALIGN = 64   # bytes: each scratch buffer in an arena starts on a cache line
 
 
@@ -202,7 +202,7 @@ def _packed(scratch: dict[str, int], itemsize: int) -> tuple[dict[str, int], int
 
 
 @contextmanager
-def scratch_from(arena: Callable[[int], np.ndarray]) -> Iterator[None]:
+def scratch_from(arena: Callable[[int], np.ndarray | None]) -> Iterator[None]:
     """Plans made inside take their scratch space from ``arena`` (see :meth:`PlanCache.arena`)."""
     token = _ARENA.set(arena)
     try:
@@ -418,5 +418,6 @@ class PlanCache:
         held = self.shared
         if held is None or held.nbytes < nbytes:
             self.clear()
-            self.shared = held = np.empty(nbytes, np.uint8)
+            grown = 1 << max(nbytes - 1, 0).bit_length()   # a power of two: few regrowths as calls grow
+            self.shared = held = np.empty(grown if grown <= self.scratch else nbytes, np.uint8)
         return held
