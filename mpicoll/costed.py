@@ -32,7 +32,8 @@ from .exec.cost import Cost, Machine, cost
 from .nodes import Nodes
 from .segments import segments_for
 
-__all__ = ["MODELLED", "MODEL_LIMIT", "TIE", "CACHE_ENTRIES", "bucket", "candidates", "predicted", "best"]
+__all__ = ["MODELLED", "MODEL_LIMIT", "TIE", "CACHE_ENTRIES", "bucket", "candidates", "build_params", "predicted",
+           "best"]
 
 #: collectives "auto" costs with the model (their size is the whole vector, as the cost model takes it)
 MODELLED = frozenset({"allreduce", "bcast", "reduce", "allgather", "alltoall", "reduce_scatter_block", "gather",
@@ -64,7 +65,7 @@ def candidates(collective: str, size: int, commutative: bool, hierarchical: bool
     return out
 
 
-def _params(collective: str, name: str, nbytes: int) -> dict[str, int]:
+def build_params(collective: str, name: str, nbytes: int) -> dict[str, int]:
     """Build parameters as :func:`mpicoll.selection.choose` gives them (root 0 for the rooted collectives)."""
     wanted = registry.get(collective, name).params
     out = {"root": 0} if "root" in wanted else {}
@@ -76,7 +77,7 @@ def _params(collective: str, name: str, nbytes: int) -> dict[str, int]:
 def predicted(collective: str, size: int, nbytes: int, machine: Machine, names: list[str],
               nodes: Nodes = None) -> dict[str, Cost]:
     """The model's cost of each of ``names`` for ``nbytes`` bytes on ``size`` ranks."""
-    return {name: cost(collective, name, size, nbytes, machine, nodes=nodes, **_params(collective, name, nbytes))
+    return {name: cost(collective, name, size, nbytes, machine, nodes=nodes, **build_params(collective, name, nbytes))
             for name in names}
 
 

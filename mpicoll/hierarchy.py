@@ -15,9 +15,9 @@ from collections import OrderedDict
 from dataclasses import replace
 
 from . import registry
+from .costed import build_params
 from .exec.cost import Machine, cost
 from .nodes import Nodes, block_size, groups, is_multi_node
-from .segments import segments_for
 
 __all__ = ["prefer", "machine", "machine_for", "HIERARCHICAL"]
 
@@ -47,15 +47,6 @@ def machine_for(base: Machine, size: int, nodes: Nodes) -> Machine | None:
     return replace(base, ranks_per_node=per_node)
 
 
-def _params(collective: str, name: str, nbytes: int) -> dict[str, int]:
-    """Build parameters as :func:`mpicoll.selection.choose` gives them (root 0 for rooted collectives)."""
-    wanted = registry.get(collective, name).params
-    out = {"root": 0} if "root" in wanted else {}
-    if "segments" in wanted:
-        out["segments"] = segments_for(nbytes, pieces=2 if name == "double_binary_tree" else 1)
-    return out
-
-
 def prefer(collective: str, flat: str, *, size: int, nbytes: int, nodes: Nodes, commutative: bool = True,
            constants: Machine | None = None) -> str:
     """``flat`` or the hierarchical algorithm of ``collective``, whichever the cost model finds faster.
@@ -77,9 +68,9 @@ def prefer(collective: str, flat: str, *, size: int, nbytes: int, nodes: Nodes, 
     if hit is not None:
         _CACHE.move_to_end(key)
         return hit
-    t_flat = cost(collective, flat, size, band, consts, nodes=nodes, **_params(collective, flat, band)).time
+    t_flat = cost(collective, flat, size, band, consts, nodes=nodes, **build_params(collective, flat, band)).time
     t_hier = cost(collective, HIERARCHICAL, size, band, consts, nodes=nodes,
-                  **_params(collective, HIERARCHICAL, band)).time
+                  **build_params(collective, HIERARCHICAL, band)).time
     choice = HIERARCHICAL if t_hier < t_flat else flat
     _CACHE[key] = choice
     while len(_CACHE) > _CACHE_ENTRIES:
