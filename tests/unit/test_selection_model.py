@@ -95,7 +95,7 @@ def test_the_model_follows_the_calibrated_constants(files):
     _write_calibration(files / "calibration.json", latency_bound)
     selection.reload_tuning()
     chosen, _ = selection.choose("allreduce", "auto", size=8, nbytes=1 << 20, count=1 << 17)
-    rounds = {n: cost("allreduce", n, 8, 1 << 20, latency_bound, **costed._params("allreduce", n, 1 << 20)).rounds
+    rounds = {n: cost("allreduce", n, 8, 1 << 20, latency_bound, **costed.build_params("allreduce", n, 1 << 20)).rounds
               for n in names}
     assert rounds[chosen] == min(rounds.values()), (chosen, rounds)
     bandwidth_bound = Machine(alpha=1e-12, beta=1e-9, gamma=1e-9)
