@@ -1,7 +1,7 @@
 """What every rank of a communicator decides "auto" from: read on rank 0, broadcast once.
 
 "auto" reads two files: the tuning file (``python -m mpicoll.bench --tune``,
-:func:`mpicoll.selection.tuning_path`) and the calibration file (``python -m
+:func:`tuning_path`) and the calibration file (``python -m
 mpicoll calibrate``, :func:`mpicoll.presets.calibration_path`).  Each process
 reads its own, and nodes need not share a file system or a home directory, so
 two ranks could read different constants and choose different algorithms for
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
@@ -82,10 +83,36 @@ def _hashable(value: Any) -> Any:
     return tuple(sorted(value.items())) if isinstance(value, dict) else value
 
 
+def tuning_path() -> str:
+    """The tuning file: ``$MPICOLL_TUNING``, else ``~/.config/mpicoll/tuning.json``."""
+    return os.environ.get("MPICOLL_TUNING") or os.path.join(os.path.expanduser("~"), ".config", "mpicoll",
+                                                             "tuning.json")
+
+
+_TUNING: dict[str, Any] | None = None   # this process's tuning file, parsed once (see forget)
+
+
+def tuning_file() -> dict[str, Any]:
+    """This process's tuning file, parsed (``{}`` when there is none; a malformed one is ignored with a warning)."""
+    global _TUNING
+    if _TUNING is None:
+        try:
+            with open(tuning_path()) as fh:
+                _TUNING = json.load(fh)
+            if not isinstance(_TUNING, dict):
+                raise ValueError("expected a JSON object")
+        except FileNotFoundError:
+            _TUNING = {}
+        except (OSError, ValueError) as exc:
+            import warnings  # noqa: PLC0415
+
+            warnings.warn(f"mpicoll: ignoring the tuning file {tuning_path()}: {exc}", stacklevel=2)
+            _TUNING = {}
+    return _TUNING
+
+
 def _tuning_for(size: int) -> dict[str, Any]:
     """This process's tuning file: the bands of every collective at ``size`` ranks (malformed ones dropped)."""
-    from .selection import tuning_file  # noqa: PLC0415 (selection imports this module lazily)
-
     out: dict[str, Any] = {}
     for coll, by_p in tuning_file().items():
         rows = by_p.get(str(size)) if isinstance(by_p, dict) else None
@@ -114,7 +141,9 @@ def local(size: int) -> Shared:
 
 
 def forget() -> None:
-    """Drop what :func:`local` read (communicators keep what they agreed on)."""
+    """Drop what :func:`local` and :func:`tuning_file` read (communicators keep what they agreed on)."""
+    global _TUNING
+    _TUNING = None
     _LOCAL.clear()
 
 

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import agreement, costed, registry
+from .agreement import tuning_file, tuning_path
 from .segments import MAX_SEGMENTS, SEGMENT_BYTES, segments_for  # noqa: F401 (part of this module's API)
 
 __all__ = ["choose", "auto_rule", "forced_by_environment", "segments_for", "tuned_choice", "tuning_path",
@@ -49,13 +50,6 @@ def forced_by_environment(collective: str) -> str | None:
     return None
 
 
-def tuning_path() -> str:
-    """The tuning file: ``$MPICOLL_TUNING``, else ``~/.config/mpicoll/tuning.json``."""
-    return os.environ.get("MPICOLL_TUNING") or os.path.join(os.path.expanduser("~"), ".config", "mpicoll",
-                                                             "tuning.json")
-
-
-_TUNING: dict[str, Any] | None = None
 _GENERATION = 0
 
 
@@ -67,8 +61,7 @@ def reload_tuning(comm: Any = None) -> None:
     collective over ``comm``, whose ranks agree again at once on what its rank
     0 now reads.
     """
-    global _TUNING, _GENERATION
-    _TUNING = None
+    global _GENERATION
     agreement.forget()
     costed.clear()
     _GENERATION += 1
@@ -80,27 +73,6 @@ def reload_tuning(comm: Any = None) -> None:
 def tuning_generation() -> int:
     """Counts :func:`reload_tuning` calls (part of the plan cache's key)."""
     return _GENERATION
-
-
-def tuning_file() -> dict[str, Any]:
-    """This process's tuning file, parsed (``{}`` when there is none; a malformed one is ignored with a warning)."""
-    global _TUNING
-    if _TUNING is None:
-        import json  # noqa: PLC0415
-
-        try:
-            with open(tuning_path()) as fh:
-                _TUNING = json.load(fh)
-            if not isinstance(_TUNING, dict):
-                raise ValueError("expected a JSON object")
-        except FileNotFoundError:
-            _TUNING = {}
-        except (OSError, ValueError) as exc:
-            import warnings  # noqa: PLC0415
-
-            warnings.warn(f"mpicoll: ignoring the tuning file {tuning_path()}: {exc}", stacklevel=2)
-            _TUNING = {}
-    return _TUNING
 
 
 def _band(bands: Any, collective: str, size: int, nbytes: int, commutative: bool) -> str | None:
