@@ -53,13 +53,17 @@ def check_next(out: str) -> None:
 
 # -- a check only one rank can make: that rank raises, no peer waits, the next call works --------------
 
-@pytest.mark.parametrize("case, at_fault, error", [
+# (case, the rank whose check fails, what its error says)
+ONE_RANK_ERRORS = [
     ("gather_small_root", 0, "recvbuf"),
     ("gather_small_root_large", 0, "recvbuf"),
     ("bcast_readonly", 1, "buf: the buffer is read-only"),
     ("bcast_readonly_large", 1, "buf: the buffer is read-only"),
     ("reduce_readonly_root", 0, "recvbuf: the buffer is read-only"),
-])
+]
+
+
+@pytest.mark.parametrize("case, at_fault, error", ONE_RANK_ERRORS)
 def test_one_rank_error_does_not_strand_peers(case: str, at_fault: int, error: str) -> None:
     code, out, _ = launch(case)
     assert code == 0, out[-3000:]
@@ -69,13 +73,7 @@ def test_one_rank_error_does_not_strand_peers(case: str, at_fault: int, error: s
     check_next(out)
 
 
-@pytest.mark.parametrize("case, at_fault, error", [
-    ("gather_small_root", 0, "recvbuf"),
-    ("gather_small_root_large", 0, "recvbuf"),
-    ("bcast_readonly", 1, "buf: the buffer is read-only"),
-    ("bcast_readonly_large", 1, "buf: the buffer is read-only"),
-    ("reduce_readonly_root", 0, "recvbuf: the buffer is read-only"),
-])
+@pytest.mark.parametrize("case, at_fault, error", ONE_RANK_ERRORS)
 def test_one_rank_error_debug_every_rank_raises(case: str, at_fault: int, error: str) -> None:
     code, out, _ = launch(case, debug="1")
     assert code == 0, out[-3000:]
