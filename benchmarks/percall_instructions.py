@@ -29,7 +29,7 @@ region = mmap.mmap(-1, 1 << 20)
 x, y = np.ones(1), np.empty(1)
 comm.Bcast([region, 1, MPI.BYTE], 0)
 comm.Allreduce(x, y)
-bcast_key = call_key("Bcast", ([region, 1, MPI.BYTE], 0), "auto")[0]
+bcast_key = call_key("Bcast", ([region, 1, MPI.BYTE], 0), "auto")
 bcast_plan = comm.plans.get(bcast_key)
 
 STATEMENTS = {

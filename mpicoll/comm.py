@@ -21,7 +21,7 @@ from .datatypes import staging
 from .exec import nonblocking
 from .exec.blocking import execute
 from .exec.nonblocking import Prequest, Request
-from .plan import NOTHING, Plan, PlanCache, call_key, scratch_from
+from .plan import NOTHING, Plan, PlanCache, call_key, held, scratch_from
 
 __all__ = ["Comm"]
 
@@ -174,24 +174,37 @@ class Comm(MPI.Intracomm):
         # algorithm) reuses its bound plan and scratch buffers.  Nonblocking and persistent calls
         # always get a plan of their own, since two outstanding calls may share a send buffer and
         # must not share scratch space.
-        found = call_key(method, args, algorithm, _VALUE_ARGS.get(method, ()))
-        if found is not None:
-            plan = (self.__dict__.get("_plans") or self.plans).get(found[0])
+        values = _VALUE_ARGS.get(method, ())
+        key = call_key(method, args, algorithm, values)
+        plans = self.__dict__.get("_plans") or self.plans
+        if key is not None:
+            plan = plans.get(key)
             if plan is not None:
                 return None if plan is NOTHING else plan
         module = self._module(method)
-        with scratch_from(self.plans.arena):   # blocking calls run one at a time: one scratch arena for all
+        with scratch_from(plans.arena):   # blocking calls run one at a time: one scratch arena for all
             plan = self._prepare(method, *args, algorithm=algorithm)
         cacheable = getattr(module, "cacheable", None)
-        if found is not None and (cacheable is None or cacheable(*args)):
-            key, refs, spans = found
-            self.plans.put(key, plan, refs, spans)
+        if key is not None and (cacheable is None or cacheable(*args)):
+            plans.put(key, plan, *held(args, values), comm=None if plan is None else self.private)
         return plan
 
-    def _run(self, method: str, *args: Any, algorithm: str) -> None:
-        # the hot path of every blocking call: keep the Python work before the first message small
-        tags = self.__dict__.get("_tags") or self._tag_state()
+    def _run(self, method: str, algorithm: str, *args: Any) -> None:
+        # The hot path of every blocking call: draw the tag, build the key, find the plan, run it.  A miss,
+        # a timeout, debug mode (where call_key gives None) or an outstanding request take _run_prepared.
+        state = self.__dict__
+        tags = state.get("_tags") or self._tag_state()
         tag = tags[1] = tags[1] % tags[0] + 1      # self._next_tag(BLOCKING), inline
+        plans = state.get("_plans")
+        if plans is not None and self.timeout is None and not nonblocking.ACTIVE:
+            entry = plans.data.get(call_key(method, args, algorithm, _VALUE_ARGS.get(method, ())))
+            if entry is not None:
+                entry.used = True
+                entry.run(tag)
+                return
+        self._run_prepared(method, algorithm, args, tag)
+
+    def _run_prepared(self, method: str, algorithm: str, args: tuple, tag: int) -> None:
         if self.timeout is not None or guard.debugging():   # the careful path
             return guard.run(self, method, args, algorithm, tag)
         try:
@@ -206,13 +219,7 @@ class Comm(MPI.Intracomm):
             # run as a request of its own, so that waiting for it keeps the others moving
             nonblocking.start(plan, self, tag).Wait()
             return
-        private = self.__dict__.get("_private") or self.private
-        if plan.device is not None:
-            plan.device.run(private, tag)
-        else:
-            execute(plan._rounds or plan.rounds(), private, tag)
-        if plan.finish is not None:
-            plan.finish()
+        plan.runner(self.private)(tag)
 
     def _start(self, method: str, *args: Any, algorithm: str) -> Request:
         tag = self._next_tag(NONBLOCKING)
@@ -256,7 +263,7 @@ class Comm(MPI.Intracomm):
         MismatchError, CollectiveTimeout
             Only in debug mode, or with a timeout (see :class:`Comm`).
         """
-        self._run("Barrier", algorithm=algorithm)
+        self._run("Barrier", algorithm)
 
     def Ibarrier(self, *, algorithm: str = "auto") -> Request:
         """Nonblocking :meth:`Barrier` (MPI_Ibarrier).
@@ -314,7 +321,7 @@ class Comm(MPI.Intracomm):
         MismatchError, CollectiveTimeout
             Only in debug mode, or with a timeout (see :class:`Comm`).
         """
-        self._run("Bcast", buf, root, algorithm=algorithm)
+        self._run("Bcast", algorithm, buf, root)
 
     def Ibcast(self, buf: Any, root: int = 0, *, algorithm: str = "auto") -> Request:
         """Nonblocking :meth:`Bcast` (MPI_Ibcast).
@@ -379,7 +386,7 @@ class Comm(MPI.Intracomm):
         MismatchError, CollectiveTimeout
             Only in debug mode, or with a timeout (see :class:`Comm`).
         """
-        self._run("Reduce", sendbuf, recvbuf, op, root, algorithm=algorithm)
+        self._run("Reduce", algorithm, sendbuf, recvbuf, op, root)
 
     def Ireduce(
         self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, root: int = 0, *, algorithm: str = "auto"
@@ -451,7 +458,7 @@ class Comm(MPI.Intracomm):
         MismatchError, CollectiveTimeout
             Only in debug mode, or with a timeout (see :class:`Comm`).
         """
-        self._run("Allreduce", sendbuf, recvbuf, op, algorithm=algorithm)
+        self._run("Allreduce", algorithm, sendbuf, recvbuf, op)
 
     def Iallreduce(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto") -> Request:
         """Nonblocking :meth:`Allreduce` (MPI_Iallreduce).
@@ -514,7 +521,7 @@ class Comm(MPI.Intracomm):
         MismatchError, CollectiveTimeout
             Only in debug mode, or with a timeout (see :class:`Comm`).
         """
-        self._run("Gather", sendbuf, recvbuf, root, algorithm=algorithm)
+        self._run("Gather", algorithm, sendbuf, recvbuf, root)
 
     def Igather(self, sendbuf: Any, recvbuf: Any, root: int = 0, *, algorithm: str = "auto") -> Request:
         """Nonblocking :meth:`Gather` (MPI_Igather).
@@ -578,7 +585,7 @@ class Comm(MPI.Intracomm):
         MismatchError, CollectiveTimeout
             Only in debug mode, or with a timeout (see :class:`Comm`).
         """
-        self._run("Gatherv", sendbuf, recvbuf, root, algorithm=algorithm)
+        self._run("Gatherv", algorithm, sendbuf, recvbuf, root)
 
     def Igatherv(self, sendbuf: Any, recvbuf: Any, root: int = 0, *, algorithm: str = "auto") -> Request:
         """Nonblocking :meth:`Gatherv` (MPI_Igatherv).
@@ -641,7 +648,7 @@ class Comm(MPI.Intracomm):
         MismatchError, CollectiveTimeout
             Only in debug mode, or with a timeout (see :class:`Comm`).
         """
-        self._run("Scatter", sendbuf, recvbuf, root, algorithm=algorithm)
+        self._run("Scatter", algorithm, sendbuf, recvbuf, root)
 
     def Iscatter(self, sendbuf: Any, recvbuf: Any, root: int = 0, *, algorithm: str = "auto") -> Request:
         """Nonblocking :meth:`Scatter` (MPI_Iscatter).
@@ -704,7 +711,7 @@ class Comm(MPI.Intracomm):
         MismatchError, CollectiveTimeout
             Only in debug mode, or with a timeout (see :class:`Comm`).
         """
-        self._run("Scatterv", sendbuf, recvbuf, root, algorithm=algorithm)
+        self._run("Scatterv", algorithm, sendbuf, recvbuf, root)
 
     def Iscatterv(self, sendbuf: Any, recvbuf: Any, root: int = 0, *, algorithm: str = "auto") -> Request:
         """Nonblocking :meth:`Scatterv` (MPI_Iscatterv).
@@ -765,7 +772,7 @@ class Comm(MPI.Intracomm):
         MismatchError, CollectiveTimeout
             Only in debug mode, or with a timeout (see :class:`Comm`).
         """
-        self._run("Allgather", sendbuf, recvbuf, algorithm=algorithm)
+        self._run("Allgather", algorithm, sendbuf, recvbuf)
 
     def Iallgather(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> Request:
         """Nonblocking :meth:`Allgather` (MPI_Iallgather).
@@ -826,7 +833,7 @@ class Comm(MPI.Intracomm):
         MismatchError, CollectiveTimeout
             Only in debug mode, or with a timeout (see :class:`Comm`).
         """
-        self._run("Allgatherv", sendbuf, recvbuf, algorithm=algorithm)
+        self._run("Allgatherv", algorithm, sendbuf, recvbuf)
 
     def Iallgatherv(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> Request:
         """Nonblocking :meth:`Allgatherv` (MPI_Iallgatherv).
@@ -889,7 +896,7 @@ class Comm(MPI.Intracomm):
         MismatchError, CollectiveTimeout
             Only in debug mode, or with a timeout (see :class:`Comm`).
         """
-        self._run("Reduce_scatter_block", sendbuf, recvbuf, op, algorithm=algorithm)
+        self._run("Reduce_scatter_block", algorithm, sendbuf, recvbuf, op)
 
     def Ireduce_scatter_block(
         self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto"
@@ -959,7 +966,7 @@ class Comm(MPI.Intracomm):
         MismatchError, CollectiveTimeout
             Only in debug mode, or with a timeout (see :class:`Comm`).
         """
-        self._run("Reduce_scatter", sendbuf, recvbuf, recvcounts, op, algorithm=algorithm)
+        self._run("Reduce_scatter", algorithm, sendbuf, recvbuf, recvcounts, op)
 
     def Ireduce_scatter(
         self, sendbuf: Any, recvbuf: Any, recvcounts: Any = None, op: Any = MPI.SUM, *, algorithm: str = "auto"
@@ -1029,7 +1036,7 @@ class Comm(MPI.Intracomm):
         MismatchError, CollectiveTimeout
             Only in debug mode, or with a timeout (see :class:`Comm`).
         """
-        self._run("Alltoall", sendbuf, recvbuf, algorithm=algorithm)
+        self._run("Alltoall", algorithm, sendbuf, recvbuf)
 
     def Ialltoall(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> Request:
         """Nonblocking :meth:`Alltoall` (MPI_Ialltoall).
@@ -1090,7 +1097,7 @@ class Comm(MPI.Intracomm):
         MismatchError, CollectiveTimeout
             Only in debug mode, or with a timeout (see :class:`Comm`).
         """
-        self._run("Alltoallv", sendbuf, recvbuf, algorithm=algorithm)
+        self._run("Alltoallv", algorithm, sendbuf, recvbuf)
 
     def Ialltoallv(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> Request:
         """Nonblocking :meth:`Alltoallv` (MPI_Ialltoallv).
@@ -1153,7 +1160,7 @@ class Comm(MPI.Intracomm):
         MismatchError, CollectiveTimeout
             Only in debug mode, or with a timeout (see :class:`Comm`).
         """
-        self._run("Alltoallw", sendbuf, recvbuf, algorithm=algorithm)
+        self._run("Alltoallw", algorithm, sendbuf, recvbuf)
 
     def Ialltoallw(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> Request:
         """Nonblocking :meth:`Alltoallw` (MPI_Ialltoallw).
@@ -1216,7 +1223,7 @@ class Comm(MPI.Intracomm):
         MismatchError, CollectiveTimeout
             Only in debug mode, or with a timeout (see :class:`Comm`).
         """
-        self._run("Scan", sendbuf, recvbuf, op, algorithm=algorithm)
+        self._run("Scan", algorithm, sendbuf, recvbuf, op)
 
     def Iscan(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto") -> Request:
         """Nonblocking :meth:`Scan` (MPI_Iscan).
@@ -1279,7 +1286,7 @@ class Comm(MPI.Intracomm):
         MismatchError, CollectiveTimeout
             Only in debug mode, or with a timeout (see :class:`Comm`).
         """
-        self._run("Exscan", sendbuf, recvbuf, op, algorithm=algorithm)
+        self._run("Exscan", algorithm, sendbuf, recvbuf, op)
 
     def Iexscan(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto") -> Request:
         """Nonblocking :meth:`Exscan` (MPI_Iexscan).

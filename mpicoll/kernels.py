@@ -79,6 +79,7 @@ def predefined(name: str, dtype: np.dtype, xp: Any = np) -> Reducer:
     def apply(out: Any, left: Any, right: Any) -> None:
         ufunc(left, right, out=out)
 
+    apply.ufunc = ufunc   # type: ignore[attr-defined]  # lets a binder call the ufunc itself, one frame less
     return Reducer(apply, True)
 
 

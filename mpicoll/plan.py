@@ -39,10 +39,10 @@ from __future__ import annotations
 import array
 import mmap
 import os
-from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
+from functools import partial
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,12 +51,12 @@ from mpi4py import MPI
 
 from . import backends, registry, selection
 from .datatypes import check_reducible
-from .exec.blocking import bind
+from .exec.blocking import bind, execute
 from .layout import Layout
 from .ops import Op, reducer
 from .schedule import Schedule
 
-__all__ = ["Plan", "NOTHING", "make_plan", "scratch_from", "PlanCache", "call_key", "PLAN_CACHE_ENTRIES",
+__all__ = ["Plan", "NOTHING", "make_plan", "scratch_from", "PlanCache", "call_key", "held", "PLAN_CACHE_ENTRIES",
            "PLAN_CACHE_SCRATCH"]
 
 PLAN_CACHE_ENTRIES = 64
@@ -92,6 +92,27 @@ class Plan:
         if self._rounds is None:
             self._rounds = self.bound()
         return self._rounds
+
+    def runner(self, comm: Any) -> Callable[[int], None]:
+        """``run(tag)``: this plan run blocking on ``comm`` (the private communicator), ready-made.
+
+        What a cache entry calls on a hit: for plain host buffers, the blocking
+        executor on the bound rounds; otherwise the GPU transport, and the
+        unpacking of a result staged for a non-contiguous datatype.
+        """
+        if self.device is None and self.finish is None:
+            return partial(execute, self.rounds(), comm)
+        device, rounds, finish = self.device, None if self.device else self.rounds(), self.finish
+
+        def run(tag: int) -> None:
+            if device is not None:
+                device.run(comm, tag)
+            else:
+                execute(rounds, comm, tag)
+            if finish is not None:
+                finish()
+
+        return run
 
     def begin(self) -> None:
         """A request starts: GPU buffers make their inputs visible to MPI, buffers of non-contiguous
@@ -221,9 +242,10 @@ _IN_PLACE = MPI.IN_PLACE
 _buffer = MPI.buffer
 # mpi4py's predefined datatypes and reduction ops are module-level objects alive for the whole run:
 # recognised by identity (cheaper than Datatype.is_predefined or Op.__eq__) and keyed by handle
-_PREDEFINED_TYPES = {id(v): v.handle for v in vars(MPI).values()
+# (their key parts are made once: ``("dt", handle)``, ``("op", handle)``)
+_PREDEFINED_TYPES = {id(v): ("dt", v.handle) for v in vars(MPI).values()
                      if type(v) is MPI.Datatype and v != MPI.DATATYPE_NULL}
-_PREDEFINED_OPS = {id(v): v.handle for v in vars(MPI).values() if type(v) is MPI.Op and v != MPI.OP_NULL}
+_PREDEFINED_OPS = {id(v): ("op", v.handle) for v in vars(MPI).values() if type(v) is MPI.Op and v != MPI.OP_NULL}
 
 
 class _Uncacheable(Exception):
@@ -237,7 +259,7 @@ def _environ(name: bytes) -> Any:
     return value.encode() if value is not None else None
 
 
-def _memory(obj: Any, spans: list, refs: list) -> tuple:
+def _memory(obj: Any) -> tuple:
     """What identifies the memory of one buffer object: address, extent, writability, element format."""
     t = type(obj)
     if t in _BUFFERS or isinstance(obj, np.ndarray):
@@ -245,11 +267,9 @@ def _memory(obj: Any, spans: list, refs: list) -> tuple:
             buf = _buffer(obj)   # raises for a non-contiguous array (not cached; prepare explains)
         except Exception:
             raise _Uncacheable from None
-        spans.append((buf.address, buf.nbytes))
         extra = (obj.dtype, obj.shape, obj.strides) if isinstance(obj, np.ndarray) else (t, buf.format)
         return (buf.address, buf.nbytes, buf.readonly, *extra)
-    if backends.on_device(obj):     # a GPU array: keyed by identity, kept alive by the entry
-        refs.append(obj)
+    if backends.on_device(obj):     # a GPU array: keyed by identity, kept alive by the entry (see held)
         return ("device", id(obj), obj.shape, obj.strides, obj.dtype, type(obj))
     raise _Uncacheable
 
@@ -276,7 +296,7 @@ def _value(obj: Any) -> Any:
     raise _Uncacheable
 
 
-def _spec(spec: Any, key: list, refs: list, spans: list) -> None:
+def _spec(spec: Any, key: list) -> None:
     """Append the key of a ``[buf, count, displ, datatype]``-style spec (the common forms inline)."""
     if not spec:
         raise _Uncacheable
@@ -285,99 +305,144 @@ def _spec(spec: Any, key: list, refs: list, spans: list) -> None:
     key.append((type(spec), len(spec)))
     if t in _BUFFERS:
         buf = _buffer(obj)
-        spans.append((buf.address, buf.nbytes))
         key += (buf.address, buf.nbytes, buf.readonly, t, buf.format)
     else:
-        key.append(_memory(obj, spans, refs))
+        key.append(_memory(obj))
     for item in spec[1:]:
-        handle = _PREDEFINED_TYPES.get(id(item))
-        if handle is not None:
-            key.append(("dt", handle))
+        predefined = _PREDEFINED_TYPES.get(id(item))
+        if predefined is not None:
+            key.append(predefined)
         elif type(item) is int:
             key.append(item)
         else:
             key.append(_value(item))
 
 
-def call_key(method: str, args: Sequence[Any], algorithm: Any, values: tuple[int, ...] = ()
-             ) -> tuple[tuple, list, list] | None:
-    """``(key, objects to keep alive, the buffers' (address, nbytes))`` for a blocking call, or None.
-
-    None means the call must not be cached.
+def call_key(method: str, args: Sequence[Any], algorithm: Any, values: tuple[int, ...] = ()) -> tuple | None:
+    """The plan cache's key for a blocking call, or None: the call must not be cached.
 
     ``values`` are the positions of arguments that are counts, not buffers
     (``Reduce_scatter``'s ``recvcounts``).  This runs on every blocking call, so
     the common arguments (NumPy arrays, bytes-like objects in ``[buf, count,
     datatype]`` specs, ints, predefined datatypes and ops) are handled inline.
+
+    A NumPy array is keyed by address, extent, writability and dtype: it is
+    contiguous (``MPI.buffer`` refuses it otherwise) and bound in memory order,
+    so its shape and strides do not change the binding.  What the entry must
+    keep alive, and the memory it may view by address, come from :func:`held`,
+    computed only when a plan is stored.
     """
     env = _ENV if _ENV is not None else {k: _environ(k) for k in (_ALGO, _DEBUG, _GPU)}
     debug = env.get(_DEBUG)
     if (debug and debug != b"0") or type(algorithm) is not str:
         return None
     key: list = [method, algorithm, env.get(_ALGO), env.get(_GPU), selection._GENERATION]
-    refs: list = []
-    spans: list = []
     try:
         for i, a in enumerate(args):
             t = type(a)
             if t is np.ndarray:
                 buf = _buffer(a)
-                address, nbytes = buf.address, buf.nbytes
-                spans.append((address, nbytes))
-                key += (address, nbytes, buf.readonly, a.dtype, a.shape, a.strides)
+                key += (buf.address, buf.nbytes, buf.readonly, a.dtype)
             elif t is int or a is None:
                 key.append(a)
             elif i in values:
                 key.append(_value(a))
             elif t is list or t is tuple:
-                _spec(a, key, refs, spans)
+                _spec(a, key)
             elif t is MPI.Op and id(a) in _PREDEFINED_OPS:
-                key.append(("op", _PREDEFINED_OPS[id(a)]))
+                key.append(_PREDEFINED_OPS[id(a)])
             elif a is _IN_PLACE:
                 key.append("IN_PLACE")
-            elif isinstance(a, (MPI.Op, Op)):
-                refs.append(a)            # kept alive by the entry: its id cannot be reused meanwhile
+            elif isinstance(a, (MPI.Op, Op)):   # kept alive by the entry (see held): its id is not reused meanwhile
                 key.append(("op", id(a), a.handle if isinstance(a, MPI.Op) else 0))
             else:
-                key.append(_memory(a, spans, refs))
-    except _Uncacheable:
+                key.append(_memory(a))
+    except Exception:   # _Uncacheable, or e.g. MPI.buffer refused a non-contiguous array: prepare explains
         return None
-    except Exception:   # e.g. MPI.buffer refused a non-contiguous array: prepare gives the clear error
-        return None
-    return tuple(key), refs, spans
+    return tuple(key)
+
+
+def held(args: Sequence[Any], values: tuple[int, ...] = ()) -> tuple[list, list]:
+    """``(objects the cache entry keeps alive, the host buffers' (address, nbytes))`` of a cacheable call.
+
+    Kept alive: user-defined ops and GPU arrays, which the key names by identity.
+    The spans are the memory a plan may view by address (:meth:`Plan.detach`).
+    """
+    refs: list = []
+    spans: list = []
+    for i, a in enumerate(args):
+        if i in values or a is None or a is _IN_PLACE or type(a) is int:
+            continue
+        obj = a[0] if (type(a) is list or type(a) is tuple) and a else a
+        if isinstance(obj, (MPI.Op, Op)):
+            if id(obj) not in _PREDEFINED_OPS:
+                refs.append(obj)
+        elif backends.on_device(obj):
+            refs.append(obj)
+        else:
+            try:
+                buf = _buffer(obj)
+            except Exception:
+                continue
+            spans.append((buf.address, buf.nbytes))
+    return refs, spans
 
 
 # -- the cache -------------------------------------------------------------------------------------
 
+def _skip(tag: int) -> None:
+    """What a cached call with nothing to do runs."""
+
+
+class _Entry:
+    """One cached plan, ``run(tag)`` (the plan's runner), what it keeps alive, and whether it was used
+    since the last eviction sweep."""
+
+    __slots__ = ("plan", "run", "refs", "used")
+
+    def __init__(self, plan: Plan, run: Callable[[int], None], refs: list) -> None:
+        self.plan, self.run, self.refs, self.used = plan, run, refs, False
+
+
 class PlanCache:
-    """Bound plans of one communicator's blocking calls, least recently used first out.
+    """Bound plans of one communicator's blocking calls, least recently used first out (approximately).
 
     Holds at most ``entries`` plans whose own memory (scratch buffers) totals at
     most ``scratch`` bytes.  Plans view the callers' memory by address (see
     :meth:`Plan.detach`), so an entry keeps no buffer of the caller alive.
+
+    Eviction is "second chance" (the clock algorithm): a hit only marks its
+    entry used, which costs nothing like the re-hashing of a strict LRU move;
+    when room is needed, the oldest entry goes unless it was used since the last
+    sweep, in which case it is unmarked and moved to the young end.
     """
 
     def __init__(self, entries: int = PLAN_CACHE_ENTRIES, scratch: int = PLAN_CACHE_SCRATCH) -> None:
         self.entries = entries
         self.scratch = scratch
         self.scratch_held = 0
-        self.data: OrderedDict[tuple, tuple[Plan, list]] = OrderedDict()
+        self.data: dict[tuple, _Entry] = {}
         self.shared: np.ndarray | None = None   # the scratch arena of the blocking plans (see arena)
 
     def __len__(self) -> int:
         return len(self.data)
+
+    def plans(self) -> list[Plan]:
+        """The cached plans, oldest first."""
+        return [entry.plan for entry in self.data.values()]
 
     def get(self, key: tuple) -> Plan | None:
         """The plan cached under ``key`` (:data:`NOTHING` for a call with nothing to do), or None."""
         hit = self.data.get(key)
         if hit is None:
             return None
-        self.data.move_to_end(key)
-        return hit[0]
+        hit.used = True
+        return hit.plan
 
-    def put(self, key: tuple, plan: Plan | None, refs: list, spans: list) -> None:
-        """Remember ``plan`` (detached from the caller's memory ``spans``) under ``key``; evict the least recent.
+    def put(self, key: tuple, plan: Plan | None, refs: list, spans: list, comm: Any = None) -> None:
+        """Remember ``plan`` (detached from the caller's memory ``spans``) under ``key``; evict to make room.
 
+        ``comm`` is the private communicator the plan will run on (unused for None).
         A call with nothing to do (``plan`` None: a zero count, one rank) is
         remembered as :data:`NOTHING`, so that repeating it skips its checks too.
         """
@@ -390,15 +455,22 @@ class PlanCache:
             if plan.owned_bytes > self.scratch:
                 return
         self.discard(key)
-        self.data[key] = (plan, refs)
+        self.data[key] = _Entry(plan, _skip if plan is NOTHING else plan.runner(comm), refs)
         self.scratch_held += plan.owned_bytes
-        while len(self.data) > self.entries or self.scratch_held > self.scratch:
-            self.discard(next(iter(self.data)))
+        data = self.data
+        while len(data) > self.entries or self.scratch_held > self.scratch:
+            oldest = next(iter(data))
+            entry = data[oldest]
+            if entry.used and oldest != key:   # a second chance: to the young end, unmarked
+                entry.used = False
+                data[oldest] = data.pop(oldest)
+            else:
+                self.discard(oldest)
 
     def discard(self, key: tuple) -> None:
         entry = self.data.pop(key, None)
         if entry is not None:
-            self.scratch_held -= entry[0].owned_bytes
+            self.scratch_held -= entry.plan.owned_bytes
 
     def clear(self) -> None:
         self.data.clear()

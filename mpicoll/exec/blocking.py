@@ -14,6 +14,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
+import numpy as np
 from mpi4py import MPI
 
 from ..layout import Layout
@@ -59,6 +60,7 @@ def bind(schedule: Schedule, arrays: dict[str, Any], layouts: dict[str, Layout],
         k = itemsize[block.buf]
         return raw[block.buf][start * k:stop * k]
 
+    ufunc = getattr(reduce, "ufunc", None)   # a predefined op: the ufunc takes (left, right, out) itself
     bound: list[BoundRound] = []
     for rnd in schedule.rounds:
         if not rnd:
@@ -66,12 +68,20 @@ def bind(schedule: Schedule, arrays: dict[str, Any], layouts: dict[str, Layout],
         steps: list[Callable[[], None]] = []
         for st in rnd.steps:
             if isinstance(st, Reduce):
-                steps.append(partial(reduce, typed(st.out), typed(st.left), typed(st.right)))
+                out, left, right = typed(st.out), typed(st.left), typed(st.right)
+                steps.append(partial(reduce, out, left, right) if ufunc is None else partial(ufunc, left, right, out))
             elif not _same_memory(arrays, st.out, st.src):
-                steps.append(partial(xp.copyto, typed(st.out), typed(st.src)))
+                steps.append(_copy(typed(st.out), typed(st.src), xp))
         bound.append(([(message(x.block), x.peer) for x in rnd.sends],
                       [(message(x.block), x.peer) for x in rnd.recvs], steps))
     return bound
+
+
+def _copy(out: Any, src: Any, xp: Any) -> Callable[[], None]:
+    """``out[...] = src`` as a call with no arguments (for NumPy, item assignment: cheaper than copyto)."""
+    if type(out) is np.ndarray:
+        return partial(out.__setitem__, Ellipsis, src)
+    return partial(xp.copyto, out, src)
 
 
 def _same_memory(arrays: dict[str, Any], a: Block, b: Block) -> bool:
