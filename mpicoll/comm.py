@@ -19,7 +19,6 @@ from mpi4py import MPI
 from . import guard
 from .datatypes import staging
 from .exec import nonblocking
-from .exec.blocking import execute
 from .exec.nonblocking import Prequest, Request
 from .plan import NOTHING, Plan, PlanCache, call_key, held, scratch_from
 

@@ -42,8 +42,8 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from functools import partial
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
