@@ -259,6 +259,15 @@ def _environ(name: bytes) -> Any:
     return value.encode() if value is not None else None
 
 
+def _element(obj: Any, t: type) -> str:
+    """The element format a bytes-like object is read as (NumPy reads a buffer in its own format)."""
+    if t is array.array:
+        return obj.typecode
+    if t is memoryview:
+        return obj.format
+    return "B"
+
+
 def _memory(obj: Any) -> tuple:
     """What identifies the memory of one buffer object: address, extent, writability, element format."""
     t = type(obj)
@@ -267,8 +276,8 @@ def _memory(obj: Any) -> tuple:
             buf = _buffer(obj)   # raises for a non-contiguous array (not cached; prepare explains)
         except Exception:
             raise _Uncacheable from None
-        extra = (obj.dtype, obj.shape, obj.strides) if isinstance(obj, np.ndarray) else (t, buf.format)
-        return (buf.address, buf.nbytes, buf.readonly, *extra)
+        element = obj.dtype if isinstance(obj, np.ndarray) else (t, _element(obj, t))
+        return (buf.address, buf.nbytes, buf.readonly, element)
     if backends.on_device(obj):     # a GPU array: keyed by identity, kept alive by the entry (see held)
         return ("device", id(obj), obj.shape, obj.strides, obj.dtype, type(obj))
     raise _Uncacheable
@@ -305,7 +314,7 @@ def _spec(spec: Any, key: list) -> None:
     key.append((type(spec), len(spec)))
     if t in _BUFFERS:
         buf = _buffer(obj)
-        key += (buf.address, buf.nbytes, buf.readonly, t, buf.format)
+        key += (buf.address, buf.nbytes, buf.readonly, t, _element(obj, t))
     else:
         key.append(_memory(obj))
     for item in spec[1:]:
@@ -318,8 +327,11 @@ def _spec(spec: Any, key: list) -> None:
             key.append(_value(item))
 
 
-def call_key(method: str, args: Sequence[Any], algorithm: Any, values: tuple[int, ...] = ()) -> tuple | None:
+def _call_key(method: str, args: Sequence[Any], algorithm: Any, values: tuple[int, ...] = ()) -> tuple | None:
     """The plan cache's key for a blocking call, or None: the call must not be cached.
+
+    This is the definition; :func:`call_key` is the compiled copy of it
+    (``mpicoll/_callkey.c``) when that was built, and this function otherwise.
 
     ``values`` are the positions of arguments that are counts, not buffers
     (``Reduce_scatter``'s ``recvcounts``).  This runs on every blocking call, so
@@ -360,6 +372,23 @@ def call_key(method: str, args: Sequence[Any], algorithm: Any, values: tuple[int
     except Exception:   # _Uncacheable, or e.g. MPI.buffer refused a non-contiguous array: prepare explains
         return None
     return tuple(key)
+
+
+def _compiled_call_key() -> Callable[..., tuple | None]:
+    """The compiled key builder bound to this module's tables, or this module's own where it is not built."""
+    try:
+        from . import _callkey  # noqa: PLC0415 - optional: built from mpicoll/_callkey.c at install
+    except ImportError:
+        return _call_key
+    if _ENV is None:
+        return _call_key
+    _callkey.init(_call_key, _ENV, vars(selection), np.ndarray, _BUFFERS, _PREDEFINED_TYPES, _PREDEFINED_OPS,
+                  MPI.Op, _IN_PLACE)
+    return _callkey.call_key
+
+
+#: ``call_key(method, args, algorithm, values=())``: what every blocking call runs (see :func:`_call_key`)
+call_key = _compiled_call_key()
 
 
 def held(args: Sequence[Any], values: tuple[int, ...] = ()) -> tuple[list, list]:

@@ -90,19 +90,26 @@ def _same_memory(arrays: dict[str, Any], a: Block, b: Block) -> bool:
 
 def execute(bound: list[BoundRound], comm: MPI.Comm, tag: int = 0) -> None:
     """Run bound rounds on ``comm`` (a private communicator), in order."""
-    sendrecv, send, recv = comm.Sendrecv, comm.Send, comm.Recv
-    isend, irecv, waitall = comm.Isend, comm.Irecv, MPI.Request.Waitall
     for sends, recvs, steps in bound:
-        if len(sends) == 1 and len(recvs) == 1:
-            (sbuf, dest), (rbuf, source) = sends[0], recvs[0]
-            sendrecv(sbuf, dest, tag, rbuf, source, tag)
-        elif len(sends) == 1 and not recvs:
-            send(sends[0][0], sends[0][1], tag)
-        elif len(recvs) == 1 and not sends:
-            recv(recvs[0][0], recvs[0][1], tag)
-        elif sends or recvs:
-            requests = [irecv(buf, peer, tag) for buf, peer in recvs]
-            requests += [isend(buf, peer, tag) for buf, peer in sends]
-            waitall(requests)
+        if sends:
+            if len(sends) == 1 and not recvs:
+                comm.Send(sends[0][0], sends[0][1], tag)
+            elif len(sends) == 1 and len(recvs) == 1:
+                (sbuf, dest), (rbuf, source) = sends[0], recvs[0]
+                comm.Sendrecv(sbuf, dest, tag, rbuf, source, tag)
+            else:
+                _exchange(sends, recvs, comm, tag)
+        elif recvs:
+            if len(recvs) == 1:
+                comm.Recv(recvs[0][0], recvs[0][1], tag)
+            else:
+                _exchange(sends, recvs, comm, tag)
         for step in steps:
             step()
+
+
+def _exchange(sends: list[tuple[Any, int]], recvs: list[tuple[Any, int]], comm: MPI.Comm, tag: int) -> None:
+    """A round of several messages: every receive posted, then every send; wait for all."""
+    requests = [comm.Irecv(buf, peer, tag) for buf, peer in recvs]
+    requests += [comm.Isend(buf, peer, tag) for buf, peer in sends]
+    MPI.Request.Waitall(requests)

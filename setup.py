@@ -1,0 +1,10 @@
+"""Only the optional compiled part; everything else is in setup.cfg.
+
+``mpicoll._callkey`` builds the plan cache's key in C (the blocking call path's
+largest cost in Python).  It is optional: without a C compiler the install goes
+on and mpicoll uses the same function in Python (``mpicoll.plan._call_key``).
+"""
+
+from setuptools import Extension, setup
+
+setup(ext_modules=[Extension("mpicoll._callkey", ["mpicoll/_callkey.c"], optional=True)])

@@ -1,0 +1,95 @@
+"""The compiled key builder (mpicoll/_callkey.c) gives exactly the Python definition's key, for every form."""
+
+from __future__ import annotations
+
+import array
+import mmap
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+from mpicoll import Op, plan, selection
+
+compiled = pytest.mark.skipif(plan.call_key is plan._call_key, reason="mpicoll._callkey is not built")
+
+_region = mmap.mmap(-1, 64)
+_bytes = bytearray(64)
+_x = np.arange(8, dtype=np.float64)
+_y = np.zeros(8)
+_user_op = MPI.Op.Create(lambda a, b, t: None, commute=True)
+
+
+def _cases() -> dict[str, tuple]:
+    readonly = np.arange(4.0)
+    readonly.flags.writeable = False
+    return {
+        "arrays": (_x, _y, MPI.SUM),
+        "in place": (MPI.IN_PLACE, _y, MPI.MAX),
+        "root": (_x, _y, MPI.SUM, 1),
+        "no args": (),
+        "bcast mmap spec": ([_region, 1, MPI.BYTE], 0),
+        "bytearray spec": ([_bytes, 8, MPI.DOUBLE], None),
+        "tuple spec": ((_bytes, MPI.INT),),
+        "ndarray spec": ([_x, MPI.DOUBLE], [_y, 4, MPI.DOUBLE]),
+        "array spec": ([array.array("d", [1.0, 2.0]), MPI.DOUBLE],),
+        "array int": (array.array("i", [1, 2, 3, 4]),),
+        "memoryview double": ([memoryview(_bytes).cast("d"), MPI.DOUBLE],),
+        "memoryview int": ([memoryview(_bytes).cast("i"), MPI.INT],),
+        "bytes": ([b"abcd", MPI.BYTE],),
+        "read-only array": (readonly, _y),
+        "2-D Fortran array": (np.zeros((3, 4), order="F"), _y),
+        "non-contiguous": (_x[::2], _y[:4]),     # MPI.buffer refuses it: no key
+        "empty spec": ([], _y),
+        "count and displacement": ([_bytes, (2, 1), MPI.INT], _y),
+        "counts list": ([_bytes, [1, 2], [0, 1], MPI.INT], _y),
+        "derived datatype": ([_bytes, 1, MPI.INT.Create_contiguous(2).Commit()], _y),
+        "user op": (_x, _y, _user_op),
+        "mpicoll op": (_x, _y, Op(lambda a, b: a + b, commute=True)),
+        "float": (_x, 1.5),
+        "bool": (_x, True),
+        "numpy int": (_x, np.int64(3)),
+        "list of arrays": ([_x, _y],),
+        "object": (object(),),
+    }
+
+
+@compiled
+@pytest.mark.parametrize("name", sorted(_cases()))
+@pytest.mark.parametrize("algorithm", ["auto", "ring", None])
+def test_compiled_key_is_the_python_key(name, algorithm):
+    args = _cases()[name]
+    assert plan.call_key("Allreduce", args, algorithm) == plan._call_key("Allreduce", args, algorithm)
+
+
+@compiled
+def test_compiled_key_follows_the_environment_and_the_tuning_generation(monkeypatch):
+    args = (_x, _y, MPI.SUM)
+    before = plan.call_key("Allreduce", args, "auto")
+    monkeypatch.setenv("MPICOLL_ALGO", "allreduce=ring")
+    monkeypatch.setenv("MPICOLL_GPU_TRANSPORT", "staged")
+    forced = plan.call_key("Allreduce", args, "auto")
+    assert forced != before and forced == plan._call_key("Allreduce", args, "auto")
+    monkeypatch.setattr(selection, "_GENERATION", selection._GENERATION + 1)
+    assert plan.call_key("Allreduce", args, "auto") not in (before, forced)
+    for debug, cached in (("1", False), ("yes", False), ("0", True), ("", True)):
+        monkeypatch.setenv("MPICOLL_DEBUG", debug)
+        assert (plan.call_key("Allreduce", args, "auto") is not None) is cached
+        assert plan._call_key("Allreduce", args, "auto") == plan.call_key("Allreduce", args, "auto")
+
+
+@compiled
+def test_compiled_key_hands_counts_by_value_to_python():
+    counts = np.array([2, 2], dtype=np.int32)
+    args = (_x[:4], _y[:2], counts, MPI.SUM)
+    assert plan.call_key("Reduce_scatter", args, "auto", (2,)) == plan._call_key("Reduce_scatter", args, "auto", (2,))
+    assert plan.call_key("Reduce_scatter", args, "auto", (2,)) is not None
+
+
+def test_element_formats_are_part_of_the_key():
+    # the same memory read as doubles or as ints must never share a plan
+    as_double = [memoryview(_bytes).cast("d"), MPI.DOUBLE]
+    as_int = [memoryview(_bytes).cast("i"), MPI.DOUBLE]
+    assert plan.call_key("Bcast", (as_double, 0), "auto") != plan.call_key("Bcast", (as_int, 0), "auto")
+    doubles, ints = array.array("d", bytes(16)), array.array("i", bytes(16))
+    assert plan._call_key("Bcast", (doubles, 0), "auto")[5:] != plan._call_key("Bcast", (ints, 0), "auto")[5:]
