@@ -21,7 +21,7 @@ from mpi4py import MPI
 
 import mpicoll
 from mpicoll.exec.blocking import execute
-from mpicoll.plan import call_key
+from mpicoll.plan import _call_key, call_key
 
 world = MPI.COMM_WORLD
 comm = mpicoll.Comm(world)
@@ -30,7 +30,7 @@ x, y = np.ones(1), np.empty(1)
 comm.Bcast([region, 1, MPI.BYTE], 0)
 comm.Allreduce(x, y)
 bcast_key = call_key("Bcast", ([region, 1, MPI.BYTE], 0), "auto")
-bcast_plan = comm.plans.get(bcast_key)
+bcast_rounds = comm.plans.get(bcast_key).rounds()
 
 STATEMENTS = {
     "builtin_bcast": lambda: world.Bcast([region, 1, MPI.BYTE], 0),
@@ -39,8 +39,10 @@ STATEMENTS = {
     "mpicoll_allreduce": lambda: comm.Allreduce(x, y),
     "call_key_bcast": lambda: call_key("Bcast", ([region, 1, MPI.BYTE], 0), "auto"),
     "call_key_allreduce": lambda: call_key("Allreduce", (x, y, MPI.SUM), "auto"),
+    "python_call_key_bcast": lambda: _call_key("Bcast", ([region, 1, MPI.BYTE], 0), "auto"),
+    "python_call_key_allreduce": lambda: _call_key("Allreduce", (x, y, MPI.SUM), "auto"),
     "cache_lookup": lambda: comm.plans.get(bcast_key),
-    "execute_bcast_plan": lambda: execute(bcast_plan.rounds(), comm.private, 5),
+    "execute_bcast_plan": lambda: execute(bcast_rounds, comm.private, 5),
     "numpy_add_in_place": lambda: np.add(x, y, out=y),
     "loop_only": lambda: None,
 }

@@ -17,5 +17,5 @@ fi
 for name in "${names[@]}"; do
     base=$(count "$name" 0)
     full=$(count "$name" "$n")
-    printf '%-22s %8d instructions per call\n' "$name" $(( (full - base) / n ))
+    printf '%-26s %8d instructions per call\n' "$name" $(( (full - base) / n ))
 done

@@ -5,15 +5,20 @@ A :class:`Plan` is what every path runs: the blocking executor
 requests all take its bound rounds, the private MPI communicator and a tag.
 
 Blocking calls look their plan up in a :class:`PlanCache` (one per
-communicator) before parsing anything.  The key is built from what determines
-the binding:
+communicator) before parsing anything.  The key (:func:`call_key`) is built
+from what determines the binding:
 
 - each buffer's *memory*: its address, extent and writability, and how the
-  call reads it (a NumPy array's dtype, shape and strides; another object's
-  type and buffer format);
+  call reads it (a NumPy array's dtype; another object's type and element
+  format);
 - the counts, displacements and (predefined) datatypes of ``[buf, ...]`` specs;
 - the op, the root, the algorithm asked for, ``MPICOLL_ALGO`` and the tuning
   file's generation.
+
+The key is built on every blocking call, so it is compiled when it can be
+(``mpicoll/_callkey.c``, an optional C extension that returns exactly the key
+of the Python definition, :func:`_call_key`, and hands it the forms it does not
+handle itself).
 
 A cached plan views the user's memory through raw addresses
 (``MPI.buffer.fromaddress``), not through the user's objects, so caching
@@ -26,9 +31,9 @@ cannot describe (derived datatypes, user objects of unknown kind,
 ``MPICOLL_DEBUG``), and plans that finish by writing to a user object (an
 in-place result copied back), are not cached.
 
-The cache is a least-recently-used map of at most :data:`PLAN_CACHE_ENTRIES`
-plans per communicator.  Blocking calls on one communicator run one at a time,
-so the scratch buffers of their plans all view one arena per communicator
+The cache holds at most :data:`PLAN_CACHE_ENTRIES` plans per communicator
+(evicted by the clock algorithm, an approximation of least recently used).
+Blocking calls on one communicator run one at a time, so the scratch buffers of their plans all view one arena per communicator
 (:meth:`PlanCache.arena`), as large as the largest scratch a plan needs, at most
 :data:`PLAN_CACHE_SCRATCH` bytes; memory a plan allocates for itself otherwise
 (a non-root's stand-in receive buffer, say) totals at most that much again.

@@ -119,6 +119,31 @@ def test_buffers_that_differ_never_reuse_a_stale_plan():
     check(bool(np.all(view == 9)), "a moved buffer received nothing")
 
 
+def test_the_same_memory_read_in_another_format_gets_its_own_plan():
+    # a bytes-like buffer without a datatype is read in its own element format: doubles, then ints
+    comm = _comm()
+    send, recv = bytearray(32), bytearray(32)
+    product = np.prod(np.arange(2, WORLD.size + 2))   # of rank + 2 over the ranks (a plan of doubles gives 0)
+    for fmt, dtype in (("d", np.float64), ("i", np.int32), ("d", np.float64)):
+        np.frombuffer(send, dtype)[...] = WORLD.rank + 2
+        comm.Allreduce(memoryview(send).cast(fmt), memoryview(recv).cast(fmt), op=MPI.PROD)
+        got = np.frombuffer(recv, dtype)
+        check(bool(np.all(got == product)), f"{fmt}: {got}, expected {product}")
+
+
+def test_arrays_of_other_shapes_on_the_same_memory_are_bound_in_memory_order():
+    # the key leaves out shape and strides: contiguous arrays are bound in memory order, whatever their shape
+    comm = _comm()
+    memory = np.zeros(12)
+    ref = np.zeros(12)
+    for view in (lambda m: m, lambda m: m.reshape(3, 4), lambda m: m.reshape(4, 3).T, lambda m: m.reshape(2, 6)):
+        for m in (memory, ref):
+            m[...] = np.arange(12) * (WORLD.rank + 1)
+        comm.Allreduce(MPI.IN_PLACE, view(memory), op=MPI.SUM)
+        WORLD.Allreduce(MPI.IN_PLACE, view(ref), op=MPI.SUM)
+        check(np.array_equal(memory, ref), f"{memory} instead of the built-in's {ref}")
+
+
 def _resident() -> int:
     with open("/proc/self/statm") as fh:
         return int(fh.read().split()[1]) * mmap.PAGESIZE
