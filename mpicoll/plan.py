@@ -33,8 +33,9 @@ in-place result copied back), are not cached.
 
 The cache holds at most :data:`PLAN_CACHE_ENTRIES` plans per communicator
 (evicted by the clock algorithm, an approximation of least recently used).
-Blocking calls on one communicator run one at a time, so the scratch buffers of their plans all view one arena per communicator
-(:meth:`PlanCache.arena`), as large as the largest scratch a plan needs, at most
+Blocking calls on one communicator run one at a time, so the scratch buffers
+of their plans all view one arena per communicator (:meth:`PlanCache.arena`),
+as large as the largest scratch a plan needs, at most
 :data:`PLAN_CACHE_SCRATCH` bytes; memory a plan allocates for itself otherwise
 (a non-root's stand-in receive buffer, say) totals at most that much again.
 """
