@@ -3,8 +3,9 @@
  * The same function as mpicoll.plan._call_key (the pure-Python one, which stays
  * the definition): it returns the very same tuple, or None, for the same
  * arguments.  It handles the common argument forms itself (NumPy arrays, ints,
- * None, MPI.IN_PLACE, predefined ops, and [buf, count, datatype]-style specs
- * whose buffer is a NumPy array or a bytes-like object); for anything else it
+ * None, MPI.IN_PLACE, predefined ops, [buf, count, datatype]-style specs whose
+ * buffer is a NumPy array or a bytes-like object, and counts in ints, lists,
+ * tuples or array.array); for anything else it
  * calls the Python function, so it never decides differently.  A key is built
  * on every blocking call, and in Python that was the largest part of a cached
  * call's cost.
@@ -13,6 +14,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <string.h>
 
 /* set once by init(): the objects the Python key builder uses */
 static PyObject *fallback;          /* mpicoll.plan._call_key */
@@ -26,7 +28,7 @@ static PyObject *mpi_op_type;       /* MPI.Op */
 static PyObject *in_place;          /* MPI.IN_PLACE */
 static PyObject *array_type;        /* array.array */
 
-static PyObject *s_algo, *s_debug, *s_gpu, *s_zero, *s_generation, *s_dtype, *s_typecode, *s_in_place, *s_b;
+static PyObject *s_algo, *s_debug, *s_gpu, *s_zero, *s_generation, *s_dtype, *s_typecode, *s_in_place, *s_b, *s_array;
 
 #define FALLBACK ((PyObject *)1)   /* "let the Python function decide" */
 
@@ -64,6 +66,65 @@ element(PyObject *obj)
         return PyObject_GetAttr(obj, s_typecode);
     Py_INCREF(s_b);   /* bytearray, bytes, mmap.mmap */
     return s_b;
+}
+
+/* the key part of a count or counts given by value, appended to key (as plan._value for the forms
+   handled here: an int, a list or tuple of ints, an array.array of integers): 0, -2 (error), 1 (fall back) */
+static int
+append_value(PyObject *key, PyObject *obj)
+{
+    PyObject *part = NULL;
+    if (PyLong_CheckExact(obj)) {
+        return PyList_Append(key, obj) < 0 ? -2 : 0;
+    }
+    if (PyList_CheckExact(obj) || PyTuple_CheckExact(obj)) {
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
+        PyObject **items = PySequence_Fast_ITEMS(obj);
+        part = PyTuple_New(n + 1);
+        if (part == NULL)
+            return -2;
+        Py_INCREF(Py_TYPE(obj));
+        PyTuple_SET_ITEM(part, 0, (PyObject *)Py_TYPE(obj));
+        for (Py_ssize_t j = 0; j < n; j++) {
+            if (!PyLong_CheckExact(items[j])) {
+                Py_DECREF(part);
+                return 1;
+            }
+            Py_INCREF(items[j]);
+            PyTuple_SET_ITEM(part, j + 1, items[j]);
+        }
+    }
+    else if ((PyObject *)Py_TYPE(obj) == array_type) {
+        PyObject *typecode = PyObject_GetAttr(obj, s_typecode);
+        if (typecode == NULL)
+            return -2;
+        Py_ssize_t n = PySequence_Size(obj);
+        const char *code = PyUnicode_AsUTF8(typecode);
+        if (n < 0 || code == NULL) {
+            Py_DECREF(typecode);
+            return -2;
+        }
+        if (n > 4096 || code[0] == 0 || code[1] != 0 || strchr("bBhHiIlLqQ", code[0]) == NULL) {
+            Py_DECREF(typecode);
+            return 1;
+        }
+        PyObject *contents = PyObject_CallMethod(obj, "tobytes", NULL);
+        if (contents == NULL) {
+            Py_DECREF(typecode);
+            return -2;
+        }
+        part = PyTuple_Pack(3, s_array, typecode, contents);
+        Py_DECREF(typecode);
+        Py_DECREF(contents);
+        if (part == NULL)
+            return -2;
+    }
+    else {
+        return 1;
+    }
+    int rc = PyList_Append(key, part) < 0 ? -2 : 0;
+    Py_DECREF(part);
+    return rc;
 }
 
 /* the key parts of a [buf, count, displ, datatype]-style spec, appended to key: 0, -1 (key None),
@@ -129,8 +190,14 @@ append_spec(PyObject *key, PyObject *spec)
             return -2;
         PyObject *part = PyDict_GetItemWithError(predefined_types, id);   /* borrowed */
         Py_DECREF(id);
-        if (part == NULL)
-            return PyErr_Occurred() ? -2 : 1;
+        if (part == NULL) {
+            if (PyErr_Occurred())
+                return -2;
+            int rc = append_value(key, item);   /* counts, displacements */
+            if (rc != 0)
+                return rc;
+            continue;
+        }
         if (PyList_Append(key, part) < 0)
             return -2;
     }
@@ -148,8 +215,8 @@ build(PyObject *method, PyObject *args, PyObject *algorithm, PyObject *values)
         Py_RETURN_NONE;
     if (!PyUnicode_CheckExact(algorithm))
         Py_RETURN_NONE;
-    if (!PyTuple_Check(args) || !PyTuple_Check(values) || PyTuple_GET_SIZE(values) != 0)
-        return FALLBACK;   /* counts given by value (Reduce_scatter): the Python function */
+    if (!PyTuple_Check(args) || !PyTuple_Check(values))
+        return FALLBACK;
     PyObject *algo = PyDict_GetItemWithError(environ_data, s_algo);
     PyObject *gpu = algo || !PyErr_Occurred() ? PyDict_GetItemWithError(environ_data, s_gpu) : NULL;
     PyObject *generation = PyErr_Occurred() ? NULL : PyDict_GetItemWithError(selection_dict, s_generation);
@@ -167,7 +234,17 @@ build(PyObject *method, PyObject *args, PyObject *algorithm, PyObject *values)
         PyObject *a = PyTuple_GET_ITEM(args, i);
         PyTypeObject *t = Py_TYPE(a);
         int rc = 0;
-        if ((PyObject *)t == ndarray_type) {
+        int by_value = 0;   /* a position of counts given by value (Reduce_scatter's recvcounts) */
+        for (Py_ssize_t v = 0; v < PyTuple_GET_SIZE(values); v++) {
+            Py_ssize_t position = PyLong_AsSsize_t(PyTuple_GET_ITEM(values, v));
+            if (position == -1 && PyErr_Occurred())
+                goto error;
+            by_value |= position == i;
+        }
+        if (by_value) {
+            rc = append_value(key, a);
+        }
+        else if ((PyObject *)t == ndarray_type) {
             rc = append_memory(key, a);
             if (rc == 0) {
                 PyObject *dtype = PyObject_GetAttr(a, s_dtype);
@@ -289,7 +366,9 @@ PyInit__callkey(void)
     s_typecode = PyUnicode_InternFromString("typecode");
     s_in_place = PyUnicode_InternFromString("IN_PLACE");
     s_b = PyUnicode_InternFromString("B");
-    if (!s_algo || !s_debug || !s_gpu || !s_zero || !s_generation || !s_dtype || !s_typecode || !s_in_place || !s_b)
+    s_array = PyUnicode_InternFromString("array");
+    if (!s_algo || !s_debug || !s_gpu || !s_zero || !s_generation || !s_dtype || !s_typecode || !s_in_place || !s_b
+        || !s_array)
         return NULL;
     PyObject *array_module = PyImport_ImportModule("array");
     if (array_module == NULL)

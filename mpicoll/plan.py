@@ -358,13 +358,13 @@ def _call_key(method: str, args: Sequence[Any], algorithm: Any, values: tuple[in
     try:
         for i, a in enumerate(args):
             t = type(a)
-            if t is np.ndarray:
+            if values and i in values:    # counts by value, even in a NumPy array (its contents may change)
+                key.append(_value(a))
+            elif t is np.ndarray:
                 buf = _buffer(a)
                 key += (buf.address, buf.nbytes, buf.readonly, a.dtype)
             elif t is int or a is None:
                 key.append(a)
-            elif i in values:
-                key.append(_value(a))
             elif t is list or t is tuple:
                 _spec(a, key)
             elif t is MPI.Op and id(a) in _PREDEFINED_OPS:

@@ -144,6 +144,26 @@ def test_arrays_of_other_shapes_on_the_same_memory_are_bound_in_memory_order():
         check(np.array_equal(memory, ref), f"{memory} instead of the built-in's {ref}")
 
 
+@pytest.mark.parametrize("kind", ["numpy", "array", "list"])
+def test_counts_changed_in_place_make_a_new_plan(kind):
+    # Reduce_scatter's recvcounts are keyed by value: new contents in the same object are a new call.  With
+    # p >= 3 the second counts give rank 1 the same count as before, so only the contents tell the calls apart.
+    comm = _comm()
+    p = WORLD.size
+    send = np.arange(2 * p, dtype=np.float64) + WORLD.rank
+    total = p * np.arange(2 * p) + p * (p - 1) / 2      # the sum of every rank's send buffer
+    recv = np.zeros(2 * p)
+    counts = {"numpy": np.full(p, 2, dtype=np.int32), "array": array.array("i", [2] * p), "list": [2] * p}[kind]
+    second = [1, 2, 3] + [2] * (p - 3) if p >= 3 else [2] * p
+    for values in ([2] * p, second, [2] * p, second):
+        for i, v in enumerate(values):
+            counts[i] = v
+        n, start = values[WORLD.rank], sum(values[:WORLD.rank])
+        recv[...] = -1
+        comm.Reduce_scatter(send, [recv, n, MPI.DOUBLE], counts, op=MPI.SUM)
+        check(np.array_equal(recv[:n], total[start:start + n]), f"counts {values}: {recv[:n]}")
+
+
 def _resident() -> int:
     with open("/proc/self/statm") as fh:
         return int(fh.read().split()[1]) * mmap.PAGESIZE

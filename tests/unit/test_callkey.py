@@ -50,6 +50,13 @@ def _cases() -> dict[str, tuple]:
         "bool": (_x, True),
         "numpy int": (_x, np.int64(3)),
         "list of arrays": ([_x, _y],),
+        "alltoallv array counts": ([_bytes, array.array("i", [4, 4]), array.array("i", [0, 4]), MPI.BYTE],
+                                   [_region, array.array("i", [4, 4]), array.array("i", [0, 4]), MPI.BYTE]),
+        "gatherv list counts": (_x, [_y, [4, 4], [0, 4], MPI.DOUBLE], 0),
+        "tuple counts": ([_y, (4, 4), (0, 4), MPI.DOUBLE],),
+        "float array counts": ([_bytes, array.array("d", [1.0]), MPI.BYTE],),
+        "long array counts": ([_bytes, array.array("i", range(5000)), MPI.BYTE],),
+        "bool in counts": ([_bytes, [True, 2], MPI.BYTE],),
         "object": (object(),),
     }
 
@@ -79,11 +86,38 @@ def test_compiled_key_follows_the_environment_and_the_tuning_generation(monkeypa
 
 
 @compiled
-def test_compiled_key_hands_counts_by_value_to_python():
+@pytest.mark.parametrize("counts", [np.array([2, 2], dtype=np.int32), array.array("i", [2, 2]), [2, 2], (2, 2), 4,
+                                    np.array([2.0, 2.0]), None], ids=repr)
+def test_compiled_key_of_counts_given_by_value(counts):
+    args = (_x[:4], _y[:2], counts, MPI.SUM)
+    key = plan.call_key("Reduce_scatter", args, "auto", (2,))
+    assert key == plan._call_key("Reduce_scatter", args, "auto", (2,))
+
+
+def test_counts_given_by_value_are_keyed_by_their_contents():
     counts = np.array([2, 2], dtype=np.int32)
     args = (_x[:4], _y[:2], counts, MPI.SUM)
-    assert plan.call_key("Reduce_scatter", args, "auto", (2,)) == plan._call_key("Reduce_scatter", args, "auto", (2,))
-    assert plan.call_key("Reduce_scatter", args, "auto", (2,)) is not None
+    before = plan.call_key("Reduce_scatter", args, "auto", (2,))
+    counts[:] = [1, 3]      # the same array object and memory, other contents: another call
+    assert plan.call_key("Reduce_scatter", args, "auto", (2,)) != before
+
+
+@compiled
+def test_the_common_forms_never_reach_the_python_function():
+    from mpicoll import _callkey
+
+    reached = []
+    _callkey.init(lambda *a: reached.append(a), plan._ENV, vars(selection), np.ndarray, plan._BUFFERS,
+                  plan._PREDEFINED_TYPES, plan._PREDEFINED_OPS, MPI.Op, MPI.IN_PLACE)
+    try:
+        common = ["arrays", "in place", "root", "no args", "bcast mmap spec", "bytearray spec", "ndarray spec",
+                  "array spec", "memoryview int", "alltoallv array counts", "gatherv list counts", "tuple counts"]
+        for name in common:
+            _callkey.call_key("Allreduce", _cases()[name], "auto")
+        _callkey.call_key("Reduce_scatter", (_x[:4], _y[:2], [2, 2], MPI.SUM), "auto", (2,))
+    finally:
+        plan._compiled_call_key()   # bound to the real tables again
+    assert reached == []
 
 
 def test_element_formats_are_part_of_the_key():
