@@ -68,6 +68,46 @@ element(PyObject *obj)
     return s_b;
 }
 
+/* the element of plan._memory's key: a NumPy array's dtype, or (type, element format) of a bytes-like object */
+static PyObject *
+memory_element(PyObject *obj)
+{
+    if ((PyObject *)Py_TYPE(obj) == ndarray_type)
+        return PyObject_GetAttr(obj, s_dtype);
+    PyObject *format = element(obj);
+    if (format == NULL)
+        return NULL;
+    PyObject *pair = PyTuple_Pack(2, (PyObject *)Py_TYPE(obj), format);
+    Py_DECREF(format);
+    return pair;
+}
+
+/* plan._memory(obj) appended to key as one tuple (address, nbytes, readonly, element): as append_memory */
+static int
+append_memory_part(PyObject *key, PyObject *obj)
+{
+    PyObject *parts = PyList_New(0);
+    if (parts == NULL)
+        return -2;
+    int rc = append_memory(parts, obj);
+    if (rc == 0) {
+        PyObject *what = memory_element(obj);
+        if (what == NULL || PyList_Append(parts, what) < 0)
+            rc = -2;
+        Py_XDECREF(what);
+    }
+    PyObject *memory = rc == 0 ? PyList_AsTuple(parts) : NULL;
+    Py_DECREF(parts);
+    if (rc != 0)
+        return rc;
+    if (memory == NULL || PyList_Append(key, memory) < 0) {
+        Py_XDECREF(memory);
+        return -2;
+    }
+    Py_DECREF(memory);
+    return 0;
+}
+
 /* the key part of a count or counts given by value, appended to key (as plan._value for the forms
    handled here: an int, a list or tuple of ints, an array.array of integers): 0, -2 (error), 1 (fall back) */
 static int
@@ -94,28 +134,22 @@ append_value(PyObject *key, PyObject *obj)
             PyTuple_SET_ITEM(part, j + 1, items[j]);
         }
     }
-    else if ((PyObject *)Py_TYPE(obj) == array_type) {
-        PyObject *typecode = PyObject_GetAttr(obj, s_typecode);
-        if (typecode == NULL)
+    else if ((PyObject *)Py_TYPE(obj) == array_type) {   /* ("array", typecode, obj.tobytes()) */
+        Py_buffer view;
+        if (PyObject_GetBuffer(obj, &view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0)
             return -2;
-        Py_ssize_t n = PySequence_Size(obj);
-        const char *code = PyUnicode_AsUTF8(typecode);
-        if (n < 0 || code == NULL) {
-            Py_DECREF(typecode);
-            return -2;
-        }
-        if (n > 4096 || code[0] == 0 || code[1] != 0 || strchr("bBhHiIlLqQ", code[0]) == NULL) {
-            Py_DECREF(typecode);
+        const char *code = view.format;
+        int integers = code != NULL && code[0] != 0 && code[1] == 0 && strchr("bBhHiIlLqQ", code[0]) != NULL;
+        if (!integers || view.len > 4096 * view.itemsize) {
+            PyBuffer_Release(&view);
             return 1;
         }
-        PyObject *contents = PyObject_CallMethod(obj, "tobytes", NULL);
-        if (contents == NULL) {
-            Py_DECREF(typecode);
-            return -2;
-        }
-        part = PyTuple_Pack(3, s_array, typecode, contents);
-        Py_DECREF(typecode);
-        Py_DECREF(contents);
+        PyObject *typecode = PyUnicode_FromString(code);
+        PyObject *contents = PyBytes_FromStringAndSize(view.buf, view.len);
+        PyBuffer_Release(&view);
+        part = typecode && contents ? PyTuple_Pack(3, s_array, typecode, contents) : NULL;
+        Py_XDECREF(typecode);
+        Py_XDECREF(contents);
         if (part == NULL)
             return -2;
     }
@@ -143,26 +177,10 @@ append_spec(PyObject *key, PyObject *spec)
     Py_DECREF(head);
     PyObject **items = PySequence_Fast_ITEMS(spec);
     PyObject *obj = items[0];
-    if ((PyObject *)Py_TYPE(obj) == ndarray_type) {   /* as plan._memory: (address, nbytes, readonly, dtype) */
-        PyObject *parts = PyList_New(0);
-        if (parts == NULL)
-            return -2;
-        int rc = append_memory(parts, obj);
-        if (rc == 0) {
-            PyObject *dtype = PyObject_GetAttr(obj, s_dtype);
-            if (dtype == NULL || PyList_Append(parts, dtype) < 0)
-                rc = -2;
-            Py_XDECREF(dtype);
-        }
-        PyObject *memory = rc == 0 ? PyList_AsTuple(parts) : NULL;
-        Py_DECREF(parts);
+    if ((PyObject *)Py_TYPE(obj) == ndarray_type) {
+        int rc = append_memory_part(key, obj);
         if (rc != 0)
             return rc;
-        if (memory == NULL || PyList_Append(key, memory) < 0) {
-            Py_XDECREF(memory);
-            return -2;
-        }
-        Py_DECREF(memory);
     }
     else {
         int known = PySet_Contains(buffer_types, (PyObject *)Py_TYPE(obj));
@@ -270,6 +288,9 @@ build(PyObject *method, PyObject *args, PyObject *algorithm, PyObject *values)
         }
         else if (a == in_place) {
             rc = PyList_Append(key, s_in_place) < 0 ? -2 : 0;
+        }
+        else if (PySet_Contains(buffer_types, (PyObject *)t) == 1) {   /* a bytes-like object alone */
+            rc = append_memory_part(key, a);
         }
         else {
             rc = 1;

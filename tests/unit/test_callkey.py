@@ -20,6 +20,12 @@ _y = np.zeros(8)
 _user_op = MPI.Op.Create(lambda a, b, t: None, commute=True)
 
 
+def _closed_mmap() -> mmap.mmap:
+    region = mmap.mmap(-1, 16)
+    region.close()
+    return region
+
+
 def _cases() -> dict[str, tuple]:
     readonly = np.arange(4.0)
     readonly.flags.writeable = False
@@ -58,6 +64,8 @@ def _cases() -> dict[str, tuple]:
         "long array counts": ([_bytes, array.array("i", range(5000)), MPI.BYTE],),
         "bool in counts": ([_bytes, [True, 2], MPI.BYTE],),
         "object": (object(),),
+        "bytes-like alone": (_bytes, _region, memoryview(_bytes).cast("d"), b"xy", array.array("h", [1, 2])),
+        "closed mmap": (_closed_mmap(),),
     }
 
 
@@ -111,7 +119,8 @@ def test_the_common_forms_never_reach_the_python_function():
                   plan._PREDEFINED_TYPES, plan._PREDEFINED_OPS, MPI.Op, MPI.IN_PLACE)
     try:
         common = ["arrays", "in place", "root", "no args", "bcast mmap spec", "bytearray spec", "ndarray spec",
-                  "array spec", "memoryview int", "alltoallv array counts", "gatherv list counts", "tuple counts"]
+                  "array spec", "memoryview int", "alltoallv array counts", "gatherv list counts", "tuple counts",
+                  "bytes-like alone"]
         for name in common:
             _callkey.call_key("Allreduce", _cases()[name], "auto")
         _callkey.call_key("Reduce_scatter", (_x[:4], _y[:2], [2, 2], MPI.SUM), "auto", (2,))
