@@ -40,6 +40,23 @@ def _median(xs: list[float]) -> float:
     return float(np.median(xs))
 
 
+def _round_trip(comm: Any, peer: int, out: np.ndarray, into: np.ndarray, reply: np.ndarray, tag: int) -> float:
+    """Seconds for rank 0 to send ``out`` to ``peer`` (received into ``into``) and get ``reply`` back.
+
+    Every rank calls it (after a barrier, so all start together); ranks other
+    than 0 and ``peer`` only time the barrier.
+    """
+    comm.Barrier()
+    t0 = time.perf_counter()
+    if comm.rank == 0:
+        comm.Send(out, peer, tag)
+        comm.Recv(reply, peer, tag)
+    elif comm.rank == peer:
+        comm.Recv(into, 0, tag)
+        comm.Send(reply, 0, tag)
+    return time.perf_counter() - t0
+
+
 def _pair(comm: Any, peer: int, reps: int, big: int) -> tuple[float, float, bool]:
     """(alpha, beta, duplex) between rank 0 and ``peer``.
 
@@ -52,33 +69,14 @@ def _pair(comm: Any, peer: int, reps: int, big: int) -> tuple[float, float, bool
     """
     rank = comm.rank
     one = np.zeros(1, np.uint8)
-    times: list[float] = []
-    for i in range(reps + 10):
-        comm.Barrier()
-        t0 = time.perf_counter()
-        if rank == 0:
-            comm.Send(one, peer, 7)
-            comm.Recv(one, peer, 7)
-        elif rank == peer:
-            comm.Recv(one, 0, 7)
-            comm.Send(one, 0, 7)
-        if i >= 10:
-            times.append((time.perf_counter() - t0) / 2)
+    times = [_round_trip(comm, peer, one, one, one, 7) / 2 for _ in range(reps + 10)][10:]   # 10 warm-ups
     alpha = _median(times)
     send = np.ones(big, np.uint8)
     recv = np.empty(big, np.uint8)
     other = peer if rank == 0 else 0
     one_way, exchange = float("inf"), float("inf")
     for _ in range(5):
-        comm.Barrier()
-        t0 = time.perf_counter()
-        if rank == 0:
-            comm.Send(send, peer, 8)
-            comm.Recv(one, peer, 8)
-        elif rank == peer:
-            comm.Recv(recv, 0, 8)
-            comm.Send(one, 0, 8)
-        one_way = min(one_way, time.perf_counter() - t0)
+        one_way = min(one_way, _round_trip(comm, peer, send, recv, one, 8))
         comm.Barrier()
         t0 = time.perf_counter()
         if rank in (0, peer):
