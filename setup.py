@@ -7,4 +7,5 @@ on and mpicoll uses the same function in Python (``mpicoll.plan._call_key``).
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("mpicoll._callkey", ["mpicoll/_callkey.c"], optional=True)])
+setup(ext_modules=[Extension(f"mpicoll.{name}", [f"mpicoll/{name}.c"], optional=True)
+                   for name in ("_callkey", "_rounds")])

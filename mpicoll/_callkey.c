@@ -29,6 +29,8 @@ static PyObject *in_place;          /* MPI.IN_PLACE */
 static PyObject *array_type;        /* array.array */
 
 static PyObject *s_algo, *s_debug, *s_gpu, *s_zero, *s_generation, *s_dtype, *s_typecode, *s_in_place, *s_b, *s_array;
+static PyObject *s_tags, *s_plans, *s_timeout, *s_data, *s_used, *s_run, *s_tag_state;
+static PyObject *empty_tuple;
 
 #define FALLBACK ((PyObject *)1)   /* "let the Python function decide" */
 
@@ -108,54 +110,64 @@ append_memory_part(PyObject *key, PyObject *obj)
     return 0;
 }
 
-/* the key part of a count or counts given by value, appended to key (as plan._value for the forms
-   handled here: an int, a list or tuple of ints, an array.array of integers): 0, -2 (error), 1 (fall back) */
-static int
-append_value(PyObject *key, PyObject *obj)
+/* the key part of a count or counts given by value (as plan._value for the forms handled here: an int; an
+   array.array of integers; a list or tuple of these, nested at most twice, as (counts, displs) is): a new
+   reference, FALLBACK (let the Python function decide) or NULL (error) */
+static PyObject *
+value_part(PyObject *obj, int depth)
 {
-    PyObject *part = NULL;
     if (PyLong_CheckExact(obj)) {
-        return PyList_Append(key, obj) < 0 ? -2 : 0;
+        Py_INCREF(obj);
+        return obj;
     }
-    if (PyList_CheckExact(obj) || PyTuple_CheckExact(obj)) {
+    if ((PyList_CheckExact(obj) || PyTuple_CheckExact(obj)) && depth < 2) {   /* (type, *map(_value, obj)) */
         Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
         PyObject **items = PySequence_Fast_ITEMS(obj);
-        part = PyTuple_New(n + 1);
+        PyObject *part = PyTuple_New(n + 1);
         if (part == NULL)
-            return -2;
+            return NULL;
         Py_INCREF(Py_TYPE(obj));
         PyTuple_SET_ITEM(part, 0, (PyObject *)Py_TYPE(obj));
         for (Py_ssize_t j = 0; j < n; j++) {
-            if (!PyLong_CheckExact(items[j])) {
+            PyObject *item = value_part(items[j], depth + 1);
+            if (item == NULL || item == FALLBACK) {
                 Py_DECREF(part);
-                return 1;
+                return item;
             }
-            Py_INCREF(items[j]);
-            PyTuple_SET_ITEM(part, j + 1, items[j]);
+            PyTuple_SET_ITEM(part, j + 1, item);
         }
+        return part;
     }
-    else if ((PyObject *)Py_TYPE(obj) == array_type) {   /* ("array", typecode, obj.tobytes()) */
+    if ((PyObject *)Py_TYPE(obj) == array_type) {   /* ("array", typecode, obj.tobytes()) */
         Py_buffer view;
         if (PyObject_GetBuffer(obj, &view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0)
-            return -2;
+            return NULL;
         const char *code = view.format;
         int integers = code != NULL && code[0] != 0 && code[1] == 0 && strchr("bBhHiIlLqQ", code[0]) != NULL;
         if (!integers || view.len > 4096 * view.itemsize) {
             PyBuffer_Release(&view);
-            return 1;
+            return FALLBACK;
         }
         PyObject *typecode = PyUnicode_FromString(code);
         PyObject *contents = PyBytes_FromStringAndSize(view.buf, view.len);
         PyBuffer_Release(&view);
-        part = typecode && contents ? PyTuple_Pack(3, s_array, typecode, contents) : NULL;
+        PyObject *part = typecode && contents ? PyTuple_Pack(3, s_array, typecode, contents) : NULL;
         Py_XDECREF(typecode);
         Py_XDECREF(contents);
-        if (part == NULL)
-            return -2;
+        return part;
     }
-    else {
+    return FALLBACK;
+}
+
+/* value_part(obj) appended to key: 0, -2 (error), 1 (fall back) */
+static int
+append_value(PyObject *key, PyObject *obj)
+{
+    PyObject *part = value_part(obj, 0);
+    if (part == NULL)
+        return -2;
+    if (part == FALLBACK)
         return 1;
-    }
     int rc = PyList_Append(key, part) < 0 ? -2 : 0;
     Py_DECREF(part);
     return rc;
@@ -169,7 +181,9 @@ append_spec(PyObject *key, PyObject *spec)
     Py_ssize_t n = PySequence_Fast_GET_SIZE(spec);
     if (n == 0)
         return -1;
-    PyObject *head = Py_BuildValue("(On)", (PyObject *)Py_TYPE(spec), n);
+    PyObject *length = PyLong_FromSsize_t(n);
+    PyObject *head = length ? PyTuple_Pack(2, (PyObject *)Py_TYPE(spec), length) : NULL;
+    Py_XDECREF(length);
     if (head == NULL || PyList_Append(key, head) < 0) {
         Py_XDECREF(head);
         return -2;
@@ -314,6 +328,20 @@ error:
     return NULL;
 }
 
+/* the key of a call, or None: build()'s, or the Python function's where build() cannot decide */
+static PyObject *
+key_of(PyObject *method, PyObject *args, PyObject *algorithm, PyObject *values)
+{
+    PyObject *key = build(method, args, algorithm, values);
+    if (key == NULL && PyErr_Occurred()) {   /* as the Python function: no key when an argument misbehaves */
+        PyErr_Clear();
+        key = FALLBACK;
+    }
+    if (key == FALLBACK)
+        key = PyObject_CallFunctionObjArgs(fallback, method, args, algorithm, values, NULL);
+    return key;
+}
+
 static PyObject *
 call_key(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
 {
@@ -326,23 +354,134 @@ call_key(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
         PyErr_SetString(PyExc_RuntimeError, "mpicoll._callkey.init() was not called");
         return NULL;
     }
-    PyObject *values = argc == 4 ? argv[3] : NULL;
-    PyObject *empty = NULL;
-    if (values == NULL) {
-        empty = PyTuple_New(0);
-        if (empty == NULL)
+    PyObject *values = argc == 4 ? argv[3] : empty_tuple;
+    return key_of(argv[0], argv[1], argv[2], values);
+}
+
+/* ---- the whole hit of a blocking call: as mpicoll.comm._run_cached ---- */
+
+static PyObject *active_requests;   /* mpicoll.exec.nonblocking.ACTIVE: started, unfinished mpicoll requests */
+static PyObject *value_args;        /* mpicoll.comm._VALUE_ARGS: method -> positions of counts given by value */
+
+/* tags[1] = tags[1] % tags[0] + 1, returned (Comm._next_tag(BLOCKING), inline); NULL on error */
+static PyObject *
+draw_tag(PyObject *comm, PyObject *state)
+{
+    PyObject *tags = PyDict_GetItemWithError(state, s_tags);   /* borrowed */
+    if (tags == NULL && PyErr_Occurred())
+        return NULL;
+    PyObject *made = NULL;
+    if (tags == NULL || !PyList_CheckExact(tags) || PyList_GET_SIZE(tags) < 2) {
+        tags = made = PyObject_CallMethodNoArgs(comm, s_tag_state);
+        if (tags == NULL)
             return NULL;
-        values = empty;
+        if (!PyList_CheckExact(tags) || PyList_GET_SIZE(tags) < 2) {
+            Py_DECREF(made);
+            PyErr_SetString(PyExc_TypeError, "Comm._tag_state() must return a list of ints");
+            return NULL;
+        }
     }
-    PyObject *key = build(argv[0], argv[1], argv[2], values);
-    if (key == NULL && PyErr_Occurred()) {   /* as the Python function: no key when an argument misbehaves */
-        PyErr_Clear();
-        key = FALLBACK;
+    long long per_kind = PyLong_AsLongLong(PyList_GET_ITEM(tags, 0));
+    long long last = PyLong_AsLongLong(PyList_GET_ITEM(tags, 1));
+    PyObject *tag = NULL;
+    if (!PyErr_Occurred()) {
+        if (per_kind <= 0 || last < 0)
+            PyErr_SetString(PyExc_ValueError, "Comm._tags holds a bad tag state");
+        else
+            tag = PyLong_FromLongLong(last % per_kind + 1);
     }
-    if (key == FALLBACK)
-        key = PyObject_CallFunctionObjArgs(fallback, argv[0], argv[1], argv[2], values, NULL);
-    Py_XDECREF(empty);
-    return key;
+    if (tag != NULL) {
+        Py_INCREF(tag);
+        PyList_SetItem(tags, 1, tag);   /* steals one reference */
+    }
+    Py_XDECREF(made);
+    return tag;
+}
+
+/* the cached plan's entry of this call (a new reference), or NULL: no entry (an error only if one is set) */
+static PyObject *
+cached_entry(PyObject *comm, PyObject *state, PyObject *method, PyObject *algorithm, PyObject *args)
+{
+    PyObject *plans = PyDict_GetItemWithError(state, s_plans);   /* borrowed */
+    if (plans == NULL || plans == Py_None || PyList_GET_SIZE(active_requests) > 0)
+        return NULL;
+    PyObject *timeout = PyObject_GetAttr(comm, s_timeout);
+    if (timeout == NULL)
+        return NULL;
+    Py_DECREF(timeout);
+    if (timeout != Py_None)
+        return NULL;
+    PyObject *values = PyDict_GetItemWithError(value_args, method);   /* borrowed */
+    if (values == NULL && PyErr_Occurred())
+        return NULL;
+    PyObject *key = key_of(method, args, algorithm, values ? values : empty_tuple);
+    if (key == NULL || key == Py_None) {
+        Py_XDECREF(key);
+        return NULL;
+    }
+    PyObject *data = PyObject_GetAttr(plans, s_data);
+    PyObject *entry = data ? PyDict_GetItemWithError(data, key) : NULL;   /* borrowed */
+    Py_XINCREF(entry);
+    Py_XDECREF(data);
+    Py_DECREF(key);
+    return entry;
+}
+
+static PyObject *
+run_cached(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
+{
+    (void)self;
+    if (argc != 4 || !PyTuple_Check(argv[3])) {
+        PyErr_SetString(PyExc_TypeError, "run_cached(comm, method, algorithm, args: tuple)");
+        return NULL;
+    }
+    if (fallback == NULL || active_requests == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "mpicoll._callkey.init() and init_run() were not both called");
+        return NULL;
+    }
+    PyObject *comm = argv[0], *method = argv[1], *algorithm = argv[2], *args = argv[3];
+    PyObject *state = PyObject_GenericGetDict(comm, NULL);
+    if (state == NULL)
+        return NULL;
+    PyObject *tag = PyDict_Check(state) ? draw_tag(comm, state) : NULL;
+    if (tag == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "run_cached: the communicator has no instance dictionary");
+        Py_DECREF(state);
+        return NULL;
+    }
+    PyObject *entry = cached_entry(comm, state, method, algorithm, args);
+    Py_DECREF(state);
+    if (entry == NULL) {
+        if (PyErr_Occurred()) {
+            Py_DECREF(tag);
+            return NULL;
+        }
+        return tag;   /* a miss: the caller prepares the plan with this tag */
+    }
+    PyObject *result = NULL;
+    if (PyObject_SetAttr(entry, s_used, Py_True) == 0)
+        result = PyObject_CallMethodOneArg(entry, s_run, tag);
+    Py_DECREF(entry);
+    Py_DECREF(tag);
+    if (result == NULL)
+        return NULL;
+    Py_DECREF(result);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+init_run(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *active, *values;
+    if (!PyArg_ParseTuple(args, "O!O!:init_run", &PyList_Type, &active, &PyDict_Type, &values))
+        return NULL;
+    Py_INCREF(active);
+    Py_XSETREF(active_requests, active);
+    Py_INCREF(values);
+    Py_XSETREF(value_args, values);
+    Py_RETURN_NONE;
 }
 
 static PyObject *
@@ -367,6 +506,12 @@ static PyMethodDef methods[] = {
     {"call_key", (PyCFunction)(void (*)(void))call_key, METH_FASTCALL,
      "call_key(method, args, algorithm, values=())\n--\n\nThe plan cache's key of a blocking call, or None "
      "(as mpicoll.plan._call_key)."},
+    {"run_cached", (PyCFunction)(void (*)(void))run_cached, METH_FASTCALL,
+     "run_cached(comm, method, algorithm, args)\n--\n\nDraw a blocking call's tag and run its cached plan: None "
+     "if it ran, else the tag (as mpicoll.comm._run_cached)."},
+    {"init_run", init_run, METH_VARARGS,
+     "init_run(active, value_args)\n--\n\nThe objects run_cached reads besides the key's (mpicoll.comm calls it "
+     "once)."},
     {"init", init, METH_VARARGS,
      "init(fallback, environ_data, selection_dict, ndarray, buffer_types, predefined_types, predefined_ops, "
      "Op, IN_PLACE)\n--\n\nThe objects the key is built from (mpicoll.plan calls it once)."},
@@ -388,8 +533,17 @@ PyInit__callkey(void)
     s_in_place = PyUnicode_InternFromString("IN_PLACE");
     s_b = PyUnicode_InternFromString("B");
     s_array = PyUnicode_InternFromString("array");
+    s_tags = PyUnicode_InternFromString("_tags");
+    s_plans = PyUnicode_InternFromString("_plans");
+    s_timeout = PyUnicode_InternFromString("timeout");
+    s_data = PyUnicode_InternFromString("data");
+    s_used = PyUnicode_InternFromString("used");
+    s_run = PyUnicode_InternFromString("run");
+    s_tag_state = PyUnicode_InternFromString("_tag_state");
+    empty_tuple = PyTuple_New(0);
     if (!s_algo || !s_debug || !s_gpu || !s_zero || !s_generation || !s_dtype || !s_typecode || !s_in_place || !s_b
-        || !s_array)
+        || !s_array || !s_tags || !s_plans || !s_timeout || !s_data || !s_used || !s_run || !s_tag_state
+        || !empty_tuple)
         return NULL;
     PyObject *array_module = PyImport_ImportModule("array");
     if (array_module == NULL)

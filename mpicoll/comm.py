@@ -12,11 +12,13 @@ match the user's own messages.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from typing import Any
 
 from mpi4py import MPI
 
 from . import guard
+from . import plan as plan_module
 from .datatypes import staging
 from .exec import nonblocking
 from .exec.nonblocking import Prequest, Request
@@ -189,19 +191,11 @@ class Comm(MPI.Intracomm):
         return plan
 
     def _run(self, method: str, algorithm: str, *args: Any) -> None:
-        # The hot path of every blocking call: draw the tag, build the key, find the plan, run it.  A miss,
+        # The hot path of every blocking call: run_cached draws the tag and runs the cached plan.  A miss,
         # a timeout, debug mode (where call_key gives None) or an outstanding request take _run_prepared.
-        state = self.__dict__
-        tags = state.get("_tags") or self._tag_state()
-        tag = tags[1] = tags[1] % tags[0] + 1      # self._next_tag(BLOCKING), inline
-        plans = state.get("_plans")
-        if plans is not None and self.timeout is None and not nonblocking.ACTIVE:
-            entry = plans.data.get(call_key(method, args, algorithm, _VALUE_ARGS.get(method, ())))
-            if entry is not None:
-                entry.used = True
-                entry.run(tag)
-                return
-        self._run_prepared(method, algorithm, args, tag)
+        tag = run_cached(self, method, algorithm, args)
+        if tag is not None:
+            self._run_prepared(method, algorithm, args, tag)
 
     def _run_prepared(self, method: str, algorithm: str, args: tuple, tag: int) -> None:
         if self.timeout is not None or guard.debugging():   # the careful path
@@ -1361,3 +1355,36 @@ class Comm(MPI.Intracomm):
         if self == MPI.COMM_NULL:
             return "mpicoll.Comm(COMM_NULL)"
         return f"mpicoll.Comm(rank={self.Get_rank()}, size={self.Get_size()})"
+
+
+def _run_cached(comm: Comm, method: str, algorithm: str, args: tuple) -> int | None:
+    """Draw a blocking call's tag, and run its cached plan if it has one: None if it ran, else the tag.
+
+    The definition of :func:`run_cached`, which is the same function compiled
+    (``run_cached`` in ``mpicoll/_callkey.c``) when that was built.  There is
+    no cached run with a timeout or with mpicoll requests outstanding (see
+    :meth:`Comm._run_prepared`), nor in debug mode (``call_key`` gives None).
+    """
+    state = comm.__dict__
+    tags = state.get("_tags") or comm._tag_state()
+    tag = tags[1] = tags[1] % tags[0] + 1      # comm._next_tag(BLOCKING), inline
+    plans = state.get("_plans")
+    if plans is not None and not nonblocking.ACTIVE and comm.timeout is None:
+        entry = plans.data.get(call_key(method, args, algorithm, _VALUE_ARGS.get(method, ())))
+        if entry is not None:
+            entry.used = True
+            entry.run(tag)
+            return None
+    return tag
+
+
+def _compiled_run_cached() -> Callable[[Comm, str, str, tuple], int | None]:
+    if call_key is plan_module._call_key:   # mpicoll._callkey is not built
+        return _run_cached
+    from . import _callkey  # noqa: PLC0415 - optional: built from mpicoll/_callkey.c at install
+    _callkey.init_run(nonblocking.ACTIVE, _VALUE_ARGS)
+    return _callkey.run_cached
+
+
+#: ``run_cached(comm, method, algorithm, args)``: the first thing every blocking call runs (see :func:`_run_cached`)
+run_cached = _compiled_run_cached()

@@ -57,7 +57,7 @@ from mpi4py import MPI
 
 from . import backends, registry, selection
 from .datatypes import check_reducible
-from .exec.blocking import bind, execute
+from .exec.blocking import bind, execute, for_mpi
 from .layout import Layout
 from .ops import Op, reducer
 from .schedule import Schedule
@@ -107,8 +107,8 @@ class Plan:
         unpacking of a result staged for a non-contiguous datatype.
         """
         if self.device is None and self.finish is None:
-            return partial(execute, self.rounds(), comm)
-        device, rounds, finish = self.device, None if self.device else self.rounds(), self.finish
+            return partial(execute, for_mpi(self.rounds()), comm)
+        device, rounds, finish = self.device, None if self.device else for_mpi(self.rounds()), self.finish
 
         def run(tag: int) -> None:
             if device is not None:

@@ -60,7 +60,7 @@ EXAMPLE_SIZES = (4, 2)  # world sizes every example runs at
 # all (15 s and 19 s) on the shared 2-core machine at load average 4.3.
 QUICK_UNIT = ["tests/unit/test_buffers_ops.py", "tests/unit/test_trees.py", "tests/unit/test_docs.py",
               "tests/unit/test_learner_tools.py", "tests/unit/test_scratch.py", "tests/unit/test_lazy_import.py",
-              "tests/unit/test_callkey.py", "tests/unit/test_plan_cache.py",
+              "tests/unit/test_callkey.py", "tests/unit/test_plan_cache.py", "tests/unit/test_compiled_path.py",
               "-k", "not 24576"]
 QUICK_MPI = ["tests/mpi/test_allreduce.py", "tests/mpi/test_rooted.py", "tests/mpi/test_callpath.py"]
 EXAMPLE_TIMEOUT = 120   # seconds for one example run

@@ -58,6 +58,10 @@ def _cases() -> dict[str, tuple]:
         "list of arrays": ([_x, _y],),
         "alltoallv array counts": ([_bytes, array.array("i", [4, 4]), array.array("i", [0, 4]), MPI.BYTE],
                                    [_region, array.array("i", [4, 4]), array.array("i", [0, 4]), MPI.BYTE]),
+        "osu alltoallv (counts, displs)": ([_bytes, (array.array("i", [4, 4]), array.array("i", [0, 4])), MPI.BYTE],
+                                           [_region, ([4, 4], (0, 4)), MPI.BYTE]),
+        "nested too deep": ([_bytes, ([[4], [4]], [0, 4]), MPI.BYTE],),
+        "datatype in counts": ([_bytes, (2, MPI.INT), MPI.BYTE],),
         "gatherv list counts": (_x, [_y, [4, 4], [0, 4], MPI.DOUBLE], 0),
         "tuple counts": ([_y, (4, 4), (0, 4), MPI.DOUBLE],),
         "float array counts": ([_bytes, array.array("d", [1.0]), MPI.BYTE],),
@@ -119,7 +123,8 @@ def test_the_common_forms_never_reach_the_python_function():
                   plan._PREDEFINED_TYPES, plan._PREDEFINED_OPS, MPI.Op, MPI.IN_PLACE)
     try:
         common = ["arrays", "in place", "root", "no args", "bcast mmap spec", "bytearray spec", "ndarray spec",
-                  "array spec", "memoryview int", "alltoallv array counts", "gatherv list counts", "tuple counts",
+                  "array spec", "memoryview int", "alltoallv array counts", "osu alltoallv (counts, displs)",
+                  "gatherv list counts", "tuple counts",
                   "bytes-like alone"]
         for name in common:
             _callkey.call_key("Allreduce", _cases()[name], "auto")

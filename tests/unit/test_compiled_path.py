@@ -1,0 +1,131 @@
+"""The compiled round loop (mpicoll/_rounds.c) and cached run (run_cached in mpicoll/_callkey.c) do exactly
+what their Python definitions do.
+
+Both run at one process: messages to oneself on ``MPI.COMM_SELF`` (small ones,
+which MPI buffers, so a lone ``Send`` completes before its ``Recv``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+import mpicoll
+from mpicoll import comm as comm_module
+from mpicoll.exec import blocking, nonblocking
+
+rounds_built = pytest.mark.skipif(blocking.execute is blocking._execute, reason="mpicoll._rounds is not built")
+run_built = pytest.mark.skipif(comm_module.run_cached is comm_module._run_cached,
+                               reason="mpicoll._callkey is not built")
+
+
+def _rounds(log: list) -> tuple[list, dict[str, np.ndarray]]:
+    """Rounds of every kind the executor distinguishes, on fresh buffers; steps append to ``log``."""
+    a, b, c, d = (np.arange(4, dtype=np.uint8) + 10 * i for i in range(4))
+    got = {name: np.zeros(4, np.uint8) for name in ("sendrecv", "recv", "x1", "x2", "spec")}
+    bound = [
+        ([(a, 0)], [(got["sendrecv"], 0)], [lambda: log.append("after sendrecv")]),   # Sendrecv
+        ([(b, 0)], [], []),                                                           # a lone Send ...
+        ([], [(got["recv"], 0)], [lambda: log.append("after recv")]),                  # ... then its Recv
+        ([(c, 0), (d, 0)], [(got["x1"], 0), (got["x2"], 0)], []),                     # several: exchange
+        ([], [], [lambda: log.append("steps only 1"), lambda: log.append("steps only 2")]),
+        ([([MPI.buffer(a), MPI.BYTE], 0)], [([MPI.buffer(got["spec"]), MPI.BYTE], 0)], []),   # for_mpi's form
+    ]
+    return bound, got
+
+
+@rounds_built
+def test_compiled_rounds_do_what_the_python_loop_does():
+    results = []
+    for run in (blocking._execute, blocking.execute):
+        log: list = []
+        bound, got = _rounds(log)
+        run(bound, MPI.COMM_SELF, 7)
+        results.append((log, {k: v.tolist() for k, v in got.items()}))
+    assert results[0] == results[1]
+    log, got = results[1]
+    assert log == ["after sendrecv", "after recv", "steps only 1", "steps only 2"]
+    assert got["sendrecv"] == [0, 1, 2, 3] and got["recv"] == [10, 11, 12, 13]
+    assert got["x1"] == [20, 21, 22, 23] and got["x2"] == [30, 31, 32, 33] and got["spec"] == [0, 1, 2, 3]
+
+
+@rounds_built
+def test_compiled_rounds_stop_at_an_exception_and_refuse_malformed_rounds():
+    log: list = []
+
+    def fail() -> None:
+        raise ZeroDivisionError("a user op failed")
+
+    bound = [([], [], [lambda: log.append(1), fail, lambda: log.append(2)]), ([], [], [lambda: log.append(3)])]
+    with pytest.raises(ZeroDivisionError, match="a user op failed"):
+        blocking.execute(bound, MPI.COMM_SELF, 1)
+    assert log == [1]
+    with pytest.raises(TypeError, match="round"):
+        blocking.execute([([], [])], MPI.COMM_SELF, 1)
+    with pytest.raises(TypeError, match="message"):
+        blocking.execute([([np.zeros(1)], [], [])], MPI.COMM_SELF, 1)
+
+
+def test_for_mpi_gives_numpy_messages_as_buffer_specs_and_keeps_the_rest():
+    a, other = np.arange(3, dtype=np.uint8), object()
+    steps: list = []
+    (sends, recvs, same_steps), = blocking.for_mpi([([(a, 1)], [(other, 0)], steps)])
+    (spec, peer), = sends
+    assert peer == 1 and spec[1] is MPI.BYTE and spec[0].address == a.ctypes.data and len(spec[0]) == 3
+    assert recvs == [(other, 0)] and same_steps is steps
+
+
+@pytest.fixture(params=["python", "compiled"])
+def run_cached(request):
+    if request.param == "compiled" and comm_module.run_cached is comm_module._run_cached:
+        pytest.skip("mpicoll._callkey is not built")
+    return comm_module._run_cached if request.param == "python" else comm_module.run_cached
+
+
+def test_run_cached_runs_a_hit_and_hands_back_the_tag_of_a_miss(run_cached):
+    c = mpicoll.Comm(MPI.COMM_SELF.Dup())
+    x, y = np.arange(4.0), np.zeros(4)
+    tags = c._tag_state()
+    drawn = tags[1]
+    assert run_cached(c, "Allreduce", "auto", (x, y, MPI.SUM)) == drawn + 1   # no plan cache yet: a miss
+    c.Allreduce(x, y)                                                           # prepared and cached
+    assert tags[1] == drawn + 2 and y.tolist() == x.tolist()
+    y[:] = 0
+    assert run_cached(c, "Allreduce", "auto", (x, y, MPI.SUM)) is None         # a hit: it ran
+    assert tags[1] == drawn + 3 and y.tolist() == x.tolist()
+    assert run_cached(c, "Allreduce", "auto", (x, np.zeros(4), MPI.SUM)) == drawn + 4   # other memory: a miss
+    tags[1] = tags[0]                                                           # the tags cycle
+    assert run_cached(c, "Allreduce", "auto", (x, y, MPI.SUM)) is None and tags[1] == 1
+    c.Free()
+
+
+def test_run_cached_never_runs_with_a_timeout_or_with_requests_outstanding(run_cached):
+    x, y = np.arange(4.0), np.zeros(4)
+    watched = mpicoll.Comm(MPI.COMM_SELF.Dup(), timeout=30)
+    watched.Allreduce(x, y)
+    assert run_cached(watched, "Allreduce", "auto", (x, y, MPI.SUM)) is not None
+    c = mpicoll.Comm(MPI.COMM_SELF.Dup())
+    c.Allreduce(x, y)
+    nonblocking.ACTIVE.append(object())
+    try:
+        assert run_cached(c, "Allreduce", "auto", (x, y, MPI.SUM)) is not None
+    finally:
+        nonblocking.ACTIVE.pop()
+    assert run_cached(c, "Allreduce", "auto", (x, y, MPI.SUM)) is None
+    watched.Free()
+    c.Free()
+
+
+@run_built
+def test_run_cached_raises_what_the_plan_raises():
+    c = mpicoll.Comm(MPI.COMM_SELF.Dup())
+    x, y = np.arange(4.0), np.zeros(4)
+    c.Allreduce(x, y)
+    entry, = c.plans.data.values()
+    entry.run = lambda tag: 1 / 0
+    with pytest.raises(ZeroDivisionError):
+        comm_module.run_cached(c, "Allreduce", "auto", (x, y, MPI.SUM))
+    with pytest.raises(TypeError, match="args"):
+        comm_module.run_cached(c, "Allreduce", "auto", [x, y, MPI.SUM])
+    c.Free()
