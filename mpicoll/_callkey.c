@@ -14,6 +14,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stdint.h>
 #include <string.h>
 
 /* set once by init(): the objects the Python key builder uses */
@@ -29,33 +30,82 @@ static PyObject *in_place;          /* MPI.IN_PLACE */
 static PyObject *array_type;        /* array.array */
 
 static PyObject *s_algo, *s_debug, *s_gpu, *s_zero, *s_generation, *s_dtype, *s_typecode, *s_in_place, *s_b, *s_array;
-static PyObject *s_tags, *s_plans, *s_timeout, *s_data, *s_used, *s_run, *s_tag_state;
+static PyObject *s_tags, *s_plans, *s_timeout, *s_data, *s_used, *s_run, *s_tag_state, *s_run_prepared;
 static PyObject *empty_tuple;
 
 #define FALLBACK ((PyObject *)1)   /* "let the Python function decide" */
 
+/* a key being built: its parts, each a reference owned here (a fixed array: no list to grow and copy) */
+#define KEY_PARTS 64
+typedef struct {
+    PyObject *parts[KEY_PARTS];
+    Py_ssize_t n;
+} Key;
+
+/* append a borrowed reference: 0, or -1 with an exception set (a key this long falls back to Python) */
+static int
+push(Key *key, PyObject *obj)
+{
+    if (key->n == KEY_PARTS) {
+        PyErr_SetString(PyExc_OverflowError, "a key of more than KEY_PARTS parts");
+        return -1;
+    }
+    Py_INCREF(obj);
+    key->parts[key->n++] = obj;
+    return 0;
+}
+
+/* append a new reference (NULL: an error is set), which is given to the key either way */
+static int
+push_new(Key *key, PyObject *obj)
+{
+    if (obj == NULL)
+        return -1;
+    int rc = push(key, obj);
+    Py_DECREF(obj);
+    return rc;
+}
+
+static void
+release(Key *key)
+{
+    while (key->n > 0)
+        Py_DECREF(key->parts[--key->n]);
+}
+
+/* the parts as a tuple (the key is emptied); NULL on error */
+static PyObject *
+as_tuple(Key *key)
+{
+    PyObject *tuple = PyTuple_New(key->n);
+    if (tuple == NULL) {
+        release(key);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < key->n; i++)
+        PyTuple_SET_ITEM(tuple, i, key->parts[i]);
+    key->n = 0;
+    return tuple;
+}
+
 /* (address, nbytes, readonly) of obj's memory, appended to parts; -1 with no exception set: not a buffer
    MPI.buffer would take (the key is then None) */
 static int
-append_memory(PyObject *parts, PyObject *obj)
+append_memory(Key *parts, PyObject *obj)
 {
     Py_buffer view;
     if (PyObject_GetBuffer(obj, &view, PyBUF_ANY_CONTIGUOUS) < 0) {
         PyErr_Clear();
         return -1;
     }
-    PyObject *address = PyLong_FromVoidPtr(view.buf);
-    PyObject *nbytes = PyLong_FromSsize_t(view.len);
-    PyObject *readonly = PyBool_FromLong(view.readonly);
+    void *address = view.buf;
+    Py_ssize_t nbytes = view.len;
+    int readonly = view.readonly;
     PyBuffer_Release(&view);
-    int rc = (address && nbytes) ? 0 : -2;
-    if (rc == 0 && (PyList_Append(parts, address) < 0 || PyList_Append(parts, nbytes) < 0
-                    || PyList_Append(parts, readonly) < 0))
-        rc = -2;
-    Py_XDECREF(address);
-    Py_XDECREF(nbytes);
-    Py_DECREF(readonly);
-    return rc;
+    if (push_new(parts, PyLong_FromVoidPtr(address)) < 0 || push_new(parts, PyLong_FromSsize_t(nbytes)) < 0
+        || push(parts, readonly ? Py_True : Py_False) < 0)
+        return -2;
+    return 0;
 }
 
 /* the element format a bytes-like object is read as: as plan._element */
@@ -86,28 +136,17 @@ memory_element(PyObject *obj)
 
 /* plan._memory(obj) appended to key as one tuple (address, nbytes, readonly, element): as append_memory */
 static int
-append_memory_part(PyObject *key, PyObject *obj)
+append_memory_part(Key *key, PyObject *obj)
 {
-    PyObject *parts = PyList_New(0);
-    if (parts == NULL)
-        return -2;
-    int rc = append_memory(parts, obj);
-    if (rc == 0) {
-        PyObject *what = memory_element(obj);
-        if (what == NULL || PyList_Append(parts, what) < 0)
-            rc = -2;
-        Py_XDECREF(what);
-    }
-    PyObject *memory = rc == 0 ? PyList_AsTuple(parts) : NULL;
-    Py_DECREF(parts);
-    if (rc != 0)
+    Key parts = {.n = 0};
+    int rc = append_memory(&parts, obj);
+    if (rc == 0 && push_new(&parts, memory_element(obj)) < 0)
+        rc = -2;
+    if (rc != 0) {
+        release(&parts);
         return rc;
-    if (memory == NULL || PyList_Append(key, memory) < 0) {
-        Py_XDECREF(memory);
-        return -2;
     }
-    Py_DECREF(memory);
-    return 0;
+    return push_new(key, as_tuple(&parts)) < 0 ? -2 : 0;
 }
 
 /* the key part of a count or counts given by value (as plan._value for the forms handled here: an int; an
@@ -161,34 +200,97 @@ value_part(PyObject *obj, int depth)
 
 /* value_part(obj) appended to key: 0, -2 (error), 1 (fall back) */
 static int
-append_value(PyObject *key, PyObject *obj)
+append_value(Key *key, PyObject *obj)
 {
     PyObject *part = value_part(obj, 0);
-    if (part == NULL)
-        return -2;
     if (part == FALLBACK)
         return 1;
-    int rc = PyList_Append(key, part) < 0 ? -2 : 0;
-    Py_DECREF(part);
-    return rc;
+    return push_new(key, part) < 0 ? -2 : 0;
+}
+
+/* ---- predefined datatypes and ops: recognised by address (as plan._PREDEFINED_TYPES's ids), no allocation ----
+   An open-addressing table from object address to key part, filled by init() from the Python tables (which
+   keep the parts alive). */
+#define TABLE_SLOTS 1024
+typedef struct {
+    const void *address[TABLE_SLOTS];
+    PyObject *part[TABLE_SLOTS];
+} Table;
+static Table types_table, ops_table;
+
+static Py_ssize_t
+slot_of(const void *address)
+{
+    return (Py_ssize_t)(((uintptr_t)address >> 4) * 2654435761u % TABLE_SLOTS);
+}
+
+/* the key part of a predefined object (borrowed), or NULL */
+static PyObject *
+predefined(const Table *table, PyObject *obj)
+{
+    for (Py_ssize_t i = slot_of(obj), probes = 0; probes < TABLE_SLOTS; i = (i + 1) % TABLE_SLOTS, probes++) {
+        if (table->address[i] == obj)
+            return table->part[i];
+        if (table->address[i] == NULL)
+            return NULL;
+    }
+    return NULL;
+}
+
+/* table filled from {id(obj): part}; -1 on error (the table is then left empty) */
+static int
+fill(Table *table, PyObject *ids)
+{
+    memset(table, 0, sizeof *table);
+    if (PyDict_GET_SIZE(ids) > TABLE_SLOTS / 2) {
+        PyErr_SetString(PyExc_ValueError, "init: more predefined objects than the table holds");
+        return -1;
+    }
+    Py_ssize_t pos = 0;
+    PyObject *id, *part;
+    while (PyDict_Next(ids, &pos, &id, &part)) {
+        void *address = PyLong_AsVoidPtr(id);
+        if (address == NULL) {
+            memset(table, 0, sizeof *table);
+            return -1;
+        }
+        Py_ssize_t i = slot_of(address);
+        while (table->address[i] != NULL)
+            i = (i + 1) % TABLE_SLOTS;
+        table->address[i] = address;
+        table->part[i] = part;   /* borrowed: the dict, held by the module, keeps it */
+    }
+    return 0;
+}
+
+/* (type(spec), len(spec)) for the usual lengths, made once */
+#define SPEC_HEADS 8
+static PyObject *list_heads[SPEC_HEADS], *tuple_heads[SPEC_HEADS];
+
+static PyObject *
+spec_head(PyObject *spec, Py_ssize_t n)
+{
+    PyObject **made = PyList_CheckExact(spec) ? list_heads : tuple_heads;
+    if (n < SPEC_HEADS && made[n] != NULL) {
+        Py_INCREF(made[n]);
+        return made[n];
+    }
+    PyObject *length = PyLong_FromSsize_t(n);
+    PyObject *head = length ? PyTuple_Pack(2, (PyObject *)Py_TYPE(spec), length) : NULL;
+    Py_XDECREF(length);
+    return head;
 }
 
 /* the key parts of a [buf, count, displ, datatype]-style spec, appended to key: 0, -1 (key None),
    -2 (error), or 1 (fall back) */
 static int
-append_spec(PyObject *key, PyObject *spec)
+append_spec(Key *key, PyObject *spec)
 {
     Py_ssize_t n = PySequence_Fast_GET_SIZE(spec);
     if (n == 0)
         return -1;
-    PyObject *length = PyLong_FromSsize_t(n);
-    PyObject *head = length ? PyTuple_Pack(2, (PyObject *)Py_TYPE(spec), length) : NULL;
-    Py_XDECREF(length);
-    if (head == NULL || PyList_Append(key, head) < 0) {
-        Py_XDECREF(head);
+    if (push_new(key, spec_head(spec, n)) < 0)
         return -2;
-    }
-    Py_DECREF(head);
     PyObject **items = PySequence_Fast_ITEMS(spec);
     PyObject *obj = items[0];
     if ((PyObject *)Py_TYPE(obj) == ndarray_type) {
@@ -203,42 +305,74 @@ append_spec(PyObject *key, PyObject *spec)
         int rc = append_memory(key, obj);
         if (rc != 0)
             return rc;
-        PyObject *format = element(obj);
-        if (format == NULL || PyList_Append(key, (PyObject *)Py_TYPE(obj)) < 0 || PyList_Append(key, format) < 0) {
-            Py_XDECREF(format);
+        if (push(key, (PyObject *)Py_TYPE(obj)) < 0 || push_new(key, element(obj)) < 0)
             return -2;
-        }
-        Py_DECREF(format);
     }
     for (Py_ssize_t j = 1; j < n; j++) {
         PyObject *item = items[j];
         if (PyLong_CheckExact(item)) {
-            if (PyList_Append(key, item) < 0)
+            if (push(key, item) < 0)
                 return -2;
             continue;
         }
-        PyObject *id = PyLong_FromVoidPtr(item);
-        if (id == NULL)
-            return -2;
-        PyObject *part = PyDict_GetItemWithError(predefined_types, id);   /* borrowed */
-        Py_DECREF(id);
+        PyObject *part = predefined(&types_table, item);   /* borrowed */
         if (part == NULL) {
-            if (PyErr_Occurred())
-                return -2;
             int rc = append_value(key, item);   /* counts, displacements */
             if (rc != 0)
                 return rc;
-            continue;
         }
-        if (PyList_Append(key, part) < 0)
+        else if (push(key, part) < 0) {
             return -2;
+        }
     }
     return 0;
 }
 
-/* the key, None, or FALLBACK; NULL on error */
+/* whether position i holds counts given by value (Reduce_scatter's recvcounts); -1 on error */
+static int
+by_value(PyObject *values, Py_ssize_t i)
+{
+    for (Py_ssize_t v = 0; v < PyTuple_GET_SIZE(values); v++) {
+        Py_ssize_t position = PyLong_AsSsize_t(PyTuple_GET_ITEM(values, v));
+        if (position == -1 && PyErr_Occurred())
+            return -1;
+        if (position == i)
+            return 1;
+    }
+    return 0;
+}
+
+/* argument a appended to key: 0, -1 (key None), -2 (error), or 1 (fall back) */
+static int
+append_argument(Key *key, PyObject *a)
+{
+    PyTypeObject *t = Py_TYPE(a);
+    if ((PyObject *)t == ndarray_type) {
+        int rc = append_memory(key, a);
+        if (rc == 0 && push_new(key, PyObject_GetAttr(a, s_dtype)) < 0)
+            rc = -2;
+        return rc;
+    }
+    if (PyLong_CheckExact(a) || a == Py_None)
+        return push(key, a) < 0 ? -2 : 0;
+    if (PyList_CheckExact(a) || PyTuple_CheckExact(a))
+        return append_spec(key, a);
+    if ((PyObject *)t == mpi_op_type) {
+        PyObject *part = predefined(&ops_table, a);
+        if (part == NULL)
+            return 1;   /* a user-defined op: kept alive by the entry, in Python */
+        return push(key, part) < 0 ? -2 : 0;
+    }
+    if (a == in_place)
+        return push(key, s_in_place) < 0 ? -2 : 0;
+    if (PySet_Contains(buffer_types, (PyObject *)t) == 1)   /* a bytes-like object alone */
+        return append_memory_part(key, a);
+    return 1;
+}
+
+/* the key of the arguments argv[0 .. nargs), None, or FALLBACK; NULL on error */
 static PyObject *
-build(PyObject *method, PyObject *args, PyObject *algorithm, PyObject *values)
+build(PyObject *method, PyObject *const *argv, Py_ssize_t nargs, PyObject *algorithm, PyObject *values)
 {
     PyObject *debug = PyDict_GetItemWithError(environ_data, s_debug);   /* borrowed */
     if (debug == NULL && PyErr_Occurred())
@@ -247,98 +381,62 @@ build(PyObject *method, PyObject *args, PyObject *algorithm, PyObject *values)
         Py_RETURN_NONE;
     if (!PyUnicode_CheckExact(algorithm))
         Py_RETURN_NONE;
-    if (!PyTuple_Check(args) || !PyTuple_Check(values))
+    if (!PyTuple_Check(values))
         return FALLBACK;
     PyObject *algo = PyDict_GetItemWithError(environ_data, s_algo);
     PyObject *gpu = algo || !PyErr_Occurred() ? PyDict_GetItemWithError(environ_data, s_gpu) : NULL;
     PyObject *generation = PyErr_Occurred() ? NULL : PyDict_GetItemWithError(selection_dict, s_generation);
     if (generation == NULL)
         return PyErr_Occurred() ? NULL : FALLBACK;
-    PyObject *key = PyList_New(0);
-    if (key == NULL)
-        return NULL;
+    Key key = {.n = 0};
     PyObject *head[5] = {method, algorithm, algo ? algo : Py_None, gpu ? gpu : Py_None, generation};
     for (int i = 0; i < 5; i++)
-        if (PyList_Append(key, head[i]) < 0)
-            goto error;
-    Py_ssize_t nargs = PyTuple_GET_SIZE(args);
+        push(&key, head[i]);   /* cannot overflow */
     for (Py_ssize_t i = 0; i < nargs; i++) {
-        PyObject *a = PyTuple_GET_ITEM(args, i);
-        PyTypeObject *t = Py_TYPE(a);
-        int rc = 0;
-        int by_value = 0;   /* a position of counts given by value (Reduce_scatter's recvcounts) */
-        for (Py_ssize_t v = 0; v < PyTuple_GET_SIZE(values); v++) {
-            Py_ssize_t position = PyLong_AsSsize_t(PyTuple_GET_ITEM(values, v));
-            if (position == -1 && PyErr_Occurred())
-                goto error;
-            by_value |= position == i;
-        }
-        if (by_value) {
-            rc = append_value(key, a);
-        }
-        else if ((PyObject *)t == ndarray_type) {
-            rc = append_memory(key, a);
-            if (rc == 0) {
-                PyObject *dtype = PyObject_GetAttr(a, s_dtype);
-                if (dtype == NULL || PyList_Append(key, dtype) < 0)
-                    rc = -2;
-                Py_XDECREF(dtype);
-            }
-        }
-        else if (PyLong_CheckExact(a) || a == Py_None) {
-            rc = PyList_Append(key, a) < 0 ? -2 : 0;
-        }
-        else if (PyList_CheckExact(a) || PyTuple_CheckExact(a)) {
-            rc = append_spec(key, a);
-        }
-        else if ((PyObject *)t == mpi_op_type) {
-            PyObject *id = PyLong_FromVoidPtr(a);
-            PyObject *part = id ? PyDict_GetItemWithError(predefined_ops, id) : NULL;
-            Py_XDECREF(id);
-            if (part != NULL)
-                rc = PyList_Append(key, part) < 0 ? -2 : 0;
-            else
-                rc = PyErr_Occurred() ? -2 : 1;   /* a user-defined op: kept alive by the entry, in Python */
-        }
-        else if (a == in_place) {
-            rc = PyList_Append(key, s_in_place) < 0 ? -2 : 0;
-        }
-        else if (PySet_Contains(buffer_types, (PyObject *)t) == 1) {   /* a bytes-like object alone */
-            rc = append_memory_part(key, a);
-        }
-        else {
-            rc = 1;
-        }
-        if (rc == -2)
-            goto error;
-        if (rc == -1) {
-            Py_DECREF(key);
-            Py_RETURN_NONE;
-        }
-        if (rc == 1) {
-            Py_DECREF(key);
+        int counts = by_value(values, i);
+        int rc = counts < 0 ? -2 : counts ? append_value(&key, argv[i]) : append_argument(&key, argv[i]);
+        if (rc != 0) {
+            release(&key);
+            if (rc == -2)
+                return NULL;
+            if (rc == -1)
+                Py_RETURN_NONE;
             return FALLBACK;
         }
     }
-    PyObject *result = PyList_AsTuple(key);
-    Py_DECREF(key);
-    return result;
-error:
-    Py_DECREF(key);
-    return NULL;
+    return as_tuple(&key);
 }
 
-/* the key of a call, or None: build()'s, or the Python function's where build() cannot decide */
+/* the tuple of argv[0 .. n) */
 static PyObject *
-key_of(PyObject *method, PyObject *args, PyObject *algorithm, PyObject *values)
+tuple_of(PyObject *const *argv, Py_ssize_t n)
 {
-    PyObject *key = build(method, args, algorithm, values);
+    PyObject *tuple = PyTuple_New(n);
+    for (Py_ssize_t i = 0; tuple != NULL && i < n; i++) {
+        Py_INCREF(argv[i]);
+        PyTuple_SET_ITEM(tuple, i, argv[i]);
+    }
+    return tuple;
+}
+
+/* the key of a call, or None: build()'s, or the Python function's where build() cannot decide; args is the
+   tuple of argv[0 .. nargs), or NULL (made here if the Python function needs it) */
+static PyObject *
+key_of(PyObject *method, PyObject *const *argv, Py_ssize_t nargs, PyObject *args, PyObject *algorithm,
+       PyObject *values)
+{
+    PyObject *key = build(method, argv, nargs, algorithm, values);
     if (key == NULL && PyErr_Occurred()) {   /* as the Python function: no key when an argument misbehaves */
         PyErr_Clear();
         key = FALLBACK;
     }
-    if (key == FALLBACK)
-        key = PyObject_CallFunctionObjArgs(fallback, method, args, algorithm, values, NULL);
+    if (key != FALLBACK)
+        return key;
+    PyObject *made = args == NULL ? tuple_of(argv, nargs) : NULL;
+    if (args == NULL && made == NULL)
+        return NULL;
+    key = PyObject_CallFunctionObjArgs(fallback, method, args ? args : made, algorithm, values, NULL);
+    Py_XDECREF(made);
     return key;
 }
 
@@ -354,11 +452,14 @@ call_key(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
         PyErr_SetString(PyExc_RuntimeError, "mpicoll._callkey.init() was not called");
         return NULL;
     }
+    PyObject *method = argv[0], *args = argv[1], *algorithm = argv[2];
     PyObject *values = argc == 4 ? argv[3] : empty_tuple;
-    return key_of(argv[0], argv[1], argv[2], values);
+    if (!PyTuple_Check(args))
+        return PyObject_CallFunctionObjArgs(fallback, method, args, algorithm, values, NULL);
+    return key_of(method, &PyTuple_GET_ITEM(args, 0), PyTuple_GET_SIZE(args), args, algorithm, values);
 }
 
-/* ---- the whole hit of a blocking call: as mpicoll.comm._run_cached ---- */
+/* ---- a whole blocking call: as mpicoll.comm._run ---- */
 
 static PyObject *active_requests;   /* mpicoll.exec.nonblocking.ACTIVE: started, unfinished mpicoll requests */
 static PyObject *value_args;        /* mpicoll.comm._VALUE_ARGS: method -> positions of counts given by value */
@@ -400,7 +501,8 @@ draw_tag(PyObject *comm, PyObject *state)
 
 /* the cached plan's entry of this call (a new reference), or NULL: no entry (an error only if one is set) */
 static PyObject *
-cached_entry(PyObject *comm, PyObject *state, PyObject *method, PyObject *algorithm, PyObject *args)
+cached_entry(PyObject *comm, PyObject *state, PyObject *method, PyObject *algorithm, PyObject *const *argv,
+             Py_ssize_t nargs)
 {
     PyObject *plans = PyDict_GetItemWithError(state, s_plans);   /* borrowed */
     if (plans == NULL || plans == Py_None || PyList_GET_SIZE(active_requests) > 0)
@@ -414,7 +516,7 @@ cached_entry(PyObject *comm, PyObject *state, PyObject *method, PyObject *algori
     PyObject *values = PyDict_GetItemWithError(value_args, method);   /* borrowed */
     if (values == NULL && PyErr_Occurred())
         return NULL;
-    PyObject *key = key_of(method, args, algorithm, values ? values : empty_tuple);
+    PyObject *key = key_of(method, argv, nargs, NULL, algorithm, values ? values : empty_tuple);
     if (key == NULL || key == Py_None) {
         Py_XDECREF(key);
         return NULL;
@@ -427,42 +529,53 @@ cached_entry(PyObject *comm, PyObject *state, PyObject *method, PyObject *algori
     return entry;
 }
 
+/* the cached entry run with this tag: its result (a new reference) or NULL */
 static PyObject *
-run_cached(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
+run_entry(PyObject *entry, PyObject *tag)
+{
+    if (PyObject_SetAttr(entry, s_used, Py_True) < 0)
+        return NULL;
+    return PyObject_CallMethodOneArg(entry, s_run, tag);
+}
+
+static PyObject *
+run(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
 {
     (void)self;
-    if (argc != 4 || !PyTuple_Check(argv[3])) {
-        PyErr_SetString(PyExc_TypeError, "run_cached(comm, method, algorithm, args: tuple)");
+    if (argc < 3) {
+        PyErr_SetString(PyExc_TypeError, "run(comm, method, algorithm, *args)");
         return NULL;
     }
     if (fallback == NULL || active_requests == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "mpicoll._callkey.init() and init_run() were not both called");
         return NULL;
     }
-    PyObject *comm = argv[0], *method = argv[1], *algorithm = argv[2], *args = argv[3];
+    PyObject *comm = argv[0], *method = argv[1], *algorithm = argv[2];
     PyObject *state = PyObject_GenericGetDict(comm, NULL);
     if (state == NULL)
         return NULL;
     PyObject *tag = PyDict_Check(state) ? draw_tag(comm, state) : NULL;
     if (tag == NULL) {
         if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_TypeError, "run_cached: the communicator has no instance dictionary");
+            PyErr_SetString(PyExc_TypeError, "run: the communicator has no instance dictionary");
         Py_DECREF(state);
         return NULL;
     }
-    PyObject *entry = cached_entry(comm, state, method, algorithm, args);
+    PyObject *entry = cached_entry(comm, state, method, algorithm, argv + 3, argc - 3);
     Py_DECREF(state);
-    if (entry == NULL) {
-        if (PyErr_Occurred()) {
-            Py_DECREF(tag);
-            return NULL;
-        }
-        return tag;   /* a miss: the caller prepares the plan with this tag */
-    }
     PyObject *result = NULL;
-    if (PyObject_SetAttr(entry, s_used, Py_True) == 0)
-        result = PyObject_CallMethodOneArg(entry, s_run, tag);
-    Py_DECREF(entry);
+    if (entry != NULL) {
+        result = run_entry(entry, tag);
+        Py_DECREF(entry);
+    }
+    else if (!PyErr_Occurred()) {   /* a miss: the communicator prepares the plan, with this tag */
+        PyObject *args = tuple_of(argv + 3, argc - 3);
+        if (args != NULL) {
+            PyObject *call[5] = {comm, method, algorithm, args, tag};
+            result = PyObject_VectorcallMethod(s_run_prepared, call, 5 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+            Py_DECREF(args);
+        }
+    }
     Py_DECREF(tag);
     if (result == NULL)
         return NULL;
@@ -499,6 +612,8 @@ init(PyObject *self, PyObject *args)
         Py_INCREF(objects[i]);
         Py_XSETREF(*slots[i], objects[i]);
     }
+    if (fill(&types_table, predefined_types) < 0 || fill(&ops_table, predefined_ops) < 0)
+        return NULL;
     Py_RETURN_NONE;
 }
 
@@ -506,11 +621,11 @@ static PyMethodDef methods[] = {
     {"call_key", (PyCFunction)(void (*)(void))call_key, METH_FASTCALL,
      "call_key(method, args, algorithm, values=())\n--\n\nThe plan cache's key of a blocking call, or None "
      "(as mpicoll.plan._call_key)."},
-    {"run_cached", (PyCFunction)(void (*)(void))run_cached, METH_FASTCALL,
-     "run_cached(comm, method, algorithm, args)\n--\n\nDraw a blocking call's tag and run its cached plan: None "
-     "if it ran, else the tag (as mpicoll.comm._run_cached)."},
+    {"run", (PyCFunction)(void (*)(void))run, METH_FASTCALL,
+     "run(comm, method, algorithm, *args)\n--\n\nRun a blocking call: its cached plan if it has one, else "
+     "comm._run_prepared(method, algorithm, args, tag) (as mpicoll.comm._run)."},
     {"init_run", init_run, METH_VARARGS,
-     "init_run(active, value_args)\n--\n\nThe objects run_cached reads besides the key's (mpicoll.comm calls it "
+     "init_run(active, value_args)\n--\n\nThe objects run reads besides the key's (mpicoll.comm calls it "
      "once)."},
     {"init", init, METH_VARARGS,
      "init(fallback, environ_data, selection_dict, ndarray, buffer_types, predefined_types, predefined_ops, "
@@ -540,9 +655,18 @@ PyInit__callkey(void)
     s_used = PyUnicode_InternFromString("used");
     s_run = PyUnicode_InternFromString("run");
     s_tag_state = PyUnicode_InternFromString("_tag_state");
+    s_run_prepared = PyUnicode_InternFromString("_run_prepared");
     empty_tuple = PyTuple_New(0);
+    for (Py_ssize_t n = 1; n < SPEC_HEADS; n++) {
+        PyObject *length = PyLong_FromSsize_t(n);
+        list_heads[n] = length ? PyTuple_Pack(2, (PyObject *)&PyList_Type, length) : NULL;
+        tuple_heads[n] = length ? PyTuple_Pack(2, (PyObject *)&PyTuple_Type, length) : NULL;
+        Py_XDECREF(length);
+        if (list_heads[n] == NULL || tuple_heads[n] == NULL)
+            return NULL;
+    }
     if (!s_algo || !s_debug || !s_gpu || !s_zero || !s_generation || !s_dtype || !s_typecode || !s_in_place || !s_b
-        || !s_array || !s_tags || !s_plans || !s_timeout || !s_data || !s_used || !s_run || !s_tag_state
+        || !s_array || !s_tags || !s_plans || !s_timeout || !s_data || !s_used || !s_run || !s_tag_state || !s_run_prepared
         || !empty_tuple)
         return NULL;
     PyObject *array_module = PyImport_ImportModule("array");

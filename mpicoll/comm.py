@@ -190,14 +190,8 @@ class Comm(MPI.Intracomm):
             plans.put(key, plan, *held(args, values), comm=None if plan is None else self.private)
         return plan
 
-    def _run(self, method: str, algorithm: str, *args: Any) -> None:
-        # The hot path of every blocking call: run_cached draws the tag and runs the cached plan.  A miss,
-        # a timeout, debug mode (where call_key gives None) or an outstanding request take _run_prepared.
-        tag = run_cached(self, method, algorithm, args)
-        if tag is not None:
-            self._run_prepared(method, algorithm, args, tag)
-
     def _run_prepared(self, method: str, algorithm: str, args: tuple, tag: int) -> None:
+        # what run() does on a miss, with a timeout, in debug mode or with mpicoll requests outstanding
         if self.timeout is not None or guard.debugging():   # the careful path
             return guard.run(self, method, args, algorithm, tag)
         try:
@@ -256,7 +250,7 @@ class Comm(MPI.Intracomm):
         MismatchError, CollectiveTimeout
             Only in debug mode, or with a timeout (see :class:`Comm`).
         """
-        self._run("Barrier", algorithm)
+        run(self, "Barrier", algorithm)
 
     def Ibarrier(self, *, algorithm: str = "auto") -> Request:
         """Nonblocking :meth:`Barrier` (MPI_Ibarrier).
@@ -314,7 +308,7 @@ class Comm(MPI.Intracomm):
         MismatchError, CollectiveTimeout
             Only in debug mode, or with a timeout (see :class:`Comm`).
         """
-        self._run("Bcast", algorithm, buf, root)
+        run(self, "Bcast", algorithm, buf, root)
 
     def Ibcast(self, buf: Any, root: int = 0, *, algorithm: str = "auto") -> Request:
         """Nonblocking :meth:`Bcast` (MPI_Ibcast).
@@ -379,7 +373,7 @@ class Comm(MPI.Intracomm):
         MismatchError, CollectiveTimeout
             Only in debug mode, or with a timeout (see :class:`Comm`).
         """
-        self._run("Reduce", algorithm, sendbuf, recvbuf, op, root)
+        run(self, "Reduce", algorithm, sendbuf, recvbuf, op, root)
 
     def Ireduce(
         self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, root: int = 0, *, algorithm: str = "auto"
@@ -451,7 +445,7 @@ class Comm(MPI.Intracomm):
         MismatchError, CollectiveTimeout
             Only in debug mode, or with a timeout (see :class:`Comm`).
         """
-        self._run("Allreduce", algorithm, sendbuf, recvbuf, op)
+        run(self, "Allreduce", algorithm, sendbuf, recvbuf, op)
 
     def Iallreduce(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto") -> Request:
         """Nonblocking :meth:`Allreduce` (MPI_Iallreduce).
@@ -514,7 +508,7 @@ class Comm(MPI.Intracomm):
         MismatchError, CollectiveTimeout
             Only in debug mode, or with a timeout (see :class:`Comm`).
         """
-        self._run("Gather", algorithm, sendbuf, recvbuf, root)
+        run(self, "Gather", algorithm, sendbuf, recvbuf, root)
 
     def Igather(self, sendbuf: Any, recvbuf: Any, root: int = 0, *, algorithm: str = "auto") -> Request:
         """Nonblocking :meth:`Gather` (MPI_Igather).
@@ -578,7 +572,7 @@ class Comm(MPI.Intracomm):
         MismatchError, CollectiveTimeout
             Only in debug mode, or with a timeout (see :class:`Comm`).
         """
-        self._run("Gatherv", algorithm, sendbuf, recvbuf, root)
+        run(self, "Gatherv", algorithm, sendbuf, recvbuf, root)
 
     def Igatherv(self, sendbuf: Any, recvbuf: Any, root: int = 0, *, algorithm: str = "auto") -> Request:
         """Nonblocking :meth:`Gatherv` (MPI_Igatherv).
@@ -641,7 +635,7 @@ class Comm(MPI.Intracomm):
         MismatchError, CollectiveTimeout
             Only in debug mode, or with a timeout (see :class:`Comm`).
         """
-        self._run("Scatter", algorithm, sendbuf, recvbuf, root)
+        run(self, "Scatter", algorithm, sendbuf, recvbuf, root)
 
     def Iscatter(self, sendbuf: Any, recvbuf: Any, root: int = 0, *, algorithm: str = "auto") -> Request:
         """Nonblocking :meth:`Scatter` (MPI_Iscatter).
@@ -704,7 +698,7 @@ class Comm(MPI.Intracomm):
         MismatchError, CollectiveTimeout
             Only in debug mode, or with a timeout (see :class:`Comm`).
         """
-        self._run("Scatterv", algorithm, sendbuf, recvbuf, root)
+        run(self, "Scatterv", algorithm, sendbuf, recvbuf, root)
 
     def Iscatterv(self, sendbuf: Any, recvbuf: Any, root: int = 0, *, algorithm: str = "auto") -> Request:
         """Nonblocking :meth:`Scatterv` (MPI_Iscatterv).
@@ -765,7 +759,7 @@ class Comm(MPI.Intracomm):
         MismatchError, CollectiveTimeout
             Only in debug mode, or with a timeout (see :class:`Comm`).
         """
-        self._run("Allgather", algorithm, sendbuf, recvbuf)
+        run(self, "Allgather", algorithm, sendbuf, recvbuf)
 
     def Iallgather(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> Request:
         """Nonblocking :meth:`Allgather` (MPI_Iallgather).
@@ -826,7 +820,7 @@ class Comm(MPI.Intracomm):
         MismatchError, CollectiveTimeout
             Only in debug mode, or with a timeout (see :class:`Comm`).
         """
-        self._run("Allgatherv", algorithm, sendbuf, recvbuf)
+        run(self, "Allgatherv", algorithm, sendbuf, recvbuf)
 
     def Iallgatherv(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> Request:
         """Nonblocking :meth:`Allgatherv` (MPI_Iallgatherv).
@@ -889,7 +883,7 @@ class Comm(MPI.Intracomm):
         MismatchError, CollectiveTimeout
             Only in debug mode, or with a timeout (see :class:`Comm`).
         """
-        self._run("Reduce_scatter_block", algorithm, sendbuf, recvbuf, op)
+        run(self, "Reduce_scatter_block", algorithm, sendbuf, recvbuf, op)
 
     def Ireduce_scatter_block(
         self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto"
@@ -959,7 +953,7 @@ class Comm(MPI.Intracomm):
         MismatchError, CollectiveTimeout
             Only in debug mode, or with a timeout (see :class:`Comm`).
         """
-        self._run("Reduce_scatter", algorithm, sendbuf, recvbuf, recvcounts, op)
+        run(self, "Reduce_scatter", algorithm, sendbuf, recvbuf, recvcounts, op)
 
     def Ireduce_scatter(
         self, sendbuf: Any, recvbuf: Any, recvcounts: Any = None, op: Any = MPI.SUM, *, algorithm: str = "auto"
@@ -1029,7 +1023,7 @@ class Comm(MPI.Intracomm):
         MismatchError, CollectiveTimeout
             Only in debug mode, or with a timeout (see :class:`Comm`).
         """
-        self._run("Alltoall", algorithm, sendbuf, recvbuf)
+        run(self, "Alltoall", algorithm, sendbuf, recvbuf)
 
     def Ialltoall(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> Request:
         """Nonblocking :meth:`Alltoall` (MPI_Ialltoall).
@@ -1090,7 +1084,7 @@ class Comm(MPI.Intracomm):
         MismatchError, CollectiveTimeout
             Only in debug mode, or with a timeout (see :class:`Comm`).
         """
-        self._run("Alltoallv", algorithm, sendbuf, recvbuf)
+        run(self, "Alltoallv", algorithm, sendbuf, recvbuf)
 
     def Ialltoallv(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> Request:
         """Nonblocking :meth:`Alltoallv` (MPI_Ialltoallv).
@@ -1153,7 +1147,7 @@ class Comm(MPI.Intracomm):
         MismatchError, CollectiveTimeout
             Only in debug mode, or with a timeout (see :class:`Comm`).
         """
-        self._run("Alltoallw", algorithm, sendbuf, recvbuf)
+        run(self, "Alltoallw", algorithm, sendbuf, recvbuf)
 
     def Ialltoallw(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> Request:
         """Nonblocking :meth:`Alltoallw` (MPI_Ialltoallw).
@@ -1216,7 +1210,7 @@ class Comm(MPI.Intracomm):
         MismatchError, CollectiveTimeout
             Only in debug mode, or with a timeout (see :class:`Comm`).
         """
-        self._run("Scan", algorithm, sendbuf, recvbuf, op)
+        run(self, "Scan", algorithm, sendbuf, recvbuf, op)
 
     def Iscan(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto") -> Request:
         """Nonblocking :meth:`Scan` (MPI_Iscan).
@@ -1279,7 +1273,7 @@ class Comm(MPI.Intracomm):
         MismatchError, CollectiveTimeout
             Only in debug mode, or with a timeout (see :class:`Comm`).
         """
-        self._run("Exscan", algorithm, sendbuf, recvbuf, op)
+        run(self, "Exscan", algorithm, sendbuf, recvbuf, op)
 
     def Iexscan(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto") -> Request:
         """Nonblocking :meth:`Exscan` (MPI_Iexscan).
@@ -1357,13 +1351,16 @@ class Comm(MPI.Intracomm):
         return f"mpicoll.Comm(rank={self.Get_rank()}, size={self.Get_size()})"
 
 
-def _run_cached(comm: Comm, method: str, algorithm: str, args: tuple) -> int | None:
-    """Draw a blocking call's tag, and run its cached plan if it has one: None if it ran, else the tag.
+def _run(comm: Comm, method: str, algorithm: str, *args: Any) -> None:
+    """Run a blocking call: the hot path of every one.
 
-    The definition of :func:`run_cached`, which is the same function compiled
-    (``run_cached`` in ``mpicoll/_callkey.c``) when that was built.  There is
-    no cached run with a timeout or with mpicoll requests outstanding (see
-    :meth:`Comm._run_prepared`), nor in debug mode (``call_key`` gives None).
+    Draw the call's tag, build its key, find its cached plan and run it.  A
+    miss goes to ``comm._run_prepared``, which prepares (and caches) the plan,
+    as do calls with a timeout or with mpicoll requests outstanding, and calls
+    in debug mode (where ``call_key`` gives no key).
+
+    This is the definition of :func:`run`, which is the same function compiled
+    (``run`` in ``mpicoll/_callkey.c``) when that was built.
     """
     state = comm.__dict__
     tags = state.get("_tags") or comm._tag_state()
@@ -1374,17 +1371,17 @@ def _run_cached(comm: Comm, method: str, algorithm: str, args: tuple) -> int | N
         if entry is not None:
             entry.used = True
             entry.run(tag)
-            return None
-    return tag
+            return
+    comm._run_prepared(method, algorithm, args, tag)
 
 
-def _compiled_run_cached() -> Callable[[Comm, str, str, tuple], int | None]:
+def _compiled_run() -> Callable[..., None]:
     if call_key is plan_module._call_key:   # mpicoll._callkey is not built
-        return _run_cached
+        return _run
     from . import _callkey  # noqa: PLC0415 - optional: built from mpicoll/_callkey.c at install
     _callkey.init_run(nonblocking.ACTIVE, _VALUE_ARGS)
-    return _callkey.run_cached
+    return _callkey.run
 
 
-#: ``run_cached(comm, method, algorithm, args)``: the first thing every blocking call runs (see :func:`_run_cached`)
-run_cached = _compiled_run_cached()
+#: ``run(comm, method, algorithm, *args)``: what every blocking collective calls (see :func:`_run`)
+run = _compiled_run()

@@ -1,4 +1,4 @@
-"""The compiled round loop (mpicoll/_rounds.c) and cached run (run_cached in mpicoll/_callkey.c) do exactly
+"""The compiled round loop (mpicoll/_rounds.c) and blocking call path (run in mpicoll/_callkey.c) do exactly
 what their Python definitions do.
 
 Both run at one process: messages to oneself on ``MPI.COMM_SELF`` (small ones,
@@ -16,7 +16,7 @@ from mpicoll import comm as comm_module
 from mpicoll.exec import blocking, nonblocking
 
 rounds_built = pytest.mark.skipif(blocking.execute is blocking._execute, reason="mpicoll._rounds is not built")
-run_built = pytest.mark.skipif(comm_module.run_cached is comm_module._run_cached,
+run_built = pytest.mark.skipif(comm_module.run is comm_module._run,
                                reason="mpicoll._callkey is not built")
 
 
@@ -77,55 +77,76 @@ def test_for_mpi_gives_numpy_messages_as_buffer_specs_and_keeps_the_rest():
 
 
 @pytest.fixture(params=["python", "compiled"])
-def run_cached(request):
-    if request.param == "compiled" and comm_module.run_cached is comm_module._run_cached:
+def run(request):
+    if request.param == "compiled" and comm_module.run is comm_module._run:
         pytest.skip("mpicoll._callkey is not built")
-    return comm_module._run_cached if request.param == "python" else comm_module.run_cached
+    return comm_module._run if request.param == "python" else comm_module.run
 
 
-def test_run_cached_runs_a_hit_and_hands_back_the_tag_of_a_miss(run_cached):
+def _recording(c: mpicoll.Comm) -> list:
+    """Record what ``c`` hands to ``_run_prepared`` (a miss), and prepare it as usual."""
+    misses: list = []
+    prepare = c._run_prepared
+
+    def recorded(method, algorithm, args, tag):
+        misses.append((method, algorithm, len(args), tag))
+        prepare(method, algorithm, args, tag)
+
+    c._run_prepared = recorded
+    return misses
+
+
+def test_run_runs_a_hit_and_prepares_a_miss_with_the_tag_it_drew(run):
     c = mpicoll.Comm(MPI.COMM_SELF.Dup())
+    misses = _recording(c)
     x, y = np.arange(4.0), np.zeros(4)
     tags = c._tag_state()
     drawn = tags[1]
-    assert run_cached(c, "Allreduce", "auto", (x, y, MPI.SUM)) == drawn + 1   # no plan cache yet: a miss
-    c.Allreduce(x, y)                                                           # prepared and cached
-    assert tags[1] == drawn + 2 and y.tolist() == x.tolist()
+    run(c, "Allreduce", "auto", x, y, MPI.SUM)                  # no plan cache yet: a miss, then cached
+    assert misses == [("Allreduce", "auto", 3, drawn + 1)] and y.tolist() == x.tolist()
     y[:] = 0
-    assert run_cached(c, "Allreduce", "auto", (x, y, MPI.SUM)) is None         # a hit: it ran
-    assert tags[1] == drawn + 3 and y.tolist() == x.tolist()
-    assert run_cached(c, "Allreduce", "auto", (x, np.zeros(4), MPI.SUM)) == drawn + 4   # other memory: a miss
-    tags[1] = tags[0]                                                           # the tags cycle
-    assert run_cached(c, "Allreduce", "auto", (x, y, MPI.SUM)) is None and tags[1] == 1
+    run(c, "Allreduce", "auto", x, y, MPI.SUM)                  # a hit: it ran, with the next tag
+    assert len(misses) == 1 and tags[1] == drawn + 2 and y.tolist() == x.tolist()
+    run(c, "Allreduce", "auto", x, np.zeros(4), MPI.SUM)        # other memory: a miss
+    assert misses[-1] == ("Allreduce", "auto", 3, drawn + 3)
+    tags[1] = tags[0]                                           # the tags cycle
+    run(c, "Allreduce", "auto", x, y, MPI.SUM)
+    assert len(misses) == 2 and tags[1] == 1
+    run(c, "Barrier", "auto")
+    run(c, "Barrier", "auto")
+    assert misses[-1] == ("Barrier", "auto", 0, 2) and len(misses) == 3
     c.Free()
 
 
-def test_run_cached_never_runs_with_a_timeout_or_with_requests_outstanding(run_cached):
+def test_run_never_runs_a_cached_plan_with_a_timeout_or_with_requests_outstanding(run):
     x, y = np.arange(4.0), np.zeros(4)
     watched = mpicoll.Comm(MPI.COMM_SELF.Dup(), timeout=30)
     watched.Allreduce(x, y)
-    assert run_cached(watched, "Allreduce", "auto", (x, y, MPI.SUM)) is not None
+    watched_misses = _recording(watched)
+    run(watched, "Allreduce", "auto", x, y, MPI.SUM)
     c = mpicoll.Comm(MPI.COMM_SELF.Dup())
     c.Allreduce(x, y)
+    misses = _recording(c)
     nonblocking.ACTIVE.append(object())
     try:
-        assert run_cached(c, "Allreduce", "auto", (x, y, MPI.SUM)) is not None
+        run(c, "Allreduce", "auto", x, y, MPI.SUM)
     finally:
         nonblocking.ACTIVE.pop()
-    assert run_cached(c, "Allreduce", "auto", (x, y, MPI.SUM)) is None
+    run(c, "Allreduce", "auto", x, y, MPI.SUM)
+    assert len(watched_misses) == 1 and len(misses) == 1
     watched.Free()
     c.Free()
 
 
 @run_built
-def test_run_cached_raises_what_the_plan_raises():
+def test_run_raises_what_the_plan_raises():
     c = mpicoll.Comm(MPI.COMM_SELF.Dup())
     x, y = np.arange(4.0), np.zeros(4)
     c.Allreduce(x, y)
     entry, = c.plans.data.values()
     entry.run = lambda tag: 1 / 0
     with pytest.raises(ZeroDivisionError):
-        comm_module.run_cached(c, "Allreduce", "auto", (x, y, MPI.SUM))
-    with pytest.raises(TypeError, match="args"):
-        comm_module.run_cached(c, "Allreduce", "auto", [x, y, MPI.SUM])
+        comm_module.run(c, "Allreduce", "auto", x, y, MPI.SUM)
+    with pytest.raises(TypeError, match="run"):
+        comm_module.run(c, "Allreduce")
     c.Free()
