@@ -152,13 +152,16 @@ def halving_steps(tl: Timeline, t0: int, fold: Fold, cur: str, *, descending: bo
 
 
 def doubling_allgather_steps(tl: Timeline, t0: int, fold: Fold, history: list[tuple[int, int, int]], *,
-                             edge=lambda i: i, buf: str = "recv") -> None:
-    """Undo the halving windows in reverse: each step swaps halves with the partner."""
+                             edge=lambda i: i, buf: str = "recv", src: str | None = None) -> None:
+    """Undo the halving windows in reverse: each step swaps halves with the partner.
+
+    The first step sends from ``src`` (default ``buf``): the caller's own window, where it still is.
+    """
     for i, (lo, hi, bit) in enumerate(reversed(history)):
         partner = fold.old(fold.new_rank ^ bit)
         mid = (lo + hi) // 2
         mine, theirs = ((mid, hi), (lo, mid)) if fold.new_rank & bit else ((lo, mid), (mid, hi))
-        tl.send(t0 + i, partner, Block(buf, edge(mine[0]), edge(mine[1])))
+        tl.send(t0 + i, partner, Block((src or buf) if i == 0 else buf, edge(mine[0]), edge(mine[1])))
         tl.recv(t0 + i, partner, Block(buf, edge(theirs[0]), edge(theirs[1])))
 
 
@@ -190,12 +193,17 @@ def allreduce_rabenseifner(rank: int, size: int):
 def allgather_recursive_doubling(rank: int, size: int):
     """Recursive doubling: lg p' steps, the gathered range doubling each step (any p, via the fold).
 
-    Round 0: the ranks that sit out (even ranks below 2(p - p')) hand their block
-    to their odd neighbour, every rank copies its own block into ``recv``.  Then
-    the p' remaining ranks retrace descending halving windows: in the step of bit
-    b, new rank i swaps its window of b new ranks with new rank i ^ b.  New rank
-    i stands for blocks [edge(i), edge(i + 1)), so every window is a contiguous
+    Round 0 (only when p is not a power of two): the ranks that sit out (even
+    ranks below 2(p - p')) hand their block to their odd neighbour.  Then the p'
+    remaining ranks retrace descending halving windows: in the step of bit b, new
+    rank i swaps its window of b new ranks with new rank i ^ b.  New rank i
+    stands for blocks [edge(i), edge(i + 1)), so every window is a contiguous
     range of blocks.  Last round: the sitters get everything but their own block.
+
+    A rank whose first window is its own block alone sends it straight from
+    ``send`` and copies it to ``recv`` after that step's messages (as the ring
+    does): copying first and sending the fresh copy was twice as slow at p = 2
+    and 64 KiB.  The others (the folded pairs) copy it in round 0.
 
     Cost: lg p alpha + (p-1)/p n beta for p a power of two; otherwise two more steps (fold in, hand out) of up
     to n beta.
@@ -206,18 +214,23 @@ def allgather_recursive_doubling(rank: int, size: int):
     which doubles that partner's traffic.
     """
     tl, fold = Timeline(), Fold(rank, size)
-    tl.copy(0, Block("recv", rank, rank + 1), Block("send", rank, rank + 1))
+    first = 1 if fold.extra else 0      # the first doubling step's round
+    own = Block("recv", rank, rank + 1), Block("send", rank, rank + 1)
     pair = rank & ~1  # the even rank of a folded pair
-    if fold.extra and rank < 2 * fold.extra:
+    folded = fold.extra and rank < 2 * fold.extra
+    if folded:
+        tl.copy(0, *own)
         if fold.new_rank is None:
             tl.send(0, rank + 1, Block("send", rank, rank + 1))
         else:
             tl.recv(0, rank - 1, Block("recv", pair, pair + 1))
+    else:
+        tl.copy(first, *own)            # after the first step, which sends the own block from send
     if fold.new_rank is not None:
         history = halving_windows(fold.new_rank, fold.pof2, descending=True)
-        doubling_allgather_steps(tl, 1, fold, history, edge=fold.edge)
+        doubling_allgather_steps(tl, first, fold, history, edge=fold.edge, src=None if folded else "send")
     for blocks in ((0, pair), (pair + 1, size)):  # all but the sitter's own block
-        fold.fold_out(tl, 1 + fold.steps, blocks)
+        fold.fold_out(tl, first + fold.steps, blocks)
     return size, tl.rounds()
 
 
