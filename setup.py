@@ -1,8 +1,10 @@
 """Only the optional compiled part; everything else is in setup.cfg.
 
-``mpicoll._callkey`` builds the plan cache's key in C (the blocking call path's
-largest cost in Python).  It is optional: without a C compiler the install goes
-on and mpicoll uses the same function in Python (``mpicoll.plan._call_key``).
+``mpicoll._callkey`` runs the hit of a blocking call in C (tag, key, lookup,
+run) and ``mpicoll._rounds`` the blocking executor's round loop.  Both are
+optional: without a C compiler the install goes on and mpicoll uses the same
+functions in Python (``mpicoll.comm._run``, ``mpicoll.plan._call_key``,
+``mpicoll.exec.blocking._execute``).
 """
 
 from setuptools import Extension, setup

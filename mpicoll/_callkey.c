@@ -10,7 +10,12 @@
  * on every blocking call, and in Python that was the largest part of a cached
  * call's cost.
  *
- * The module is optional: when it is not built, mpicoll uses the Python one.
+ * It also runs the whole hit of a blocking call, run(comm, method, algorithm,
+ * *args), as mpicoll.comm._run (the definition) does: draw the tag, build the
+ * key, look the entry up and call its runner, or hand a miss to
+ * comm._run_prepared.  Every collective method calls it.
+ *
+ * The module is optional: when it is not built, mpicoll uses the Python ones.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

@@ -107,7 +107,7 @@ def stand_in(comm: Any, method: str, args: tuple, algorithm: str, error: BaseExc
 
 
 def _run_plan(comm: Any, method: str, plan: Any, timeout: float | None, tag: int) -> None:
-    if nonblocking.outstanding():       # keep outstanding requests moving, as Comm._run does
+    if nonblocking.outstanding():       # keep outstanding requests moving, as Comm._run_prepared does
         req = nonblocking.start(plan, comm, tag)
         req.watch = (method, timeout, comm.Get_rank()) if timeout is not None else None
         req.Wait()

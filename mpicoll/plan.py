@@ -18,7 +18,8 @@ from what determines the binding:
 The key is built on every blocking call, so it is compiled when it can be
 (``mpicoll/_callkey.c``, an optional C extension that returns exactly the key
 of the Python definition, :func:`_call_key`, and hands it the forms it does not
-handle itself).
+handle itself).  The same extension runs the whole hit of a blocking call
+(``mpicoll.comm.run``: tag, key, lookup, the entry's runner).
 
 A cached plan views the user's memory through raw addresses
 (``MPI.buffer.fromaddress``), not through the user's objects, so caching

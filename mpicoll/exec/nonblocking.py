@@ -16,7 +16,7 @@ the weak-progress model of MPI itself (see ``docs/nonblocking.md``).
 Why every request advances every other: rank 0 may wait on request B while
 rank 1 waits on request A; if a Wait moved only its own request, A would never
 finish on rank 0 and both would hang.  Likewise a blocking mpicoll collective
-called while requests are outstanding keeps them moving (see ``Comm._run``).
+called while requests are outstanding keeps them moving (see ``Comm._run_prepared``).
 
 Each request carries the tag ``mpicoll.Comm`` drew for its call from the
 communicator's sequences (blocking, nonblocking and persistent calls have
@@ -43,7 +43,7 @@ __all__ = ["Request", "Prequest", "start", "persistent", "outstanding", "wait_mp
 _INACTIVE, _RUNNING, _COMPLETE, _FREED = 0, 1, 2, 3
 
 _ACTIVE: list[_Collective] = []   # every started, unfinished mpicoll request of this process
-ACTIVE = _ACTIVE   # the same list, read on the blocking hot path (Comm._run) without a call
+ACTIVE = _ACTIVE   # the same list, read on the blocking hot path (mpicoll.comm.run) without a call
 _testall = MPI.Request.Testall
 _waitall = MPI.Request.Waitall
 _waitany = MPI.Request.Waitany
