@@ -19,6 +19,7 @@ from mpi4py import MPI
 
 from . import guard
 from . import plan as plan_module
+from .compiled import extension
 from .datatypes import staging
 from .exec import nonblocking
 from .exec.nonblocking import Prequest, Request
@@ -1376,9 +1377,9 @@ def _run(comm: Comm, method: str, algorithm: str, *args: Any) -> None:
 
 
 def _compiled_run() -> Callable[..., None]:
-    if call_key is plan_module._call_key:   # mpicoll._callkey is not built
+    if call_key is plan_module._call_key:   # mpicoll._callkey is not built, or not used
         return _run
-    from . import _callkey  # noqa: PLC0415 - optional: built from mpicoll/_callkey.c at install
+    _callkey = extension("_callkey")
     _callkey.init_run(nonblocking.ACTIVE, _VALUE_ARGS)
     return _callkey.run
 

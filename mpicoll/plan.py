@@ -57,6 +57,7 @@ import numpy as np
 from mpi4py import MPI
 
 from . import backends, registry, selection
+from .compiled import extension
 from .datatypes import check_reducible
 from .exec.blocking import bind, execute, for_mpi
 from .layout import Layout
@@ -383,11 +384,8 @@ def _call_key(method: str, args: Sequence[Any], algorithm: Any, values: tuple[in
 
 def _compiled_call_key() -> Callable[..., tuple | None]:
     """The compiled key builder bound to this module's tables, or this module's own where it is not built."""
-    try:
-        from . import _callkey  # noqa: PLC0415 - optional: built from mpicoll/_callkey.c at install
-    except ImportError:
-        return _call_key
-    if _ENV is None:
+    _callkey = extension("_callkey")
+    if _callkey is None or _ENV is None:
         return _call_key
     _callkey.init(_call_key, _ENV, vars(selection), np.ndarray, _BUFFERS, _PREDEFINED_TYPES, _PREDEFINED_OPS,
                   MPI.Op, _IN_PLACE)

@@ -13,6 +13,10 @@ through :mod:`mpicoll.launch` (which finds mpirun and allows running as root),
 with a per-test time limit (pytest-timeout) and a time limit for the whole
 launch, so that a deadlock fails instead of hanging.  Every rank writes a JUnit
 report; the summary counts the tests of rank 0 and fails if any rank failed.
+Then the MPI tests run in other settings (``VARIANT_RUNS``): ranks grouped as
+nodes, an emulated 2-host test bed, and at 3 processes with
+``MPICOLL_NO_EXTENSIONS=1``, so that the Python definitions of the compiled
+hot path (what runs where no C compiler built it) are tested as a whole too.
 
 The fault tests (``tests/fault``) run erroneous programs on 2 processes, each
 through its own ``mpicoll.launch``, and check that each ends within seconds with
@@ -123,14 +127,17 @@ def run_examples(env: dict[str, str], sizes: tuple[int, ...] = EXAMPLE_SIZES,
 
 NODE_TESTS = ["tests/mpi/test_hierarchical.py", "tests/mpi/test_allreduce.py", "tests/mpi/test_rooted.py",
               "tests/mpi/test_allgather.py", "tests/mpi/test_scan_barrier.py"]
-NODE_RUNS = (  # (label, extra environment, launcher options, processes, pytest -k)
-    ("nodes=2", {"MPICOLL_NODE_SIZE": "2"}, [], 5, "hierarchical or auto"),       # nodes of 2 + 2 + 1 ranks
-    ("hosts=2", {"MPICOLL_EXPECT_HOSTS": "2"}, ["--emulate-hosts", "2"], 4, "hierarchical or auto"),
+VARIANT_RUNS = (  # (label, extra environment, launcher options, processes, tests, pytest -k or None)
+    ("nodes=2", {"MPICOLL_NODE_SIZE": "2"}, [], 5, NODE_TESTS, "hierarchical or auto"),   # nodes of 2 + 2 + 1 ranks
+    ("hosts=2", {"MPICOLL_EXPECT_HOSTS": "2"}, ["--emulate-hosts", "2"], 4, NODE_TESTS, "hierarchical or auto"),
+    # the Python definitions of the compiled hot path (what runs where no C compiler built it)
+    ("no-ext np=3", {"MPICOLL_NO_EXTENSIONS": "1"}, [], 3, ["tests/mpi"], None),
 )
 
 
-def run_node_tests(env: dict[str, str], tmp: str, extra: list[str]) -> list[tuple[str, int, int, int, float]]:
-    """The node-aware runs: blocks of ranks as nodes (always), and the emulated 2-host test bed.
+def run_variant_tests(env: dict[str, str], tmp: str, extra: list[str]) -> list[tuple[str, int, int, int, float]]:
+    """The MPI tests in other settings: blocks of ranks as nodes, the emulated 2-host test bed, and
+    without mpicoll's C extensions.
 
     The test bed needs network namespaces; where the machine allows none,
     ``launch --emulate-hosts`` exits with ``testbed.SKIP_STATUS`` and the run
@@ -139,13 +146,13 @@ def run_node_tests(env: dict[str, str], tmp: str, extra: list[str]) -> list[tupl
     from mpicoll.testbed import SKIP_STATUS  # noqa: PLC0415
 
     out = []
-    for label, more, options, size, keyword in NODE_RUNS:
+    for label, more, options, size, tests, keyword in VARIANT_RUNS:
         t0 = time.time()
-        prefix = os.path.join(tmp, f"{label.replace('=', '')}-rank")
+        prefix = os.path.join(tmp, f"{label.replace('=', '').replace(' ', '-')}-rank")
         run_env = dict(env, MPICOLL_JUNIT_PREFIX=prefix, **more)
-        cmd = [sys.executable, "-m", "mpicoll.launch", *options, "-n", str(size), "-m", "pytest", *NODE_TESTS,
+        cmd = [sys.executable, "-m", "mpicoll.launch", *options, "-n", str(size), "-m", "pytest", *tests,
                "--with-mpi", "-q", "-p", "no:cacheprovider", f"--timeout={TEST_TIMEOUT}",
-               "--timeout-method=thread", f"--junit-prefix={label}", *(extra or ["-k", keyword])]
+               "--timeout-method=thread", f"--junit-prefix={label}", *(extra or (["-k", keyword] if keyword else []))]
         print(f"\n=== MPI tests, {label}, {size} processes: {' '.join(cmd)}", flush=True)
         try:
             code = subprocess.call(cmd, cwd=ROOT, env=run_env, timeout=LAUNCH_TIMEOUT)
@@ -282,9 +289,9 @@ def main() -> int:
                 failed = max(failed, 1)
             results.append((f"np={size}", passed, failed, skipped, time.time() - t0))
         if not ns.no_mpi and not ns.examples_only and not ns.quick:
-            node_results = run_node_tests(env, tmp, extra)
-            status |= int(any(r[2] for r in node_results))
-            results += node_results
+            variant_results = run_variant_tests(env, tmp, extra)
+            status |= int(any(r[2] for r in variant_results))
+            results += variant_results
         if not (ns.no_mpi4py or ns.no_mpi or ns.examples_only):
             env.pop("MPICOLL_JUNIT_PREFIX", None)
             rows = run_mpi4py_suites(env, tmp, tuple(int(s) for s in ns.mpi4py_sizes.split(",") if s), ns.k)

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
+from ..compiled import extension
 from ..layout import Layout
 from ..schedule import Block, Reduce, Schedule, ScheduleError
 
@@ -135,9 +136,8 @@ def _exchange(sends: list[tuple[Any, int]], recvs: list[tuple[Any, int]], comm: 
 
 
 def _compiled_execute() -> Callable[..., None]:
-    try:
-        from .. import _rounds  # noqa: PLC0415 - optional: built from mpicoll/_rounds.c at install
-    except ImportError:
+    _rounds = extension("_rounds")
+    if _rounds is None:
         return _execute
     _rounds.init(_exchange)
     return _rounds.execute

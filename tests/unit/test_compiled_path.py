@@ -7,6 +7,10 @@ which MPI buffers, so a lone ``Send`` completes before its ``Recv``).
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 from mpi4py import MPI
@@ -150,3 +154,23 @@ def test_run_raises_what_the_plan_raises():
     with pytest.raises(TypeError, match="run"):
         comm_module.run(c, "Allreduce")
     c.Free()
+
+
+def _imported(env: dict[str, str]) -> subprocess.CompletedProcess:
+    code = ("import mpicoll.comm as c, mpicoll.plan as p, mpicoll.exec.blocking as b; "
+            "print(c.run is c._run, p.call_key is p._call_key, b.execute is b._execute)")
+    return subprocess.run([sys.executable, "-c", code], env=dict(os.environ, **env), capture_output=True, text=True)
+
+
+def test_no_extensions_gives_the_python_definitions_and_a_bad_value_is_an_error():
+    out = _imported({"MPICOLL_NO_EXTENSIONS": "1"})
+    assert out.returncode == 0 and out.stdout.split() == ["True", "True", "True"], out.stderr
+    out = _imported({"MPICOLL_NO_EXTENSIONS": "yes"})
+    assert out.returncode != 0 and "MPICOLL_NO_EXTENSIONS must be 1" in out.stderr
+
+
+@rounds_built
+@run_built
+def test_built_extensions_are_used_by_default():
+    out = _imported({"MPICOLL_NO_EXTENSIONS": "0"})
+    assert out.returncode == 0 and out.stdout.split() == ["False", "False", "False"], out.stderr
