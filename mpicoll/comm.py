@@ -1377,6 +1377,7 @@ def _run(comm: Comm, method: str, algorithm: str, *args: Any) -> None:
 
 
 def _compiled_run() -> Callable[..., None]:
+    """The compiled ``run`` bound to this module's tables, or :func:`_run` where the key is not compiled."""
     if call_key is plan_module._call_key:   # mpicoll._callkey is not built, or not used
         return _run
     _callkey = extension("_callkey")
