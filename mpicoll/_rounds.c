@@ -1,6 +1,6 @@
 /* mpicoll._rounds: the blocking executor's round loop, compiled.
  *
- * The same function as mpicoll.exec.blocking.execute (the pure-Python one,
+ * The same function as mpicoll.exec.blocking._execute (the pure-Python one,
  * which stays the definition): for each bound round (sends, recvs, steps) it
  * calls comm.Send, comm.Recv or comm.Sendrecv when the round has one message
  * each way at most, hands any other round to the Python ``exchange`` function
@@ -137,7 +137,7 @@ init(PyObject *self, PyObject *callable)
 
 static PyMethodDef methods[] = {
     {"execute", (PyCFunction)(void (*)(void))execute, METH_FASTCALL,
-     "execute(bound, comm, tag=0)\n--\n\nRun bound rounds on comm, in order (as mpicoll.exec.blocking.execute)."},
+     "execute(bound, comm, tag=0)\n--\n\nRun bound rounds on comm, in order (as mpicoll.exec.blocking._execute)."},
     {"init", init, METH_O,
      "init(exchange)\n--\n\nThe Python function that runs a round of several messages (mpicoll.exec.blocking "
      "calls it once)."},
