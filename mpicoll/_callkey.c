@@ -28,92 +28,124 @@ static PyObject *environ_data;      /* os.environ._data: bytes -> bytes */
 static PyObject *selection_dict;    /* mpicoll.selection.__dict__ (holds _GENERATION) */
 static PyObject *ndarray_type;      /* numpy.ndarray */
 static PyObject *buffer_types;      /* frozenset: bytearray, bytes, memoryview, mmap.mmap, array.array */
-static PyObject *predefined_types;  /* {id(MPI.DOUBLE): ("dt", handle), ...} */
-static PyObject *predefined_ops;    /* {id(MPI.SUM): ("op", handle), ...} */
+static PyObject *predefined_types;  /* {id(MPI.DOUBLE): ("dt", handle), ...}: read into types_table */
+static PyObject *predefined_ops;    /* {id(MPI.SUM): ("op", handle), ...}: read into ops_table */
 static PyObject *mpi_op_type;       /* MPI.Op */
 static PyObject *in_place;          /* MPI.IN_PLACE */
 static PyObject *array_type;        /* array.array */
 
-static PyObject *s_algo, *s_debug, *s_gpu, *s_zero, *s_generation, *s_dtype, *s_typecode, *s_in_place, *s_b, *s_array;
+static PyObject *s_algo, *s_debug, *s_gpu, *s_zero, *s_generation, *s_dtype, *s_typecode, *s_b;
 static PyObject *s_tags, *s_plans, *s_timeout, *s_data, *s_used, *s_run, *s_tag_state, *s_run_prepared;
 static PyObject *empty_tuple;
 
 #define FALLBACK ((PyObject *)1)   /* "let the Python function decide" */
 
-/* a key being built: its parts, each a reference owned here (a fixed array: no list to grow and copy) */
-#define KEY_PARTS 64
+/* ---- the key as bytes ----
+ * Every part of the Python key is written as a tag byte and a payload of fixed size or with its length
+ * first, so the encoding is a prefix code: two calls get equal bytes only if every part is equal.  It is
+ * as fine as the Python key or finer (objects compared by equality there are compared by identity here
+ * where that is safe), so an equal compiled key implies an equal Python key.  Bytes hash and compare in
+ * one pass each, where a tuple of a dozen parts costs a call per part. */
+#define KEY_BYTES 1024
 typedef struct {
-    PyObject *parts[KEY_PARTS];
+    unsigned char bytes[KEY_BYTES];
     Py_ssize_t n;
+    int overflow;   /* too long: the Python function decides */
 } Key;
 
-/* append a borrowed reference: 0, or -1 with an exception set (a key this long falls back to Python) */
-static int
-push(Key *key, PyObject *obj)
+static void
+put(Key *key, const void *data, size_t len)
 {
-    if (key->n == KEY_PARTS) {
-        PyErr_SetString(PyExc_OverflowError, "a key of more than KEY_PARTS parts");
-        return -1;
+    if (key->overflow || (size_t)(KEY_BYTES - key->n) < len) {
+        key->overflow = 1;
+        return;
     }
-    Py_INCREF(obj);
-    key->parts[key->n++] = obj;
-    return 0;
-}
-
-/* append a new reference (NULL: an error is set), which is given to the key either way */
-static int
-push_new(Key *key, PyObject *obj)
-{
-    if (obj == NULL)
-        return -1;
-    int rc = push(key, obj);
-    Py_DECREF(obj);
-    return rc;
+    memcpy(key->bytes + key->n, data, len);
+    key->n += (Py_ssize_t)len;
 }
 
 static void
-release(Key *key)
+put_tag(Key *key, char tag)
 {
-    while (key->n > 0)
-        Py_DECREF(key->parts[--key->n]);
+    put(key, &tag, 1);
 }
 
-/* the parts as a tuple (the key is emptied); NULL on error */
-static PyObject *
-as_tuple(Key *key)
+static void
+put_u64(Key *key, uint64_t value)
 {
-    PyObject *tuple = PyTuple_New(key->n);
-    if (tuple == NULL) {
-        release(key);
-        return NULL;
-    }
-    for (Py_ssize_t i = 0; i < key->n; i++)
-        PyTuple_SET_ITEM(tuple, i, key->parts[i]);
-    key->n = 0;
-    return tuple;
+    put(key, &value, sizeof value);
 }
 
-/* (address, nbytes, readonly) of obj's memory, appended to parts; -1 with no exception set: not a buffer
-   MPI.buffer would take (the key is then None) */
+/* an object by identity: only for objects that outlive every key naming them (static types, MPI's and
+   NumPy's predefined objects, and dtypes, which a cache entry keeps alive: see plan.held) */
+static void
+put_pointer(Key *key, char tag, const void *obj)
+{
+    put_tag(key, tag);
+    put_u64(key, (uint64_t)(uintptr_t)obj);
+}
+
+/* a str by content; -1 with an exception set if it cannot be encoded */
 static int
-append_memory(Key *parts, PyObject *obj)
+put_str(Key *key, PyObject *text)
+{
+    Py_ssize_t len;
+    const char *utf8 = PyUnicode_AsUTF8AndSize(text, &len);
+    if (utf8 == NULL)
+        return -1;
+    put_tag(key, 's');
+    put_u64(key, (uint64_t)len);
+    put(key, utf8, (size_t)len);
+    return 0;
+}
+
+/* an environment value (bytes) or None, by content */
+static void
+put_env(Key *key, PyObject *value)
+{
+    if (value == NULL || !PyBytes_Check(value)) {
+        put_tag(key, 'N');
+        return;
+    }
+    put_tag(key, 'e');
+    put_u64(key, (uint64_t)PyBytes_GET_SIZE(value));
+    put(key, PyBytes_AS_STRING(value), (size_t)PyBytes_GET_SIZE(value));
+}
+
+/* an exact int that fits in 64 bits: 0, or 1 (fall back) */
+static int
+put_int(Key *key, PyObject *obj)
+{
+    int overflow;
+    long long value = PyLong_AsLongLongAndOverflow(obj, &overflow);
+    if (overflow || (value == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return 1;
+    }
+    put_tag(key, 'i');
+    put_u64(key, (uint64_t)value);
+    return 0;
+}
+
+/* (address, nbytes, readonly) of obj's memory: 0, or -1 with no exception set: not a buffer MPI.buffer
+   would take (the key is then None) */
+static int
+put_memory(Key *key, PyObject *obj)
 {
     Py_buffer view;
     if (PyObject_GetBuffer(obj, &view, PyBUF_ANY_CONTIGUOUS) < 0) {
         PyErr_Clear();
         return -1;
     }
-    void *address = view.buf;
-    Py_ssize_t nbytes = view.len;
-    int readonly = view.readonly;
+    put_tag(key, 'm');
+    put_u64(key, (uint64_t)(uintptr_t)view.buf);
+    put_u64(key, (uint64_t)view.len);
+    put_tag(key, view.readonly ? 'r' : 'w');
     PyBuffer_Release(&view);
-    if (push_new(parts, PyLong_FromVoidPtr(address)) < 0 || push_new(parts, PyLong_FromSsize_t(nbytes)) < 0
-        || push(parts, readonly ? Py_True : Py_False) < 0)
-        return -2;
     return 0;
 }
 
-/* the element format a bytes-like object is read as: as plan._element */
+/* the element format a bytes-like object is read as (as plan._element): a new reference */
 static PyObject *
 element(PyObject *obj)
 {
@@ -125,101 +157,81 @@ element(PyObject *obj)
     return s_b;
 }
 
-/* the element of plan._memory's key: a NumPy array's dtype, or (type, element format) of a bytes-like object */
-static PyObject *
-memory_element(PyObject *obj)
+/* a NumPy array's memory and dtype (the entry keeps the dtype alive); 0, -1 (key None), -2 (error) */
+static int
+put_array(Key *key, PyObject *obj)
 {
-    if ((PyObject *)Py_TYPE(obj) == ndarray_type)
-        return PyObject_GetAttr(obj, s_dtype);
+    int rc = put_memory(key, obj);
+    if (rc != 0)
+        return rc;
+    PyObject *dtype = PyObject_GetAttr(obj, s_dtype);
+    if (dtype == NULL)
+        return -2;
+    put_pointer(key, 'd', dtype);
+    Py_DECREF(dtype);
+    return 0;
+}
+
+/* a bytes-like object's memory, type and element format; 0, -1 (key None), -2 (error) */
+static int
+put_bytes_like(Key *key, PyObject *obj)
+{
+    int rc = put_memory(key, obj);
+    if (rc != 0)
+        return rc;
+    put_pointer(key, 't', Py_TYPE(obj));   /* bytearray, bytes, memoryview, mmap.mmap, array.array: static */
     PyObject *format = element(obj);
     if (format == NULL)
-        return NULL;
-    PyObject *pair = PyTuple_Pack(2, (PyObject *)Py_TYPE(obj), format);
+        return -2;
+    rc = PyUnicode_Check(format) ? put_str(key, format) : -1;
     Py_DECREF(format);
-    return pair;
+    return rc < 0 ? -2 : 0;
 }
 
-/* plan._memory(obj) appended to key as one tuple (address, nbytes, readonly, element): as append_memory */
+/* counts or displacements given by value (as plan._value for the forms handled here: an int; an
+   array.array of integers; a list or tuple of these, nested at most twice, as (counts, displs) is):
+   0, -2 (error), 1 (fall back) */
 static int
-append_memory_part(Key *key, PyObject *obj)
+put_value(Key *key, PyObject *obj, int depth)
 {
-    Key parts = {.n = 0};
-    int rc = append_memory(&parts, obj);
-    if (rc == 0 && push_new(&parts, memory_element(obj)) < 0)
-        rc = -2;
-    if (rc != 0) {
-        release(&parts);
-        return rc;
-    }
-    return push_new(key, as_tuple(&parts)) < 0 ? -2 : 0;
-}
-
-/* the key part of a count or counts given by value (as plan._value for the forms handled here: an int; an
-   array.array of integers; a list or tuple of these, nested at most twice, as (counts, displs) is): a new
-   reference, FALLBACK (let the Python function decide) or NULL (error) */
-static PyObject *
-value_part(PyObject *obj, int depth)
-{
-    if (PyLong_CheckExact(obj)) {
-        Py_INCREF(obj);
-        return obj;
-    }
-    if ((PyList_CheckExact(obj) || PyTuple_CheckExact(obj)) && depth < 2) {   /* (type, *map(_value, obj)) */
+    if (PyLong_CheckExact(obj))
+        return put_int(key, obj);
+    if ((PyList_CheckExact(obj) || PyTuple_CheckExact(obj)) && depth < 2) {
         Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
         PyObject **items = PySequence_Fast_ITEMS(obj);
-        PyObject *part = PyTuple_New(n + 1);
-        if (part == NULL)
-            return NULL;
-        Py_INCREF(Py_TYPE(obj));
-        PyTuple_SET_ITEM(part, 0, (PyObject *)Py_TYPE(obj));
+        put_tag(key, PyList_CheckExact(obj) ? 'L' : 'T');
+        put_u64(key, (uint64_t)n);
         for (Py_ssize_t j = 0; j < n; j++) {
-            PyObject *item = value_part(items[j], depth + 1);
-            if (item == NULL || item == FALLBACK) {
-                Py_DECREF(part);
-                return item;
-            }
-            PyTuple_SET_ITEM(part, j + 1, item);
+            int rc = put_value(key, items[j], depth + 1);
+            if (rc != 0)
+                return rc;
         }
-        return part;
+        return 0;
     }
-    if ((PyObject *)Py_TYPE(obj) == array_type) {   /* ("array", typecode, obj.tobytes()) */
+    if ((PyObject *)Py_TYPE(obj) == array_type) {
         Py_buffer view;
         if (PyObject_GetBuffer(obj, &view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0)
-            return NULL;
+            return -2;
         const char *code = view.format;
         int integers = code != NULL && code[0] != 0 && code[1] == 0 && strchr("bBhHiIlLqQ", code[0]) != NULL;
-        if (!integers || view.len > 4096 * view.itemsize) {
-            PyBuffer_Release(&view);
-            return FALLBACK;
+        if (integers && view.len <= 4096 * view.itemsize) {
+            put_tag(key, 'c');
+            put_tag(key, code[0]);
+            put_u64(key, (uint64_t)view.len);
+            put(key, view.buf, (size_t)view.len);
         }
-        PyObject *typecode = PyUnicode_FromString(code);
-        PyObject *contents = PyBytes_FromStringAndSize(view.buf, view.len);
         PyBuffer_Release(&view);
-        PyObject *part = typecode && contents ? PyTuple_Pack(3, s_array, typecode, contents) : NULL;
-        Py_XDECREF(typecode);
-        Py_XDECREF(contents);
-        return part;
+        return integers && view.len <= 4096 * view.itemsize ? 0 : 1;
     }
-    return FALLBACK;
+    return 1;
 }
 
-/* value_part(obj) appended to key: 0, -2 (error), 1 (fall back) */
-static int
-append_value(Key *key, PyObject *obj)
-{
-    PyObject *part = value_part(obj, 0);
-    if (part == FALLBACK)
-        return 1;
-    return push_new(key, part) < 0 ? -2 : 0;
-}
-
-/* ---- predefined datatypes and ops: recognised by address (as plan._PREDEFINED_TYPES's ids), no allocation ----
-   An open-addressing table from object address to key part, filled by init() from the Python tables (which
-   keep the parts alive). */
+/* ---- predefined datatypes and ops: recognised by address (as plan._PREDEFINED_TYPES's ids) ----
+   An open-addressing table from object address to handle, filled by init() from the Python tables. */
 #define TABLE_SLOTS 1024
 typedef struct {
     const void *address[TABLE_SLOTS];
-    PyObject *part[TABLE_SLOTS];
+    uint64_t handle[TABLE_SLOTS];
 } Table;
 static Table types_table, ops_table;
 
@@ -229,20 +241,22 @@ slot_of(const void *address)
     return (Py_ssize_t)(((uintptr_t)address >> 4) * 2654435761u % TABLE_SLOTS);
 }
 
-/* the key part of a predefined object (borrowed), or NULL */
-static PyObject *
-predefined(const Table *table, PyObject *obj)
+/* whether obj is predefined; its handle then in *handle */
+static int
+predefined(const Table *table, PyObject *obj, uint64_t *handle)
 {
     for (Py_ssize_t i = slot_of(obj), probes = 0; probes < TABLE_SLOTS; i = (i + 1) % TABLE_SLOTS, probes++) {
-        if (table->address[i] == obj)
-            return table->part[i];
+        if (table->address[i] == obj) {
+            *handle = table->handle[i];
+            return 1;
+        }
         if (table->address[i] == NULL)
-            return NULL;
+            return 0;
     }
-    return NULL;
+    return 0;
 }
 
-/* table filled from {id(obj): part}; -1 on error (the table is then left empty) */
+/* table filled from {id(obj): (kind, handle)}; -1 on error (the table is then left empty) */
 static int
 fill(Table *table, PyObject *ids)
 {
@@ -255,82 +269,56 @@ fill(Table *table, PyObject *ids)
     PyObject *id, *part;
     while (PyDict_Next(ids, &pos, &id, &part)) {
         void *address = PyLong_AsVoidPtr(id);
-        if (address == NULL) {
+        unsigned long long handle = PyTuple_Check(part) && PyTuple_GET_SIZE(part) == 2
+                                    ? PyLong_AsUnsignedLongLongMask(PyTuple_GET_ITEM(part, 1)) : (unsigned long long)-1;
+        if (address == NULL || PyErr_Occurred()) {
             memset(table, 0, sizeof *table);
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_ValueError, "init: a predefined object's id is not an address");
             return -1;
         }
         Py_ssize_t i = slot_of(address);
         while (table->address[i] != NULL)
             i = (i + 1) % TABLE_SLOTS;
         table->address[i] = address;
-        table->part[i] = part;   /* borrowed: the dict, held by the module, keeps it */
+        table->handle[i] = handle;
     }
     return 0;
 }
 
-/* (type(spec), len(spec)) for the usual lengths, made once */
-#define SPEC_HEADS 8
-static PyObject *list_heads[SPEC_HEADS], *tuple_heads[SPEC_HEADS];
-
-static PyObject *
-spec_head(PyObject *spec, Py_ssize_t n)
-{
-    PyObject **made = PyList_CheckExact(spec) ? list_heads : tuple_heads;
-    if (n < SPEC_HEADS && made[n] != NULL) {
-        Py_INCREF(made[n]);
-        return made[n];
-    }
-    PyObject *length = PyLong_FromSsize_t(n);
-    PyObject *head = length ? PyTuple_Pack(2, (PyObject *)Py_TYPE(spec), length) : NULL;
-    Py_XDECREF(length);
-    return head;
-}
-
-/* the key parts of a [buf, count, displ, datatype]-style spec, appended to key: 0, -1 (key None),
-   -2 (error), or 1 (fall back) */
+/* a [buf, count, displ, datatype]-style spec: 0, -1 (key None), -2 (error), or 1 (fall back) */
 static int
-append_spec(Key *key, PyObject *spec)
+put_spec(Key *key, PyObject *spec)
 {
     Py_ssize_t n = PySequence_Fast_GET_SIZE(spec);
     if (n == 0)
         return -1;
-    if (push_new(key, spec_head(spec, n)) < 0)
-        return -2;
+    put_tag(key, PyList_CheckExact(spec) ? '[' : '(');
+    put_u64(key, (uint64_t)n);
     PyObject **items = PySequence_Fast_ITEMS(spec);
     PyObject *obj = items[0];
+    int rc;
     if ((PyObject *)Py_TYPE(obj) == ndarray_type) {
-        int rc = append_memory_part(key, obj);
-        if (rc != 0)
-            return rc;
+        rc = put_array(key, obj);
     }
     else {
         int known = PySet_Contains(buffer_types, (PyObject *)Py_TYPE(obj));
-        if (known <= 0)
-            return known < 0 ? -2 : 1;
-        int rc = append_memory(key, obj);
-        if (rc != 0)
-            return rc;
-        if (push(key, (PyObject *)Py_TYPE(obj)) < 0 || push_new(key, element(obj)) < 0)
-            return -2;
+        rc = known < 0 ? -2 : known == 0 ? 1 : put_bytes_like(key, obj);
     }
-    for (Py_ssize_t j = 1; j < n; j++) {
-        PyObject *item = items[j];
-        if (PyLong_CheckExact(item)) {
-            if (push(key, item) < 0)
-                return -2;
-            continue;
+    for (Py_ssize_t j = 1; j < n && rc == 0; j++) {
+        uint64_t handle;
+        if (PyLong_CheckExact(items[j])) {
+            rc = put_int(key, items[j]);
         }
-        PyObject *part = predefined(&types_table, item);   /* borrowed */
-        if (part == NULL) {
-            int rc = append_value(key, item);   /* counts, displacements */
-            if (rc != 0)
-                return rc;
+        else if (predefined(&types_table, items[j], &handle)) {
+            put_tag(key, 'D');
+            put_u64(key, handle);
         }
-        else if (push(key, part) < 0) {
-            return -2;
+        else {
+            rc = put_value(key, items[j], 0);   /* counts, displacements */
         }
     }
-    return 0;
+    return rc;
 }
 
 /* whether position i holds counts given by value (Reduce_scatter's recvcounts); -1 on error */
@@ -347,35 +335,41 @@ by_value(PyObject *values, Py_ssize_t i)
     return 0;
 }
 
-/* argument a appended to key: 0, -1 (key None), -2 (error), or 1 (fall back) */
+/* argument a: 0, -1 (key None), -2 (error), or 1 (fall back) */
 static int
-append_argument(Key *key, PyObject *a)
+put_argument(Key *key, PyObject *a)
 {
     PyTypeObject *t = Py_TYPE(a);
-    if ((PyObject *)t == ndarray_type) {
-        int rc = append_memory(key, a);
-        if (rc == 0 && push_new(key, PyObject_GetAttr(a, s_dtype)) < 0)
-            rc = -2;
-        return rc;
+    uint64_t handle;
+    if ((PyObject *)t == ndarray_type)
+        return put_array(key, a);
+    if (PyLong_CheckExact(a))
+        return put_int(key, a);
+    if (a == Py_None) {
+        put_tag(key, 'N');
+        return 0;
     }
-    if (PyLong_CheckExact(a) || a == Py_None)
-        return push(key, a) < 0 ? -2 : 0;
     if (PyList_CheckExact(a) || PyTuple_CheckExact(a))
-        return append_spec(key, a);
+        return put_spec(key, a);
     if ((PyObject *)t == mpi_op_type) {
-        PyObject *part = predefined(&ops_table, a);
-        if (part == NULL)
+        if (!predefined(&ops_table, a, &handle))
             return 1;   /* a user-defined op: kept alive by the entry, in Python */
-        return push(key, part) < 0 ? -2 : 0;
+        put_tag(key, 'O');
+        put_u64(key, handle);
+        return 0;
     }
-    if (a == in_place)
-        return push(key, s_in_place) < 0 ? -2 : 0;
-    if (PySet_Contains(buffer_types, (PyObject *)t) == 1)   /* a bytes-like object alone */
-        return append_memory_part(key, a);
+    if (a == in_place) {
+        put_tag(key, 'P');
+        return 0;
+    }
+    if (PySet_Contains(buffer_types, (PyObject *)t) == 1) {   /* a bytes-like object alone */
+        put_tag(key, 'b');
+        return put_bytes_like(key, a);
+    }
     return 1;
 }
 
-/* the key of the arguments argv[0 .. nargs), None, or FALLBACK; NULL on error */
+/* the key of the arguments argv[0 .. nargs) (bytes), None, or FALLBACK; NULL on error */
 static PyObject *
 build(PyObject *method, PyObject *const *argv, Py_ssize_t nargs, PyObject *algorithm, PyObject *values)
 {
@@ -386,30 +380,36 @@ build(PyObject *method, PyObject *const *argv, Py_ssize_t nargs, PyObject *algor
         Py_RETURN_NONE;
     if (!PyUnicode_CheckExact(algorithm))
         Py_RETURN_NONE;
-    if (!PyTuple_Check(values))
+    if (!PyTuple_Check(values) || !PyUnicode_CheckExact(method))
         return FALLBACK;
     PyObject *algo = PyDict_GetItemWithError(environ_data, s_algo);
     PyObject *gpu = algo || !PyErr_Occurred() ? PyDict_GetItemWithError(environ_data, s_gpu) : NULL;
     PyObject *generation = PyErr_Occurred() ? NULL : PyDict_GetItemWithError(selection_dict, s_generation);
-    if (generation == NULL)
+    if (generation == NULL || !PyLong_CheckExact(generation))
         return PyErr_Occurred() ? NULL : FALLBACK;
-    Key key = {.n = 0};
-    PyObject *head[5] = {method, algorithm, algo ? algo : Py_None, gpu ? gpu : Py_None, generation};
-    for (int i = 0; i < 5; i++)
-        push(&key, head[i]);   /* cannot overflow */
+    Key key;
+    key.n = 0;
+    key.overflow = 0;
+    if (put_str(&key, method) < 0 || put_str(&key, algorithm) < 0)
+        return NULL;
+    put_env(&key, algo);
+    put_env(&key, gpu);
+    if (put_int(&key, generation) != 0)
+        return FALLBACK;
+    put_u64(&key, (uint64_t)nargs);
     for (Py_ssize_t i = 0; i < nargs; i++) {
         int counts = by_value(values, i);
-        int rc = counts < 0 ? -2 : counts ? append_value(&key, argv[i]) : append_argument(&key, argv[i]);
-        if (rc != 0) {
-            release(&key);
-            if (rc == -2)
-                return NULL;
-            if (rc == -1)
-                Py_RETURN_NONE;
+        int rc = counts < 0 ? -2 : counts ? put_value(&key, argv[i], 0) : put_argument(&key, argv[i]);
+        if (rc == -2)
+            return NULL;
+        if (rc == -1)
+            Py_RETURN_NONE;
+        if (rc == 1)
             return FALLBACK;
-        }
     }
-    return as_tuple(&key);
+    if (key.overflow)
+        return FALLBACK;
+    return PyBytes_FromStringAndSize((const char *)key.bytes, key.n);
 }
 
 /* the tuple of argv[0 .. n) */
@@ -650,9 +650,7 @@ PyInit__callkey(void)
     s_generation = PyUnicode_InternFromString("_GENERATION");
     s_dtype = PyUnicode_InternFromString("dtype");
     s_typecode = PyUnicode_InternFromString("typecode");
-    s_in_place = PyUnicode_InternFromString("IN_PLACE");
     s_b = PyUnicode_InternFromString("B");
-    s_array = PyUnicode_InternFromString("array");
     s_tags = PyUnicode_InternFromString("_tags");
     s_plans = PyUnicode_InternFromString("_plans");
     s_timeout = PyUnicode_InternFromString("timeout");
@@ -662,16 +660,8 @@ PyInit__callkey(void)
     s_tag_state = PyUnicode_InternFromString("_tag_state");
     s_run_prepared = PyUnicode_InternFromString("_run_prepared");
     empty_tuple = PyTuple_New(0);
-    for (Py_ssize_t n = 1; n < SPEC_HEADS; n++) {
-        PyObject *length = PyLong_FromSsize_t(n);
-        list_heads[n] = length ? PyTuple_Pack(2, (PyObject *)&PyList_Type, length) : NULL;
-        tuple_heads[n] = length ? PyTuple_Pack(2, (PyObject *)&PyTuple_Type, length) : NULL;
-        Py_XDECREF(length);
-        if (list_heads[n] == NULL || tuple_heads[n] == NULL)
-            return NULL;
-    }
-    if (!s_algo || !s_debug || !s_gpu || !s_zero || !s_generation || !s_dtype || !s_typecode || !s_in_place || !s_b
-        || !s_array || !s_tags || !s_plans || !s_timeout || !s_data || !s_used || !s_run || !s_tag_state || !s_run_prepared
+    if (!s_algo || !s_debug || !s_gpu || !s_zero || !s_generation || !s_dtype || !s_typecode || !s_b
+        || !s_tags || !s_plans || !s_timeout || !s_data || !s_used || !s_run || !s_tag_state || !s_run_prepared
         || !empty_tuple)
         return NULL;
     PyObject *array_module = PyImport_ImportModule("array");

@@ -399,7 +399,7 @@ call_key = _compiled_call_key()
 def held(args: Sequence[Any], values: tuple[int, ...] = ()) -> tuple[list, list]:
     """``(objects the cache entry keeps alive, the host buffers' (address, nbytes))`` of a cacheable call.
 
-    Kept alive: user-defined ops and GPU arrays, which the key names by identity.
+    Kept alive: user-defined ops, GPU arrays and NumPy arrays' dtypes, which the key names by identity.
     The spans are the memory a plan may view by address (:meth:`Plan.detach`).
     """
     refs: list = []
@@ -419,6 +419,8 @@ def held(args: Sequence[Any], values: tuple[int, ...] = ()) -> tuple[list, list]
             except Exception:
                 continue
             spans.append((buf.address, buf.nbytes))
+            if isinstance(obj, np.ndarray):
+                refs.append(obj.dtype)   # the compiled key names a dtype by identity (small; no user memory)
     return refs, spans
 
 
