@@ -105,15 +105,23 @@ def test_compiled_key_decides_as_the_python_key(algorithm):
 def test_compiled_key_tells_every_part_apart():
     """One call and variants of it that differ in one part each: every compiled key differs."""
     base = (_x, _y, MPI.SUM, 0)
-    variants = {"base": base, "other send memory": (_x[1:], _y[1:], MPI.SUM, 0), "shorter": (_x[:4], _y, MPI.SUM, 0),
-                "other dtype, same memory": (_x.view(np.int64), _y, MPI.SUM, 0), "read-only": None,
-                "other op": (_x, _y, MPI.MAX, 0), "other root": (_x, _y, MPI.SUM, 1), "in place": (MPI.IN_PLACE, _y,
-                                                                                                 MPI.SUM, 0),
-                "spec count": ([_x, 8, MPI.DOUBLE], _y, MPI.SUM, 0), "spec count 4": ([_x, 4, MPI.DOUBLE], _y, MPI.SUM, 0),
-                "spec type": ([_x, 8, MPI.INT64_T], _y, MPI.SUM, 0), "tuple spec": ((_x, 8, MPI.DOUBLE), _y, MPI.SUM, 0),
-                "mmap": ([_region, 8, MPI.DOUBLE], _y, MPI.SUM, 0), "bytearray": ([_bytes, 8, MPI.DOUBLE], _y, MPI.SUM, 0),
-                "memoryview as int": ([memoryview(_bytes).cast("i"), MPI.DOUBLE], _y, MPI.SUM, 0),
-                "memoryview as bytes": ([memoryview(_bytes), MPI.DOUBLE], _y, MPI.SUM, 0)}
+    variants = {
+        "base": base,
+        "other send memory": (_x[1:], _y[1:], MPI.SUM, 0),
+        "shorter": (_x[:4], _y, MPI.SUM, 0),
+        "other dtype, same memory": (_x.view(np.int64), _y, MPI.SUM, 0),
+        "other op": (_x, _y, MPI.MAX, 0),
+        "other root": (_x, _y, MPI.SUM, 1),
+        "in place": (MPI.IN_PLACE, _y, MPI.SUM, 0),
+        "spec count": ([_x, 8, MPI.DOUBLE], _y, MPI.SUM, 0),
+        "spec count 4": ([_x, 4, MPI.DOUBLE], _y, MPI.SUM, 0),
+        "spec type": ([_x, 8, MPI.INT64_T], _y, MPI.SUM, 0),
+        "tuple spec": ((_x, 8, MPI.DOUBLE), _y, MPI.SUM, 0),
+        "mmap": ([_region, 8, MPI.DOUBLE], _y, MPI.SUM, 0),
+        "bytearray": ([_bytes, 8, MPI.DOUBLE], _y, MPI.SUM, 0),
+        "memoryview as int": ([memoryview(_bytes).cast("i"), MPI.DOUBLE], _y, MPI.SUM, 0),
+        "memoryview as bytes": ([memoryview(_bytes), MPI.DOUBLE], _y, MPI.SUM, 0),
+    }
     readonly = _x.copy()
     readonly.flags.writeable = False
     variants["read-only"] = (readonly, _y, MPI.SUM, 0)
@@ -142,8 +150,9 @@ def test_compiled_key_follows_the_environment_and_the_tuning_generation(monkeypa
 
 @compiled
 def test_compiled_key_of_counts_given_by_value():
-    forms = {repr(c): c for c in [np.array([2, 2], dtype=np.int32), array.array("i", [2, 2]), [2, 2], (2, 2), 4,
-                                  np.array([2.0, 2.0]), None, [1, 3], array.array("i", [1, 3]), array.array("l", [2, 2])]}
+    counts = [np.array([2, 2], dtype=np.int32), array.array("i", [2, 2]), [2, 2], (2, 2), 4, np.array([2.0, 2.0]),
+              None, [1, 3], array.array("i", [1, 3]), array.array("l", [2, 2])]
+    forms = {repr(c): c for c in counts}
     keys = {name: plan.call_key("Reduce_scatter", (_x[:4], _y[:2], c, MPI.SUM), "auto", (2,))
             for name, c in forms.items()}
     python = {name: plan._call_key("Reduce_scatter", (_x[:4], _y[:2], c, MPI.SUM), "auto", (2,))
