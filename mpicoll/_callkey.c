@@ -1,12 +1,14 @@
 /* mpicoll._callkey: the plan cache's key of a blocking call, compiled.
  *
- * The same function as mpicoll.plan._call_key (the pure-Python one, which stays
- * the definition): it returns the very same tuple, or None, for the same
- * arguments.  It handles the common argument forms itself (NumPy arrays, ints,
- * None, MPI.IN_PLACE, predefined ops, [buf, count, datatype]-style specs whose
- * buffer is a NumPy array or a bytes-like object, and counts in ints, lists,
- * tuples or array.array); for anything else it
- * calls the Python function, so it never decides differently.  A key is built
+ * It decides as mpicoll.plan._call_key (the pure-Python one, which stays the
+ * definition): two calls get equal keys exactly when they get equal Python keys,
+ * and None exactly when the Python key is None.  The key is bytes: every part of
+ * the Python key in a prefix code (see "the key as bytes" below).  It handles
+ * the common argument forms itself (NumPy arrays, ints, None, MPI.IN_PLACE,
+ * predefined ops, [buf, count, datatype]-style specs whose buffer is a NumPy
+ * array or a bytes-like object, and counts in ints, lists, tuples or
+ * array.array); for anything else it returns the Python function's tuple, which
+ * never equals a bytes key.  A key is built
  * on every blocking call, and in Python that was the largest part of a cached
  * call's cost.
  *

@@ -16,9 +16,9 @@ from what determines the binding:
   file's generation.
 
 The key is built on every blocking call, so it is compiled when it can be
-(``mpicoll/_callkey.c``, an optional C extension that returns exactly the key
-of the Python definition, :func:`_call_key`, and hands it the forms it does not
-handle itself).  The same extension runs the whole hit of a blocking call
+(``mpicoll/_callkey.c``, an optional C extension whose keys, bytes, are equal
+exactly where those of the Python definition, :func:`_call_key`, are; it hands
+that function the forms it does not handle itself).  The same extension runs the whole hit of a blocking call
 (``mpicoll.comm.run``: tag, key, lookup, the entry's runner).
 
 A cached plan views the user's memory through raw addresses
@@ -338,8 +338,9 @@ def _spec(spec: Any, key: list) -> None:
 def _call_key(method: str, args: Sequence[Any], algorithm: Any, values: tuple[int, ...] = ()) -> tuple | None:
     """The plan cache's key for a blocking call, or None: the call must not be cached.
 
-    This is the definition; :func:`call_key` is the compiled copy of it
-    (``mpicoll/_callkey.c``) when that was built, and this function otherwise.
+    This is the definition; :func:`call_key` is the compiled builder
+    (``mpicoll/_callkey.c``: bytes keys that decide as these tuples do) when
+    that was built, and this function otherwise.
 
     ``values`` are the positions of arguments that are counts, not buffers
     (``Reduce_scatter``'s ``recvcounts``).  This runs on every blocking call, so
