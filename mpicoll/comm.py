@@ -23,7 +23,7 @@ from .compiled import extension
 from .datatypes import staging
 from .exec import nonblocking
 from .exec.nonblocking import Prequest, Request
-from .plan import NOTHING, Plan, PlanCache, call_key, held, scratch_from
+from .plan import NOTHING, Plan, PlanCache, call_key, held, scratch_from, shape_key
 
 __all__ = ["Comm"]
 
@@ -173,22 +173,30 @@ class Comm(MPI.Intracomm):
 
     def _cached_prepare(self, method: str, *args: Any, algorithm: str) -> Plan | None:
         # Blocking calls only: a repeated call on the same memory (and counts, datatypes, op, root,
-        # algorithm) reuses its bound plan and scratch buffers.  Nonblocking and persistent calls
-        # always get a plan of their own, since two outstanding calls may share a send buffer and
-        # must not share scratch space.
+        # algorithm) reuses its bound plan and scratch buffers; a call of the same shape on other
+        # memory moves a plan of that shape there.  Nonblocking and persistent calls always get a
+        # plan of their own, since two outstanding calls may share a send buffer and must not share
+        # scratch space.
         values = _VALUE_ARGS.get(method, ())
         key = call_key(method, args, algorithm, values)
         plans = self.__dict__.get("_plans") or self.plans
+        module = self._module(method)
+        shape = None
         if key is not None:
             plan = plans.get(key)
             if plan is not None:
                 return None if plan is NOTHING else plan
-        module = self._module(method)
+            cacheable = getattr(module, "cacheable", None)
+            if cacheable is None or cacheable(*args):
+                shape, spans = shape_key(method, args, algorithm, values)
+                plan = plans.rebased(shape, spans)
+                if plan is not None:
+                    plans.put(key, plan, held(args, values), spans, comm=self.private)
+                    return None if plan is NOTHING else plan
         with scratch_from(plans.arena):   # blocking calls run one at a time: one scratch arena for all
             plan = self._prepare(method, *args, algorithm=algorithm)
-        cacheable = getattr(module, "cacheable", None)
-        if key is not None and (cacheable is None or cacheable(*args)):
-            plans.put(key, plan, *held(args, values), comm=None if plan is None else self.private)
+        if shape is not None:
+            plans.put(key, plan, held(args, values), spans, comm=None if plan is None else self.private, shape=shape)
         return plan
 
     def _run_prepared(self, method: str, algorithm: str, args: tuple, tag: int) -> None:

@@ -64,8 +64,8 @@ from .layout import Layout
 from .ops import Op, reducer
 from .schedule import Schedule
 
-__all__ = ["Plan", "NOTHING", "make_plan", "scratch_from", "PlanCache", "call_key", "held", "PLAN_CACHE_ENTRIES",
-           "PLAN_CACHE_SCRATCH"]
+__all__ = ["Plan", "NOTHING", "make_plan", "scratch_from", "PlanCache", "call_key", "shape_key", "held",
+           "PLAN_CACHE_ENTRIES", "PLAN_CACHE_SCRATCH"]
 
 PLAN_CACHE_ENTRIES = 64
 PLAN_CACHE_SCRATCH = 256 * 1024 * 1024   # bytes of scratch the cached plans of one communicator may hold
@@ -86,8 +86,12 @@ class Plan:
 
     owned_bytes: int = 0                        # memory the plan allocated itself (known once detached)
     shared: frozenset[str] = frozenset()        # scratch buffers that are views of the communicator's arena
+    #: once detached: where each array viewing the caller's memory lies, ``name: (span index, byte offset)``;
+    #: None before, and for a plan that cannot be moved to other memory (see :meth:`rebased`)
+    relocations: dict[str, tuple[int, int]] | None = None
 
     _rounds: list | None = field(default=None, repr=False)
+    _runner: tuple[Any, Callable[[int], None]] | None = field(default=None, repr=False)   # (comm, runner(comm))
 
     def bound(self) -> list:
         """Freshly bound rounds (the nonblocking paths own theirs)."""
@@ -106,8 +110,17 @@ class Plan:
 
         What a cache entry calls on a hit: for plain host buffers, the blocking
         executor on the bound rounds; otherwise the GPU transport, and the
-        unpacking of a result staged for a non-contiguous datatype.
+        unpacking of a result staged for a non-contiguous datatype.  Made once
+        (per communicator: a plan only ever runs on one).
         """
+        made = self._runner
+        if made is not None and made[0] is comm:
+            return made[1]
+        run = self._make_runner(comm)
+        self._runner = (comm, run)
+        return run
+
+    def _make_runner(self, comm: Any) -> Callable[[int], None]:
         if self.device is None and self.finish is None:
             return partial(execute, for_mpi(self.rounds()), comm)
         device, rounds, finish = self.device, None if self.device else for_mpi(self.rounds()), self.finish
@@ -140,24 +153,61 @@ class Plan:
 
         ``spans`` are the caller's buffers, ``(address, nbytes)``: only arrays lying
         inside one are replaced; memory the plan allocated itself (scratch space,
-        a non-root's stand-in receive buffer) stays owned by the plan.
+        a non-root's stand-in receive buffer) stays owned by the plan.  Where each
+        replaced array lies is kept in :attr:`relocations`.  A plan already
+        detached (one made by :meth:`rebased`) is left as it is.
         """
+        if self.relocations is not None:
+            return
         seen: dict[int, Any] = {}
         self.owned_bytes = 0
         if self.device is not None:     # GPU buffers: the cache entry keeps the arrays alive instead
             self.owned_bytes = self.scratch_bytes
             return
+        relocations: dict[str, tuple[int, int]] | None = {}
         for name, arr in list(self.arrays.items()):
-            if type(arr) is not np.ndarray or arr.nbytes == 0 or name in self.shared:
+            if name in self.shared:
                 continue
+            if type(arr) is not np.ndarray or arr.nbytes == 0:
+                if arr is not None and getattr(arr, "nbytes", 0):
+                    relocations = None     # a non-NumPy view of some memory: the plan cannot be moved
+                continue
+            address = arr.__array_interface__["data"][0]
+            span = next((i for i, (lo, n) in enumerate(spans) if lo <= address and address + arr.nbytes <= lo + n),
+                        None)
+            if span is None:
+                self.owned_bytes += 0 if id(arr) in seen else arr.nbytes
+                seen[id(arr)] = arr
+                continue
+            if relocations is not None:
+                relocations[name] = (span, address - spans[span][0])
             raw = seen.get(id(arr))
             if raw is None:
-                address = arr.__array_interface__["data"][0]
-                inside = any(lo <= address and address + arr.nbytes <= lo + n for lo, n in spans)
-                raw = seen[id(arr)] = _by_address(arr, address) if inside else arr
-                self.owned_bytes += 0 if inside else arr.nbytes
+                raw = seen[id(arr)] = _by_address(arr, address)
             self.arrays[name] = raw
-        self._rounds = None
+        self.relocations = relocations
+        self._rounds = self._runner = None
+
+    def rebased(self, spans: Sequence[tuple[int, int]]) -> Plan:
+        """This (detached) plan moved to other memory: the same call on buffers at ``spans``.
+
+        ``spans`` are the new call's buffers, ``(address, nbytes)``, in the order
+        and with the extents of the spans this plan was detached from.  Only the
+        arrays viewing the caller's memory change; scratch space is shared with
+        this plan (the blocking calls of a communicator run one at a time).
+        """
+        assert self.relocations is not None and self.device is None and self.owned_bytes == 0
+        arrays = dict(self.arrays)
+        moved: dict[int, np.ndarray] = {}
+        for name, (span, offset) in self.relocations.items():
+            arr = self.arrays[name]
+            new = moved.get(id(arr))      # an array under two names (in place) stays one array
+            if new is None:
+                new = moved[id(arr)] = _by_address(arr, spans[span][0] + offset)
+            arrays[name] = new
+        plan = object.__new__(Plan)       # a copy (dataclasses.replace would run __init__ and field checks)
+        plan.__dict__.update(self.__dict__, arrays=arrays, _rounds=None, _runner=None)
+        return plan
 
 
 def _by_address(arr: np.ndarray, address: int) -> np.ndarray:
@@ -276,7 +326,15 @@ def _element(obj: Any, t: type) -> str:
     return "B"
 
 
-def _memory(obj: Any) -> tuple:
+def _address(buf: Any, spans: list | None) -> int | None:
+    """``buf``'s address for a call's key; for its shape's key (``spans`` given), None, and the span noted."""
+    if spans is None:
+        return buf.address
+    spans.append((buf.address, buf.nbytes))
+    return None
+
+
+def _memory(obj: Any, spans: list | None = None) -> tuple:
     """What identifies the memory of one buffer object: address, extent, writability, element format."""
     t = type(obj)
     if t in _BUFFERS or isinstance(obj, np.ndarray):
@@ -285,7 +343,7 @@ def _memory(obj: Any) -> tuple:
         except Exception:
             raise _Uncacheable from None
         element = obj.dtype if isinstance(obj, np.ndarray) else (t, _element(obj, t))
-        return (buf.address, buf.nbytes, buf.readonly, element)
+        return (_address(buf, spans), buf.nbytes, buf.readonly, element)
     if backends.on_device(obj):     # a GPU array: keyed by identity, kept alive by the entry (see held)
         return ("device", id(obj), obj.shape, obj.strides, obj.dtype, type(obj))
     raise _Uncacheable
@@ -313,7 +371,7 @@ def _value(obj: Any) -> Any:
     raise _Uncacheable
 
 
-def _spec(spec: Any, key: list) -> None:
+def _spec(spec: Any, key: list, spans: list | None) -> None:
     """Append the key of a ``[buf, count, displ, datatype]``-style spec (the common forms inline)."""
     if not spec:
         raise _Uncacheable
@@ -322,9 +380,9 @@ def _spec(spec: Any, key: list) -> None:
     key.append((type(spec), len(spec)))
     if t in _BUFFERS:
         buf = _buffer(obj)
-        key += (buf.address, buf.nbytes, buf.readonly, t, _element(obj, t))
+        key += (_address(buf, spans), buf.nbytes, buf.readonly, t, _element(obj, t))
     else:
-        key.append(_memory(obj))
+        key.append(_memory(obj, spans))
     for item in spec[1:]:
         predefined = _PREDEFINED_TYPES.get(id(item))
         if predefined is not None:
@@ -335,7 +393,8 @@ def _spec(spec: Any, key: list) -> None:
             key.append(_value(item))
 
 
-def _call_key(method: str, args: Sequence[Any], algorithm: Any, values: tuple[int, ...] = ()) -> tuple | None:
+def _call_key(method: str, args: Sequence[Any], algorithm: Any, values: tuple[int, ...] = (),
+              spans: list | None = None) -> tuple | None:
     """The plan cache's key for a blocking call, or None: the call must not be cached.
 
     This is the definition; :func:`call_key` is the compiled builder
@@ -350,8 +409,11 @@ def _call_key(method: str, args: Sequence[Any], algorithm: Any, values: tuple[in
     A NumPy array is keyed by address, extent, writability and dtype: it is
     contiguous (``MPI.buffer`` refuses it otherwise) and bound in memory order,
     so its shape and strides do not change the binding.  What the entry must
-    keep alive, and the memory it may view by address, come from :func:`held`,
-    computed only when a plan is stored.
+    keep alive come from :func:`held`, computed only when a plan is stored.
+
+    With a list ``spans``, the key leaves every buffer's address out (it is the
+    key of the call's *shape*, see :func:`shape_key`) and the buffers' ``(address,
+    nbytes)`` are appended to ``spans`` instead, in the order of the arguments.
     """
     env = _ENV if _ENV is not None else {k: _environ(k) for k in (_ALGO, _DEBUG, _GPU)}
     debug = env.get(_DEBUG)
@@ -365,11 +427,11 @@ def _call_key(method: str, args: Sequence[Any], algorithm: Any, values: tuple[in
                 key.append(_value(a))
             elif t is np.ndarray:
                 buf = _buffer(a)
-                key += (buf.address, buf.nbytes, buf.readonly, a.dtype)
+                key += (buf.address if spans is None else _address(buf, spans), buf.nbytes, buf.readonly, a.dtype)
             elif t is int or a is None:
                 key.append(a)
             elif t is list or t is tuple:
-                _spec(a, key)
+                _spec(a, key, spans)
             elif t is MPI.Op and id(a) in _PREDEFINED_OPS:
                 key.append(_PREDEFINED_OPS[id(a)])
             elif a is _IN_PLACE:
@@ -377,7 +439,7 @@ def _call_key(method: str, args: Sequence[Any], algorithm: Any, values: tuple[in
             elif isinstance(a, (MPI.Op, Op)):   # kept alive by the entry (see held): its id is not reused meanwhile
                 key.append(("op", id(a), a.handle if isinstance(a, MPI.Op) else 0))
             else:
-                key.append(_memory(a))
+                key.append(_memory(a, spans))
     except Exception:   # _Uncacheable, or e.g. MPI.buffer refused a non-contiguous array: prepare explains
         return None
     return tuple(key)
@@ -397,14 +459,27 @@ def _compiled_call_key() -> Callable[..., tuple | None]:
 call_key = _compiled_call_key()
 
 
-def held(args: Sequence[Any], values: tuple[int, ...] = ()) -> tuple[list, list]:
-    """``(objects the cache entry keeps alive, the host buffers' (address, nbytes))`` of a cacheable call.
+def shape_key(method: str, args: Sequence[Any], algorithm: Any,
+              values: tuple[int, ...] = ()) -> tuple[tuple | None, list]:
+    """The key of a call's *shape*, its cache key without the buffers' addresses; and its buffers' spans.
 
-    Kept alive: user-defined ops, GPU arrays and NumPy arrays' dtypes, which the key names by identity.
-    The spans are the memory a plan may view by address (:meth:`Plan.detach`).
+    The spans are the host buffers' ``(address, nbytes)``, in the order of the
+    arguments: the memory a plan may view by address (:meth:`Plan.detach`).  Two
+    calls of one shape differ only in where their buffers lie, so the plan of one,
+    moved (:meth:`Plan.rebased`), is the plan of the other, provided that in
+    neither call two buffers overlap (:meth:`PlanCache.rebased` checks that).
+    The key is None where the call's is (the call is not cached).
+    """
+    spans: list = []
+    return _call_key(method, args, algorithm, values, spans), spans
+
+
+def held(args: Sequence[Any], values: tuple[int, ...] = ()) -> list:
+    """The objects the cache entry of a cacheable call keeps alive.
+
+    User-defined ops, GPU arrays and NumPy arrays' dtypes: the key names them by identity.
     """
     refs: list = []
-    spans: list = []
     for i, a in enumerate(args):
         if i in values or a is None or a is _IN_PLACE or type(a) is int:
             continue
@@ -414,15 +489,18 @@ def held(args: Sequence[Any], values: tuple[int, ...] = ()) -> tuple[list, list]
                 refs.append(obj)
         elif backends.on_device(obj):
             refs.append(obj)
-        else:
-            try:
-                buf = _buffer(obj)
-            except Exception:
-                continue
-            spans.append((buf.address, buf.nbytes))
-            if isinstance(obj, np.ndarray):
-                refs.append(obj.dtype)   # the compiled key names a dtype by identity (small; no user memory)
-    return refs, spans
+        elif isinstance(obj, np.ndarray):
+            refs.append(obj.dtype)   # the compiled key names a dtype by identity (small; no user memory)
+    return refs
+
+
+def _disjoint(spans: Sequence[tuple[int, int]]) -> bool:
+    """True when no two of the memory ranges ``(address, nbytes)`` overlap (empty ones never do)."""
+    if len(spans) == 2:      # the common case, inline
+        (a, n), (b, m) = spans
+        return not (n and m and a < b + m and b < a + n)
+    ranges = sorted((address, address + n) for address, n in spans if n)
+    return all(end <= start for (_, end), (start, _) in zip(ranges, ranges[1:]))
 
 
 # -- the cache -------------------------------------------------------------------------------------
@@ -452,6 +530,13 @@ class PlanCache:
     entry used, which costs nothing like the re-hashing of a strict LRU move;
     when room is needed, the oldest entry goes unless it was used since the last
     sweep, in which case it is unmarked and moved to the young end.
+
+    A miss need not prepare the call again: the cache also remembers, per call
+    *shape* (the key without the buffers' addresses, :func:`shape_key`), the
+    newest plan of that shape, and :meth:`rebased` moves it to the new call's
+    memory.  At most ``entries`` shapes are remembered (the oldest go first), only
+    plans that own no memory (their scratch is the arena's), so they hold none
+    beyond the plans' small objects.
     """
 
     def __init__(self, entries: int = PLAN_CACHE_ENTRIES, scratch: int = PLAN_CACHE_SCRATCH) -> None:
@@ -459,6 +544,7 @@ class PlanCache:
         self.scratch = scratch
         self.scratch_held = 0
         self.data: dict[tuple, _Entry] = {}
+        self.shapes: dict[tuple, Plan] = {}      # shape key: the newest plan of that shape (see rebased)
         self.shared: np.ndarray | None = None   # the scratch arena of the blocking plans (see arena)
 
     def __len__(self) -> int:
@@ -476,14 +562,29 @@ class PlanCache:
         hit.used = True
         return hit.plan
 
-    def put(self, key: tuple, plan: Plan | None, refs: list, spans: list, comm: Any = None) -> None:
+    def rebased(self, shape: tuple, spans: list) -> Plan | None:
+        """The plan of a call of ``shape`` on the memory ``spans`` (see :func:`shape_key`), or None.
+
+        None when no plan of that shape is remembered, or when two of the call's
+        buffers overlap: what a call does with overlapping buffers may depend on
+        the overlap, which the shape does not tell.
+        """
+        plan = self.shapes.get(shape)
+        if plan is None or plan is NOTHING:
+            return plan
+        return plan.rebased(spans) if _disjoint(spans) else None
+
+    def put(self, key: tuple, plan: Plan | None, refs: list, spans: list, comm: Any = None,
+            shape: tuple | None = None) -> None:
         """Remember ``plan`` (detached from the caller's memory ``spans``) under ``key``; evict to make room.
 
         ``comm`` is the private communicator the plan will run on (unused for None).
         A call with nothing to do (``plan`` None: a zero count, one rank) is
         remembered as :data:`NOTHING`, so that repeating it skips its checks too.
+        With ``shape`` (the call's :func:`shape_key`), the plan is also remembered
+        for the later calls of that shape on other memory (see :meth:`rebased`).
         """
-        if plan is None:
+        if plan is None or plan is NOTHING:
             plan = NOTHING
         elif plan.finish is not None and plan.device is None:   # finishes hold user objects
             return
@@ -494,6 +595,13 @@ class PlanCache:
         self.discard(key)
         self.data[key] = _Entry(plan, _skip if plan is NOTHING else plan.runner(comm), refs)
         self.scratch_held += plan.owned_bytes
+        if shape is not None and (plan is NOTHING or (plan.relocations is not None and plan.device is None
+                                                      and plan.owned_bytes == 0 and _disjoint(spans))):
+            shapes = self.shapes
+            shapes.pop(shape, None)
+            shapes[shape] = plan
+            if len(shapes) > self.entries:
+                del shapes[next(iter(shapes))]
         data = self.data
         while len(data) > self.entries or self.scratch_held > self.scratch:
             oldest = next(iter(data))
@@ -511,6 +619,7 @@ class PlanCache:
 
     def clear(self) -> None:
         self.data.clear()
+        self.shapes.clear()
         self.scratch_held = 0
 
     def arena(self, nbytes: int) -> np.ndarray | None:

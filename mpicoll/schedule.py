@@ -149,8 +149,15 @@ class Schedule:
     params: tuple[tuple[str, object], ...] = field(default=())
     declared: Mapping[str, Scratch] = field(default_factory=dict, compare=False, repr=False)
 
-    def buffers(self) -> set[str]:
-        """Names of every buffer the schedule touches."""
+    def buffers(self) -> frozenset[str]:
+        """Names of every buffer the schedule touches (worked out once per schedule)."""
+        known = self.__dict__.get("_buffers")
+        if known is None:
+            known = self._walk_buffers()
+            object.__setattr__(self, "_buffers", known)   # frozen: a memo, not a field
+        return known
+
+    def _walk_buffers(self) -> frozenset[str]:
         names: set[str] = set()
         add = names.add
         for sends, recvs, steps in self.rounds:   # plain tuple access: this walks every round of large p
@@ -161,7 +168,7 @@ class Schedule:
             for step in steps:                     # a step is a tuple of blocks (out, operands ...)
                 for block in step:
                     add(block.buf)
-        return names
+        return frozenset(names)
 
     def scratch(self) -> dict[str, Scratch]:
         """The declared scratch buffers this rank's schedule uses, in declaration order.

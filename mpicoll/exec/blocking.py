@@ -41,25 +41,26 @@ def bind(schedule: Schedule, arrays: dict[str, Any], layouts: dict[str, Layout],
         The schedule names a buffer that ``arrays`` or ``layouts`` lacks (a scratch
         buffer the algorithm does not declare is never allocated).
     """
-    missing = sorted(name for name in schedule.buffers() if name not in arrays or name not in layouts)
-    if missing:
+    names = schedule.buffers()
+    if not (names <= arrays.keys() and names <= layouts.keys()):
+        missing = sorted(name for name in names if name not in arrays or name not in layouts)
         raise ScheduleError(f"bind: {schedule.collective}/{schedule.algorithm} rank {schedule.rank} uses buffer(s) "
                             f"{', '.join(missing)} with no array or layout (declared scratch: "
                             f"{', '.join(schedule.declared) or 'none'})")
-    raw = {name: arr.view("u1") for name, arr in arrays.items()}
-    itemsize = {name: arr.dtype.itemsize for name, arr in arrays.items()}
-
-    def span(block: Block) -> tuple[int, int]:
-        return layouts[block.buf].span(block.lo, block.hi)
+    raw: dict[str, tuple[Any, int]] = {}    # a buffer's bytes and item size, for messages (MPI sees raw bytes)
 
     def typed(block: Block) -> Any:
-        start, stop = span(block)
+        start, stop = layouts[block.buf].span(block.lo, block.hi)
         return arrays[block.buf][start:stop]
 
     def message(block: Block) -> Any:
-        start, stop = span(block)
-        k = itemsize[block.buf]
-        return raw[block.buf][start * k:stop * k]
+        start, stop = layouts[block.buf].span(block.lo, block.hi)
+        seen = raw.get(block.buf)
+        if seen is None:
+            arr = arrays[block.buf]
+            seen = raw[block.buf] = (arr.view("u1"), arr.dtype.itemsize)
+        data, k = seen
+        return data[start * k:stop * k]
 
     ufunc = getattr(reduce, "ufunc", None)   # a predefined op: the ufunc takes (left, right, out) itself
     bound: list[BoundRound] = []

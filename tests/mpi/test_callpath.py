@@ -297,3 +297,130 @@ def test_cached_plans_share_one_scratch_arena():
     if p > 1:
         check(cache.shared is not None and cache.shared.nbytes <= 2 * n * 8, "the arena is one call's scratch")
         check(cache.scratch_held < n * 8, f"{cache.scratch_held} bytes of scratch held outside the arena")
+
+
+def _reference(method: str, builtin, *args):
+    """The built-in's ``method`` on ``args`` (its result lands in the arguments)."""
+    getattr(builtin, method)(*args)
+
+
+@pytest.mark.parametrize("algorithm", ["auto", "ring", "recursive_doubling"])
+def test_a_call_on_other_memory_moves_a_plan_of_its_shape(monkeypatch, algorithm):
+    """Allreduce on views at 12 offsets of two large arrays: prepared once, the built-in's result every time.
+
+    The views overlap from one call to the next (offsets 0, 3, 6, ...), so a plan
+    that kept viewing the memory of an earlier call would give wrong sums.
+    """
+    comm = _comm()
+    prepared = _counting_prepare(monkeypatch, comm, "Allreduce")
+    n = 4 * WORLD.size + 1
+    rng = np.random.default_rng(WORLD.rank)
+    send = rng.integers(0, 100, 64 + n).astype(np.float64)
+    recv, ref = np.zeros(64 + n), np.zeros(64 + n)
+    for offset in range(0, 36, 3):
+        recv[...] = ref[...] = -1
+        comm.Allreduce(send[offset:offset + n], recv[offset:offset + n], algorithm=algorithm)
+        WORLD.Allreduce(send[offset:offset + n], ref[offset:offset + n])
+        check(np.array_equal(recv, ref), f"offset {offset}: {recv[offset:offset + 4]}, "
+                                         f"built-in {ref[offset:offset + 4]}")
+    check(len(prepared) == 1, f"{len(prepared)} prepares for 12 calls of one shape")
+    # in place: send and recv are one array, and stay one in the moved plan
+    for offset in (0, 5, 10):
+        recv[...] = ref[...] = np.arange(64 + n) + WORLD.rank
+        comm.Allreduce(MPI.IN_PLACE, recv[offset:offset + n], algorithm=algorithm)
+        WORLD.Allreduce(MPI.IN_PLACE, ref[offset:offset + n])
+        check(np.array_equal(recv, ref), f"in place, offset {offset}: {recv[offset:offset + 4]}")
+
+
+@pytest.mark.parametrize("method", ["Bcast", "Reduce", "Allgather", "Alltoall", "Scatter", "Gather",
+                                    "Reduce_scatter_block", "Scan"])
+def test_every_collective_moved_to_other_memory_matches_the_builtin(monkeypatch, method):
+    comm = _comm()
+    prepared = _counting_prepare(monkeypatch, comm, method)
+    p, n = WORLD.size, 3
+    root = p - 1
+    size = n * p
+    send_all = np.arange(40 + size, dtype=np.int64) * (WORLD.rank + 2)
+    mine, ref_mine = np.zeros(40 + size, np.int64), np.zeros(40 + size, np.int64)
+    for offset in (0, 7, 14, 21, 7):
+        send = send_all[offset:offset + size]
+        for target in (mine, ref_mine):
+            target[...] = -1
+        got, want = mine[offset:offset + size], ref_mine[offset:offset + size]
+        if method == "Bcast":
+            for buf in (got, want):
+                buf[...] = send if WORLD.rank == root else 0
+            calls = [(got, root), (want, root)]
+        elif method in ("Reduce", "Scan"):
+            calls = [(send, got) + ((MPI.SUM, root) if method == "Reduce" else ()),
+                     (send, want) + ((MPI.SUM, root) if method == "Reduce" else ())]
+        elif method in ("Allgather", "Gather"):
+            extra = (root,) if method == "Gather" else ()
+            calls = [(send[:n], got) + extra, (send[:n], want) + extra]
+        elif method == "Scatter":
+            calls = [(send, got[:n], root), (send, want[:n], root)]
+        elif method == "Reduce_scatter_block":
+            calls = [(send, got[:n]), (send, want[:n])]
+        else:   # Alltoall
+            calls = [(send, got), (send, want)]
+        getattr(comm, method)(*calls[0])
+        _reference(method, WORLD, *calls[1])
+        check(np.array_equal(mine, ref_mine), f"{method}, offset {offset}: {mine[offset:offset + size]}, "
+                                              f"built-in {ref_mine[offset:offset + size]}")
+    check(len(prepared) <= 1, f"{method}: {len(prepared)} prepares for 5 calls of one shape")
+
+
+def test_calls_whose_buffers_overlap_are_prepared_again(monkeypatch):
+    """A shape's plan moves only to buffers that do not overlap: what overlapping ones do is not the shape's."""
+    comm = _comm()
+    prepared = _counting_prepare(monkeypatch, comm, "Allgather")
+    p = WORLD.size
+    memory = np.zeros(4 * p + 4)
+    comm.Allgather(memory[:1], memory[2:2 + p])           # disjoint: prepared, and remembered by shape
+    comm.Allgather(memory[1:2], memory[2 + p:2 + 2 * p])  # the same shape elsewhere: moved
+    check(len(prepared) == 1, f"{len(prepared)} prepares for two disjoint calls of one shape")
+    comm.Allgather(memory[2:3], memory[2:2 + p])           # send inside recv (erroneous in MPI): prepared again
+    check(len(prepared) == 2, f"{len(prepared)} prepares: an overlapping call must not take a moved plan")
+
+
+def test_shapes_are_bounded_and_follow_the_arena():
+    comm = _comm()
+    arrays = [np.ones(k + 1) for k in range(PLAN_CACHE_ENTRIES + 20)]
+    for x in arrays:
+        comm.Allreduce(MPI.IN_PLACE, x)
+    check(len(comm.plans.shapes) <= PLAN_CACHE_ENTRIES, f"{len(comm.plans.shapes)} shapes remembered")
+    if WORLD.size > 1:
+        # a larger scratch grows the arena, which drops every plan that viewed the old one, shapes included
+        before = len(comm.plans.shapes)
+        big = np.ones(1 << 20)
+        comm.Allreduce(MPI.IN_PLACE, big, algorithm="ring")
+        check(before > 0 and len(comm.plans.shapes) <= 1, f"{len(comm.plans.shapes)} shapes after the arena grew")
+
+
+def test_fresh_offsets_every_call_keep_memory_flat():
+    """100,000 calls on views at ever new offsets: every call misses, each moves a plan; memory stays flat."""
+    comm = _comm()
+    send, recv = np.ones(4096), np.zeros(4096)
+    calls = 100_000
+
+    def one(i: int) -> None:
+        at = i % 4000
+        kind = i % 3
+        if kind == 0:
+            comm.Allreduce(send[at:at + 3], recv[at:at + 3])    # a new address: a plan moved
+        elif kind == 1:
+            comm.Bcast(recv[at:at + 2], root=0)
+        else:
+            comm.Bcast([recv, (2, at), MPI.DOUBLE], root=0)     # a new displacement: a new shape, prepared
+
+    for i in range(4000):
+        one(i)
+    gc.collect()
+    base = _resident()
+    for i in range(calls):
+        one(i)
+    gc.collect()
+    grown = _resident() - base
+    check(len(comm.plans) <= PLAN_CACHE_ENTRIES and len(comm.plans.shapes) <= PLAN_CACHE_ENTRIES, "bounded")
+    check(grown < 4 * 1024 * 1024, f"resident memory grew by {grown} bytes over {calls} calls")
+    check(bool(np.all(recv[:3] == WORLD.size)), f"{recv[:3]}")

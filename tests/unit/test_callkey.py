@@ -195,3 +195,50 @@ def test_element_formats_are_part_of_the_key():
     assert plan.call_key("Bcast", (as_double, 0), "auto") != plan.call_key("Bcast", (as_int, 0), "auto")
     doubles, ints = array.array("d", bytes(16)), array.array("i", bytes(16))
     assert plan._call_key("Bcast", (doubles, 0), "auto")[5:] != plan._call_key("Bcast", (ints, 0), "auto")[5:]
+
+
+def _moved(obj):
+    """A copy of a buffer object in new memory, of the same kind and format; anything else as it is."""
+    if type(obj) is np.ndarray:
+        new = obj.copy(order="K")
+        new.flags.writeable = obj.flags.writeable
+        return new
+    if type(obj) is bytearray:
+        return bytearray(obj)
+    if type(obj) is bytes:
+        return bytes(bytearray(obj))
+    if type(obj) is array.array:
+        return array.array(obj.typecode, obj)
+    if type(obj) is memoryview:
+        return memoryview(bytearray(obj.tobytes())).cast(obj.format)
+    if type(obj) is mmap.mmap and not obj.closed:
+        return mmap.mmap(-1, len(obj))
+    if type(obj) in (list, tuple) and obj and type(obj[0]) is not int:
+        return type(obj)((_moved(obj[0]), *obj[1:]))
+    return obj
+
+
+def test_a_shape_key_is_the_call_key_without_the_addresses():
+    """A call and the same call on copies of its buffers: one shape, their own spans; different calls, other shapes."""
+    shapes = {}
+    for name, args in _cases().items():
+        moved = tuple(_moved(a) for a in args)
+        key = plan._call_key("Allreduce", args, "auto")
+        shape, spans = plan.shape_key("Allreduce", args, "auto")
+        moved_shape, moved_spans = plan.shape_key("Allreduce", moved, "auto")
+        assert (shape is None) == (key is None), name
+        if key is None:
+            continue
+        assert moved_shape == shape, name
+        assert plan._call_key("Allreduce", moved, "auto") != key or not spans, name
+        assert len(spans) == len(moved_spans) and all(n == m for (_, n), (_, m) in zip(spans, moved_spans)), name
+        assert all(address != 0 for address, n in moved_spans if n), name
+        shapes.setdefault(shape, []).append(name)
+    assert all(len(names) == 1 for names in shapes.values()), [names for names in shapes.values() if len(names) > 1]
+
+
+def test_overlapping_spans_are_told_apart():
+    assert plan._disjoint([(100, 8), (108, 8)]) and plan._disjoint([(100, 8), (104, 0)])
+    assert not plan._disjoint([(100, 8), (104, 8)]) and not plan._disjoint([(104, 8), (100, 8)])
+    assert plan._disjoint([(0, 4), (8, 4), (4, 4)]) and not plan._disjoint([(0, 4), (8, 4), (2, 4)])
+    assert plan._disjoint([]) and plan._disjoint([(5, 10)])
