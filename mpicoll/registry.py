@@ -93,10 +93,16 @@ def register(collective: str, name: str, *, keeps_order: bool | Callable[[int], 
 
 
 def _load() -> None:
-    # the ``families`` subpackage registers every algorithm when imported
-    import importlib
+    # the ``families`` subpackage registers every algorithm when imported (once: this runs on every call)
+    global _LOADED
+    if not _LOADED:
+        import importlib
 
-    importlib.import_module(f"{__package__}.families")
+        importlib.import_module(f"{__package__}.families")
+        _LOADED = True
+
+
+_LOADED = False
 
 
 def collectives() -> list[str]:
