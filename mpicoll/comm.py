@@ -23,7 +23,7 @@ from .compiled import extension
 from .datatypes import staging
 from .exec import nonblocking
 from .exec.nonblocking import Prequest, Request
-from .plan import NOTHING, Plan, PlanCache, call_key, held, scratch_from, shape_key
+from .plan import NOTHING, REQUEST_PLAN_SCRATCH, Plan, PlanCache, call_key, held, scratch_from, shape_key
 
 __all__ = ["Comm"]
 
@@ -222,11 +222,47 @@ class Comm(MPI.Intracomm):
         if guard.active(self):
             return guard.start(self, method, args, algorithm, tag)
         try:
-            plan = self._prepare(method, *args, algorithm=algorithm)
+            plan, lent = self._lend(method, args, algorithm)
         except Exception as exc:   # as in _run: no peer may be left waiting
             guard.stand_in(self, method, args, algorithm, exc, tag, nonblocking_call=True)
             raise
-        return nonblocking.start(plan, self, tag)
+        return nonblocking.start(plan, self, tag, lent=lent)
+
+    @property
+    def request_plans(self) -> PlanCache:
+        """The bound plans of this communicator's nonblocking calls (see :meth:`_lend`)."""
+        cache = self.__dict__.get("_request_plans")
+        if cache is None:
+            cache = self.__dict__["_request_plans"] = PlanCache(scratch=REQUEST_PLAN_SCRATCH)
+        return cache
+
+    def _lend(self, method: str, args: tuple, algorithm: str) -> tuple[Plan | None, bool]:
+        """A nonblocking call's plan, and whether it is a cached one, lent to the call's request.
+
+        A repeated nonblocking call on the same memory reuses its plan as a
+        blocking call does, but its plan has scratch of its own (outstanding
+        requests run at the same time) and serves one request at a time: while a
+        request of it is unfinished (:attr:`Plan.lent`), an equal call gets a
+        fresh plan, as do calls the cache does not take (GPU buffers, datatypes
+        packed or unpacked around the call).
+        """
+        values = _VALUE_ARGS.get(method, ())
+        key = call_key(method, args, algorithm, values)
+        cache = self.request_plans
+        if key is not None:
+            plan = cache.get(key)
+            if plan is NOTHING:
+                return None, False
+            if plan is not None and not plan.lent:
+                return plan, True
+        plan = self._prepare(method, *args, algorithm=algorithm)
+        cacheable = getattr(self._module(method), "cacheable", None)
+        if key is None or (cacheable is not None and not cacheable(*args)) or key in cache.data:
+            return plan, False
+        if plan is not None and (plan.device is not None or plan.before is not None or plan.finish is not None):
+            return plan, False
+        cache.put(key, plan, held(args, values), shape_key(method, args, algorithm, values)[1], comm=self.private)
+        return plan, plan is not None
 
     def _init(self, method: str, *args: Any, info: MPI.Info, algorithm: str) -> Prequest:
         # mpicoll accepts the ``info`` hints of the *_init methods and ignores them

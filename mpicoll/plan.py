@@ -65,10 +65,12 @@ from .ops import Op, reducer
 from .schedule import Schedule
 
 __all__ = ["Plan", "NOTHING", "make_plan", "scratch_from", "PlanCache", "call_key", "shape_key", "held",
-           "PLAN_CACHE_ENTRIES", "PLAN_CACHE_SCRATCH"]
+           "PLAN_CACHE_ENTRIES", "PLAN_CACHE_SCRATCH",
+           "REQUEST_PLAN_SCRATCH"]
 
 PLAN_CACHE_ENTRIES = 64
 PLAN_CACHE_SCRATCH = 256 * 1024 * 1024   # bytes of scratch the cached plans of one communicator may hold
+REQUEST_PLAN_SCRATCH = 64 * 1024 * 1024  # ... and its cached nonblocking plans, each with scratch of its own
 
 
 @dataclass
@@ -89,6 +91,8 @@ class Plan:
     #: once detached: where each array viewing the caller's memory lies, ``name: (span index, byte offset)``;
     #: None before, and for a plan that cannot be moved to other memory (see :meth:`rebased`)
     relocations: dict[str, tuple[int, int]] | None = None
+
+    lent: bool = False     # a cached nonblocking plan in use by an unfinished request (see Comm._lend)
 
     _rounds: list | None = field(default=None, repr=False)
     _runner: tuple[Any, Callable[[int], None]] | None = field(default=None, repr=False)   # (comm, runner(comm))

@@ -27,6 +27,7 @@ another.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from mpi4py import MPI
@@ -422,20 +423,30 @@ _NAMES = {_INACTIVE: "inactive", _RUNNING: "running", _COMPLETE: "complete", _FR
 
 # -- entry points used by mpicoll.Comm ------------------------------------------------
 
-def start(plan: Plan | None, comm: Comm, tag: int) -> Request:
+def start(plan: Plan | None, comm: Comm, tag: int, lent: bool = False) -> Request:
     """Start ``plan`` nonblocking on ``comm``'s private communicator with the call's ``tag``.
 
     ``mpicoll.Comm`` draws the tag before it checks the call's arguments, so that
     every rank's tag sequence stays in step even when ``plan`` is None (nothing
-    to do) or one rank's checks fail.
+    to do) or one rank's checks fail.  A ``lent`` plan is a cached one: the
+    request runs its rounds bound once and marks it in use (:attr:`Plan.lent`)
+    until it finishes.
     """
     if plan is None:
         req = Request([], None, tag, None)
+    elif lent:
+        plan.lent = True
+        req = Request(plan.rounds(), comm.private, tag, partial(_give_back, plan))
     else:
         plan.begin()      # GPU buffers: stage the inputs in
         req = Request(plan.bound(), comm.private, tag, plan.finish)
     req._launch()
     return req
+
+
+def _give_back(plan: Plan) -> None:
+    """A request of a lent plan finished: the plan may serve the next call."""
+    plan.lent = False
 
 
 def persistent(plan: Plan | None, comm: Comm, tag: int,

@@ -482,3 +482,89 @@ def test_a_failing_step_does_not_leave_the_request_running(comm):
     with pytest.raises(ZeroDivisionError):
         req.Wait()
     check(not nonblocking.outstanding(), "the failed request is still progressed")
+
+
+# -- cached plans of nonblocking calls ---------------------------------------------------------
+
+def _counting(monkeypatch, comm, method: str) -> list:
+    module = comm._module(method)
+    calls: list = []
+    original = module.prepare
+
+    def prepare(*args, **kwargs):
+        calls.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(module, "prepare", prepare)
+    return calls
+
+
+def test_a_repeated_nonblocking_call_reuses_its_plan(monkeypatch, comm):
+    prepared = _counting(monkeypatch, comm, "Allreduce")
+    x, y, ref = np.zeros(5), np.zeros(5), np.zeros(5)
+    for i in range(6):
+        x[...] = np.arange(5) * (WORLD.rank + i)      # new contents each time: the cached plan reads them
+        req = comm.Iallreduce(x, y)
+        req.Wait()
+        WORLD.Allreduce(x, ref)
+        check(np.array_equal(y, ref), f"call {i}: {y} instead of the built-in's {ref}")
+    check(len(prepared) == 1, f"six equal Iallreduce calls prepared {len(prepared)} times")
+    comm.Iallreduce(x[:4], y[:4]).Wait()                # other memory: prepared
+    check(len(prepared) == 2, f"{len(prepared)} prepares after a call on other memory")
+
+
+def test_equal_calls_outstanding_together_get_plans_of_their_own(monkeypatch, comm):
+    """Two Ireduce on one send buffer (legal at the non-roots, which only read it) and two Ibarrier, outstanding
+    together: the second of each may not share the first one's plan (its scratch), and all four finish right."""
+    prepared = _counting(monkeypatch, comm, "Reduce")
+    x = np.arange(6, dtype=np.float64) + WORLD.rank
+    root_out = [np.zeros(6), np.zeros(6)]
+    expected = P * np.arange(6) + P * (P - 1) / 2
+    for trial in range(3):
+        if WORLD.rank == 0:
+            root_out[0][...] = root_out[1][...] = -1
+        outs = root_out if WORLD.rank == 0 else [None, None]
+        reqs = [comm.Ireduce(x, outs[k], root=0, algorithm="binomial") for k in range(2)]
+        reqs += [comm.Ibarrier(), comm.Ibarrier()]
+        for req in reversed(reqs):
+            req.Wait()
+        check(WORLD.rank != 0 or all(np.array_equal(out, expected) for out in root_out), f"trial {trial}: {root_out}")
+    # at the non-roots: one cached plan, and a fresh one for each second call (at the root the two calls differ:
+    # their receive buffers)
+    want = 2 if WORLD.rank == 0 else 4
+    check(len(prepared) == want, f"{len(prepared)} prepares, expected {want}")
+
+
+def test_a_plan_lent_to_a_failed_request_is_not_lent_again(comm):
+    """A request dropped by a failing op keeps its cached plan (its rounds stopped midway): the same call after
+    it gets a fresh plan and the right result."""
+    failing = [True]
+
+    def sometimes(invec, inoutvec):
+        if failing[0]:
+            raise ZeroDivisionError("user op failed")
+        inoutvec += invec
+
+    if P == 1 or P & (P - 1):
+        pytest.skip("only when p is a power of two does every rank reduce in round 0 (else some would wait)")
+    op = mpicoll.Op(sometimes, commute=True)
+    x, y = np.ones(4), np.zeros(4)
+    for _ in range(2):
+        with pytest.raises(ZeroDivisionError):
+            comm.Iallreduce(x, y, op=op, algorithm="recursive_doubling").Wait()
+    check(not nonblocking.outstanding(), "a failed request is still progressed")
+    failing[0] = False
+    comm.Iallreduce(x, y, op=op, algorithm="recursive_doubling").Wait()
+    check(bool(np.all(y == P)), f"{y}")
+
+
+def test_cached_nonblocking_plans_are_bounded(comm):
+    from mpicoll.plan import PLAN_CACHE_ENTRIES
+
+    keep = [np.full(2, 1.0) for _ in range(PLAN_CACHE_ENTRIES + 8)]
+    outs = [np.zeros(2) for _ in keep]
+    reqs = [comm.Iallreduce(x, y) for x, y in zip(keep, outs)]
+    for req in reqs:
+        req.Wait()
+    check(len(comm.request_plans) <= PLAN_CACHE_ENTRIES, f"{len(comm.request_plans)} cached plans")
+    check(all(np.all(y == P) for y in outs), "results")
