@@ -4,8 +4,8 @@ Run on two processes::
 
     python -m mpicoll.launch -n 2 benchmarks/small_message_floor.py [--calls 20000] [--rounds 7]
 
-Each variant is a two-rank all-reduce of one float64 (or a broadcast of one
-byte), timed as ``calls`` back-to-back calls; the variants are interleaved, and
+Each variant is a two-rank all-reduce of one float64 (blocking, persistent or
+nonblocking; or a broadcast of one byte), timed as ``calls`` back-to-back calls; the variants are interleaved, and
 each is timed ``rounds`` times, so that a change of the machine's load hits all
 of them alike.  The table gives the median over the rounds, the minimum, and the
 median's ratio to the built-in of the same collective.
@@ -72,6 +72,8 @@ def main() -> None:
         "Allreduce 8 B mpicoll": (lambda: comm.Allreduce(x, y), "Allreduce 8 B built-in"),
         "Allreduce 8 B bare persistent + add": (bare_persistent, "Allreduce 8 B built-in"),
         "Allreduce 8 B mpicoll Allreduce_init": (mpicoll_persistent, "Allreduce 8 B built-in"),
+        "Iallreduce 8 B + Wait built-in": (lambda: world.Iallreduce(x, y).Wait(), None),
+        "Iallreduce 8 B + Wait mpicoll": (lambda: comm.Iallreduce(x, y).Wait(), "Iallreduce 8 B + Wait built-in"),
         "Bcast 1 B built-in": (lambda: world.Bcast(byte, 0), None),
         "Bcast 1 B bare Send/Recv": (bare_bcast, "Bcast 1 B built-in"),
         "Bcast 1 B mpicoll": (lambda: comm.Bcast(byte, 0), "Bcast 1 B built-in"),

@@ -21,6 +21,13 @@ exactly where those of the Python definition, :func:`_call_key`, are; it hands
 that function the forms it does not handle itself).  The same extension runs the whole hit of a blocking call
 (``mpicoll.comm.run``: tag, key, lookup, the entry's runner).
 
+A miss need not prepare the call again: a call whose *shape* (the key without
+the buffers' addresses, :func:`shape_key`) is that of a cached plan gets that
+plan moved to its memory (:meth:`Plan.rebased`), which skips the checks, the
+choice of algorithm and the allocation of scratch.  Nonblocking calls have a
+cache of their own (``Comm.request_plans``), whose plans own their scratch and
+are lent to one request at a time.
+
 A cached plan views the user's memory through raw addresses
 (``MPI.buffer.fromaddress``), not through the user's objects, so caching
 never keeps a user's buffer alive, never stops a ``bytearray`` from growing or
