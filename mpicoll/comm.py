@@ -174,9 +174,9 @@ class Comm(MPI.Intracomm):
     def _cached_prepare(self, method: str, *args: Any, algorithm: str) -> Plan | None:
         # Blocking calls only: a repeated call on the same memory (and counts, datatypes, op, root,
         # algorithm) reuses its bound plan and scratch buffers; a call of the same shape on other
-        # memory moves a plan of that shape there.  Nonblocking and persistent calls always get a
-        # plan of their own, since two outstanding calls may share a send buffer and must not share
-        # scratch space.
+        # memory moves a plan of that shape there.  Nonblocking calls have a cache of their own
+        # (see _lend), since outstanding calls run at the same time and must not share scratch
+        # space; a persistent call binds its plan once.
         values = _VALUE_ARGS.get(method, ())
         key = call_key(method, args, algorithm, values)
         plans = self.__dict__.get("_plans") or self.plans
