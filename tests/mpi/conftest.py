@@ -46,3 +46,17 @@ def same_bits_everywhere(array: np.ndarray) -> bool:
     """True when every rank holds bitwise-identical data."""
     mine = np.ascontiguousarray(array).view(np.uint8).tobytes()
     return all(other == mine for other in WORLD.allgather(mine))
+
+
+def counting_prepare(monkeypatch, comm: mpicoll.Comm, method: str) -> list:
+    """A list that grows by one each time ``method`` is prepared (checked and bound) on ``comm``."""
+    module = comm._module(method)
+    calls: list = []
+    original = module.prepare
+
+    def prepare(*args, **kwargs):
+        calls.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(module, "prepare", prepare)
+    return calls

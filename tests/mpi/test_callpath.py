@@ -14,7 +14,7 @@ import mpicoll
 from mpicoll.comm import BLOCKING
 from mpicoll.plan import PLAN_CACHE_ENTRIES, call_key
 
-from conftest import WORLD, check
+from conftest import WORLD, check, counting_prepare
 
 
 def _comm() -> mpicoll.Comm:
@@ -169,6 +169,18 @@ def _resident() -> int:
         return int(fh.read().split()[1]) * mmap.PAGESIZE
 
 
+def _growth(one, warmup: int, calls: int) -> int:
+    """Bytes of resident memory gained over ``calls`` calls of ``one(i)``, after ``warmup`` calls."""
+    for i in range(warmup):
+        one(i)
+    gc.collect()
+    base = _resident()
+    for i in range(calls):
+        one(i)
+    gc.collect()
+    return _resident() - base
+
+
 def test_fresh_buffers_every_call_keep_memory_flat():
     comm = _comm()
     calls = 100_000
@@ -183,14 +195,7 @@ def test_fresh_buffers_every_call_keep_memory_flat():
         else:
             comm.Bcast([mmap.mmap(-1, 64), 8, MPI.BYTE], root=0)
 
-    for i in range(3000):
-        one(i)
-    gc.collect()
-    base = _resident()
-    for i in range(calls):
-        one(i)
-    gc.collect()
-    grown = _resident() - base
+    grown = _growth(one, warmup=3000, calls=calls)
     check(len(comm.plans) <= PLAN_CACHE_ENTRIES, f"{len(comm.plans)} cached plans")
     check(grown < 4 * 1024 * 1024, f"resident memory grew by {grown} bytes over {calls} calls")
 
@@ -232,23 +237,9 @@ def test_a_call_that_fails_its_checks_still_counts():
     check(tags == [2] * WORLD.size, f"ranks drew {tags}")
 
 
-def _counting_prepare(monkeypatch, comm: mpicoll.Comm, method: str) -> list:
-    """Count how often ``method`` is prepared (checked and bound) on ``comm``."""
-    module = comm._module(method)
-    calls: list = []
-    original = module.prepare
-
-    def prepare(*args, **kwargs):
-        calls.append(1)
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(module, "prepare", prepare)
-    return calls
-
-
 def test_calls_with_nothing_to_do_are_cached_too(monkeypatch):
     comm = _comm()
-    prepared = _counting_prepare(monkeypatch, comm, "Allreduce")
+    prepared = counting_prepare(monkeypatch, comm, "Allreduce")
     x, y = np.zeros(0), np.zeros(0)
     for _ in range(5):
         comm.Allreduce(x, y)
@@ -261,7 +252,7 @@ def test_calls_with_nothing_to_do_are_cached_too(monkeypatch):
 def test_counts_in_array_array_are_cached_by_value(monkeypatch):
     comm = _comm()
     p = WORLD.size
-    prepared = _counting_prepare(monkeypatch, comm, "Alltoallv")
+    prepared = counting_prepare(monkeypatch, comm, "Alltoallv")
     send = np.arange(2 * p, dtype=np.uint8) + 10 * WORLD.rank
     counts, displs = array.array("i", [2] * p), array.array("i", range(0, 2 * p, 2))
     recv = np.zeros(2 * p, np.uint8)
@@ -299,11 +290,6 @@ def test_cached_plans_share_one_scratch_arena():
         check(cache.scratch_held < n * 8, f"{cache.scratch_held} bytes of scratch held outside the arena")
 
 
-def _reference(method: str, builtin, *args):
-    """The built-in's ``method`` on ``args`` (its result lands in the arguments)."""
-    getattr(builtin, method)(*args)
-
-
 @pytest.mark.parametrize("algorithm", ["auto", "ring", "recursive_doubling"])
 def test_a_call_on_other_memory_moves_a_plan_of_its_shape(monkeypatch, algorithm):
     """Allreduce on views at 12 offsets of two large arrays: prepared once, the built-in's result every time.
@@ -312,7 +298,7 @@ def test_a_call_on_other_memory_moves_a_plan_of_its_shape(monkeypatch, algorithm
     that kept viewing the memory of an earlier call would give wrong sums.
     """
     comm = _comm()
-    prepared = _counting_prepare(monkeypatch, comm, "Allreduce")
+    prepared = counting_prepare(monkeypatch, comm, "Allreduce")
     n = 4 * WORLD.size + 1
     rng = np.random.default_rng(WORLD.rank)
     send = rng.integers(0, 100, 64 + n).astype(np.float64)
@@ -336,7 +322,7 @@ def test_a_call_on_other_memory_moves_a_plan_of_its_shape(monkeypatch, algorithm
                                     "Reduce_scatter_block", "Scan"])
 def test_every_collective_moved_to_other_memory_matches_the_builtin(monkeypatch, method):
     comm = _comm()
-    prepared = _counting_prepare(monkeypatch, comm, method)
+    prepared = counting_prepare(monkeypatch, comm, method)
     p, n = WORLD.size, 3
     root = p - 1
     size = n * p
@@ -364,7 +350,7 @@ def test_every_collective_moved_to_other_memory_matches_the_builtin(monkeypatch,
         else:   # Alltoall
             calls = [(send, got), (send, want)]
         getattr(comm, method)(*calls[0])
-        _reference(method, WORLD, *calls[1])
+        getattr(WORLD, method)(*calls[1])
         check(np.array_equal(mine, ref_mine), f"{method}, offset {offset}: {mine[offset:offset + size]}, "
                                               f"built-in {ref_mine[offset:offset + size]}")
     check(len(prepared) <= 1, f"{method}: {len(prepared)} prepares for 5 calls of one shape")
@@ -373,7 +359,7 @@ def test_every_collective_moved_to_other_memory_matches_the_builtin(monkeypatch,
 def test_calls_whose_buffers_overlap_are_prepared_again(monkeypatch):
     """A shape's plan moves only to buffers that do not overlap: what overlapping ones do is not the shape's."""
     comm = _comm()
-    prepared = _counting_prepare(monkeypatch, comm, "Allgather")
+    prepared = counting_prepare(monkeypatch, comm, "Allgather")
     p = WORLD.size
     memory = np.zeros(4 * p + 4)
     comm.Allgather(memory[:1], memory[2:2 + p])           # disjoint: prepared, and remembered by shape
@@ -413,14 +399,7 @@ def test_fresh_offsets_every_call_keep_memory_flat():
         else:
             comm.Bcast([recv, (2, at), MPI.DOUBLE], root=0)     # a new displacement: a new shape, prepared
 
-    for i in range(4000):
-        one(i)
-    gc.collect()
-    base = _resident()
-    for i in range(calls):
-        one(i)
-    gc.collect()
-    grown = _resident() - base
+    grown = _growth(one, warmup=4000, calls=calls)
     check(len(comm.plans) <= PLAN_CACHE_ENTRIES and len(comm.plans.shapes) <= PLAN_CACHE_ENTRIES, "bounded")
     check(grown < 4 * 1024 * 1024, f"resident memory grew by {grown} bytes over {calls} calls")
     check(bool(np.all(recv[:3] == WORLD.size)), f"{recv[:3]}")

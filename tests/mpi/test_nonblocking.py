@@ -25,7 +25,7 @@ import mpicoll
 from mpicoll.comm import BLOCKING, NONBLOCKING, PERSISTENT
 from mpicoll.exec import nonblocking
 
-from conftest import WORLD, check
+from conftest import WORLD, check, counting_prepare
 
 pytestmark = pytest.mark.mpi
 
@@ -486,21 +486,8 @@ def test_a_failing_step_does_not_leave_the_request_running(comm):
 
 # -- cached plans of nonblocking calls ---------------------------------------------------------
 
-def _counting(monkeypatch, comm, method: str) -> list:
-    module = comm._module(method)
-    calls: list = []
-    original = module.prepare
-
-    def prepare(*args, **kwargs):
-        calls.append(1)
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(module, "prepare", prepare)
-    return calls
-
-
 def test_a_repeated_nonblocking_call_reuses_its_plan(monkeypatch, comm):
-    prepared = _counting(monkeypatch, comm, "Allreduce")
+    prepared = counting_prepare(monkeypatch, comm, "Allreduce")
     x, y, ref = np.zeros(5), np.zeros(5), np.zeros(5)
     for i in range(6):
         x[...] = np.arange(5) * (WORLD.rank + i)      # new contents each time: the cached plan reads them
@@ -516,7 +503,7 @@ def test_a_repeated_nonblocking_call_reuses_its_plan(monkeypatch, comm):
 def test_equal_calls_outstanding_together_get_plans_of_their_own(monkeypatch, comm):
     """Two Ireduce on one send buffer (legal at the non-roots, which only read it) and two Ibarrier, outstanding
     together: the second of each may not share the first one's plan (its scratch), and all four finish right."""
-    prepared = _counting(monkeypatch, comm, "Reduce")
+    prepared = counting_prepare(monkeypatch, comm, "Reduce")
     x = np.arange(6, dtype=np.float64) + WORLD.rank
     root_out = [np.zeros(6), np.zeros(6)]
     expected = P * np.arange(6) + P * (P - 1) / 2
