@@ -262,7 +262,7 @@ class Comm(MPI.Intracomm):
         if plan is not None and (plan.device is not None or plan.before is not None or plan.finish is not None):
             return plan, False
         cache.put(key, plan, held(args, values), shape_key(method, args, algorithm, values)[1], comm=self.private)
-        return plan, plan is not None
+        return plan, plan is not None and key in cache.data   # put refuses a plan with too much scratch
 
     def _init(self, method: str, *args: Any, info: MPI.Info, algorithm: str) -> Prequest:
         # mpicoll accepts the ``info`` hints of the *_init methods and ignores them

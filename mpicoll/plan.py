@@ -438,7 +438,7 @@ def _call_key(method: str, args: Sequence[Any], algorithm: Any, values: tuple[in
                 key.append(_value(a))
             elif t is np.ndarray:
                 buf = _buffer(a)
-                key += (buf.address if spans is None else _address(buf, spans), buf.nbytes, buf.readonly, a.dtype)
+                key += (_address(buf, spans), buf.nbytes, buf.readonly, a.dtype)
             elif t is int or a is None:
                 key.append(a)
             elif t is list or t is tuple:
