@@ -60,13 +60,20 @@ class Op:
 def op_name(op: Any) -> str:
     """``'SUM'`` for ``MPI.SUM``, ``'user'`` for user ops."""
     if isinstance(op, MPI.Op):
-        for name in PREDEFINED:
-            if op == getattr(MPI, name):
-                return name
-        if op == MPI.OP_NULL:
-            return "OP_NULL"
-        return "user"
+        return _NAMES.get(op.handle, "user")
     return "user"
+
+
+#: the names of MPI's predefined ops (and of ``MPI.OP_NULL``) by handle: two ``MPI.Op`` objects of one handle
+#: are the same op
+_NAMES = {getattr(MPI, name).handle: name for name in PREDEFINED} | {MPI.OP_NULL.handle: "OP_NULL"}
+
+#: (op name, dtype) pairs that passed :func:`check_op`, and the predefined ops' kernels by (name, dtype,
+#: array namespace): what every call that is not served by the plan cache would otherwise work out again.
+#: Each is emptied when it reaches ``_MEMO_LIMIT`` entries (dtypes can be made without end).
+_CHECKED: set[tuple[str, np.dtype]] = set()
+_KERNELS: dict[tuple[str, np.dtype, Any], Reducer] = {}
+_MEMO_LIMIT = 1024
 
 
 def is_commutative(op: Any) -> bool:
@@ -82,6 +89,8 @@ def check_op(op: Any, dtype: np.dtype) -> None:
     if not isinstance(op, MPI.Op):
         raise TypeError(f"op must be an MPI.Op or mpicoll.Op, got {type(op).__name__}")
     name = op_name(op)
+    if (name, dtype) in _CHECKED:
+        return
     if name == "OP_NULL":
         raise ValueError("op: MPI.OP_NULL is not a reduction operation")
     if name == "user":
@@ -98,6 +107,13 @@ def check_op(op: Any, dtype: np.dtype) -> None:
     if fam not in allowed and not (is_byte and "B" in allowed):
         kinds = ", ".join(FAMILY_NAMES[k] for k in allowed)
         raise TypeError(f"op: MPI.{name} is not defined for dtype {dtype}; it takes {kinds} types")
+    _remember(_CHECKED, (name, dtype))
+
+
+def _remember(memo: set, item: Any) -> None:
+    if len(memo) >= _MEMO_LIMIT:
+        memo.clear()
+    memo.add(item)
 
 
 def reducer(op: Any, dtype: np.dtype, xp: Any = np, datatype: Any = None) -> Reducer:
@@ -117,4 +133,10 @@ def reducer(op: Any, dtype: np.dtype, xp: Any = np, datatype: Any = None) -> Red
             def apply(invec: Any, inoutvec: Any) -> None:
                 op.Reduce_local([invec, datatype], [inoutvec, datatype])
         return Reducer(inout_kernel(apply, xp), bool(op.Is_commutative()))
-    return predefined(name, dtype, xp)
+    key = (name, dtype, xp)
+    kernel = _KERNELS.get(key)
+    if kernel is None:
+        if len(_KERNELS) >= _MEMO_LIMIT:
+            _KERNELS.clear()
+        kernel = _KERNELS[key] = predefined(name, dtype, xp)   # stateless: plans can share it
+    return kernel

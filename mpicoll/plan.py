@@ -103,6 +103,7 @@ class Plan:
 
     _rounds: list | None = field(default=None, repr=False)
     _runner: tuple[Any, Callable[[int], None]] | None = field(default=None, repr=False)   # (comm, runner(comm))
+    _request_parts: tuple | None = field(default=None, repr=False)   # see request_parts
 
     def bound(self) -> list:
         """Freshly bound rounds (the nonblocking paths own theirs)."""
@@ -115,6 +116,15 @@ class Plan:
         if self._rounds is None:
             self._rounds = self.bound()
         return self._rounds
+
+    def request_parts(self) -> tuple[list, list[list[Callable[[], None]]]]:
+        """What a request running this cached plan needs, made once: its rounds in the form MPI reads
+        fastest (:func:`~mpicoll.exec.blocking.for_mpi`) and each round's local steps (see ``Comm._lend``)."""
+        parts = self._request_parts
+        if parts is None:
+            rounds = for_mpi(self.rounds())
+            parts = self._request_parts = (rounds, [steps for _, _, steps in rounds])
+        return parts
 
     def runner(self, comm: Any) -> Callable[[int], None]:
         """``run(tag)``: this plan run blocking on ``comm`` (the private communicator), ready-made.
@@ -183,9 +193,12 @@ class Plan:
                 if arr is not None and getattr(arr, "nbytes", 0):
                     relocations = None     # a non-NumPy view of some memory: the plan cannot be moved
                 continue
-            address = arr.__array_interface__["data"][0]
-            span = next((i for i, (lo, n) in enumerate(spans) if lo <= address and address + arr.nbytes <= lo + n),
-                        None)
+            address, end = _bounds(arr)
+            span = None
+            for i, (lo, n) in enumerate(spans):
+                if lo <= address and end <= lo + n:
+                    span = i
+                    break
             if span is None:
                 self.owned_bytes += 0 if id(arr) in seen else arr.nbytes
                 seen[id(arr)] = arr
@@ -197,7 +210,7 @@ class Plan:
                 raw = seen[id(arr)] = _by_address(arr, address)
             self.arrays[name] = raw
         self.relocations = relocations
-        self._rounds = self._runner = None
+        self._rounds = self._runner = self._request_parts = None
 
     def rebased(self, spans: Sequence[tuple[int, int]]) -> Plan:
         """This (detached) plan moved to other memory: the same call on buffers at ``spans``.
@@ -217,8 +230,14 @@ class Plan:
                 new = moved[id(arr)] = _by_address(arr, spans[span][0] + offset)
             arrays[name] = new
         plan = object.__new__(Plan)       # a copy (dataclasses.replace would run __init__ and field checks)
-        plan.__dict__.update(self.__dict__, arrays=arrays, _rounds=None, _runner=None)
+        plan.__dict__.update(self.__dict__, arrays=arrays, _rounds=None, _runner=None, _request_parts=None)
         return plan
+
+
+def _bounds(arr: np.ndarray) -> tuple[int, int]:
+    """The memory of a contiguous array, ``(start address, end address)``."""
+    view = MPI.buffer(arr)     # cheaper than __array_interface__, which builds a dict
+    return view.address, view.address + view.nbytes
 
 
 def _by_address(arr: np.ndarray, address: int) -> np.ndarray:

@@ -170,21 +170,26 @@ class Schedule:
                     add(block.buf)
         return frozenset(names)
 
-    def scratch(self) -> dict[str, Scratch]:
-        """The declared scratch buffers this rank's schedule uses, in declaration order.
+    def scratch(self) -> Mapping[str, Scratch]:
+        """The declared scratch buffers this rank's schedule uses, in declaration order (worked out once).
 
         Raises
         ------
         ScheduleError
             The schedule names a buffer that is neither ``send``, ``recv`` nor declared.
         """
+        known = self.__dict__.get("_scratch")
+        if known is not None:
+            return known
         used = self.buffers()
         undeclared = sorted(used.difference(USER_BUFFERS, self.declared))
         if undeclared:
             raise ScheduleError(f"{self.collective}/{self.algorithm} rank {self.rank} of {self.size} uses buffer(s) "
                                 f"{', '.join(undeclared)} it does not declare (declared scratch: "
                                 f"{', '.join(self.declared) or 'none'}); declare them in register(scratch=...)")
-        return {name: decl for name, decl in self.declared.items() if name in used}
+        known = {name: decl for name, decl in self.declared.items() if name in used}   # read, never changed
+        object.__setattr__(self, "_scratch", known)   # a memo, as in buffers()
+        return known
 
     def layouts(self, given: Mapping[str, Any]) -> dict[str, Any]:
         """The layout of every buffer this rank uses, from the call's ``given`` layouts.

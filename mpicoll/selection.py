@@ -36,18 +36,30 @@ MiB = 1024 * KiB
 
 def forced_by_environment(collective: str) -> str | None:
     """The algorithm ``MPICOLL_ALGO`` names for ``collective``, if any."""
-    text = os.environ.get("MPICOLL_ALGO", "").strip()
-    if not text:
-        return None
+    text = os.environ.get("MPICOLL_ALGO", "")
+    forced = _FORCED.get(text)
+    if forced is None:
+        forced = _parse_forced(text)
+        if len(_FORCED) >= 16:    # the variable rarely changes: a few values are enough
+            _FORCED.clear()
+        _FORCED[text] = forced
+    return forced.get(collective)
+
+
+_FORCED: dict[str, dict[str, str]] = {}   # MPICOLL_ALGO's value: what it forces (read on every "auto" call)
+
+
+def _parse_forced(text: str) -> dict[str, str]:
+    """``MPICOLL_ALGO``'s value as {collective: algorithm} (the first item for a collective wins)."""
+    forced: dict[str, str] = {}
     for item in text.split(","):
         if not item.strip():
             continue
         if "=" not in item:
             raise ValueError(f"MPICOLL_ALGO: expected collective=algorithm, got {item.strip()!r}")
         key, value = (x.strip().lower() for x in item.split("=", 1))
-        if key == collective:
-            return value
-    return None
+        forced.setdefault(key, value)
+    return forced
 
 
 _GENERATION = 0

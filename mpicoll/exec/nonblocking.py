@@ -314,8 +314,9 @@ class Request(_Collective):
 
     __slots__ = ("_rounds", "_irecv", "_isend")
 
-    def __init__(self, rounds: list, comm: MPI.Comm | None, tag: int, finish: Callable[[], None] | None) -> None:
-        super().__init__([steps for _, _, steps in rounds], finish, tag)
+    def __init__(self, rounds: list, comm: MPI.Comm | None, tag: int, finish: Callable[[], None] | None,
+                 steps: list[list[Callable[[], None]]] | None = None) -> None:
+        super().__init__([steps for _, _, steps in rounds] if steps is None else steps, finish, tag)
         self._rounds = rounds
         if comm is not None:
             self._irecv, self._isend = comm.Irecv, comm.Isend
@@ -436,7 +437,8 @@ def start(plan: Plan | None, comm: Comm, tag: int, lent: bool = False) -> Reques
         req = Request([], None, tag, None)
     elif lent:
         plan.lent = True
-        req = Request(plan.rounds(), comm.private, tag, partial(_give_back, plan))
+        rounds, steps = plan.request_parts()
+        req = Request(rounds, comm.private, tag, partial(_give_back, plan), steps)
     else:
         plan.begin()      # GPU buffers: stage the inputs in
         req = Request(plan.bound(), comm.private, tag, plan.finish)

@@ -106,6 +106,37 @@ class TestOps:
         check_op(MPI.BAND, np.dtype(np.uint8))
         check_op(MPI.SUM, np.dtype(np.float16))
 
+    def test_checks_and_kernels_remembered_within_bounds(self, monkeypatch):
+        # what passed is remembered (and only that: a refused pair is refused every time), and both
+        # memos stay bounded however many (op, dtype) pairs a program uses
+        from mpicoll import ops
+
+        monkeypatch.setattr(ops, "_MEMO_LIMIT", 8)
+        for _ in range(2):
+            with pytest.raises(TypeError, match="BAND"):
+                check_op(MPI.BAND, np.dtype(np.float64))
+        assert ("BAND", np.dtype(np.float64)) not in ops._CHECKED
+        assert reducer(MPI.SUM, np.dtype(np.float32)) is reducer(MPI.SUM, np.dtype(np.float32))
+        for op in (MPI.SUM, MPI.PROD, MPI.MAX, MPI.MIN):
+            for dtype in map(np.dtype, ("i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "f4", "f8")):
+                kernel = reducer(op, dtype)
+                assert len(ops._CHECKED) <= 8 and len(ops._KERNELS) <= 8
+        x, y, out = np.arange(4.0), np.ones(4), np.zeros(4)
+        reducer(MPI.SUM, np.dtype(np.float64)).reduce(out, x, y)
+        assert out.tolist() == [1, 2, 3, 4] and kernel is reducer(MPI.MIN, np.dtype("f8"))
+
+    def test_op_name_by_handle(self):
+        from mpicoll.ops import op_name
+
+        assert op_name(MPI.SUM) == "SUM" and op_name(MPI.Op.f2py(MPI.MAX.py2f())) == "MAX"
+        assert op_name(MPI.OP_NULL) == "OP_NULL"
+        user = MPI.Op.Create(lambda a, b, t: None, commute=True)
+        try:
+            assert op_name(user) == "user"
+        finally:
+            user.Free()
+        assert op_name(mpicoll.Op(lambda a, b: None)) == "user"
+
 
 class TestSelection:
     def test_environment(self, monkeypatch):
@@ -116,6 +147,19 @@ class TestSelection:
         monkeypatch.setenv("MPICOLL_ALGO", "allreduce")
         with pytest.raises(ValueError, match="MPICOLL_ALGO"):
             forced_by_environment("allreduce")
+
+    def test_environment_read_on_every_call(self, monkeypatch):
+        # the parsed value is remembered per text: a change of the variable takes effect at once
+        monkeypatch.setenv("MPICOLL_ALGO", "allreduce=ring")
+        assert forced_by_environment("allreduce") == "ring" and forced_by_environment("bcast") is None
+        monkeypatch.setenv("MPICOLL_ALGO", "bcast=binomial,allreduce=linear")
+        assert forced_by_environment("allreduce") == "linear" and forced_by_environment("bcast") == "binomial"
+        monkeypatch.delenv("MPICOLL_ALGO")
+        assert forced_by_environment("allreduce") is None
+        monkeypatch.setenv("MPICOLL_ALGO", "allreduce=ring,oops")   # malformed anywhere: refused for every call
+        for collective in ("allreduce", "bcast"):
+            with pytest.raises(ValueError, match="oops"):
+                forced_by_environment(collective)
 
     @pytest.mark.parametrize("size", range(1, 70))
     def test_auto_keeps_order_for_non_commutative_ops(self, size):
