@@ -55,17 +55,21 @@ class _Collective:
     """One rank's share of one collective call, advanced round by round.
 
     ``_steps[t]`` are round t's local steps; ``_post(t)`` starts round t's
-    messages and returns their MPI requests (``_pending``).
+    messages and returns their MPI requests (``_pending``).  ``finish`` runs when
+    the collective completes; ``release`` when the engine is done with it,
+    completed or dropped by an error (a cached plan is given back).
     """
 
-    __slots__ = ("_steps", "_nrounds", "_round", "_pending", "_finish", "_state", "tag", "watch")
+    __slots__ = ("_steps", "_nrounds", "_round", "_pending", "_finish", "_release", "_state", "tag", "watch")
 
-    def __init__(self, steps: list[list[Callable[[], None]]], finish: Callable[[], None] | None, tag: int) -> None:
+    def __init__(self, steps: list[list[Callable[[], None]]], finish: Callable[[], None] | None, tag: int,
+                 release: Callable[[], None] | None = None) -> None:
         self._steps = steps
         self._nrounds = len(steps)
         self._round = 0
         self._pending: list[MPI.Request] = []
         self._finish = finish
+        self._release = release
         self._state = _INACTIVE
         self.tag = tag
         self.watch: tuple[str, float, int] | None = None   # (collective, timeout, rank): Wait under the watchdog
@@ -101,8 +105,10 @@ class _Collective:
                 for step in steps[t]:
                     step()
             except BaseException:      # e.g. a user op raised: drop the request rather than retry it forever
-                _ACTIVE.remove(self)
+                _ACTIVE.remove(self)   # (this round's messages are complete: nothing of it is left in flight)
                 self._state, self._pending = _INACTIVE, []
+                if self._release is not None:
+                    self._release()
                 raise
             t += 1
             if t == self._nrounds:
@@ -117,6 +123,8 @@ class _Collective:
         self._state = _COMPLETE
         if self._finish is not None:
             self._finish()
+        if self._release is not None:
+            self._release()
 
     def _done(self) -> bool:
         """Whether the engine has finished (progressing everything first); raise if freed."""
@@ -315,8 +323,9 @@ class Request(_Collective):
     __slots__ = ("_rounds", "_irecv", "_isend")
 
     def __init__(self, rounds: list, comm: MPI.Comm | None, tag: int, finish: Callable[[], None] | None,
-                 steps: list[list[Callable[[], None]]] | None = None) -> None:
-        super().__init__([steps for _, _, steps in rounds] if steps is None else steps, finish, tag)
+                 steps: list[list[Callable[[], None]]] | None = None, release: Callable[[], None] | None = None
+                 ) -> None:
+        super().__init__([steps for _, _, steps in rounds] if steps is None else steps, finish, tag, release)
         self._rounds = rounds
         if comm is not None:
             self._irecv, self._isend = comm.Irecv, comm.Isend
@@ -431,14 +440,15 @@ def start(plan: Plan | None, comm: Comm, tag: int, lent: bool = False) -> Reques
     every rank's tag sequence stays in step even when ``plan`` is None (nothing
     to do) or one rank's checks fail.  A ``lent`` plan is a cached one: the
     request runs its rounds bound once and marks it in use (:attr:`Plan.lent`)
-    until it finishes.
+    until it finishes or an error drops it (a user op that raised: the round's
+    messages are complete then, so the plan is free to serve the next call).
     """
     if plan is None:
         req = Request([], None, tag, None)
     elif lent:
         plan.lent = True
         rounds, steps = plan.request_parts()
-        req = Request(rounds, comm.private, tag, partial(_give_back, plan), steps)
+        req = Request(rounds, comm.private, tag, None, steps, partial(_give_back, plan))
     else:
         plan.begin()      # GPU buffers: stage the inputs in
         req = Request(plan.bound(), comm.private, tag, plan.finish)

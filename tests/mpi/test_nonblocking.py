@@ -522,9 +522,10 @@ def test_equal_calls_outstanding_together_get_plans_of_their_own(monkeypatch, co
     check(len(prepared) == want, f"{len(prepared)} prepares, expected {want}")
 
 
-def test_a_plan_lent_to_a_failed_request_is_not_lent_again(comm):
-    """A request dropped by a failing op keeps its cached plan (its rounds stopped midway): the same call after
-    it gets a fresh plan and the right result."""
+def test_a_plan_lent_to_a_failed_request_is_given_back(monkeypatch, comm):
+    """A request dropped by a failing op gives its cached plan back (the round whose op failed has no message
+    left in flight): the same call after it reuses the plan and gets the right result."""
+    prepared = counting_prepare(monkeypatch, comm, "Allreduce")
     failing = [True]
 
     def sometimes(invec, inoutvec):
@@ -543,6 +544,8 @@ def test_a_plan_lent_to_a_failed_request_is_not_lent_again(comm):
     failing[0] = False
     comm.Iallreduce(x, y, op=op, algorithm="recursive_doubling").Wait()
     check(bool(np.all(y == P)), f"{y}")
+    check(len(prepared) == 1, f"{len(prepared)} prepares: the failed requests' plan was not given back")
+    check(not any(plan.lent for plan in comm.request_plans.plans()), "a cached plan is still lent")
 
 
 def test_cached_nonblocking_plans_are_bounded(comm):
