@@ -107,13 +107,9 @@ def check_op(op: Any, dtype: np.dtype) -> None:
     if fam not in allowed and not (is_byte and "B" in allowed):
         kinds = ", ".join(FAMILY_NAMES[k] for k in allowed)
         raise TypeError(f"op: MPI.{name} is not defined for dtype {dtype}; it takes {kinds} types")
-    _remember(_CHECKED, (name, dtype))
-
-
-def _remember(memo: set, item: Any) -> None:
-    if len(memo) >= _MEMO_LIMIT:
-        memo.clear()
-    memo.add(item)
+    if len(_CHECKED) >= _MEMO_LIMIT:
+        _CHECKED.clear()
+    _CHECKED.add((name, dtype))
 
 
 def reducer(op: Any, dtype: np.dtype, xp: Any = np, datatype: Any = None) -> Reducer:
