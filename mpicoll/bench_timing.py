@@ -2,8 +2,8 @@
 
 :func:`batch_size` agrees on how many back-to-back calls of one variant make a
 timed round (about :data:`BATCH_SECONDS`, at least one call);
-:func:`time_rounds` runs ``iters`` rounds of every variant, rotating which
-variant goes first, and gives this rank's seconds per call;
+:func:`time_rounds` runs ``iters`` rounds of every variant, each round in an
+order of its own, and gives this rank's seconds per call;
 :func:`time_variants` gives the slowest rank's.
 """
 
@@ -37,14 +37,19 @@ def time_rounds(timed: dict[str, Callable[[], None]], batch: dict[str, int], ite
                 world: Any) -> np.ndarray:
     """This rank's seconds per call of every variant in ``timed``: an (iters x variants) array.
 
-    Each iteration runs every variant ``batch[name]`` times between barriers,
-    rotating who goes first, so no variant always follows the same one.
+    Each iteration runs every variant ``batch[name]`` times between barriers, in
+    an order drawn anew for each iteration, so that no variant always follows the
+    same one: what a variant leaves behind (caches, pages, the MPI library's
+    state) falls on different variants in turn.  (Rotating one order would not
+    do: each variant would still follow the same one in every round but one.)
+    The orders come from a generator seeded with the iteration, so every rank
+    runs the variants in the same order, as collectives require.
     """
     times = np.zeros((iters, len(timed)))
-    order = list(enumerate(timed.items()))
+    variants = list(enumerate(timed.items()))
     for it in range(iters):
-        rot = it % len(order)
-        for j, (name, fn) in order[rot:] + order[:rot]:
+        order = np.random.default_rng(it).permutation(len(variants))
+        for j, (name, fn) in (variants[i] for i in order):
             k = batch[name]
             world.Barrier()
             t0 = time.perf_counter()

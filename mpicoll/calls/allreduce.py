@@ -5,7 +5,8 @@
 ===========================================================  ====================
 condition                                                    algorithm
 ===========================================================  ====================
-p = 1, or fewer than 16 KiB, or fewer elements than ranks    recursive_doubling
+p = 1, or fewer than 16 KiB (p = 2: 512 KiB), or fewer       recursive_doubling
+elements than ranks
 p a power of two, or the op is not commutative               rabenseifner
 p >= 64 and less than 4 MiB                                  double_binary_tree
 otherwise                                                    ring
