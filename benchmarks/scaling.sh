@@ -10,7 +10,7 @@
 # `prepare` puts into DIR the wheels of the installed mpi4py and of Open MPI, setuptools and NumPy for
 # CPython 3.12 on x86-64 Linux (PYTHON_VERSION=3.11 for another; pip chooses the wheels, no compiler), and
 # mpi4py's OSU demos (its sdist's demo/ folder, see mpicoll/_mpi4py_sdist.py).  Copy DIR along with the
-# checkout (for the `device` tool: a folder that .git/info/exclude ignores, named in `carry`).
+# checkout (it is not part of the repository: keep it in a folder that git ignores).
 #
 # `run` installs those into a fresh virtual environment (mpicoll's C extensions are built if a compiler is
 # there; the log says which), then for every P writes into OUT, each ratio measured side by side in one run:
