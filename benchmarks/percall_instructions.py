@@ -20,8 +20,8 @@ import numpy as np
 from mpi4py import MPI
 
 import mpicoll
-from mpicoll.exec.blocking import execute
-from mpicoll.plan import _call_key, call_key
+from mpicoll.runtime.blocking import execute
+from mpicoll.runtime.plan import _call_key, call_key
 
 world = MPI.COMM_WORLD
 comm = mpicoll.Comm(world)

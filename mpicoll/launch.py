@@ -36,7 +36,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .mpirun import find_mpirun, launch_env, mpirun_command
+from mpicoll.tools.mpirun import find_mpirun, launch_env, mpirun_command
 
 __all__ = ["find_mpirun", "mpirun_command", "launch_env", "Launch", "add_option", "parse_args", "main"]
 
@@ -147,7 +147,7 @@ def main(args: list[str] | None = None) -> int:
         print(USAGE + "\n\n" + (__doc__ or ""))
         return 0
     if any(a in ("--emulate-hosts", "--link-rate") for a in args[:6]):  # several hosts on this machine
-        from .testbed import run_emulated  # noqa: PLC0415
+        from mpicoll.tools.testbed import run_emulated  # noqa: PLC0415
 
         return run_emulated(args)
     try:

@@ -3,7 +3,7 @@
 
 mpi4py ships its tests in its source distribution only.  :func:`test_dir` gets
 the ``test/`` folder of the sdist of the *installed* mpi4py version (see
-:mod:`mpicoll._mpi4py_sdist`: from the package index, sha256-checked, or else
+:mod:`mpicoll.tools.mpi4py_sdist`: from the package index, sha256-checked, or else
 ``pip download``; once, cached in ``~/.cache/mpicoll`` or ``$MPICOLL_CACHE``), and
 :func:`suite` builds, at run time, one test class per concrete test class of the
 ``test_cco_*`` modules (world, self and the dups of world and self): a subclass
@@ -43,7 +43,7 @@ MODULES = ("test_cco_buf", "test_cco_vec", "test_cco_nb_buf", "test_cco_nb_vec",
 
 def test_dir(version: str | None = None) -> str:
     """The ``test/`` folder of mpi4py's sdist for ``version`` (default: the installed one), fetched once."""
-    from mpicoll._mpi4py_sdist import sdist_dir  # noqa: PLC0415 - the repository root joins sys.path in main()
+    from mpicoll.tools.mpi4py_sdist import sdist_dir  # noqa: PLC0415 - the repository root joins sys.path in main()
 
     return sdist_dir("test", "arrayimpl.py", version)
 

@@ -143,7 +143,7 @@ def run_variant_tests(env: dict[str, str], tmp: str, extra: list[str]) -> list[t
     ``launch --emulate-hosts`` exits with ``testbed.SKIP_STATUS`` and the run
     counts as one skipped test.
     """
-    from mpicoll.testbed import SKIP_STATUS  # noqa: PLC0415
+    from mpicoll.tools.testbed import SKIP_STATUS  # noqa: PLC0415
 
     out = []
     for label, more, options, size, tests, keyword in VARIANT_RUNS:

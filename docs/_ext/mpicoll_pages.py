@@ -8,7 +8,7 @@ into the source tree, figures go to the build directory):
 * ``.. mpicoll-algorithms:: COLLECTIVE``: one section per registered algorithm, made
   only from its docstring (idea, loop bounds, cost, when it wins, limitations) and
   generated material: the schedule table, a per-round table of the contributions
-  each rank holds, a figure from :func:`mpicoll.draw.draw` and a worked example
+  each rank holds, a figure from :func:`mpicoll.analysis.draw.draw` and a worked example
   run by the simulator;
 * ``.. mpicoll-examples::``: every example with its docstring.
 """
@@ -28,8 +28,8 @@ from sphinx.util.docutils import SphinxDirective
 from sphinx.util.nodes import nested_parse_with_titles
 
 import mpicoll
-from mpicoll import registry
-from mpicoll.contracts import spec as get_spec
+from mpicoll.families import registry
+from mpicoll.ir.contracts import spec as get_spec
 
 P = 4
 LETTERS = "abcdefgh"
@@ -138,7 +138,7 @@ def docstring(collective: str, algorithm: str) -> str:
 def state_table(collective: str, algorithm: str, params: dict[str, Any]) -> str:
     """After each round, per rank, what each block holds: for a reduction the ranks whose
     contributions it holds (``0-3`` = ranks 0 to 3), else the rank it came from."""
-    from mpicoll.exec.trace import holdings, latest, trace
+    from mpicoll.analysis.trace import holdings, latest, trace
 
     tr = trace(collective, algorithm, P, **params)
     nblocks = tr.schedules[0].nblocks
@@ -170,7 +170,7 @@ def state_table(collective: str, algorithm: str, params: dict[str, Any]) -> str:
 def worked_example(collective: str, algorithm: str, params: dict[str, Any]) -> str:
     """Inputs and outputs of the simulator on P ranks, or '' if the collective needs other inputs."""
     try:
-        from mpicoll.exec.simulate import simulate
+        from mpicoll.analysis.simulate import simulate
 
         inputs = [np.arange(P, dtype=np.float64) + 10 * r for r in range(P)]
         outputs = simulate(collective, algorithm, inputs, **params)
@@ -178,13 +178,13 @@ def worked_example(collective: str, algorithm: str, params: dict[str, Any]) -> s
         return ""
     lines = [f"rank {r}: in {x.tolist()}  ->  out {y.tolist()}" for r, (x, y) in enumerate(zip(inputs, outputs))]
     op = ", with op = SUM" if get_spec(collective).reduces else ""
-    return ("\n**Worked example.** The simulator (:func:`mpicoll.exec.simulate.simulate`) runs the "
+    return ("\n**Worked example.** The simulator (:func:`mpicoll.analysis.simulate.simulate`) runs the "
             f"schedule on {P} ranks in one process{op}:\n\n" + _literal("\n".join(lines)))
 
 
 def figure(outdir: str, collective: str, algorithm: str, params: dict[str, Any]) -> str:
     """Draw the algorithm at P ranks into ``outdir/_mpicoll`` (once) and return raw HTML showing it."""
-    from mpicoll.draw import draw
+    from mpicoll.analysis.draw import draw
 
     name = f"{collective}-{algorithm}-p{P}.png"
     folder = os.path.join(outdir, "_mpicoll")
@@ -213,7 +213,7 @@ def algorithm_section(outdir: str, collective: str, algorithm: str) -> str:
     text += _literal(str(mpicoll.schedules(collective, algorithm, P, **params)))
     what = ("the ranks whose contributions each block holds" if get_spec(collective).reduces
             else "block:origin rank of each block position (. = nothing yet)")
-    text += f"\n**State after each round** ({what}; from :mod:`mpicoll.exec.trace`):\n\n"
+    text += f"\n**State after each round** ({what}; from :mod:`mpicoll.analysis.trace`):\n\n"
     text += _literal(state_table(collective, algorithm, params))
     return text + worked_example(collective, algorithm, params) + "\n"
 
@@ -279,7 +279,7 @@ def support_table() -> str:
 
     from mpicoll import Comm
 
-    gpu = importlib.util.find_spec("mpicoll.backends.transport") is not None
+    gpu = importlib.util.find_spec("mpicoll.runtime.gpu.transport") is not None
     head = ["Call", "blocking", "nonblocking (I...)", "persistent (..._init)", "in place", "host buffers",
             "GPU buffers"]
     rows = []

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..layout import contiguous  # noqa: F401 (used by the call modules from here)
-from ..plan import Plan
+from mpicoll.ir.layout import contiguous  # noqa: F401 (used by the call modules from here)
+from mpicoll.runtime.plan import Plan
 
 __all__ = ["contiguous", "copy_result_to"]
 

@@ -3,14 +3,14 @@
 Their buffers are not alike on every rank: the root's gather buffer has p
 blocks, a non-root's send buffer is one block.  All buffers of a schedule share
 one block index space, so a rank's own buffer is *block r of an otherwise empty
-buffer* (:meth:`mpicoll.layout.Layout.only`); their contracts follow the same
-rule (:mod:`mpicoll.contracts`).
+buffer* (:meth:`mpicoll.ir.layout.Layout.only`); their contracts follow the same
+rule (:mod:`mpicoll.ir.contracts`).
 """
 
 from __future__ import annotations
 
-from ..families.binomial import subtree
-from ..layout import Layout
+from mpicoll.families.binomial import subtree
+from mpicoll.ir.layout import Layout
 
 __all__ = ["subtree_layout"]
 

@@ -17,16 +17,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .. import errors, nodes, selection
-from ..buffers import is_in_place, parse, parse_blocks
-from ..layout import Layout
-from ..plan import Plan, make_plan
-from ..selection import KiB, MiB
-from . import debug_check
-from ._checks import check_pair
+from mpicoll import errors
+from mpicoll.calls import debug_check
+from mpicoll.calls._checks import check_pair
+from mpicoll.ir import nodes
+from mpicoll.ir.layout import Layout
+from mpicoll.runtime.buffers import is_in_place, parse, parse_blocks
+from mpicoll.runtime.plan import Plan, make_plan
+from mpicoll.selection import choose as selection
+from mpicoll.selection.choose import KiB, MiB
 
 if TYPE_CHECKING:
-    from ..comm import Comm
+    from mpicoll.comm.comm import Comm
 
 
 @selection.auto_rule("allgather")

@@ -21,15 +21,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .. import errors, nodes, registry, selection
-from ..buffers import is_in_place, parse, parse_v
-from ..layout import Layout
-from ..plan import Plan, make_plan
-from . import debug_check
-from ._checks import check_disjoint, check_pair
+from mpicoll import errors
+from mpicoll.calls import debug_check
+from mpicoll.calls._checks import check_disjoint, check_pair
+from mpicoll.families import registry
+from mpicoll.ir import nodes
+from mpicoll.ir.layout import Layout
+from mpicoll.runtime.buffers import is_in_place, parse, parse_v
+from mpicoll.runtime.plan import Plan, make_plan
+from mpicoll.selection import choose as selection
 
 if TYPE_CHECKING:
-    from ..comm import Comm
+    from mpicoll.comm.comm import Comm
 
 
 @selection.auto_rule("allgatherv")

@@ -17,17 +17,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .. import nodes, selection
-from ..buffers import Buffer, is_in_place, parse
-from ..layout import Layout
-from ..ops import check_op, is_commutative, op_name
-from ..plan import Plan, make_plan
-from ..selection import KiB, MiB
-from . import debug_check
-from ._checks import check_count, check_pair
+from mpicoll.calls import debug_check
+from mpicoll.calls._checks import check_count, check_pair
+from mpicoll.ir import nodes
+from mpicoll.ir.layout import Layout
+from mpicoll.runtime.buffers import Buffer, is_in_place, parse
+from mpicoll.runtime.ops import check_op, is_commutative, op_name
+from mpicoll.runtime.plan import Plan, make_plan
+from mpicoll.selection import choose as selection
+from mpicoll.selection.choose import KiB, MiB
 
 if TYPE_CHECKING:
-    from ..comm import Comm
+    from mpicoll.comm.comm import Comm
 
 
 @selection.auto_rule("allreduce")

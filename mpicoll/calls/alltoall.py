@@ -22,16 +22,17 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .. import errors, selection
-from ..buffers import is_in_place, parse_blocks
-from ..layout import Layout
-from ..plan import Plan, make_plan
-from . import debug_check
-from ._checks import check_pair
-from ._nonrooted import copy_result_to
+from mpicoll import errors
+from mpicoll.calls import debug_check
+from mpicoll.calls._checks import check_pair
+from mpicoll.calls._nonrooted import copy_result_to
+from mpicoll.ir.layout import Layout
+from mpicoll.runtime.buffers import is_in_place, parse_blocks
+from mpicoll.runtime.plan import Plan, make_plan
+from mpicoll.selection import choose as selection
 
 if TYPE_CHECKING:
-    from ..comm import Comm
+    from mpicoll.comm.comm import Comm
 
 
 @selection.auto_rule("alltoall")

@@ -22,16 +22,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .. import selection
-from ..buffers import is_in_place, parse_v
-from ..layout import Layout
-from ..plan import Plan
-from . import alltoall as _alltoall
-from . import debug_check
-from ._checks import check_disjoint, check_pair
+from mpicoll.calls import alltoall as _alltoall
+from mpicoll.calls import debug_check
+from mpicoll.calls._checks import check_disjoint, check_pair
+from mpicoll.ir.layout import Layout
+from mpicoll.runtime.buffers import is_in_place, parse_v
+from mpicoll.runtime.plan import Plan
+from mpicoll.selection import choose as selection
 
 if TYPE_CHECKING:
-    from ..comm import Comm
+    from mpicoll.comm.comm import Comm
 
 
 @selection.auto_rule("alltoallv")

@@ -30,16 +30,18 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from mpi4py import MPI
 
-from .. import datatypes, errors, selection
-from ..buffers import VBuffer, _as_array, _is_writable, as_count, is_in_place
-from ..layout import Layout
-from ..plan import Plan
-from . import alltoall as _alltoall
-from . import debug_check
-from ._checks import check_count, check_disjoint
+from mpicoll import errors
+from mpicoll.calls import alltoall as _alltoall
+from mpicoll.calls import debug_check
+from mpicoll.calls._checks import check_count, check_disjoint
+from mpicoll.ir.layout import Layout
+from mpicoll.runtime import datatypes
+from mpicoll.runtime.buffers import VBuffer, _as_array, _is_writable, as_count, is_in_place
+from mpicoll.runtime.plan import Plan
+from mpicoll.selection import choose as selection
 
 if TYPE_CHECKING:
-    from ..comm import Comm
+    from mpicoll.comm.comm import Comm
 
 
 @selection.auto_rule("alltoallw")

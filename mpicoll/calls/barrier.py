@@ -12,13 +12,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .. import nodes, selection
-from ..layout import Layout
-from ..plan import Plan, make_plan
-from . import debug_check
+from mpicoll.calls import debug_check
+from mpicoll.ir import nodes
+from mpicoll.ir.layout import Layout
+from mpicoll.runtime.plan import Plan, make_plan
+from mpicoll.selection import choose as selection
 
 if TYPE_CHECKING:
-    from ..comm import Comm
+    from mpicoll.comm.comm import Comm
 
 
 def _empty(nblocks: int) -> Layout:

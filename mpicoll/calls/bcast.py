@@ -16,16 +16,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .. import nodes, selection
-from ..buffers import parse
-from ..layout import Layout
-from ..plan import Plan, make_plan
-from ..selection import KiB
-from . import debug_check
-from ._checks import check_root
+from mpicoll.calls import debug_check
+from mpicoll.calls._checks import check_root
+from mpicoll.ir import nodes
+from mpicoll.ir.layout import Layout
+from mpicoll.runtime.buffers import parse
+from mpicoll.runtime.plan import Plan, make_plan
+from mpicoll.selection import choose as selection
+from mpicoll.selection.choose import KiB
 
 if TYPE_CHECKING:
-    from ..comm import Comm
+    from mpicoll.comm.comm import Comm
 
 
 @selection.auto_rule("bcast")

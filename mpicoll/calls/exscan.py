@@ -19,12 +19,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .. import selection
-from ..plan import Plan
-from . import scan as _scan
+from mpicoll.calls import scan as _scan
+from mpicoll.runtime.plan import Plan
+from mpicoll.selection import choose as selection
 
 if TYPE_CHECKING:
-    from ..comm import Comm
+    from mpicoll.comm.comm import Comm
 
 
 @selection.auto_rule("exscan")

@@ -16,17 +16,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .. import errors, selection
-from ..buffers import Buffer, parse_blocks
-from ..layout import Layout
-from ..plan import Plan, make_plan
-from ..selection import KiB
-from . import debug_check
-from ._checks import check_pair, check_root, send_or_in_place
-from ._rooted import subtree_layout
+from mpicoll import errors
+from mpicoll.calls import debug_check
+from mpicoll.calls._checks import check_pair, check_root, send_or_in_place
+from mpicoll.calls._rooted import subtree_layout
+from mpicoll.ir.layout import Layout
+from mpicoll.runtime.buffers import Buffer, parse_blocks
+from mpicoll.runtime.plan import Plan, make_plan
+from mpicoll.selection import choose as selection
+from mpicoll.selection.choose import KiB
 
 if TYPE_CHECKING:
-    from ..comm import Comm
+    from mpicoll.comm.comm import Comm
 
 
 @selection.auto_rule("gather")

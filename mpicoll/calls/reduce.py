@@ -15,17 +15,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .. import nodes, registry, selection
-from ..buffers import parse
-from ..layout import Layout
-from ..ops import check_op, is_commutative, op_name
-from ..plan import Plan, make_plan
-from ..selection import KiB
-from . import debug_check
-from ._checks import check_count, check_pair, check_root, send_or_in_place
+from mpicoll.calls import debug_check
+from mpicoll.calls._checks import check_count, check_pair, check_root, send_or_in_place
+from mpicoll.families import registry
+from mpicoll.ir import nodes
+from mpicoll.ir.layout import Layout
+from mpicoll.runtime.buffers import parse
+from mpicoll.runtime.ops import check_op, is_commutative, op_name
+from mpicoll.runtime.plan import Plan, make_plan
+from mpicoll.selection import choose as selection
+from mpicoll.selection.choose import KiB
 
 if TYPE_CHECKING:
-    from ..comm import Comm
+    from mpicoll.comm.comm import Comm
 
 
 @selection.auto_rule("reduce")

@@ -21,16 +21,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .. import errors, selection
-from ..buffers import is_in_place, parse
-from ..ops import check_op, is_commutative, op_name
-from ..plan import Plan
-from . import MismatchError, debug_check
-from . import reduce_scatter_block as _rsb
-from ._checks import check_pair, counts_of
+from mpicoll import errors
+from mpicoll.calls import MismatchError, debug_check
+from mpicoll.calls import reduce_scatter_block as _rsb
+from mpicoll.calls._checks import check_pair, counts_of
+from mpicoll.runtime.buffers import is_in_place, parse
+from mpicoll.runtime.ops import check_op, is_commutative, op_name
+from mpicoll.runtime.plan import Plan
+from mpicoll.selection import choose as selection
 
 if TYPE_CHECKING:
-    from ..comm import Comm
+    from mpicoll.comm.comm import Comm
 
 
 @selection.auto_rule("reduce_scatter")

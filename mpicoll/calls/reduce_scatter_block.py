@@ -22,18 +22,19 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .. import errors, selection
-from ..buffers import is_in_place, parse, parse_blocks
-from ..layout import Layout
-from ..ops import check_op, is_commutative, op_name
-from ..plan import Plan, make_plan
-from ..selection import KiB
-from . import debug_check
-from ._checks import check_pair
-from ._nonrooted import contiguous, copy_result_to
+from mpicoll import errors
+from mpicoll.calls import debug_check
+from mpicoll.calls._checks import check_pair
+from mpicoll.calls._nonrooted import contiguous, copy_result_to
+from mpicoll.ir.layout import Layout
+from mpicoll.runtime.buffers import is_in_place, parse, parse_blocks
+from mpicoll.runtime.ops import check_op, is_commutative, op_name
+from mpicoll.runtime.plan import Plan, make_plan
+from mpicoll.selection import choose as selection
+from mpicoll.selection.choose import KiB
 
 if TYPE_CHECKING:
-    from ..comm import Comm
+    from mpicoll.comm.comm import Comm
 
 
 @selection.auto_rule("reduce_scatter_block")

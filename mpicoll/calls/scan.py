@@ -17,16 +17,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .. import errors, selection
-from ..buffers import Buffer, is_in_place, parse
-from ..layout import Layout
-from ..ops import check_op, is_commutative, op_name
-from ..plan import Plan, make_plan
-from . import debug_check
-from ._checks import check_pair
+from mpicoll import errors
+from mpicoll.calls import debug_check
+from mpicoll.calls._checks import check_pair
+from mpicoll.ir.layout import Layout
+from mpicoll.runtime.buffers import Buffer, is_in_place, parse
+from mpicoll.runtime.ops import check_op, is_commutative, op_name
+from mpicoll.runtime.plan import Plan, make_plan
+from mpicoll.selection import choose as selection
 
 if TYPE_CHECKING:
-    from ..comm import Comm
+    from mpicoll.comm.comm import Comm
 
 
 @selection.auto_rule("scan")

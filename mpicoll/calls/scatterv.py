@@ -8,16 +8,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .. import errors, selection
-from ..buffers import parse_v
-from ..layout import Layout
-from ..plan import Plan
-from . import debug_check
-from ._checks import check_pair, check_root, recv_or_in_place
-from .scatter import scatter_plan
+from mpicoll import errors
+from mpicoll.calls import debug_check
+from mpicoll.calls._checks import check_pair, check_root, recv_or_in_place
+from mpicoll.calls.scatter import scatter_plan
+from mpicoll.ir.layout import Layout
+from mpicoll.runtime.buffers import parse_v
+from mpicoll.runtime.plan import Plan
+from mpicoll.selection import choose as selection
 
 if TYPE_CHECKING:
-    from ..comm import Comm
+    from mpicoll.comm.comm import Comm
 
 
 @selection.auto_rule("scatterv")

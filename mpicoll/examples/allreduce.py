@@ -18,7 +18,7 @@ import numpy as np
 from mpi4py import MPI
 
 import mpicoll
-from mpicoll.schedule import Reduce
+from mpicoll.ir.schedule import Reduce
 
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
 

@@ -38,10 +38,12 @@ import numpy as np
 from mpi4py import MPI
 
 import mpicoll
-from mpicoll import hierarchy, nodes, registry
+from mpicoll.analysis.cost import cost
 from mpicoll.examples._common import check, say
-from mpicoll.exec.cost import cost
-from mpicoll.layout import Layout
+from mpicoll.families import registry
+from mpicoll.ir import nodes
+from mpicoll.ir.layout import Layout
+from mpicoll.selection import hierarchy
 
 ALGORITHMS = ("ring", "hierarchical")
 

@@ -13,7 +13,7 @@ Part 1 measures both algorithms of mpicoll here (and MPI's built-in) for 8 bytes
 and 1 MiB, and checks that every result equals the built-in.  On a laptop or a
 shared 2-core machine these times are noise; only the ratios mean anything.
 Part 2 prints the alpha-beta model for p = 4 ... 24,576 with the ``nccl-summit``
-constants: the schedule-derived cost model :mod:`mpicoll.exec.cost`, exactly what
+constants: the schedule-derived cost model :mod:`mpicoll.analysis.cost`, exactly what
 ``python -m mpicoll model allreduce -p P --bytes N --preset nccl-summit`` prints,
 next to the textbook closed forms:
 
@@ -37,8 +37,8 @@ ALGORITHMS = ("ring", "double_binary_tree")
 
 def model(p: int, nbytes: int) -> dict[str, float]:
     """Seconds per algorithm from the schedules, as ``python -m mpicoll model ... --preset nccl-summit``."""
-    from mpicoll import tools
-    from mpicoll.presets import preset
+    from mpicoll.analysis.presets import preset
+    from mpicoll.tools import commands as tools
 
     result = tools.model("allreduce", p, nbytes, preset("nccl-summit"), ALGORITHMS)
     return {a: result.costs[a].time for a in ALGORITHMS}
@@ -82,10 +82,10 @@ def main() -> None:
         t = measure(comm, nbytes, reps)
         say(comm, f"  {nbytes:>8} bytes: " + "  ".join(f"{a} {s * 1e6:9.1f} us" for a, s in t.items()))
 
-    from mpicoll.presets import preset
+    from mpicoll.analysis.presets import preset
 
     m = preset("nccl-summit")
-    say(comm, f"\nPart 2: the cost model on the schedules (mpicoll.exec.cost, preset nccl-summit: alpha = "
+    say(comm, f"\nPart 2: the cost model on the schedules (mpicoll.analysis.cost, preset nccl-summit: alpha = "
               f"{m.alpha * 1e6:.1f} us, beta = 1/({1 / m.beta / 1e9:.1f} GB/s), {m.ranks_per_node} ranks per node),",
         "and the closed forms with the same alpha and beta:",
         "       p |   8 B: ring      tree    ratio |  closed: ring      tree |  64 MiB: ring      tree")

@@ -8,8 +8,8 @@ all-gather moves (p-1)/p of the data in all; the all-to-all trades bandwidth
 
 from __future__ import annotations
 
-from ..registry import register
-from ..schedule import Block, Scratch, Timeline
+from mpicoll.families.registry import register
+from mpicoll.ir.schedule import Block, Scratch, Timeline
 
 
 def wrapped(start: int, n: int, size: int) -> list[tuple[int, int]]:

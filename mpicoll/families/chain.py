@@ -9,9 +9,9 @@ for long messages, latency-poor for short ones.
 
 from __future__ import annotations
 
-from ..registry import register
-from ..schedule import Block, Scratch, Timeline
-from .dbtree import CHILD_SCRATCH, CHILDREN, combine_in_rank_order, pipelined_bcast_steps
+from mpicoll.families.dbtree import CHILD_SCRATCH, CHILDREN, combine_in_rank_order, pipelined_bcast_steps
+from mpicoll.families.registry import register
+from mpicoll.ir.schedule import Block, Scratch, Timeline
 
 
 @register("bcast", "pipelined_chain", params=("root", "segments"))

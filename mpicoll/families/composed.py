@@ -11,11 +11,11 @@
 
 from __future__ import annotations
 
-from ..registry import register
-from ..schedule import Block, Round, Timeline
-from .binomial import height, scatter_steps
-from .recursive import INCOMING, Fold, halving_steps
-from .ring import allgather_steps
+from mpicoll.families.binomial import height, scatter_steps
+from mpicoll.families.recursive import INCOMING, Fold, halving_steps
+from mpicoll.families.registry import register
+from mpicoll.families.ring import allgather_steps
+from mpicoll.ir.schedule import Block, Round, Timeline
 
 
 def _skip(rounds: tuple[Round, ...], keep_send=lambda s: True, keep_recv=lambda r: True) -> tuple[Round, ...]:

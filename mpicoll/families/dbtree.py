@@ -23,9 +23,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import lru_cache
 
-from ..registry import register
-from ..schedule import Block, Scratch, Timeline
-from .trees import tree
+from mpicoll.families.registry import register
+from mpicoll.families.trees import tree
+from mpicoll.ir.schedule import Block, Scratch, Timeline
 
 CHILDREN = ("lower_child", "upper_child")   # by the children's ranks, in order
 CHILD_SCRATCH = {"lower_child": Scratch("the partial sums of the lower-ranked child's subtree"),

@@ -8,8 +8,8 @@ before all have arrived.  Messages are empty.
 
 from __future__ import annotations
 
-from ..registry import register
-from ..schedule import Block, Timeline
+from mpicoll.families.registry import register
+from mpicoll.ir.schedule import Block, Timeline
 
 
 @register("barrier", "dissemination")

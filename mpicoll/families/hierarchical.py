@@ -1,6 +1,6 @@
 """Node-aware (hierarchical) algorithms: fast links inside a node, few bytes between nodes.
 
-Every builder takes the node layout ``nodes`` (see :mod:`mpicoll.nodes`: None for
+Every builder takes the node layout ``nodes`` (see :mod:`mpicoll.ir.nodes`: None for
 one node, an int k for blocks of k consecutive ranks, or a node id per rank).
 Nodes may differ in size (3 + 2 ranks).  Let L be the number of nodes and m the
 largest node's size.  Phases run one after another in global rounds; a node
@@ -14,11 +14,11 @@ group's ranks by :func:`_on`.
 
 from __future__ import annotations
 
-from ..nodes import Nodes, groups, node_of
-from ..registry import register
-from ..schedule import Block, Recv, Round, Scratch, Send, Timeline
-from . import binomial
-from .binomial import INCOMING, height
+from mpicoll.families import binomial
+from mpicoll.families.binomial import INCOMING, height
+from mpicoll.families.registry import register
+from mpicoll.ir.nodes import Nodes, groups, node_of
+from mpicoll.ir.schedule import Block, Recv, Round, Scratch, Send, Timeline
 
 
 def _on(rounds: tuple[Round, ...], members: tuple[int, ...]) -> tuple[Round, ...]:

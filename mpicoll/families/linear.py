@@ -7,8 +7,8 @@ simple, order-keeping, and a useful baseline.
 
 from __future__ import annotations
 
-from ..registry import register
-from ..schedule import Block, Scratch, Timeline
+from mpicoll.families.registry import register
+from mpicoll.ir.schedule import Block, Scratch, Timeline
 
 INCOMING = Scratch("the part (or prefix) just received, before it is added")
 

@@ -7,8 +7,8 @@ and each message carries only what that partner needs: n/p of the data, so
 
 from __future__ import annotations
 
-from ..registry import register
-from ..schedule import Block, Scratch, Timeline
+from mpicoll.families.registry import register
+from mpicoll.ir.schedule import Block, Scratch, Timeline
 
 
 @register("alltoall", "pairwise")

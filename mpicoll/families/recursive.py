@@ -9,8 +9,8 @@ so non-commutative ops stay correct.  At the end 2i+1 hands the result back.
 
 from __future__ import annotations
 
-from ..registry import register
-from ..schedule import Block, Scratch, Timeline
+from mpicoll.families.registry import register
+from mpicoll.ir.schedule import Block, Scratch, Timeline
 
 # every algorithm here receives its partner's part into ``incoming`` and adds it at once
 INCOMING = Scratch("the partner's part, received and added at once")

@@ -7,8 +7,8 @@ moves (p-1)/p of the data per phase: the bandwidth-optimal pattern.
 
 from __future__ import annotations
 
-from ..registry import register
-from ..schedule import Block, Scratch, Timeline
+from mpicoll.families.registry import register
+from mpicoll.ir.schedule import Block, Scratch, Timeline
 
 
 def reduce_scatter_steps(tl: Timeline, t0: int, rank: int, size: int, *, src: str = "send",

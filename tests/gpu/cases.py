@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
-from mpicoll import registry
+from mpicoll.families import registry
 
 # method, registry name, takes an op, in place possible, outputs undefined on these ranks
 COLLECTIVES = [

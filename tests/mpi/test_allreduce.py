@@ -124,7 +124,7 @@ def matmul2(invec, inoutvec):
 
 
 def ordered_algorithms():
-    return [a for a in ALGORITHMS if mpicoll.registry.get("allreduce", a).keeps_order(P)]
+    return [a for a in ALGORITHMS if mpicoll.families.registry.get("allreduce", a).keeps_order(P)]
 
 
 @pytest.mark.parametrize("nmat", [1, P + 1, 300])

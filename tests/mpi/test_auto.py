@@ -9,7 +9,9 @@ import pytest
 from mpi4py import MPI
 
 import mpicoll
-from mpicoll import agreement, registry, selection
+from mpicoll.families import registry
+from mpicoll.selection import choose as selection
+from mpicoll.selection import tuning as agreement
 
 from conftest import WORLD, check
 

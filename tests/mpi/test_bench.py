@@ -12,7 +12,10 @@ import pytest
 from mpi4py import MPI
 
 import mpicoll
-from mpicoll import bench, bench_cases, registry, selection
+from mpicoll.bench import cases as bench_cases
+from mpicoll.bench import cli as bench
+from mpicoll.families import registry
+from mpicoll.selection import choose as selection
 
 from conftest import WORLD, check
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from mpicoll.calibrate import measure
+from mpicoll.tools.calibrate import measure
 
 from conftest import WORLD, check
 
@@ -26,8 +26,8 @@ def test_measure_gives_plausible_constants():
 def test_calibrate_writes_the_file(tmp_path_factory, monkeypatch):
     if WORLD.size < 2:
         pytest.skip("needs 2 processes")
-    from mpicoll.calibrate import calibrate
-    from mpicoll.presets import preset
+    from mpicoll.analysis.presets import preset
+    from mpicoll.tools.calibrate import calibrate
 
     base = WORLD.bcast(str(tmp_path_factory.mktemp("cal")) if WORLD.rank == 0 else None, root=0)
     monkeypatch.setenv("MPICOLL_CALIBRATION", f"{base}/calibration.json")

@@ -11,8 +11,8 @@ import pytest
 from mpi4py import MPI
 
 import mpicoll
-from mpicoll.comm import BLOCKING
-from mpicoll.plan import PLAN_CACHE_ENTRIES, call_key
+from mpicoll.comm.comm import BLOCKING
+from mpicoll.runtime.plan import PLAN_CACHE_ENTRIES, call_key
 
 from conftest import WORLD, check, counting_prepare
 

@@ -1,7 +1,7 @@
 """The GPU transports through the whole call path, on the host stand-in device (no GPU needed).
 
 ``StandInArray`` buffers make mpicoll treat NumPy memory as device memory of
-:class:`mpicoll.backends.device.HostDevice`: the staged transport's pinned
+:class:`mpicoll.runtime.gpu.device.HostDevice`: the staged transport's pinned
 mirrors, segment pipeline and event bookkeeping, and the IPC transport's
 shared windows (POSIX shared memory standing in for CUDA IPC), token and
 acknowledgement protocol and handle cache all run for real, under MPI.
@@ -16,10 +16,10 @@ import sys
 import numpy as np
 import pytest
 from mpi4py import MPI
+from mpicoll.runtime.gpu.device import StandInArray
 
-from mpicoll.backends import device as devmod
-from mpicoll.backends import transport_of
-from mpicoll.backends.device import StandInArray
+from mpicoll.runtime.gpu import device as devmod
+from mpicoll.runtime.gpu import transport_of
 
 from conftest import WORLD, check
 
@@ -182,7 +182,7 @@ def test_transport_of_plan(comm, gpu_env):
 
 
 def test_bench_device_standin(capsys):
-    from mpicoll import bench
+    from mpicoll.bench import cli as bench
 
     results = bench.main(["allreduce", "bcast", "--device", "standin", "--sizes", "8,4K", "--iters", "2",
                           "--warmup", "0", "--quiet"])

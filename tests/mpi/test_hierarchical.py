@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
-from mpicoll import nodes
+from mpicoll.ir import nodes
 
 from conftest import WORLD, check
 

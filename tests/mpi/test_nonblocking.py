@@ -22,8 +22,8 @@ import pytest
 from mpi4py import MPI
 
 import mpicoll
-from mpicoll.comm import BLOCKING, NONBLOCKING, PERSISTENT
-from mpicoll.exec import nonblocking
+from mpicoll.comm.comm import BLOCKING, NONBLOCKING, PERSISTENT
+from mpicoll.runtime import nonblocking
 
 from conftest import WORLD, check, counting_prepare
 
@@ -165,7 +165,7 @@ METHODS = sorted(CASES)
 
 def test_the_table_covers_every_registered_collective():
     names = {m.lower() for m in CASES}
-    missing = [c for c in mpicoll.registry.collectives() if c not in names]
+    missing = [c for c in mpicoll.families.registry.collectives() if c not in names]
     assert not missing, f"add these collectives to CASES: {missing}"
 
 
@@ -549,7 +549,7 @@ def test_a_plan_lent_to_a_failed_request_is_given_back(monkeypatch, comm):
 
 
 def test_cached_nonblocking_plans_are_bounded(comm):
-    from mpicoll.plan import PLAN_CACHE_ENTRIES
+    from mpicoll.runtime.plan import PLAN_CACHE_ENTRIES
 
     keep = [np.full(2, 1.0) for _ in range(PLAN_CACHE_ENTRIES + 8)]
     outs = [np.zeros(2) for _ in keep]

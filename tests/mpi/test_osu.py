@@ -1,4 +1,4 @@
-"""``python -m mpicoll.osu``: mpi4py's OSU demos run unchanged against the built-in and mpicoll, at tiny sizes."""
+"""``python -m mpicoll.bench.osu``: mpi4py's OSU demos run unchanged against the built-in and mpicoll, at tiny sizes."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from mpi4py import MPI
 
 import mpicoll
-from mpicoll import osu
+from mpicoll.bench import osu
 
 from conftest import WORLD, check
 

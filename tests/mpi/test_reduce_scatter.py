@@ -120,14 +120,14 @@ def test_non_commutative_in_rank_order(comm):
     expected = sequential_fold(WORLD.allgather(x))
     lo = sum(counts[:R])
     for algorithm in ["auto", *[a for a in mpicoll.algorithms("reduce_scatter")
-                                if mpicoll.registry.get("reduce_scatter", a).keeps_order(P)]]:
+                                if mpicoll.families.registry.get("reduce_scatter", a).keeps_order(P)]]:
         out = np.empty(counts[R])
         comm.Reduce_scatter(x, out, counts, op=op, algorithm=algorithm)
         check(np.array_equal(out, expected[lo:lo + counts[R]]), f"{algorithm}: not in rank order")
     xb = np.full(2 * P, R + 1, dtype=np.float64)
     expected = sequential_fold(WORLD.allgather(xb))
     for algorithm in ["auto", *[a for a in mpicoll.algorithms("reduce_scatter_block")
-                                if mpicoll.registry.get("reduce_scatter_block", a).keeps_order(P)]]:
+                                if mpicoll.families.registry.get("reduce_scatter_block", a).keeps_order(P)]]:
         out = np.empty(2)
         comm.Reduce_scatter_block(xb, out, op=op, algorithm=algorithm)
         check(np.array_equal(out, expected[2 * R:2 * R + 2]), f"{algorithm}: not in rank order")

@@ -109,7 +109,7 @@ def test_reduce_non_commutative_in_rank_order(comm, algorithm, root):
         matmul2(expected, nxt)
         expected = nxt
     op = mpicoll.Op(matmul2, commute=False)
-    if algorithm != "auto" and not mpicoll.registry.get("reduce", algorithm).keeps_order(P):
+    if algorithm != "auto" and not mpicoll.families.registry.get("reduce", algorithm).keeps_order(P):
         with pytest.raises(ValueError, match="not commutative"):  # refused before any message
             comm.Reduce(x, np.zeros_like(x), op=op, root=root, algorithm=algorithm)
         return

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mpicoll.schedule import Block, Timeline
+from mpicoll.ir.schedule import Block, Timeline
 
 
 def in_place_hazard(rank: int, size: int):

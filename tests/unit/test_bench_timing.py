@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from mpicoll.bench_timing import time_rounds
+from mpicoll.bench.timing import time_rounds
 
 
 class _World:

@@ -9,9 +9,9 @@ import pytest
 from mpi4py import MPI
 
 import mpicoll
-from mpicoll.buffers import is_in_place, parse
-from mpicoll.ops import check_op, reducer
-from mpicoll.selection import choose, forced_by_environment, segments_for
+from mpicoll.runtime.buffers import is_in_place, parse
+from mpicoll.runtime.ops import check_op, reducer
+from mpicoll.selection.choose import choose, forced_by_environment, segments_for
 
 
 class TestParse:
@@ -109,7 +109,7 @@ class TestOps:
     def test_checks_and_kernels_remembered_within_bounds(self, monkeypatch):
         # what passed is remembered (and only that: a refused pair is refused every time), and both
         # memos stay bounded however many (op, dtype) pairs a program uses
-        from mpicoll import ops
+        from mpicoll.runtime import ops
 
         monkeypatch.setattr(ops, "_MEMO_LIMIT", 8)
         for _ in range(2):
@@ -126,7 +126,7 @@ class TestOps:
         assert out.tolist() == [1, 2, 3, 4] and kernel is reducer(MPI.MIN, np.dtype("f8"))
 
     def test_op_name_by_handle(self):
-        from mpicoll.ops import op_name
+        from mpicoll.runtime.ops import op_name
 
         assert op_name(MPI.SUM) == "SUM" and op_name(MPI.Op.f2py(MPI.MAX.py2f())) == "MAX"
         assert op_name(MPI.OP_NULL) == "OP_NULL"
@@ -163,7 +163,7 @@ class TestSelection:
 
     @pytest.mark.parametrize("size", range(1, 70))
     def test_auto_keeps_order_for_non_commutative_ops(self, size):
-        from mpicoll import registry
+        from mpicoll.families import registry
 
         for nbytes in (8, 10**4, 10**6, 10**8):
             name, _ = choose("allreduce", "auto", size=size, nbytes=nbytes, count=nbytes // 8, commutative=False)

@@ -15,9 +15,11 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
-from mpicoll import Op, plan, selection
+from mpicoll import Op
+from mpicoll.runtime import plan
+from mpicoll.selection import choose as selection
 
-compiled = pytest.mark.skipif(plan.call_key is plan._call_key, reason="mpicoll._callkey is not built")
+compiled = pytest.mark.skipif(plan.call_key is plan._call_key, reason="mpicoll.runtime._callkey is not built")
 
 _region = mmap.mmap(-1, 64)
 _bytes = bytearray(64)
@@ -170,7 +172,7 @@ def test_counts_given_by_value_are_keyed_by_their_contents():
 
 @compiled
 def test_the_common_forms_never_reach_the_python_function():
-    from mpicoll import _callkey
+    from mpicoll.runtime import _callkey
 
     reached = []
     _callkey.init(lambda *a: reached.append(a), plan._ENV, vars(selection), np.ndarray, plan._BUFFERS,

@@ -16,12 +16,12 @@ import pytest
 from mpi4py import MPI
 
 import mpicoll
-from mpicoll import comm as comm_module
-from mpicoll.exec import blocking, nonblocking
+from mpicoll.comm import comm as comm_module
+from mpicoll.runtime import blocking, nonblocking
 
-rounds_built = pytest.mark.skipif(blocking.execute is blocking._execute, reason="mpicoll._rounds is not built")
+rounds_built = pytest.mark.skipif(blocking.execute is blocking._execute, reason="mpicoll.runtime._rounds is not built")
 run_built = pytest.mark.skipif(comm_module.run is comm_module._run,
-                               reason="mpicoll._callkey is not built")
+                               reason="mpicoll.runtime._callkey is not built")
 
 
 def _rounds(log: list) -> tuple[list, dict[str, np.ndarray]]:
@@ -83,7 +83,7 @@ def test_for_mpi_gives_numpy_messages_as_buffer_specs_and_keeps_the_rest():
 @pytest.fixture(params=["python", "compiled"])
 def run(request):
     if request.param == "compiled" and comm_module.run is comm_module._run:
-        pytest.skip("mpicoll._callkey is not built")
+        pytest.skip("mpicoll.runtime._callkey is not built")
     return comm_module._run if request.param == "python" else comm_module.run
 
 
@@ -157,7 +157,7 @@ def test_run_raises_what_the_plan_raises():
 
 
 def _imported(env: dict[str, str]) -> subprocess.CompletedProcess:
-    code = ("import mpicoll.comm as c, mpicoll.plan as p, mpicoll.exec.blocking as b; "
+    code = ("import mpicoll.comm.comm as c, mpicoll.runtime.plan as p, mpicoll.runtime.blocking as b; "
             "print(c.run is c._run, p.call_key is p._call_key, b.execute is b._execute)")
     return subprocess.run([sys.executable, "-c", code], env=dict(os.environ, **env), capture_output=True, text=True)
 

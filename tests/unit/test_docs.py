@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from mpicoll import registry
+from mpicoll.families import registry
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CASES = [(c, a) for c in registry.collectives() for a in registry.algorithms(c)]

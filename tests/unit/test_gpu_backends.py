@@ -12,14 +12,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from mpi4py import MPI
+from mpicoll.runtime.gpu.device import HostDevice, StandInArray, device_of, on_device
+from mpicoll.runtime.gpu.ipc import HandleCache
+from mpicoll.runtime.gpu.staged import segment_bytes
 
-from mpicoll import registry
-from mpicoll.backends import access, transport
-from mpicoll.backends.device import HostDevice, StandInArray, device_of, on_device
-from mpicoll.backends.ipc import HandleCache
-from mpicoll.backends.staged import segment_bytes
-from mpicoll.layout import Layout
-from mpicoll.schedule import Block, Timeline
+from mpicoll.families import registry
+from mpicoll.ir.layout import Layout
+from mpicoll.ir.schedule import Block, Timeline
+from mpicoll.runtime.gpu import access, transport
 
 SELF = MPI.COMM_SELF
 
@@ -165,7 +165,7 @@ def test_scratch_is_never_staged():
     tl = Timeline()
     tl.recv(0, 1, Block("incoming", 0, 1))
     tl.reduce(0, Block("recv", 0, 1), Block("send", 0, 1), Block("incoming", 0, 1))
-    from mpicoll.schedule import Schedule, Scratch
+    from mpicoll.ir.schedule import Schedule, Scratch
     sched = Schedule("allreduce", "test", 0, 2, 1, tuple(tl.rounds()), declared={"incoming": Scratch("a part")})
     layout = Layout.v([4], [0])
     acc = access.analyse(sched, sched.layouts({"recv": layout}), {"send": 4, "recv": 4, "incoming": 4}, {}, {"send"},

@@ -14,10 +14,13 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from mpicoll import hierarchy, nodes, registry, testbed
-from mpicoll.exec.cost import Machine, cost
-from mpicoll.exec.simulate import simulate
-from mpicoll.exec.symbolic import verify
+from mpicoll.analysis.cost import Machine, cost
+from mpicoll.analysis.simulate import simulate
+from mpicoll.analysis.symbolic import verify
+from mpicoll.families import registry
+from mpicoll.ir import nodes
+from mpicoll.selection import hierarchy
+from mpicoll.tools import testbed
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HIER = [(c, "hierarchical") for c in ("allreduce", "bcast", "reduce", "allgather", "allgatherv", "barrier")]
@@ -93,7 +96,7 @@ def test_simulated_hierarchical_allreduce_on_uneven_nodes():
 
 def _inter_node_bytes(collective: str, algorithm: str, size: int, nbytes: int, per_node: int) -> int:
     """Bytes all ranks send to other nodes, from the schedules and an even layout of ``nbytes``."""
-    from mpicoll.layout import Layout
+    from mpicoll.ir.layout import Layout
 
     params = {"nodes": per_node} if "nodes" in registry.get(collective, algorithm).params else {}
     total = 0

@@ -60,9 +60,9 @@ def test_tools_without_mpi4py(tmp_path: Path) -> None:
 
 
 def test_one_rank_schedules_and_the_simulator_without_mpi4py() -> None:
-    """p = 1 schedules come from the contracts (mpicoll.contracts), which need no mpi4py; so does simulate."""
+    """p = 1 schedules come from the contracts (mpicoll.ir.contracts), which need no mpi4py; so does simulate."""
     out = _python("import numpy as np, mpicoll\n"
-                  "from mpicoll.exec.simulate import simulate\n"
+                  "from mpicoll.analysis.simulate import simulate\n"
                   "n = 0\n"
                   "for c in mpicoll.collectives():\n"
                   "    for a in mpicoll.algorithms(c):\n"

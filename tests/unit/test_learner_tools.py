@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from mpicoll import registry
 from mpicoll.__main__ import main
-from mpicoll.exec.cost import cost
-from mpicoll.presets import preset
-from mpicoll.schedule import Block, Copy, Recv, Reduce, Round, Send
+from mpicoll.analysis.cost import cost
+from mpicoll.analysis.presets import preset
+from mpicoll.families import registry
+from mpicoll.ir.schedule import Block, Copy, Recv, Reduce, Round, Send
 
 ROTATING = [(c, a) for c in registry.collectives() for a in registry.algorithms(c) if registry.get(c, a).rotates]
 

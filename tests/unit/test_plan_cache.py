@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mpicoll.plan import NOTHING, PlanCache
+from mpicoll.runtime.plan import NOTHING, PlanCache
 
 
 def test_a_used_plan_outlives_an_unused_older_one():

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import mpicoll
-from mpicoll import registry
-from mpicoll.exec.simulate import simulate
+from mpicoll.analysis.simulate import simulate
+from mpicoll.families import registry
 
 SIZES = [1, 2, 3, 5, 8, 13]
 

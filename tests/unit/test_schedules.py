@@ -9,11 +9,11 @@ import pytest
 from mpi4py import MPI
 
 import mpicoll
-from mpicoll import registry
-from mpicoll.contracts import spec as contract
-from mpicoll.exec.simulate import simulate
-from mpicoll.exec.symbolic import verify
-from mpicoll.schedule import Block, Copy, Round, ScheduleError, Scratch
+from mpicoll.analysis.simulate import simulate
+from mpicoll.analysis.symbolic import verify
+from mpicoll.families import registry
+from mpicoll.ir.contracts import spec as contract
+from mpicoll.ir.schedule import Block, Copy, Round, ScheduleError, Scratch
 
 TEST_SCRATCH = {"incoming": Scratch("the partner's part"), "acc": Scratch("a partial sum")}   # hand-written builds
 
@@ -177,7 +177,7 @@ class TestCheckerCatchesBrokenSchedules:
         registry._schedule.cache_clear()
 
     def test_unmatched_send(self):
-        from mpicoll.schedule import Timeline
+        from mpicoll.ir.schedule import Timeline
 
         def build(rank, size):
             tl = Timeline()
@@ -191,7 +191,7 @@ class TestCheckerCatchesBrokenSchedules:
             verify("allreduce", "broken", 2)
 
     def test_double_counting(self):
-        from mpicoll.schedule import Timeline
+        from mpicoll.ir.schedule import Timeline
 
         def build(rank, size):  # recursive doubling that adds its own part twice
             tl = Timeline()
@@ -207,7 +207,7 @@ class TestCheckerCatchesBrokenSchedules:
             verify("allreduce", "broken", 2)
 
     def test_wrong_order(self):
-        from mpicoll.schedule import Timeline
+        from mpicoll.ir.schedule import Timeline
 
         def build(rank, size):  # upper o lower
             tl = Timeline()
@@ -223,7 +223,7 @@ class TestCheckerCatchesBrokenSchedules:
             verify("allreduce", "broken", 2)
 
     def test_receive_into_block_in_flight(self):
-        from mpicoll.schedule import Timeline
+        from mpicoll.ir.schedule import Timeline
 
         def build(rank, size):
             tl = Timeline()
@@ -238,7 +238,7 @@ class TestCheckerCatchesBrokenSchedules:
             verify("allreduce", "broken", 2)
 
     def test_missing_contribution(self):
-        from mpicoll.schedule import Timeline
+        from mpicoll.ir.schedule import Timeline
 
         def build(rank, size):
             tl = Timeline()

@@ -5,11 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mpicoll import registry, tools
-from mpicoll.exec.simulate import simulate
-from mpicoll.exec.symbolic import verify
-from mpicoll.layout import Layout
-from mpicoll.schedule import USER_BUFFERS, Block, Schedule, ScheduleError, Scratch, Timeline
+from mpicoll.analysis.simulate import simulate
+from mpicoll.analysis.symbolic import verify
+from mpicoll.families import registry
+from mpicoll.ir.layout import Layout
+from mpicoll.ir.schedule import USER_BUFFERS, Block, Schedule, ScheduleError, Scratch, Timeline
+from mpicoll.tools import commands as tools
 
 SIZES = (1, 2, 3, 4, 5, 7, 8, 9, 16)
 ALGORITHMS = [(c, a) for c in registry.collectives() for a in registry.algorithms(c)]
@@ -64,7 +65,7 @@ def test_layouts_follow_the_declaration() -> None:
 
 
 def test_bind_refuses_an_undeclared_name() -> None:
-    from mpicoll.exec.blocking import bind
+    from mpicoll.runtime.blocking import bind
 
     sched = _with("tmp", {})
     arrays = {"send": np.ones(4), "recv": np.zeros(4)}

@@ -7,9 +7,12 @@ from dataclasses import replace
 
 import pytest
 
-from mpicoll import agreement, costed, registry, selection
-from mpicoll.exec.cost import Machine, cost
-from mpicoll.presets import DEFAULT_LOCAL
+from mpicoll.analysis.cost import Machine, cost
+from mpicoll.analysis.presets import DEFAULT_LOCAL
+from mpicoll.families import registry
+from mpicoll.selection import choose as selection
+from mpicoll.selection import model as costed
+from mpicoll.selection import tuning as agreement
 
 BASE = Machine(alpha=2e-6, beta=1e-9, gamma=3e-10)
 PRICED = replace(BASE, round_overhead=1e-6, message_overhead=5e-7, step_overhead=7e-7, copy=2e-10)
@@ -165,7 +168,7 @@ def test_reload_forgets_decisions(files):
 
 
 def test_autocheck_ratios_from_a_sweep(tmp_path, capsys):
-    from mpicoll import autocheck
+    from mpicoll.bench import autocheck
 
     def stats(auto: tuple, **forced: tuple) -> dict:
         out = {"memcpy": {"median_s": 1e-7, "min_s": 1e-7}, "builtin": {"median_s": 1e-6, "min_s": 1e-6},

@@ -7,11 +7,12 @@ import math
 
 import pytest
 
-from mpicoll import registry, selection
 from mpicoll.__main__ import main
-from mpicoll.exec.cost import Machine, cost, lower_bound, sample_ranks
-from mpicoll.presets import NCCL_SUMMIT, preset
-from mpicoll.schedule import Block, Scratch, Timeline
+from mpicoll.analysis.cost import Machine, cost, lower_bound, sample_ranks
+from mpicoll.analysis.presets import NCCL_SUMMIT, preset
+from mpicoll.families import registry
+from mpicoll.ir.schedule import Block, Scratch, Timeline
+from mpicoll.selection import choose as selection
 
 TEST_SCRATCH = {"incoming": Scratch("the partner's part"), "acc": Scratch("a partial sum")}   # hand-written builds
 
@@ -261,7 +262,7 @@ def test_draw_without_matplotlib_says_what_to_install(tmp_path, monkeypatch, cap
 
 
 def test_trace_ring_holds_the_textbook_states():
-    from mpicoll.exec.trace import holdings, trace
+    from mpicoll.analysis.trace import holdings, trace
 
     tr = trace("allreduce", "ring", 4)
     assert tr.nrounds == 6
@@ -273,7 +274,7 @@ def test_trace_ring_holds_the_textbook_states():
 
 def test_parallel_in_place_check_reports_the_childs_failure(monkeypatch, capsys, in_place_hazard_build):
     """From PARALLEL_FROM ranks on the in-place form runs in a forked child; its failure must surface."""
-    from mpicoll import tools
+    from mpicoll.tools import commands as tools
 
     build = in_place_hazard_build
     registry.register("allreduce", "broken_in_place", keeps_order=False, scratch=TEST_SCRATCH)(build)
@@ -298,7 +299,7 @@ def test_model_reads_byte_suffixes_and_costs_every_collective(capsys):
 
 
 def test_trace_latest_shows_where_alltoall_blocks_come_from():
-    from mpicoll.exec.trace import latest, trace
+    from mpicoll.analysis.trace import latest, trace
 
     size = 5
     tr = trace("alltoall", "bruck", size)

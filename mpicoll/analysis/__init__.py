@@ -1,0 +1,1 @@
+"""Schedules interpreted without MPI: simulated, proved, traced, costed and drawn."""

@@ -1,0 +1,440 @@
+"""The cost model: the alpha-beta-gamma time of a schedule, round by round.
+
+Port model (full-duplex, single port).  In round t, rank r's messages go out
+one after another and come in one after another, but a send and a receive
+overlap::
+
+    send_r(t) = sum over r's sends    of (alpha_m + bytes_m * beta_m)
+    recv_r(t) = sum over r's receives of (alpha_m + bytes_m * beta_m)
+    time_r(t) = max(send_r(t), recv_r(t)) + gamma * (bytes r reduces in round t)
+
+A machine that is not ``duplex`` (shared memory whose cores are busy, where one
+core copies a rank's outgoing and incoming bytes in turn) adds the bytes of the
+two directions; their latencies still overlap::
+
+    time_r(t) = max(sum alpha_m over sends, sum alpha_m over receives)
+                + beta * (bytes r sends + bytes r receives) + gamma * (bytes reduced)
+
+A round lasts as long as its slowest rank (rounds are global time steps), and a
+schedule's time is the sum of its rounds.  A machine may also carry the cost of
+the executor itself (:class:`Machine`'s ``round_overhead``, ``message_overhead``,
+``step_overhead`` and ``copy``, all 0 unless measured): rank r's round t then
+costs ``o_round + o_message x (messages) + o_step x (local steps) + copy x
+(bytes copied)`` more, which makes small messages prefer fewer rounds.  ``alpha_m`` and ``beta_m`` are the
+intra-node constants when both ends of message m share a node (``r // K ==
+peer // K`` with K ranks per node) and the inter-node ones otherwise.  Bytes
+come from the blocks: ``n`` bytes split evenly into the schedule's ``nblocks``
+blocks (:meth:`mpicoll.ir.layout.Layout.even`).
+
+Every rank's cost is computed from its own schedule alone (a receive names
+its peer and its block), so ranks can be costed one at a time.  Up to
+``EXACT_LIMIT`` ranks every rank is costed.  Above it (a ring at p = 24,576 has
+p x 2(p-1) = 1.2 billion rank-rounds) the model costs a fixed *sample* of ranks
+chosen to contain a slowest rank of every round for the algorithms we have:
+the ends, the middle, the neighbourhoods of powers of two and of their mirror
+images, the fold boundary of the non-power-of-two algorithms and node
+boundaries, counted from 0 and from the root (see :func:`sample_ranks`).  If in
+some round no sampled rank does anything (a chain or a linear scan, where round
+t belongs to rank t), the sample provably misses that round, and every rank is
+costed after all.  An algorithm registered with ``rotates=True`` (rank r's
+schedule is rank 0's shifted by r, as in the ring) is costed exactly instead,
+over all ranks, from rank 0's schedule alone (:func:`_rotated_rounds`).  The maximum over a
+sample can only be lower than the true maximum; the unit tests check that for every registered algorithm at p <= 256
+(forcing the sampling policy) the latency terms are equal, and the whole time
+when n splits evenly into blocks (otherwise the sample may miss, in a round,
+the rank that moves a block one byte larger).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from math import ceil, log2
+
+from mpicoll.families import registry
+from mpicoll.ir.layout import Layout
+from mpicoll.ir.nodes import Nodes, block_size, groups, node_of
+from mpicoll.ir.schedule import EMPTY_ROUND, Reduce, Round
+
+__all__ = ["Machine", "Cost", "cost", "lower_bound", "sample_ranks", "EXACT_LIMIT"]
+
+EXACT_LIMIT = 256
+
+
+@dataclass(frozen=True)
+class Machine:
+    """Cost constants (seconds, seconds per byte).
+
+    ``alpha``/``beta`` are the inter-node (or only) constants; ``alpha_intra``
+    and ``beta_intra`` apply between ranks of one node when ``ranks_per_node``
+    is set.  ``alpha_by_algorithm`` overrides the inter-node alpha for named
+    algorithms, as NCCL's own tuning tables carry a per-hop latency per
+    algorithm (used by the ``nccl-summit`` preset; see
+    :mod:`mpicoll.analysis.presets`).
+
+    ``duplex`` false: the bytes a rank sends and receives in one round take
+    turns (their beta terms add; the alphas still overlap): on shared memory
+    when the cores are busy with other work, as ``calibrate`` can find.
+
+    The last four fields price the executor's own work, per rank and round:
+    ``round_overhead`` for a round the rank takes part in, ``message_overhead``
+    per message it posts (send or receive), ``step_overhead`` per local step
+    (a reduction or a copy, one NumPy call each) and ``copy`` per byte a
+    local copy moves.  ``python -m mpicoll calibrate`` measures them for the
+    Python executor; they are 0 for the modelled machines of other libraries.
+    """
+
+    alpha: float
+    beta: float
+    gamma: float
+    alpha_intra: float | None = None
+    beta_intra: float | None = None
+    ranks_per_node: int | None = None
+    alpha_by_algorithm: dict[str, float] = field(default_factory=dict)
+    name: str = "custom"
+    link_per_node: bool = False
+    duplex: bool = True
+    round_overhead: float = 0.0
+    message_overhead: float = 0.0
+    step_overhead: float = 0.0
+    copy: float = 0.0
+
+    def with_nodes(self, ranks_per_node: int | None) -> Machine:
+        return replace(self, ranks_per_node=ranks_per_node)
+
+    def constants(self, algorithm: str) -> tuple[float, float, float, float]:
+        """(alpha_inter, beta_inter, alpha_intra, beta_intra) for ``algorithm``."""
+        a = self.alpha_by_algorithm.get(algorithm, self.alpha)
+        a_in = self.alpha_intra if self.alpha_intra is not None else a
+        b_in = self.beta_intra if self.beta_intra is not None else self.beta
+        return a, self.beta, a_in, b_in
+
+
+@dataclass(frozen=True)
+class Cost:
+    """Predicted time of one algorithm, split into its alpha, beta, gamma and executor terms.
+
+    The terms are those of the slowest rank of each round, summed over rounds
+    (``overhead``: the machine's per round, message, step and copied-byte costs).
+    """
+
+    collective: str
+    algorithm: str
+    size: int
+    nbytes: int
+    latency: float
+    bandwidth: float
+    reduction: float
+    rounds: int
+    sampled: bool
+    overhead: float = 0.0
+
+    @property
+    def time(self) -> float:
+        return self.latency + self.bandwidth + self.reduction + self.overhead
+
+
+def sample_ranks(size: int, ranks_per_node: int | None = None, root: int = 0) -> list[int]:
+    """The ranks that stand for all ranks above :data:`EXACT_LIMIT` (see the module docstring).
+
+    Counted both from 0 and from ``root`` (rooted algorithms number ranks
+    from the root, some of their phases from 0): the ends and the middle and
+    their neighbours; the neighbourhoods of 2^k and of their mirror images
+    p - 2^k, and p' - 2^k and 2(p - p') +- 2^k (in the trees, the ranks whose subtrees
+    are largest; in bruck and the dissemination and doubling algorithms, the ranks whose
+    peer at distance 2^k wraps around); both sides of the fold boundary
+    2(p - p') of the non-power-of-two algorithms; and, with ``ranks_per_node``
+    set, the last rank of the node that holds each of these and of the node
+    before (their messages cross a node boundary where the others' do not).
+    """
+    picks = {0, 1, 2, 3, size - 3, size - 2, size - 1, size // 2 - 1, size // 2, size // 2 + 1}
+    pof2 = 1 << (size.bit_length() - 1)
+    extra = size - pof2
+    picks.update((2 * extra - 1, 2 * extra, 2 * extra + 1))
+    k = 1
+    while k < size:
+        picks.update((k - 1, k, k + 1, size - k - 1, size - k, size - k + 1, pof2 - k, 2 * extra - k,
+                      2 * extra + k))
+        k *= 2
+    picks = {x for r in picks if 0 <= r < size for x in (r, (r + root) % size)}
+    if ranks_per_node:
+        for r in list(picks):
+            first = r - r % ranks_per_node
+            picks.update((first - 1, first + ranks_per_node - 1))  # the last ranks of its node and the one before
+    return sorted(r for r in picks if 0 <= r < size)
+
+
+def _round_terms(rnd: Round, rank: int, layout: Layout, consts: tuple[float, float, float, float],
+                 where: tuple[int, ...] | None, crossing: list[int] | None = None, duplex: bool = True
+                 ) -> tuple[float, float, int, int]:
+    """(latency, bandwidth, bytes reduced, bytes copied) of one rank's round, by the port model above.
+
+    ``where`` is each rank's node index (None: every message is inter-node);
+    ``crossing``, when given, receives the inter-node bytes sent and received;
+    ``duplex`` false adds the sends' and the receives' bandwidth terms.
+    """
+    a_out, b_out, a_in, b_in = consts
+    starts, ends = layout.starts, layout.ends
+    node = where[rank] if where else -1
+    best = (-1.0, 0.0, 0.0)
+    lats, bws = [0.0, 0.0], [0.0, 0.0]   # per direction (sends, receives)
+    for direction, msgs in enumerate((rnd.sends, rnd.recvs)):
+        lat = bw = 0.0
+        for peer, (_, lo, hi) in msgs:
+            nbytes = ends[hi - 1] - starts[lo] if hi > lo else 0
+            if where and where[peer] == node:
+                lat += a_in
+                bw += nbytes * b_in
+            else:
+                lat += a_out
+                bw += nbytes * b_out
+                if crossing is not None:
+                    crossing[direction] += nbytes
+        lats[direction], bws[direction] = lat, bw
+        if lat + bw > best[0]:
+            best = (lat + bw, lat, bw)
+    if not duplex:
+        best = (0.0, max(lats), bws[0] + bws[1])
+    red = copied = 0
+    for st in rnd.steps:
+        out = st.out
+        moved = ends[out.hi - 1] - starts[out.lo] if out.hi > out.lo else 0
+        if type(st) is Reduce:
+            red += moved
+        else:
+            copied += moved
+    return best[1], best[2], red, copied
+
+
+def _overhead(rnd: Round, copied: int, machine: Machine) -> float:
+    """The executor's own time for one rank's round (0 unless the machine prices it; see :class:`Machine`)."""
+    return (machine.round_overhead + machine.message_overhead * (len(rnd.sends) + len(rnd.recvs))
+            + machine.step_overhead * len(rnd.steps) + machine.copy * copied)
+
+
+def cost(collective: str, algorithm: str, size: int, nbytes: int, machine: Machine, *,
+         ranks: Iterable[int] | None = None, sample: bool | None = None, nodes: Nodes = None,
+         **params: int) -> Cost:
+    """The predicted time of ``algorithm`` for ``nbytes`` bytes on ``size`` ranks.
+
+    ``ranks`` restricts the maximum to those ranks.  Otherwise every rank is
+    costed up to :data:`EXACT_LIMIT` ranks, and above it (or with ``sample``
+    true) the ranks of :func:`sample_ranks`, counted from ``params["root"]``;
+    if in some round none of them does anything, the sample is known not to
+    stand for that round (a chain, where round t is rank t's alone) and every
+    rank is costed after all.  ``sample=False`` costs every rank at any size.
+
+    ``nodes`` is the node layout (:mod:`mpicoll.ir.nodes`); by default blocks of
+    ``machine.ranks_per_node``.  Algorithms that take a layout (the
+    hierarchical ones) are built for it.  With ``machine.link_per_node`` a
+    node's ranks share one link: a round lasts at least ``alpha + beta`` times
+    the inter-node bytes the busiest node sends (or receives) in it, summed
+    over the costed ranks (all of them up to :data:`EXACT_LIMIT`).
+    """
+    alg = registry.get(collective, algorithm)
+    consts = machine.constants(algorithm)
+    per_node = machine.ranks_per_node
+    if nodes is None:
+        nodes = per_node
+    elif per_node is None:
+        per_node = block_size(size, nodes) or max(len(g) for g in groups(size, nodes))
+    if "nodes" in alg.params:
+        params = {**params, "nodes": nodes}
+    where = node_of(size, nodes) if nodes is not None else None
+    nnodes = max(where) + 1 if where else 1
+    links: dict[int, list[list[int]]] = {}  # round -> per node [bytes out, bytes in], with link_per_node
+    blocks = nodes is None or (isinstance(nodes, int) and nodes == per_node)  # what the rotation assumes
+    if alg.rotates and blocks and not machine.link_per_node and ranks is None and (
+            sample or (sample is None and size > EXACT_LIMIT)):
+        worst_r = _rotated_rounds(alg.rounds(0, size, **params), size, nbytes, consts, machine, per_node)
+        return Cost(collective, algorithm, size, nbytes, latency=sum(w[1] for w in worst_r),
+                    bandwidth=sum(w[2] for w in worst_r), reduction=sum(w[3] for w in worst_r),
+                    rounds=sum(1 for w in worst_r if w[0] > 0), sampled=False,
+                    overhead=sum(w[4] for w in worst_r))
+    if ranks is not None:
+        chosen, fallback = list(ranks), False
+    elif sample or (sample is None and size > EXACT_LIMIT):
+        chosen, fallback = sample_ranks(size, per_node, int(params.get("root", 0) or 0)), True
+    else:
+        chosen, fallback = list(range(size)), False
+    worst: list[tuple[float, float, float, float, float]] = []  # per round: (time, lat, bw, red, overhead)
+    active: list[bool] = []                              # per round: some costed rank acts in it
+    layout: list[Layout] = []
+    priced = bool(machine.round_overhead or machine.message_overhead or machine.step_overhead or machine.copy)
+
+    def add(r: int) -> None:
+        if size <= EXACT_LIMIT:
+            sched = registry.schedule(collective, algorithm, r, size, **params)
+            nblocks, rounds = sched.nblocks, sched.rounds
+        else:  # built directly, so that huge schedules do not crowd the cache
+            nblocks, rounds = alg.rounds(r, size, **params)
+        if not layout:
+            layout.append(Layout.even(nbytes, nblocks))
+        if len(worst) < len(rounds):
+            worst.extend([(0.0, 0.0, 0.0, 0.0, 0.0)] * (len(rounds) - len(worst)))
+            active.extend([False] * (len(rounds) - len(active)))
+        for t, rnd in enumerate(rounds):
+            if rnd is EMPTY_ROUND or not rnd:  # (identity first: a chain's rank idles through most rounds)
+                continue
+            active[t] = True
+            crossing = [0, 0] if machine.link_per_node and where else None
+            lat, bw, red, copied = _round_terms(rnd, r, layout[0], consts, where, crossing, machine.duplex)
+            if crossing is not None and (crossing[0] or crossing[1]):
+                per = links.setdefault(t, [[0, 0] for _ in range(nnodes)])[where[r]]
+                per[0] += crossing[0]
+                per[1] += crossing[1]
+            over = _overhead(rnd, copied, machine) if priced else 0.0
+            total = lat + bw + red * machine.gamma + over
+            if total > worst[t][0]:
+                worst[t] = (total, lat, bw, red * machine.gamma, over)
+
+    with registry.gc_paused():
+        for r in chosen:
+            add(r)
+        if fallback and not all(active):
+            for r in sorted(set(range(size)) - set(chosen)):
+                add(r)
+            chosen = list(range(size))
+        for t, per in links.items():  # a node's link carries its ranks' inter-node bytes one after another
+            busiest = max(max(out, into) for out, into in per) * consts[1]
+            if consts[0] + busiest > worst[t][1] + worst[t][2]:
+                worst[t] = (consts[0] + busiest + worst[t][3] + worst[t][4], consts[0], busiest, worst[t][3],
+                            worst[t][4])
+    return Cost(collective, algorithm, size, nbytes,
+                latency=sum(w[1] for w in worst), bandwidth=sum(w[2] for w in worst),
+                reduction=sum(w[3] for w in worst), rounds=sum(1 for w in worst if w[0] > 0),
+                sampled=len(chosen) < size, overhead=sum(w[4] for w in worst))
+
+
+def _rotated_rounds(built: tuple[int, tuple[Round, ...]], size: int, nbytes: int,
+                    consts: tuple[float, float, float, float], machine: Machine,
+                    per_node: int | None) -> list[tuple[float, float, float, float, float]]:
+    """Per round, the (time, latency, bandwidth, reduction, overhead) of the slowest rank, from rank 0's schedule.
+
+    For a rotating algorithm rank r's round t is rank 0's with every peer and
+    block index shifted by r (mod p = nblocks).  Its time is a function f(r) of:
+
+    * the bytes of each shifted block range.  With the even layout,
+      ``nbytes = q p + e``, blocks 0 .. e-1 hold q + 1 bytes and the others q, so
+      a range's bytes change only where one of its ends crosses block 0 or e:
+      at most 4 shifts per range;
+    * whether each message's peer (r + d) mod p wraps past p, which changes only
+      at r = p - d;
+    * whether each peer is on r's node (K ranks per node): without a wrap iff
+      r mod K + d < K, with one iff r mod K >= p - d, so r mod K alone.
+
+    Between consecutive breakpoints of the first two kinds f depends on r mod K
+    only, so evaluating f at the K shifts that follow each breakpoint (one
+    without nodes) evaluates every value f takes: the maximum over those
+    candidates is the exact maximum over all p ranks.  Rounds of the same shape
+    (peers, range lengths) are evaluated together with NumPy.  Local copies are
+    ranges too (their bytes price ``machine.copy``); the per round, message and
+    step overheads are the same for every rank of a round of one shape.
+    """
+    import numpy as np
+
+    nblocks, rounds = built
+    if nblocks != size:
+        raise ValueError(f"a rotating schedule must have p = {size} blocks, got {nblocks}")
+    q, e = divmod(nbytes, nblocks)
+    a_out, b_out, a_in, b_in = consts
+    gamma = machine.gamma
+    width = per_node or 1
+    groups: dict[tuple, list[tuple[int, list[int]]]] = {}
+    for t, rnd in enumerate(rounds):
+        if rnd is EMPTY_ROUND or not rnd:
+            continue
+        reduces = [st.out for st in rnd.steps if type(st) is Reduce]
+        copies = [st.out for st in rnd.steps if type(st) is not Reduce]
+        key = (tuple((m.peer, m.block.hi - m.block.lo) for m in rnd.sends),
+               tuple((m.peer, m.block.hi - m.block.lo) for m in rnd.recvs),
+               tuple(b.hi - b.lo for b in reduces), tuple(b.hi - b.lo for b in copies))
+        los = [m.block.lo for m in (*rnd.sends, *rnd.recvs)] + [b.lo for b in (*reduces, *copies)]
+        groups.setdefault(key, []).append((t, los))
+    worst = [(0.0, 0.0, 0.0, 0.0, 0.0)] * len(rounds)
+
+    def cum(k: np.ndarray) -> np.ndarray:  # bytes of blocks 0 .. k-1
+        return k * q + np.minimum(k, e)
+
+    for (sends, recvs, reds, cops), members in groups.items():
+        lo = np.array([m[1] for m in members], dtype=np.int64)                   # (R, M)
+        length = np.array([n for _, n in sends] + [n for _, n in recvs] + list(reds) + list(cops),
+                          dtype=np.int64)                                        # (M,)
+        peers = np.array([d for d, _ in sends] + [d for d, _ in recvs], dtype=np.int64)
+        hi = lo + length
+        distinct = [j for j in range(lo.shape[1])  # a recv and its reduce share a range: one set of breakpoints
+                    if not any(length[i] == length[j] and (lo[:, i] == lo[:, j]).all() for i in range(j))]
+        edges = [(x - y[:, distinct]) % size for x in sorted({0, e}) for y in (lo, hi)]  # ends crossing 0 or e
+        wraps = np.broadcast_to(np.r_[0, (size - peers) % size], (len(members), 1 + len(peers)))
+        cand = np.concatenate([*edges, wraps], axis=1)
+        cand = ((cand[:, :, None] + np.arange(width)) % size).reshape(len(members), -1)  # (R, C)
+        a = (lo[:, None, :] + cand[:, :, None]) % size                                    # (R, C, M)
+        end = a + length
+        nbytes_m = np.where(end <= size, cum(end) - cum(a), nbytes - cum(a) + cum(end - size))
+        if per_node:
+            peer_r = (cand[:, :, None] + peers) % size
+            intra = (peer_r // per_node) == (cand[:, :, None] // per_node)            # (R, C, S+V)
+        else:
+            intra = np.zeros(cand.shape + (len(peers),), dtype=bool)
+        lat_m = np.where(intra, a_in, a_out)
+        bw_m = nbytes_m[:, :, :len(peers)] * np.where(intra, b_in, b_out)
+        ns = len(sends)
+        s_lat, s_bw = lat_m[:, :, :ns].sum(-1), bw_m[:, :, :ns].sum(-1)
+        r_lat, r_bw = lat_m[:, :, ns:].sum(-1), bw_m[:, :, ns:].sum(-1)
+        if machine.duplex:
+            use_send = s_lat + s_bw >= r_lat + r_bw
+            lat = np.where(use_send, s_lat, r_lat)
+            bw = np.where(use_send, s_bw, r_bw)
+        else:
+            lat, bw = np.maximum(s_lat, r_lat), s_bw + r_bw
+        first_copy = len(peers) + len(reds)
+        red = gamma * nbytes_m[:, :, len(peers):first_copy].sum(-1)
+        over = (machine.round_overhead + machine.message_overhead * len(peers)
+                + machine.step_overhead * (len(reds) + len(cops)) + machine.copy * nbytes_m[:, :, first_copy:].sum(-1))
+        total = lat + bw + red + over
+        best = total.argmax(axis=1)
+        for i, (t, _) in enumerate(members):
+            j = best[i]
+            worst[t] = (float(total[i, j]), float(lat[i, j]), float(bw[i, j]), float(red[i, j]), float(over[i, j]))
+    return worst
+
+
+# Lower bounds: h alpha plus (bytes moved) beta plus (bytes reduced) gamma, as functions
+# of (p, n); collectives not listed get the latency bound alone.  n is the whole vector for the collectives
+# that split it into one part per rank (as nccl-tests count it for allgather, reduce-scatter and alltoall;
+# the calls' specs and selection use the same convention for gather and scatter).  The model splits n
+# evenly (Layout.even), so a rank's own part is at most ceil(n / p) bytes: the root of a gather must
+# receive, and the root of a scatter send, at least n - ceil(n / p) bytes, which is (p-1)/p n when p
+# divides n.  Allgather, reduce-scatter and alltoall keep (p-1)/p n: all ranks together must receive
+# (p-1) n bytes, so the busiest receives at least the average.
+_BOUNDS: dict[str, tuple[Callable[[int, int], float], Callable[[int, int], float]]] = {
+    "allreduce": (lambda p, n: 2 * (p - 1) / p * n, lambda p, n: (p - 1) / p * n),
+    "bcast": (lambda p, n: n, lambda p, n: 0.0),
+    "reduce": (lambda p, n: n, lambda p, n: (p - 1) / p * n),
+    "scatter": (lambda p, n: n - -(-n // p), lambda p, n: 0.0),
+    "gather": (lambda p, n: n - -(-n // p), lambda p, n: 0.0),
+    "allgather": (lambda p, n: (p - 1) / p * n, lambda p, n: 0.0),
+    "alltoall": (lambda p, n: (p - 1) / p * n, lambda p, n: 0.0),
+    "reduce_scatter": (lambda p, n: (p - 1) / p * n, lambda p, n: (p - 1) / p * n),
+    "reduce_scatter_block": (lambda p, n: (p - 1) / p * n, lambda p, n: (p - 1) / p * n),
+}
+_BOUNDS.update({v: _BOUNDS[v[:-1]] for v in ("scatterv", "gatherv", "allgatherv", "alltoallv")})
+_BOUNDS["alltoallw"] = _BOUNDS["alltoall"]
+
+
+def lower_bound(collective: str, size: int, nbytes: int, machine: Machine) -> float:
+    """The lower bound of any algorithm, with the smallest of the machine's constants.
+
+    A single rank needs no message, so its bound is 0.  For p > 1 the latency
+    bound is ceil(lg p) alpha; ``nbytes`` is the bytes per rank, the whole
+    vector for gather, scatter, allgather, reduce-scatter and alltoall (see
+    ``_BOUNDS`` for the bandwidth terms).
+    """
+    if size <= 1:
+        return 0.0
+    alphas = [machine.alpha, *machine.alpha_by_algorithm.values()]
+    if machine.ranks_per_node and machine.alpha_intra is not None:
+        alphas.append(machine.alpha_intra)
+    beta = min(machine.beta, machine.beta_intra if machine.ranks_per_node and machine.beta_intra else machine.beta)
+    bw, red = _BOUNDS.get(collective.lower(), (lambda p, n: 0.0, lambda p, n: 0.0))
+    return ceil(log2(size)) * min(alphas) + bw(size, nbytes) * beta + red(size, nbytes) * machine.gamma

@@ -1,0 +1,159 @@
+"""Space-time diagrams of a schedule: ranks as rows, rounds as columns.
+
+Each rank's blocks are drawn after every round as a strip of squares, colored
+by block (hue) and by how many ranks' contributions the block holds (from pale
+to full), from :mod:`mpicoll.analysis.trace`; every message is an arrow from the
+sender's strip to the receiver's next strip, labelled with its block.  Needs
+matplotlib (``pip install "mpicoll[plot]"``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mpicoll.analysis.trace import holdings, latest, trace
+from mpicoll.ir.contracts import spec as get_spec
+
+__all__ = ["draw", "legible", "palette", "MAX_RANKS", "MAX_CELLS"]
+
+
+def _pyplot() -> Any:
+    try:
+        import matplotlib
+    except ImportError:
+        raise ImportError('draw needs matplotlib: pip install "mpicoll[plot]" (or pip install matplotlib)') from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+MAX_RANKS = 32        # more rows than this are unreadable on a page
+MAX_CELLS = 1100      # block squares per row (columns x blocks): a ring at p = 16 has 31 x 16 = 496
+
+
+def palette(n: int) -> list[tuple[float, float, float]]:
+    """``n`` distinct colours: tab10/tab20 while they last, else evenly spaced hues (no colour repeats)."""
+    from matplotlib import colormaps, colors
+
+    if n <= 10:
+        return [colors.to_rgb(c) for c in colormaps["tab10"].colors[:n]]
+    if n <= 20:
+        return [colors.to_rgb(c) for c in colormaps["tab20"].colors[:n]]
+    return [colors.hsv_to_rgb((i / n, 0.75 if i % 2 else 0.55, 0.9 if i % 2 else 0.75)) for i in range(n)]
+
+
+def legible(collective: str, algorithm: str, size: int, nrounds: int, nblocks: int) -> None:
+    """Raise ValueError with what to do instead when a drawing would be unreadable."""
+    if size > MAX_RANKS:
+        raise ValueError(f"-p: a drawing is readable for up to {MAX_RANKS} ranks (best up to 16), got {size}; "
+                         f"print the table instead: python -m mpicoll show {collective} {algorithm} -p {size}")
+    cells = (nrounds + 1) * min(nblocks, 32)
+    if cells > MAX_CELLS:
+        raise ValueError(f"-p: {collective}/{algorithm} at p = {size} has {nrounds + 1} columns of "
+                         f"{min(nblocks, 32)} blocks ({cells} squares per row, at most {MAX_CELLS} are readable); "
+                         f"draw a smaller p, or print the table: python -m mpicoll show {collective} {algorithm} "
+                         f"-p {size}")
+
+
+def draw(collective: str, algorithm: str, size: int, path: str, **params: Any) -> str:
+    """Draw ``algorithm`` on ``size`` ranks into ``path`` (.png or .svg); returns the path.
+
+    Raises
+    ------
+    ValueError
+        For a file name that is not .png or .svg, a folder that does not exist, or
+        a size whose drawing would be unreadable (see :func:`legible`).
+    ImportError
+        Without matplotlib.
+    """
+    import os
+
+    if not str(path).lower().endswith((".png", ".svg")):
+        raise ValueError(f"-o/path: expected a file name ending in .png or .svg, got {path!r}")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise ValueError(f"-o/path: folder {folder!r} does not exist")
+    if size < 1:
+        raise ValueError(f"-p/size: expected a positive number of ranks, got {size}")
+    tr = trace(collective, algorithm, size, **params)
+    nblocks = tr.schedules[0].nblocks
+    legible(collective, algorithm, size, tr.nrounds, nblocks)
+    plt = _pyplot()
+    from matplotlib.collections import PatchCollection
+    from matplotlib.patches import Rectangle
+
+    reduces = get_spec(collective).reduces
+    shown = min(nblocks, 32)              # long pipelines: the first 32 blocks
+    hues = palette(shown)
+    cell = 0.32                           # width of one block square
+    strip = shown * cell
+    gap = max(1.6, 0.55 * strip)          # room for arrows between columns
+    colw = strip + gap
+    ncols = tr.nrounds + 1
+    labels = size * ncols * shown <= 2500  # numbers in the squares while they stay readable
+    fig_w = min(40.0, 1.5 + ncols * colw * 0.9)
+    fig_h = min(24.0, 1.4 + size * 0.62)
+    fig, ax = plt.subplots(figsize=(fig_w, fig_h))
+
+    def y(rank: int) -> float:
+        return float(size - 1 - rank)
+
+    rects, faces = [], []
+    for t, states in enumerate(tr.states):
+        x0 = t * colw
+        for r in range(size):
+            if reduces:  # color = block position, shade and number = how many contributions it holds
+                cells = [(b, len(h) / size, str(len(h))) if h else None
+                         for b, h in enumerate(holdings(states[r], nblocks))]
+            else:        # color = the block's identity, number = the rank it comes from
+                cells = [(v[0], 1.0, ",".join(map(str, v[1][:2])) + ("+" if len(v[1]) > 2 else "")) if v else None
+                         for v in latest(states[r], nblocks)]
+            for b in range(shown):
+                c = cells[b]
+                face = (1.0, 1.0, 1.0)
+                if c:
+                    base = hues[c[0] % shown]
+                    face = tuple(1 - (1 - v) * (0.15 + 0.85 * c[1]) for v in base)
+                rects.append(Rectangle((x0 + b * cell, y(r) - 0.22), cell * 0.92, 0.44))
+                faces.append(face)
+                if labels and c:
+                    ax.text(x0 + (b + 0.46) * cell, y(r), c[2], ha="center", va="center",
+                            fontsize=6, color="black" if c[1] < 0.7 else "white")
+        label = "start" if t == 0 else f"after round {t - 1}"
+        ax.text(x0 + strip / 2, y(0) + 0.55, label, ha="center", va="bottom", fontsize=8)
+    ax.add_collection(PatchCollection(rects, facecolors=faces, edgecolors="0.35", linewidths=0.5))
+    xs, ys, us, vs, cols = [], [], [], [], []
+    for t in range(tr.nrounds):
+        for s in tr.schedules:
+            if t >= len(s.rounds):
+                continue
+            for m in s.rounds[t].sends:
+                x_from, x_to = t * colw + strip + 0.05, (t + 1) * colw - 0.05
+                xs.append(x_from)
+                ys.append(y(s.rank))
+                us.append(x_to - x_from)
+                vs.append(y(m.peer) - y(s.rank))
+                cols.append(hues[m.block.lo % shown] if m.block.nblocks == 1 else (0.3, 0.3, 0.3))
+                lab = f"{m.block.lo}" if m.block.nblocks == 1 else f"{m.block.lo}:{m.block.hi}"
+                ax.text(x_from + 0.3 * us[-1], y(s.rank) + 0.3 * vs[-1] + 0.08, lab, fontsize=6, ha="center",
+                        va="bottom", color="0.15")
+    if xs:  # one artist for all messages
+        ax.quiver(xs, ys, us, vs, color=cols, angles="xy", scale_units="xy", scale=1, width=0.0012,
+                  headwidth=6, headlength=7, alpha=0.85)
+    ax.set_yticks([y(r) for r in range(size)], [f"rank {r}" for r in range(size)], fontsize=8)
+    ax.set_xticks([])
+    ax.set_xlim(-0.3, ncols * colw - gap + 0.3)
+    ax.set_ylim(-0.7, y(0) + 1.0)
+    for side in ("top", "right", "bottom"):
+        ax.spines[side].set_visible(False)
+    if reduces:
+        what = "blocks colored by block, shade and number = ranks whose contributions they hold"
+    else:
+        what = "blocks colored by their destination block, number = the rank they come from (recv, else scratch)"
+    title = f"{collective} / {algorithm}, p = {size}: {what}; arrows = messages (label: block)"
+    ax.set_title(title, fontsize=9)
+    fig.subplots_adjust(left=0.5 / fig_w + 0.03, right=0.99, top=1 - 0.6 / fig_h, bottom=0.02)
+    fig.savefig(path, dpi=min(130, int(4000 / fig_w)))
+    plt.close(fig)
+    return str(path)

@@ -1,0 +1,158 @@
+/* mpicoll.runtime._rounds: the blocking executor's round loop, compiled.
+ *
+ * The same function as mpicoll.runtime.blocking._execute (the pure-Python one,
+ * which stays the definition): for each bound round (sends, recvs, steps) it
+ * calls comm.Send, comm.Recv or comm.Sendrecv when the round has one message
+ * each way at most, hands any other round to the Python ``exchange`` function
+ * (every receive posted, then every send, then Waitall), then calls the round's
+ * local steps in order.  It calls mpi4py's methods through vectorcall, so a
+ * round costs the MPI call and little else; in Python the loop, the tuple
+ * unpacking and the method lookups cost about as much as a small message.
+ *
+ * The module is optional: when it is not built, mpicoll uses the Python loop.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+static PyObject *exchange;   /* mpicoll.runtime.blocking._exchange(sends, recvs, comm, tag) */
+static PyObject *s_send, *s_recv, *s_sendrecv;
+
+/* the (buffer, peer) pair at position i of a list of messages, unpacked (borrowed); -1 if it is not a pair */
+static int
+message(PyObject *messages, Py_ssize_t i, PyObject **buf, PyObject **peer)
+{
+    PyObject *pair = PyList_GET_ITEM(messages, i);
+    if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2) {
+        PyErr_SetString(PyExc_TypeError, "execute: a message is a (buffer, peer) tuple");
+        return -1;
+    }
+    *buf = PyTuple_GET_ITEM(pair, 0);
+    *peer = PyTuple_GET_ITEM(pair, 1);
+    return 0;
+}
+
+/* one round's messages: 0 on success, -1 with an exception set */
+static int
+transfer(PyObject *comm, PyObject *sends, PyObject *recvs, PyObject *tag)
+{
+    Py_ssize_t nsends = PyList_GET_SIZE(sends), nrecvs = PyList_GET_SIZE(recvs);
+    PyObject *result;
+    PyObject *sbuf, *dest, *rbuf, *source;
+    if (nsends == 1 && nrecvs <= 1) {
+        if (message(sends, 0, &sbuf, &dest) < 0)
+            return -1;
+        if (nrecvs == 0) {
+            PyObject *argv[4] = {comm, sbuf, dest, tag};
+            result = PyObject_VectorcallMethod(s_send, argv, 4 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+        }
+        else {
+            if (message(recvs, 0, &rbuf, &source) < 0)
+                return -1;
+            PyObject *argv[7] = {comm, sbuf, dest, tag, rbuf, source, tag};
+            result = PyObject_VectorcallMethod(s_sendrecv, argv, 7 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+        }
+    }
+    else if (nsends == 0 && nrecvs == 1) {
+        if (message(recvs, 0, &rbuf, &source) < 0)
+            return -1;
+        PyObject *argv[4] = {comm, rbuf, source, tag};
+        result = PyObject_VectorcallMethod(s_recv, argv, 4 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    }
+    else if (nsends == 0 && nrecvs == 0) {
+        return 0;
+    }
+    else {
+        result = PyObject_CallFunctionObjArgs(exchange, sends, recvs, comm, tag, NULL);
+    }
+    if (result == NULL)
+        return -1;
+    Py_DECREF(result);
+    return 0;
+}
+
+static PyObject *
+execute(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
+{
+    (void)self;
+    if (argc < 2 || argc > 3) {
+        PyErr_SetString(PyExc_TypeError, "execute(bound, comm, tag=0)");
+        return NULL;
+    }
+    if (exchange == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "mpicoll.runtime._rounds.init() was not called");
+        return NULL;
+    }
+    PyObject *bound = argv[0], *comm = argv[1];
+    PyObject *tag = argc == 3 ? argv[2] : NULL;
+    if (!PyList_Check(bound)) {
+        PyErr_SetString(PyExc_TypeError, "execute: bound rounds are a list");
+        return NULL;
+    }
+    PyObject *zero = NULL;
+    if (tag == NULL) {
+        tag = zero = PyLong_FromLong(0);
+        if (tag == NULL)
+            return NULL;
+    }
+    Py_INCREF(bound);   /* a step could drop the caller's last reference */
+    int rc = 0;
+    for (Py_ssize_t r = 0; r < PyList_GET_SIZE(bound) && rc == 0; r++) {
+        PyObject *round = PyList_GET_ITEM(bound, r);
+        if (!PyTuple_CheckExact(round) || PyTuple_GET_SIZE(round) != 3 || !PyList_Check(PyTuple_GET_ITEM(round, 0))
+            || !PyList_Check(PyTuple_GET_ITEM(round, 1)) || !PyList_Check(PyTuple_GET_ITEM(round, 2))) {
+            PyErr_SetString(PyExc_TypeError, "execute: a round is a (sends, recvs, steps) tuple of lists");
+            rc = -1;
+            break;
+        }
+        Py_INCREF(round);
+        rc = transfer(comm, PyTuple_GET_ITEM(round, 0), PyTuple_GET_ITEM(round, 1), tag);
+        PyObject *steps = PyTuple_GET_ITEM(round, 2);
+        for (Py_ssize_t s = 0; rc == 0 && s < PyList_GET_SIZE(steps); s++) {
+            PyObject *result = PyObject_CallNoArgs(PyList_GET_ITEM(steps, s));
+            if (result == NULL)
+                rc = -1;
+            Py_XDECREF(result);
+        }
+        Py_DECREF(round);
+    }
+    Py_DECREF(bound);
+    Py_XDECREF(zero);
+    if (rc < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+init(PyObject *self, PyObject *callable)
+{
+    (void)self;
+    if (!PyCallable_Check(callable)) {
+        PyErr_SetString(PyExc_TypeError, "init(exchange): exchange must be callable");
+        return NULL;
+    }
+    Py_INCREF(callable);
+    Py_XSETREF(exchange, callable);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"execute", (PyCFunction)(void (*)(void))execute, METH_FASTCALL,
+     "execute(bound, comm, tag=0)\n--\n\nRun bound rounds on comm, in order (as mpicoll.runtime.blocking._execute)."},
+    {"init", init, METH_O,
+     "init(exchange)\n--\n\nThe Python function that runs a round of several messages (mpicoll.runtime.blocking "
+     "calls it once)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_rounds", NULL, -1, methods, NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC
+PyInit__rounds(void)
+{
+    s_send = PyUnicode_InternFromString("Send");
+    s_recv = PyUnicode_InternFromString("Recv");
+    s_sendrecv = PyUnicode_InternFromString("Sendrecv");
+    if (!s_send || !s_recv || !s_sendrecv)
+        return NULL;
+    return PyModule_Create(&module);
+}

@@ -1,0 +1,257 @@
+"""MPI datatypes in mpicoll's buffers: typed views where the layout allows, MPI's Pack/Unpack where not.
+
+mpicoll's algorithms move and reduce one-dimensional NumPy arrays.  An MPI
+datatype given in a message spec (``[buf, count, datatype]``) becomes:
+
+- a **typed view** of the buffer when the datatype is *dense*: a predefined
+  type, or a chain of ``Dup``/``Create_contiguous`` over one (its elements are
+  its basic elements in order, without gaps);
+- a **packed copy** otherwise (vector, indexed, struct, subarray, resized, ...):
+  MPI's own ``Datatype.Pack`` gathers the elements the datatype selects into a
+  contiguous array before the call, and ``Datatype.Unpack`` scatters a received
+  result back into the user's buffer when the call completes.  Both sides of a
+  message may use different datatypes with the same type signature, as MPI
+  allows, because only the packed elements travel.
+
+The packed array's element type is the one basic type of the datatype's type
+signature (so reductions work elementwise, as MPI's predefined ops do on derived
+datatypes); a signature that mixes basic types is packed as bytes, which data
+movement handles and reductions refuse (``MPI.ERR_OP``).
+
+Nothing here is a silent approximation: a datatype NumPy cannot express and
+MPI cannot pack raises ``MPI.ERR_TYPE``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from mpi4py import MPI
+
+from mpicoll import errors
+
+__all__ = ["Typemap", "describe", "check_reducible", "Packed", "pack", "stage", "staging", "Staged"]
+
+_DENSE_COMBINERS = ("NAMED", "DUP", "CONTIGUOUS")
+
+
+@dataclass(frozen=True)
+class Typemap:
+    """How one MPI datatype maps onto NumPy elements.
+
+    ``element``: the dtype of its basic elements (``uint8`` when the signature
+    mixes basic types); ``per``: elements of ``element`` per datatype element;
+    ``dense``: the datatype is exactly ``per`` consecutive ``element`` values from
+    its start, so a typed view of the buffer is the datatype; ``extent``: its
+    extent in bytes; ``mixed``: the signature mixes basic types.
+    """
+
+    element: np.dtype
+    per: int
+    dense: bool
+    extent: int
+    lb: int
+    true_lb: int
+    true_extent: int
+    mixed: bool = False
+
+
+def describe(datatype: MPI.Datatype, what: str) -> Typemap:
+    """The :class:`Typemap` of ``datatype`` (``what`` names the argument in errors)."""
+    if datatype == MPI.DATATYPE_NULL:
+        raise errors.DatatypeError(f"{what}: MPI.DATATYPE_NULL is not a datatype")
+    try:
+        size = datatype.Get_size()
+        lb, extent = datatype.Get_extent()
+        true_lb, true_extent = datatype.Get_true_extent()
+    except MPI.Exception as exc:
+        raise errors.DatatypeError(f"{what}: invalid datatype ({exc})") from None
+    if datatype.is_predefined:  # its NumPy dtype as mpi4py's dtlib gives it (pair types such as DOUBLE_INT too)
+        element = _numpy(datatype, what)
+        return Typemap(element, 1, True, extent, lb, true_lb, true_extent)
+    bases, dense = _signature(datatype)
+    if len(bases) == 1:
+        element = _numpy(bases[0], what)
+        mixed = False
+    else:
+        element, mixed = np.dtype(np.uint8), True
+    if size % element.itemsize:
+        raise errors.DatatypeError(f"{what}: datatype size {size} is not a multiple of its element size "
+                                   f"{element.itemsize}")
+    dense = dense and not mixed and lb == 0 and true_lb == 0 and extent == size == true_extent
+    return Typemap(element, size // element.itemsize, dense, extent, lb, true_lb, true_extent, mixed)
+
+
+def _signature(datatype: MPI.Datatype) -> tuple[list[MPI.Datatype], bool]:
+    """(the distinct predefined types of the type signature, whether it is a dense combiner chain)."""
+    if datatype.is_predefined:
+        return [datatype], True
+    base, combiner, params = datatype.decode()
+    # decode() hands back new handles for derived constituents: free them once read
+    parts = list(params.get("datatypes", ())) if combiner == "STRUCT" else [base]
+    found: list[MPI.Datatype] = []
+    dense = combiner in _DENSE_COMBINERS and len(parts) == 1
+    for part in parts:
+        sub, sub_dense = _signature(part)
+        dense = dense and sub_dense
+        found.extend(t for t in sub if not any(t == f for f in found))
+        if not part.is_predefined:
+            part.Free()
+    return found, dense
+
+
+def _numpy(datatype: MPI.Datatype, what: str) -> np.dtype:
+    from mpi4py.util import dtlib
+
+    try:
+        return np.dtype(dtlib.to_numpy_dtype(datatype))
+    except Exception as exc:
+        raise errors.TypeMismatchError(f"{what}: datatype {datatype.Get_name() or datatype} has no NumPy "
+                                   f"equivalent ({exc})") from None
+
+
+def check_reducible(datatype: Any, what: str = "op") -> None:
+    """Refuse a reduction over a datatype whose type signature mixes basic types (its packed bytes)."""
+    if datatype is not None and not datatype.is_predefined and describe(datatype, "datatype").mixed:
+        raise errors.OpTypeError(f"{what}: a reduction needs one basic element type; datatype "
+                                 f"{datatype.Get_name() or datatype} mixes several (MPI's predefined ops do not "
+                                 "apply to it)")
+
+
+# -- packing ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Packed:
+    """The elements a datatype selects in ``blocks`` of a raw byte buffer, packed one block after another.
+
+    Block i is ``counts[i]`` datatype elements starting ``displs[i]`` extents
+    into ``raw``; in ``array`` it is ``counts[i] * per`` elements from
+    ``offsets[i]``.
+    """
+
+    raw: np.ndarray
+    datatype: MPI.Datatype
+    typemap: Typemap
+    counts: tuple[int, ...]
+    displs: tuple[int, ...]
+    array: np.ndarray
+    offsets: tuple[int, ...]
+
+    def _user(self, count: int, displ: int) -> MPI.buffer:
+        # mpi4py's Pack/Unpack take the count of datatype elements as (buffer length // extent)
+        address = self.raw.ctypes.data + displ * self.typemap.extent
+        return MPI.buffer.fromaddress(address, count * self.typemap.extent)
+
+    def pack(self) -> None:
+        """Copy the selected elements of the user's buffer into ``array`` (MPI_Pack)."""
+        out = self.array.view(np.uint8)
+        for count, displ, offset in zip(self.counts, self.displs, self.offsets):
+            if count:
+                self.datatype.Pack(self._user(count, displ), out, offset * self.typemap.element.itemsize,
+                                   MPI.COMM_SELF)
+
+    def unpack(self) -> None:
+        """Copy ``array`` back into the selected elements of the user's buffer (MPI_Unpack)."""
+        src = self.array.view(np.uint8)
+        for count, displ, offset in zip(self.counts, self.displs, self.offsets):
+            if count:
+                self.datatype.Unpack(src, offset * self.typemap.element.itemsize, self._user(count, displ),
+                                     MPI.COMM_SELF)
+
+
+def pack(raw: np.ndarray, datatype: MPI.Datatype, typemap: Typemap, counts: list[int], displs: list[int],
+         what: str, *, writable: bool) -> Packed:
+    """Pack ``counts[i]`` elements of ``datatype`` at ``displs[i]`` extents of ``raw`` (bytes) for a call.
+
+    Every byte the datatype touches must lie inside ``raw`` (checked here: MPI
+    would read or write past the buffer).  A receive buffer (``writable``) is
+    unpacked when the call completes (see :func:`staging`).
+    """
+    tm = typemap
+    if tm.extent <= 0 and any(counts):
+        raise errors.DatatypeError(f"{what}: a datatype of extent {tm.extent} cannot describe consecutive elements")
+    for i, (count, displ) in enumerate(zip(counts, displs)):
+        if not count:
+            continue
+        lo = displ * tm.extent + tm.true_lb
+        hi = (displ + count - 1) * tm.extent + tm.true_lb + tm.true_extent
+        if lo < 0 or hi > raw.shape[0]:
+            block = f"block {i}: " if len(counts) > 1 else ""
+            raise errors.CountError(f"{what}: {block}{count} elements of the datatype at displacement {displ} "
+                                    f"span bytes {lo} .. {hi}, the buffer has {raw.shape[0]}")
+    offsets = [0]
+    for count in counts[:-1]:
+        offsets.append(offsets[-1] + count * tm.per)
+    total = offsets[-1] + counts[-1] * tm.per if counts else 0
+    packed = Packed(raw, datatype, tm, tuple(counts), tuple(displs), np.empty(total, tm.element), tuple(offsets))
+    packed.pack()  # the receive side too: an in-place call reads it, and unwritten elements keep their values
+    _current().add(packed, writable)
+    return packed
+
+
+def stage(packed: Any, writable: bool) -> None:
+    """Register a :class:`Packed` (or anything with ``pack()`` and ``unpack()``) built by a caller
+    (Alltoallw's per-peer blocks) with the call being prepared:
+    packed again whenever a persistent request starts, unpacked (``writable``) when the call completes."""
+    _current().add(packed, writable)
+
+
+# -- staging: unpack received data when the call completes --------------------------------------------
+
+
+class Staged:
+    """The packed buffers of one call being prepared."""
+
+    def __init__(self) -> None:
+        self.pack: list[Callable[[], None]] = []
+        self.unpack: list[Callable[[], None]] = []
+
+    def add(self, packed: Any, writable: bool) -> None:
+        self.pack.append(packed.pack)
+        if writable:
+            self.unpack.append(packed.unpack)
+
+    def attach(self, plan: Any) -> Any:
+        """Make ``plan`` unpack its received data when it finishes, and pack its inputs again whenever a
+        persistent request starts it (``Plan.before``); the call itself packed them already."""
+        if plan is None or not self.pack:
+            return plan
+        earlier, pack, unpack = plan.finish, tuple(self.pack), tuple(self.unpack)
+
+        def finish() -> None:
+            if earlier is not None:
+                earlier()
+            for step in unpack:
+                step()
+
+        def before() -> None:
+            for step in pack:
+                step()
+
+        plan.finish, plan.before = finish, before
+        return plan
+
+
+_STACK: list[Staged] = []
+
+
+@contextlib.contextmanager
+def staging() -> Iterator[Staged]:
+    """Collect the packed buffers of the call prepared inside the block."""
+    staged = Staged()
+    _STACK.append(staged)
+    try:
+        yield staged
+    finally:
+        _STACK.pop()
+
+
+def _current() -> Staged:
+    if not _STACK:
+        raise RuntimeError("a non-contiguous MPI datatype can only be used in a call through mpicoll.Comm")
+    return _STACK[-1]

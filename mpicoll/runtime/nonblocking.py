@@ -1,0 +1,551 @@
+"""The nonblocking and persistent executor: a schedule advanced round by round by Test and Wait.
+
+A collective's bound rounds (see :func:`mpicoll.runtime.blocking.bind`) become a
+small state machine.  Starting it posts round 0's receives and sends; from then
+on, every ``Test`` or ``Wait`` on *any* mpicoll request of this process moves
+*every* started one forward as far as its messages allow: when all of a round's
+messages are complete, its local steps (reductions, copies) run and the next
+round is posted.  There is no thread: progress happens inside mpicoll's calls,
+the weak-progress model of MPI itself (see ``docs/nonblocking.md``).
+
+- :class:`Request` (``comm.Iallreduce(...)``) posts ``Irecv``/``Isend`` round by round;
+- :class:`Prequest` (``comm.Allreduce_init(...)``) binds everything once: views,
+  peers, its tag, scratch buffers and one MPI persistent request (``Recv_init``,
+  ``Send_init``) per message; ``Start()`` only ``Startall``'s round 0.
+
+Why every request advances every other: rank 0 may wait on request B while
+rank 1 waits on request A; if a Wait moved only its own request, A would never
+finish on rank 0 and both would hang.  Likewise a blocking mpicoll collective
+called while requests are outstanding keeps them moving (see ``Comm._run_prepared``).
+
+Each request carries the tag ``mpicoll.Comm`` drew for its call from the
+communicator's sequences (blocking, nonblocking and persistent calls have
+ranges of their own), so the messages of different calls never match one
+another.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from mpi4py import MPI
+
+from mpicoll.runtime import watchdog
+
+if TYPE_CHECKING:
+    from mpicoll.comm.comm import Comm
+    from mpicoll.runtime.plan import Plan
+
+__all__ = ["Request", "Prequest", "start", "persistent", "outstanding", "wait_mpi", "progress"]
+
+# request states
+_INACTIVE, _RUNNING, _COMPLETE, _FREED = 0, 1, 2, 3
+
+_ACTIVE: list[_Collective] = []   # every started, unfinished mpicoll request of this process
+ACTIVE = _ACTIVE   # the same list, read on the blocking hot path (mpicoll.comm.comm.run) without a call
+_testall = MPI.Request.Testall
+_waitall = MPI.Request.Waitall
+_waitany = MPI.Request.Waitany
+_startall = MPI.Prequest.Startall
+
+
+class _Collective:
+    """One rank's share of one collective call, advanced round by round.
+
+    ``_steps[t]`` are round t's local steps; ``_post(t)`` starts round t's
+    messages and returns their MPI requests (``_pending``).  ``finish`` runs when
+    the collective completes; ``release`` when the engine is done with it,
+    completed or dropped by an error (a cached plan is given back).
+    """
+
+    __slots__ = ("_steps", "_nrounds", "_round", "_pending", "_finish", "_release", "_state", "tag", "watch")
+
+    def __init__(self, steps: list[list[Callable[[], None]]], finish: Callable[[], None] | None, tag: int,
+                 release: Callable[[], None] | None = None) -> None:
+        self._steps = steps
+        self._nrounds = len(steps)
+        self._round = 0
+        self._pending: list[MPI.Request] = []
+        self._finish = finish
+        self._release = release
+        self._state = _INACTIVE
+        self.tag = tag
+        self.watch: tuple[str, float, int] | None = None   # (collective, timeout, rank): Wait under the watchdog
+
+    def _post(self, t: int) -> list[MPI.Request]:
+        raise NotImplementedError
+
+    # -- the state machine ----------------------------------------------------
+
+    def _launch(self) -> None:
+        """Post round 0 (or finish at once when there is nothing to send)."""
+        self._state = _RUNNING
+        self._round = 0
+        if self._nrounds == 0:
+            self._complete()
+            return
+        _ACTIVE.append(self)
+        self._pending = self._post(0)
+        if not self._pending:
+            self._advance(False)
+
+    def _advance(self, block: bool) -> bool:
+        """Run rounds while their messages are complete (waiting for them if ``block``); True when done."""
+        steps, t = self._steps, self._round
+        while True:
+            pending = self._pending
+            if pending:
+                if block:
+                    _waitall(pending)
+                elif not _testall(pending):
+                    return False
+            try:
+                for step in steps[t]:
+                    step()
+            except BaseException:      # e.g. a user op raised: drop the request rather than retry it forever
+                _ACTIVE.remove(self)   # (this round's messages are complete: nothing of it is left in flight)
+                self._state, self._pending = _INACTIVE, []
+                if self._release is not None:
+                    self._release()
+                raise
+            t += 1
+            if t == self._nrounds:
+                _ACTIVE.remove(self)
+                self._complete()
+                return True
+            self._round = t
+            self._pending = self._post(t)
+
+    def _complete(self) -> None:
+        self._pending = []
+        self._state = _COMPLETE
+        if self._finish is not None:
+            self._finish()
+        if self._release is not None:
+            self._release()
+
+    def _done(self) -> bool:
+        """Whether the engine has finished (progressing everything first); raise if freed."""
+        if self._state == _FREED:
+            raise RuntimeError(f"{self!r} was freed")
+        if self._state == _RUNNING:
+            progress()
+        return self._state != _RUNNING
+
+    # -- mpi4py's names ---------------------------------------------------------
+
+    def Wait(self, status: MPI.Status | None = None) -> bool:
+        """Block until the collective is complete, moving every outstanding mpicoll request along.
+
+        Parameters
+        ----------
+        status : MPI.Status, optional
+            Set empty, as MPI does for collectives.
+
+        Returns
+        -------
+        bool
+            Always True (mpi4py's convention).
+
+        Raises
+        ------
+        RuntimeError
+            The request was freed.
+        CollectiveTimeout
+            The communicator has a timeout and the collective made no progress for that long.
+        """
+        state = self._state
+        if state == _FREED:
+            raise RuntimeError(f"{self!r} was freed: it cannot be waited on")
+        if state == _RUNNING:
+            if self.watch is not None:      # a timeout was set: poll under the watchdog
+                watchdog.wait(self._done, lambda: list(_ACTIVE), *self.watch)
+            elif len(_ACTIVE) == 1:           # alone: block in MPI round by round, no polling
+                self._advance(True)
+            else:
+                _wait_until(lambda: self._state != _RUNNING)
+        self._state = _INACTIVE
+        if status is not None:
+            _empty(status)
+        return True
+
+    def Test(self, status: MPI.Status | None = None) -> bool:
+        """Move every outstanding mpicoll request along, without blocking.
+
+        Parameters
+        ----------
+        status : MPI.Status, optional
+            Set empty when complete.
+
+        Returns
+        -------
+        bool
+            True when this request is complete (it is then done, as after ``Wait()``).
+
+        Raises
+        ------
+        RuntimeError
+            The request was freed.
+        """
+        if not self._done():
+            return False
+        self._state = _INACTIVE
+        _empty(status)
+        return True
+
+    def Free(self) -> None:
+        """Release the request.
+
+        Raises
+        ------
+        RuntimeError
+            The request is active: MPI forbids freeing an active collective request.
+        """
+        if self._state in (_RUNNING, _COMPLETE):
+            raise RuntimeError(f"{self!r} is active: complete it with Wait() or Test() before Free()")
+        self._state = _FREED
+
+    def __bool__(self) -> bool:
+        """As for ``MPI.Request``: false once completed (a null request) or freed."""
+        return self._state in (_RUNNING, _COMPLETE)
+
+    # class-level helpers, as MPI.Request has them; they accept MPI.Request objects too
+
+    @staticmethod
+    def Waitall(requests: Sequence[Any], statuses: list[MPI.Status] | None = None) -> bool:
+        """Wait for every request (mpicoll's or MPI's) in ``requests``.
+
+        Parameters
+        ----------
+        requests : sequence of Request, Prequest or MPI.Request
+            Completed in order.
+        statuses : list of MPI.Status, optional
+            One per request.
+
+        Returns
+        -------
+        bool
+            Always True.
+        """
+        for i, req in enumerate(requests):
+            _wait_one(req, statuses[i] if statuses is not None else None)
+        return True
+
+    @staticmethod
+    def Testall(requests: Sequence[Any], statuses: list[MPI.Status] | None = None) -> bool:
+        """Whether every request is complete; if so, complete them all, else complete none.
+
+        Parameters
+        ----------
+        requests : sequence of Request, Prequest or MPI.Request
+        statuses : list of MPI.Status, optional
+
+        Returns
+        -------
+        bool
+        """
+        progress()
+        if not all(_is_complete(req) for req in requests):
+            return False
+        return _Collective.Waitall(requests, statuses)
+
+    @staticmethod
+    def Waitany(requests: Sequence[Any], status: MPI.Status | None = None) -> int:
+        """Block until one request completes.
+
+        Parameters
+        ----------
+        requests : sequence of Request, Prequest or MPI.Request
+        status : MPI.Status, optional
+
+        Returns
+        -------
+        int
+            The index of the request completed now, or ``MPI.UNDEFINED`` when none is active.
+        """
+        while True:
+            index, flag = _Collective.Testany(requests, status)
+            if flag:
+                return index
+            mine = [i for i, r in enumerate(requests) if isinstance(r, MPI.Request)]
+            k = _block_once([requests[i] for i in mine], status)
+            if k is not None:       # one of the MPI requests completed (MPI has completed it)
+                return mine[k]
+
+    @staticmethod
+    def Testany(requests: Sequence[Any], status: MPI.Status | None = None) -> tuple[int, bool]:
+        """Complete one request if one is complete, without blocking.
+
+        Parameters
+        ----------
+        requests : sequence of Request, Prequest or MPI.Request
+        status : MPI.Status, optional
+
+        Returns
+        -------
+        tuple of (int, bool)
+            ``(index, True)`` for a request completed now, ``(MPI.UNDEFINED, True)`` if none is active,
+            otherwise ``(MPI.UNDEFINED, False)``; every outstanding request is moved along first.
+        """
+        progress()
+        active = False
+        for i, req in enumerate(requests):
+            if not _is_active(req):
+                continue
+            active = True
+            if _is_complete(req):
+                _wait_one(req, status)
+                return i, True
+        return (MPI.UNDEFINED, True) if not active else (MPI.UNDEFINED, False)
+
+    @staticmethod
+    def Startall(requests: Iterable[Prequest]) -> None:
+        """Start every persistent request in ``requests``.
+
+        Parameters
+        ----------
+        requests : iterable of Prequest
+
+        Raises
+        ------
+        RuntimeError
+            A request is freed or still active (see :meth:`Prequest.Start`).
+        """
+        for req in requests:
+            req.Start()
+
+
+class Request(_Collective):
+    """A nonblocking collective in flight (``comm.Iallreduce(...)`` and the like)."""
+
+    __slots__ = ("_rounds", "_irecv", "_isend")
+
+    def __init__(self, rounds: list, comm: MPI.Comm | None, tag: int, finish: Callable[[], None] | None,
+                 steps: list[list[Callable[[], None]]] | None = None, release: Callable[[], None] | None = None
+                 ) -> None:
+        super().__init__([steps for _, _, steps in rounds] if steps is None else steps, finish, tag, release)
+        self._rounds = rounds
+        if comm is not None:
+            self._irecv, self._isend = comm.Irecv, comm.Isend
+
+    def _post(self, t: int) -> list[MPI.Request]:
+        sends, recvs, _ = self._rounds[t]
+        irecv, isend, tag = self._irecv, self._isend, self.tag
+        return [irecv(buf, peer, tag) for buf, peer in recvs] + [isend(buf, peer, tag) for buf, peer in sends]
+
+    def __repr__(self) -> str:
+        return f"<mpicoll.Request tag={self.tag} state={_NAMES[self._state]}>"
+
+
+class Prequest(_Collective):
+    """A persistent collective (``comm.Allreduce_init(...)``): ``Start()``, then ``Wait()``/``Test()``, repeatedly.
+
+    Everything is bound once at creation: the schedule's views of the buffers,
+    the scratch space, the tag, and one MPI persistent request per message.
+    The buffers' *contents* may change between starts, the buffers may not.
+    """
+
+    __slots__ = ("_requests", "_rebuild", "_comm")
+
+    def __init__(self, plan: Plan | None, comm: Comm, tag: int,
+                 rebuild: Callable[[], Plan | None] | None = None) -> None:
+        super().__init__([], None, tag)
+        self._comm = comm
+        self._rebuild = rebuild
+        self._requests: list[list[MPI.Prequest]] = []
+        self._bind(plan)
+
+    def _bind(self, plan: Plan | None) -> None:
+        """Create the MPI persistent requests of every round (receives first, as the blocking executor posts them)."""
+        self._free_requests()
+        rounds = plan.bound() if plan is not None else []
+        private, tag = self._comm.private, self.tag
+        self._requests = [[private.Recv_init(buf, peer, tag) for buf, peer in recvs]
+                          + [private.Send_init(buf, peer, tag) for buf, peer in sends]
+                          for sends, recvs, _ in rounds]
+        self._steps = [steps for _, _, steps in rounds]
+        self._nrounds = len(rounds)
+        self._finish = plan.finish if plan is not None else None
+
+    def _free_requests(self) -> None:
+        for reqs in self._requests:
+            for req in reqs:
+                req.Free()
+        self._requests = []
+
+    def _post(self, t: int) -> list[MPI.Request]:
+        reqs = self._requests[t]
+        if reqs:
+            _startall(reqs)
+        return reqs
+
+    def Start(self) -> None:
+        """Run the collective once more with the buffers' current contents.
+
+        Raises
+        ------
+        RuntimeError
+            The request was freed, or is still active (``Wait()`` or ``Test()`` it to completion first).
+        """
+        state = self._state
+        if state != _INACTIVE:
+            raise RuntimeError(f"{self!r} cannot be started: " + ("it was freed" if state == _FREED else
+                               "it is still active (Wait() or Test() it to completion first)"))
+        if self._rebuild is not None:   # GPU buffers: stage the current device contents in
+            plan = self._rebuild()
+            if plan is not None:        # a fresh plan to bind; None: the binding stays
+                self._bind(plan)
+        if self._nrounds and self._requests[0]:     # the common case, kept lean: Startall round 0
+            self._state, self._round = _RUNNING, 0
+            _ACTIVE.append(self)
+            self._pending = reqs = self._requests[0]
+            _startall(reqs)
+        else:
+            self._launch()
+
+    def Free(self) -> None:
+        """Release the MPI persistent requests; the request cannot be started again.
+
+        Raises
+        ------
+        RuntimeError
+            The request is active (started and not yet completed).
+        """
+        super().Free()
+        self._free_requests()
+
+    def __bool__(self) -> bool:
+        """As for ``MPI.Prequest``: true until freed."""
+        return self._state != _FREED
+
+    def __repr__(self) -> str:
+        return f"<mpicoll.Prequest tag={self.tag} state={_NAMES[self._state]}>"
+
+    def __del__(self) -> None:
+        if self._state == _INACTIVE and MPI.Is_initialized() and not MPI.Is_finalized():
+            self._free_requests()
+
+
+_NAMES = {_INACTIVE: "inactive", _RUNNING: "running", _COMPLETE: "complete", _FREED: "freed"}
+
+
+# -- entry points used by mpicoll.Comm ------------------------------------------------
+
+def start(plan: Plan | None, comm: Comm, tag: int, lent: bool = False) -> Request:
+    """Start ``plan`` nonblocking on ``comm``'s private communicator with the call's ``tag``.
+
+    ``mpicoll.Comm`` draws the tag before it checks the call's arguments, so that
+    every rank's tag sequence stays in step even when ``plan`` is None (nothing
+    to do) or one rank's checks fail.  A ``lent`` plan is a cached one: the
+    request runs its rounds bound once and marks it in use (:attr:`Plan.lent`)
+    until it finishes or an error drops it (a user op that raised: the round's
+    messages are complete then, so the plan is free to serve the next call).
+    """
+    if plan is None:
+        req = Request([], None, tag, None)
+    elif lent:
+        plan.lent = True
+        rounds, steps = plan.request_parts()
+        req = Request(rounds, comm.private, tag, None, steps, partial(_give_back, plan))
+    else:
+        plan.begin()      # GPU buffers: stage the inputs in
+        req = Request(plan.bound(), comm.private, tag, plan.finish)
+    req._launch()
+    return req
+
+
+def _give_back(plan: Plan) -> None:
+    """A request of a lent plan finished: the plan may serve the next call."""
+    plan.lent = False
+
+
+def persistent(plan: Plan | None, comm: Comm, tag: int,
+               rebuild: Callable[[], Plan | None] | None = None) -> Prequest:
+    """An inactive persistent request for ``plan`` on ``comm`` with a tag of its own for its whole life.
+
+    ``rebuild`` runs at every ``Start`` (for GPU buffers: it stages the device
+    buffers' current contents in) and returns a fresh plan to bind, or None to
+    keep the binding made here.
+    """
+    return Prequest(plan, comm, tag, rebuild)
+
+
+def outstanding() -> bool:
+    """Whether any mpicoll request of this process is started and not finished."""
+    return bool(_ACTIVE)
+
+
+def progress() -> None:
+    """Move every outstanding mpicoll request as far as its messages allow, without blocking."""
+    for req in list(_ACTIVE):
+        req._advance(False)
+
+
+def wait_mpi(request: MPI.Request) -> None:
+    """Wait for an MPI request while keeping mpicoll's outstanding requests moving."""
+    _wait_one(request, None)
+
+
+# -- helpers ---------------------------------------------------------------------------
+
+def _wait_until(done: Callable[[], bool]) -> None:
+    """Progress everything until ``done()``, sleeping inside MPI (Waitany) rather than polling in Python."""
+    progress()
+    while not done():
+        _block_once(())
+        progress()
+
+
+def _block_once(extra: Sequence[MPI.Request], status: MPI.Status | None = None) -> int | None:
+    """Block until one message of some outstanding request, or one of ``extra``, completes.
+
+    Returns the index in ``extra`` of the request that completed (MPI has then
+    completed it, as ``Waitany`` does, filling ``status``), or None.
+    """
+    internal = [q for req in _ACTIVE for q in req._pending]
+    if not internal and not any(extra):
+        return None
+    i = _waitany(internal + list(extra), status)
+    return i - len(internal) if i != MPI.UNDEFINED and i >= len(internal) else None
+
+
+def _wait_one(req: Any, status: MPI.Status | None) -> None:
+    if isinstance(req, _Collective):
+        req.Wait(status)
+    elif isinstance(req, MPI.Request):
+        while _ACTIVE:        # keep mpicoll's requests moving while the MPI request is not done
+            progress()
+            if req.Get_status():
+                break
+            if _block_once((req,), status) == 0:
+                return        # Waitany completed it
+        req.Wait(status)
+    else:
+        raise TypeError(f"expected a request, got {type(req).__name__}")
+
+
+def _is_active(req: Any) -> bool:
+    if isinstance(req, _Collective):
+        if req._state == _FREED:
+            raise RuntimeError(f"{req!r} was freed")
+        return req._state in (_RUNNING, _COMPLETE)
+    return req != MPI.REQUEST_NULL
+
+
+def _is_complete(req: Any) -> bool:
+    if isinstance(req, _Collective):
+        return req._done()
+    if isinstance(req, MPI.Request):
+        return req.Get_status()    # true for a null or inactive request too, as MPI_Request_get_status says
+    raise TypeError(f"expected a request, got {type(req).__name__}")
+
+
+def _empty(status: MPI.Status | None) -> None:
+    """A collective's status is empty (MPI-4 §3.7.3): any source, any tag, no error, 0 elements."""
+    if status is not None:
+        status.Set_source(MPI.ANY_SOURCE)
+        status.Set_tag(MPI.ANY_TAG)
+        status.Set_error(MPI.SUCCESS)
+        status.Set_elements(MPI.BYTE, 0)

@@ -1,0 +1,1 @@
+"""The command-line tools behind ``python -m mpicoll``, calibration, the launcher's helpers and the test bed."""
