@@ -21,7 +21,7 @@ from mpicoll.ir.schedule import Block, Copy, Recv, Reduce, Round, Schedule, Sche
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time these come from __getattr__ below
     from mpicoll.comm.comm import Comm
-    from mpicoll.runtime.debug import ArgumentError, MismatchError
+    from mpicoll.errors import ArgumentError, MismatchError
     from mpicoll.runtime.nonblocking import Prequest, Request
     from mpicoll.runtime.ops import Op
     from mpicoll.runtime.watchdog import CollectiveTimeout, MessageSizeError
@@ -34,8 +34,8 @@ _LAZY = {
     "Request": ".runtime.nonblocking",
     "Prequest": ".runtime.nonblocking",
     "Op": ".runtime.ops",
-    "MismatchError": ".runtime.debug",
-    "ArgumentError": ".runtime.debug",
+    "MismatchError": ".errors",
+    "ArgumentError": ".errors",
     "CollectiveTimeout": ".runtime.watchdog",
     "MessageSizeError": ".runtime.watchdog",
 }

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from mpi4py import MPI
 
-__all__ = ["MPIError", "RootError", "CountError", "CountTypeError", "TypeMismatchError", "DatatypeError",
+__all__ = ["MismatchError", "ArgumentError", "MPIError", "RootError", "CountError", "CountTypeError", "TypeMismatchError", "DatatypeError",
            "OpError", "OpTypeError", "BufferValueError", "BufferTypeError", "TruncateError", "ArgError"]
 
 
@@ -103,3 +103,26 @@ class TruncateError(MPIError, ValueError):
 
 class ArgError(MPIError, ValueError):
     """Any other invalid argument (``MPI.ERR_ARG``)."""
+
+
+class MismatchError(ValueError):
+    """Ranks called the same collective with arguments that do not agree.
+
+    ``collective`` is the call's name and ``fields`` maps every field that
+    differs to ``{value: [ranks]}``.
+    """
+
+    def __init__(self, message: str, collective: str = "", fields: dict[str, dict[Any, list[int]]] | None = None):
+        super().__init__(message)
+        self.collective, self.fields = collective, fields or {}
+
+
+class ArgumentError(ValueError):
+    """In debug mode: some rank's arguments were rejected, so every rank abandoned the call.
+
+    ``collective`` names the call and ``errors`` maps each rank at fault to its error message.
+    """
+
+    def __init__(self, message: str, collective: str = "", errors: dict[int, str] | None = None):
+        super().__init__(message)
+        self.collective, self.errors = collective, errors or {}

@@ -40,6 +40,7 @@ import json
 import os
 from pathlib import Path
 
+from mpicoll import config
 from mpicoll.analysis.cost import Machine
 
 __all__ = ["preset", "PRESETS", "calibration_path", "DEFAULT_LOCAL", "NCCL_SUMMIT"]
@@ -65,7 +66,7 @@ DEFAULT_LOCAL = Machine(alpha=1.61e-6, beta=1.19e-10, gamma=1.25e-10, name="loca
 
 def calibration_path() -> Path:
     """Where ``calibrate`` writes and ``local`` reads the measured constants."""
-    env = os.environ.get("MPICOLL_CALIBRATION")
+    env = config.current().calibration
     if env:
         return Path(env)
     return Path(os.environ.get("XDG_CONFIG_HOME", Path.home() / ".config")) / "mpicoll" / "calibration.json"

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 from mpicoll import errors
 from mpicoll.calls import debug_check
 from mpicoll.calls._checks import check_pair
-from mpicoll.ir import nodes
 from mpicoll.ir.layout import Layout
 from mpicoll.runtime.buffers import is_in_place, parse, parse_blocks
 from mpicoll.runtime.plan import Plan, make_plan
@@ -28,7 +27,7 @@ from mpicoll.selection import choose as selection
 from mpicoll.selection.choose import KiB, MiB
 
 if TYPE_CHECKING:
-    from mpicoll.comm.comm import Comm
+    from mpicoll.runtime.state import Preparation
 
 
 @selection.auto_rule("allgather")
@@ -40,7 +39,7 @@ def auto(*, size: int, nbytes: int, count: int, commutative: bool) -> str:
     return "ring"
 
 
-def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, *, algorithm: str | None) -> Plan | None:
+def prepare(comm: Preparation, sendbuf: Any, recvbuf: Any, *, algorithm: str | None) -> Plan | None:
     """Check an ``Allgather`` call and bind its schedule; None when there is nothing to move."""
     p, r = comm.size, comm.rank
     recv = parse_blocks(recvbuf, "recvbuf", p, writable=True)
@@ -56,7 +55,7 @@ def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, *, algorithm: str | None) ->
                              f"got blocks of {count}")
         send_array, send_layout = send.array, Layout.only(r, count, p)
     name, params = selection.choose("allgather", algorithm, size=p, nbytes=recv.nbytes, count=recv.count,
-                                    nodes=lambda: nodes.of_comm(comm), comm=comm)
+                                    nodes=comm.nodes, agreed=comm.agreed)
     debug_check(comm, "Allgather", count=count, dtype=recv.dtype, algorithm=name)
     if count == 0:
         return None

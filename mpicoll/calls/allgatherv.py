@@ -25,14 +25,13 @@ from mpicoll import errors
 from mpicoll.calls import debug_check
 from mpicoll.calls._checks import check_disjoint, check_pair
 from mpicoll.families import registry
-from mpicoll.ir import nodes
 from mpicoll.ir.layout import Layout
 from mpicoll.runtime.buffers import is_in_place, parse, parse_v
 from mpicoll.runtime.plan import Plan, make_plan
 from mpicoll.selection import choose as selection
 
 if TYPE_CHECKING:
-    from mpicoll.comm.comm import Comm
+    from mpicoll.runtime.state import Preparation
 
 
 @selection.auto_rule("allgatherv")
@@ -40,7 +39,7 @@ def auto(*, size: int, nbytes: int, count: int, commutative: bool) -> str:
     return "linear" if size <= 4 else "ring"
 
 
-def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, *, algorithm: str | None) -> Plan | None:
+def prepare(comm: Preparation, sendbuf: Any, recvbuf: Any, *, algorithm: str | None) -> Plan | None:
     """Check an ``Allgatherv`` call and bind its schedule; None when every count is 0."""
     p, r = comm.size, comm.rank
     recv = parse_v(recvbuf, "recvbuf", p, writable=True)
@@ -56,7 +55,7 @@ def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, *, algorithm: str | None) ->
                              f"sends {send.count // send.unit} elements")
         send_array, send_layout = send.array, Layout.only(r, send.count, p)
     name, params = selection.choose("allgatherv", algorithm, size=p, nbytes=recv.nbytes, count=sum(recv.counts),
-                                    nodes=lambda: nodes.of_comm(comm), comm=comm)
+                                    nodes=comm.nodes, agreed=comm.agreed)
     debug_check(comm, "Allgatherv", counts=recv.counts, dtype=recv.dtype, algorithm=name)
     if sum(recv.counts) == 0:
         return None
@@ -68,7 +67,7 @@ def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, *, algorithm: str | None) ->
                      lambda nb: {"recv": layout, "send": send_layout}, dtype=recv.dtype)
 
 
-def _gathered_in_scratch(comm: Comm, name: str, params: dict, recv: Any, send_array: Any, send_layout: Layout,
+def _gathered_in_scratch(comm: Preparation, name: str, params: dict, recv: Any, send_array: Any, send_layout: Layout,
                          packed: Layout) -> Plan:
     """An algorithm that moves runs of consecutive blocks in one message needs them one after the other in
     rank order: it gathers into a packed scratch buffer, then each block is copied to its displacement."""

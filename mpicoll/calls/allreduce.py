@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 
 from mpicoll.calls import debug_check
 from mpicoll.calls._checks import check_count, check_pair
-from mpicoll.ir import nodes
 from mpicoll.ir.layout import Layout
 from mpicoll.runtime.buffers import Buffer, is_in_place, parse
 from mpicoll.runtime.ops import check_op, is_commutative, op_name
@@ -28,7 +27,7 @@ from mpicoll.selection import choose as selection
 from mpicoll.selection.choose import KiB, MiB
 
 if TYPE_CHECKING:
-    from mpicoll.comm.comm import Comm
+    from mpicoll.runtime.state import Preparation
 
 
 @selection.auto_rule("allreduce")
@@ -46,7 +45,7 @@ def auto(*, size: int, nbytes: int, count: int, commutative: bool) -> str:
     return "ring"
 
 
-def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, op: Any, *, algorithm: str | None) -> Plan | None:
+def prepare(comm: Preparation, sendbuf: Any, recvbuf: Any, op: Any, *, algorithm: str | None) -> Plan | None:
     """Check an ``Allreduce`` call and bind its schedule; None when the count is 0."""
     recv = parse(recvbuf, "recvbuf", writable=True)
     send: Buffer | None = None
@@ -57,8 +56,8 @@ def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, op: Any, *, algorithm: str |
         check_pair(recv, send)
     check_op(op, recv.dtype)
     name, params = selection.choose("allreduce", algorithm, size=comm.size, nbytes=recv.nbytes,
-                                    count=recv.count, commutative=is_commutative(op), nodes=lambda: nodes.of_comm(comm),
-                                    comm=comm)
+                                    count=recv.count, commutative=is_commutative(op), nodes=comm.nodes,
+                                    agreed=comm.agreed)
     debug_check(comm, "Allreduce", count=recv.count, dtype=recv.dtype, op=op_name(op), algorithm=name)
     if recv.count == 0:
         return None

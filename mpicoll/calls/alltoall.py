@@ -32,7 +32,7 @@ from mpicoll.runtime.plan import Plan, make_plan
 from mpicoll.selection import choose as selection
 
 if TYPE_CHECKING:
-    from mpicoll.comm.comm import Comm
+    from mpicoll.runtime.state import Preparation
 
 
 @selection.auto_rule("alltoall")
@@ -42,7 +42,7 @@ def auto(*, size: int, nbytes: int, count: int, commutative: bool) -> str:
     return "linear" if size <= 4 else "pairwise"
 
 
-def bind_alltoall(comm: Comm, collective: str, name: str, params: dict, send_array: Any, send_layout: Layout,
+def bind_alltoall(comm: Preparation, collective: str, name: str, params: dict, send_array: Any, send_layout: Layout,
                   recv_array: Any, recv_layout: Layout, dtype: np.dtype, xp: Any, in_place: bool) -> Plan:
     """The plan of an all-to-all; in place, the result goes to scratch and is copied block by block at the end."""
     size = max(recv_layout.ends, default=0)
@@ -55,7 +55,7 @@ def bind_alltoall(comm: Comm, collective: str, name: str, params: dict, send_arr
     return plan
 
 
-def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, *, algorithm: str | None) -> Plan | None:
+def prepare(comm: Preparation, sendbuf: Any, recvbuf: Any, *, algorithm: str | None) -> Plan | None:
     """Check an ``Alltoall`` call and bind its schedule; None when the count is 0."""
     p = comm.size
     recv = parse_blocks(recvbuf, "recvbuf", p, writable=True)
@@ -69,7 +69,7 @@ def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, *, algorithm: str | None) ->
             raise errors.CountError(f"recvbuf: Alltoall needs blocks of sendbuf's {send.count // p} elements, "
                              f"got {count}")
         send_array = send.array
-    name, params = selection.choose("alltoall", algorithm, size=p, nbytes=recv.nbytes, count=recv.count, comm=comm)
+    name, params = selection.choose("alltoall", algorithm, size=p, nbytes=recv.nbytes, count=recv.count, agreed=comm.agreed)
     debug_check(comm, "Alltoall", count=count, dtype=recv.dtype, algorithm=name)
     if count == 0:
         return None

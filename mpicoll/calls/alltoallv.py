@@ -31,7 +31,7 @@ from mpicoll.runtime.plan import Plan
 from mpicoll.selection import choose as selection
 
 if TYPE_CHECKING:
-    from mpicoll.comm.comm import Comm
+    from mpicoll.runtime.state import Preparation
 
 
 @selection.auto_rule("alltoallv")
@@ -39,7 +39,7 @@ def auto(*, size: int, nbytes: int, count: int, commutative: bool) -> str:
     return "linear" if size <= 4 else "pairwise"
 
 
-def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, *, algorithm: str | None) -> Plan | None:
+def prepare(comm: Preparation, sendbuf: Any, recvbuf: Any, *, algorithm: str | None) -> Plan | None:
     """Check an ``Alltoallv`` call and bind its schedule (zero-size messages included)."""
     p = comm.size
     recv = parse_v(recvbuf, "recvbuf", p, writable=True)
@@ -52,7 +52,7 @@ def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, *, algorithm: str | None) ->
         check_pair(recv, send)
         send_array, send_layout = send.array, Layout.v(send.counts, send.displs)
     name, params = selection.choose("alltoallv", algorithm, size=p, nbytes=recv.nbytes, count=sum(recv.counts),
-                                    comm=comm)
+                                    agreed=comm.agreed)
     debug_check(comm, "Alltoallv", dtype=recv.dtype, algorithm=name)
     # never skip a call: only all ranks together know whether nothing moves at all
     return _alltoall.bind_alltoall(comm, "alltoallv", name, params, send_array, send_layout, recv.array,

@@ -41,7 +41,7 @@ from mpicoll.runtime.plan import Plan
 from mpicoll.selection import choose as selection
 
 if TYPE_CHECKING:
-    from mpicoll.comm.comm import Comm
+    from mpicoll.runtime.state import Preparation
 
 
 @selection.auto_rule("alltoallw")
@@ -191,7 +191,7 @@ def as_bytes(buf: WBuffer, what: str, *, writable: bool) -> tuple[np.ndarray, La
     return packed, Layout.v(nbytes, offsets)
 
 
-def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, *, algorithm: str | None) -> Plan | None:
+def prepare(comm: Preparation, sendbuf: Any, recvbuf: Any, *, algorithm: str | None) -> Plan | None:
     """Check an ``Alltoallw`` call and bind its schedule over byte blocks (zero-size messages included)."""
     p, me = comm.size, comm.rank
     recv = parse_w(recvbuf, "recvbuf", p, writable=True)
@@ -201,7 +201,7 @@ def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, *, algorithm: str | None) ->
     check_count(have, need, f"recvbuf: block {me} (this rank's own) has {have} bytes of type signature, "
                             f"sendbuf's block {me} sends {need}")
     name, params = selection.choose("alltoallw", algorithm, size=p, nbytes=sum(recv.nbytes), count=sum(recv.nbytes),
-                                    comm=comm)
+                                    agreed=comm.agreed)
     debug_check(comm, "Alltoallw", algorithm=name)
     recv_array, recv_layout = as_bytes(recv, "recvbuf", writable=True)
     if in_place and not recv.dense:   # the packed copy of recvbuf is the data to send; results go to another

@@ -13,13 +13,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from mpicoll.calls import debug_check
-from mpicoll.ir import nodes
 from mpicoll.ir.layout import Layout
 from mpicoll.runtime.plan import Plan, make_plan
 from mpicoll.selection import choose as selection
 
 if TYPE_CHECKING:
-    from mpicoll.comm.comm import Comm
+    from mpicoll.runtime.state import Preparation
 
 
 def _empty(nblocks: int) -> Layout:
@@ -31,10 +30,10 @@ def auto(*, size: int, nbytes: int, count: int, commutative: bool) -> str:
     return "dissemination"
 
 
-def prepare(comm: Comm, *, algorithm: str | None) -> Plan | None:
+def prepare(comm: Preparation, *, algorithm: str | None) -> Plan | None:
     """Choose the barrier's algorithm and bind its (empty) buffers; None on one rank."""
     name, params = selection.choose("barrier", algorithm, size=comm.size, nbytes=0, count=0,
-                                    nodes=lambda: nodes.of_comm(comm), comm=comm)
+                                    nodes=comm.nodes, agreed=comm.agreed)
     debug_check(comm, "Barrier", algorithm=name)
     if comm.size == 1:
         return None

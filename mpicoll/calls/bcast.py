@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 
 from mpicoll.calls import debug_check
 from mpicoll.calls._checks import check_root
-from mpicoll.ir import nodes
 from mpicoll.ir.layout import Layout
 from mpicoll.runtime.buffers import parse
 from mpicoll.runtime.plan import Plan, make_plan
@@ -26,7 +25,7 @@ from mpicoll.selection import choose as selection
 from mpicoll.selection.choose import KiB
 
 if TYPE_CHECKING:
-    from mpicoll.comm.comm import Comm
+    from mpicoll.runtime.state import Preparation
 
 
 @selection.auto_rule("bcast")
@@ -38,7 +37,7 @@ def auto(*, size: int, nbytes: int, count: int, commutative: bool = True) -> str
     return "pipelined_chain" if size <= 8 else "double_binary_tree"
 
 
-def prepare(comm: Comm, buf: Any, root: Any, *, algorithm: str | None) -> Plan | None:
+def prepare(comm: Preparation, buf: Any, root: Any, *, algorithm: str | None) -> Plan | None:
     """Check a ``Bcast`` call and bind its schedule; None when the count is 0.
 
     The root's buffer is only read (it may be read-only, as in mpi4py).
@@ -46,7 +45,7 @@ def prepare(comm: Comm, buf: Any, root: Any, *, algorithm: str | None) -> Plan |
     root = check_root(root, comm.size, "Bcast")
     b = parse(buf, "buf", writable=comm.rank != root)
     name, params = selection.choose("bcast", algorithm, size=comm.size, nbytes=b.nbytes, count=b.count,
-                                    nodes=lambda: nodes.of_comm(comm), comm=comm)
+                                    nodes=comm.nodes, agreed=comm.agreed)
     params["root"] = root
     debug_check(comm, "Bcast", count=b.count, dtype=b.dtype, root=root, algorithm=name)
     if b.count == 0:

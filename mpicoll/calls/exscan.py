@@ -24,7 +24,7 @@ from mpicoll.runtime.plan import Plan
 from mpicoll.selection import choose as selection
 
 if TYPE_CHECKING:
-    from mpicoll.comm.comm import Comm
+    from mpicoll.runtime.state import Preparation
 
 
 @selection.auto_rule("exscan")
@@ -32,6 +32,6 @@ def auto(*, size: int, nbytes: int, count: int, commutative: bool) -> str:
     return "linear" if size <= 2 else "recursive_doubling"
 
 
-def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, op: Any, *, algorithm: str | None) -> Plan | None:
+def prepare(comm: Preparation, sendbuf: Any, recvbuf: Any, op: Any, *, algorithm: str | None) -> Plan | None:
     """Check an ``Exscan`` call and bind its schedule; None when the count is 0."""
     return _scan.prepare_prefix(comm, "exscan", "Exscan", sendbuf, recvbuf, op, algorithm)

@@ -27,7 +27,7 @@ from mpicoll.selection import choose as selection
 from mpicoll.selection.choose import KiB
 
 if TYPE_CHECKING:
-    from mpicoll.comm.comm import Comm
+    from mpicoll.runtime.state import Preparation
 
 
 @selection.auto_rule("gather")
@@ -35,7 +35,7 @@ def auto(*, size: int, nbytes: int, count: int, commutative: bool = True) -> str
     return "binomial" if size > 2 and nbytes < 256 * KiB else "linear"
 
 
-def gather_plan(comm: Comm, collective: str, name: str, params: dict, root: int, send: Buffer | None,
+def gather_plan(comm: Preparation, collective: str, name: str, params: dict, root: int, send: Buffer | None,
                 recv: Any, recv_layout: Layout | None) -> Plan:
     """Bind a gather-like schedule: ``send`` is None in place; ``recv``/``recv_layout`` at the root only."""
     p, rank = comm.size, comm.rank
@@ -50,7 +50,7 @@ def gather_plan(comm: Comm, collective: str, name: str, params: dict, root: int,
     return make_plan(comm, collective, name, params, arrays, lambda nb: layouts, dtype=data.dtype)
 
 
-def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, root: Any, *, algorithm: str | None) -> Plan | None:
+def prepare(comm: Preparation, sendbuf: Any, recvbuf: Any, root: Any, *, algorithm: str | None) -> Plan | None:
     """Check a ``Gather`` call and bind its schedule; None when the count is 0.
 
     At the root ``recvbuf`` holds p blocks (an explicit count is per block, as
@@ -73,7 +73,7 @@ def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, root: Any, *, algorithm: str
         per = send.count
     data = recv if recv is not None else send
     name, params = selection.choose("gather", algorithm, size=p, nbytes=p * per * data.dtype.itemsize, count=p * per,
-                                    comm=comm)
+                                    agreed=comm.agreed)
     params["root"] = root
     debug_check(comm, "Gather", count=per, dtype=data.dtype, root=root, algorithm=name)
     if per == 0:

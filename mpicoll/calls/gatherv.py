@@ -18,7 +18,7 @@ from mpicoll.runtime.plan import Plan
 from mpicoll.selection import choose as selection
 
 if TYPE_CHECKING:
-    from mpicoll.comm.comm import Comm
+    from mpicoll.runtime.state import Preparation
 
 
 @selection.auto_rule("gatherv")
@@ -26,7 +26,7 @@ def auto(*, size: int, nbytes: int, count: int, commutative: bool = True) -> str
     return "linear"
 
 
-def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, root: Any, *, algorithm: str | None) -> Plan | None:
+def prepare(comm: Preparation, sendbuf: Any, recvbuf: Any, root: Any, *, algorithm: str | None) -> Plan | None:
     """Check a ``Gatherv`` call and bind its schedule.
 
     At the root ``recvbuf`` is any mpi4py v-variant form (``buf``,
@@ -47,7 +47,7 @@ def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, root: Any, *, algorithm: str
                                  f"counts[{root}] is {recv.counts[root]}")
             check_pair(send, recv, "sendbuf", "recvbuf")
         layout = Layout.v(recv.counts, recv.displs)
-    name, params = selection.choose("gatherv", algorithm, size=p, nbytes=0, count=0, comm=comm)
+    name, params = selection.choose("gatherv", algorithm, size=p, nbytes=0, count=0, agreed=comm.agreed)
     params["root"] = root
     dtype = (recv if recv is not None else send).dtype
     debug_check(comm, "Gatherv", dtype=dtype, root=root, algorithm=name)

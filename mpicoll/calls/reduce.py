@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 from mpicoll.calls import debug_check
 from mpicoll.calls._checks import check_count, check_pair, check_root, send_or_in_place
 from mpicoll.families import registry
-from mpicoll.ir import nodes
 from mpicoll.ir.layout import Layout
 from mpicoll.runtime.buffers import parse
 from mpicoll.runtime.ops import check_op, is_commutative, op_name
@@ -27,7 +26,7 @@ from mpicoll.selection import choose as selection
 from mpicoll.selection.choose import KiB
 
 if TYPE_CHECKING:
-    from mpicoll.comm.comm import Comm
+    from mpicoll.runtime.state import Preparation
 
 
 @selection.auto_rule("reduce")
@@ -37,7 +36,7 @@ def auto(*, size: int, nbytes: int, count: int, commutative: bool = True) -> str
     return "rabenseifner"
 
 
-def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, op: Any, root: Any, *, algorithm: str | None) -> Plan | None:
+def prepare(comm: Preparation, sendbuf: Any, recvbuf: Any, op: Any, root: Any, *, algorithm: str | None) -> Plan | None:
     """Check a ``Reduce`` call and bind its schedule; None when the count is 0.
 
     ``recvbuf`` matters at the root only (elsewhere it may be None and is never
@@ -55,7 +54,7 @@ def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, op: Any, root: Any, *, algor
     assert data is not None
     check_op(op, data.dtype)
     name, params = selection.choose("reduce", algorithm, size=comm.size, nbytes=data.nbytes, count=data.count,
-                                    commutative=is_commutative(op), nodes=lambda: nodes.of_comm(comm), comm=comm)
+                                    commutative=is_commutative(op), nodes=comm.nodes, agreed=comm.agreed)
     params["root"] = root
     debug_check(comm, "Reduce", count=data.count, dtype=data.dtype, op=op_name(op), root=root, algorithm=name)
     if data.count == 0:

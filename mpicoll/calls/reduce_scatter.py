@@ -31,7 +31,7 @@ from mpicoll.runtime.plan import Plan
 from mpicoll.selection import choose as selection
 
 if TYPE_CHECKING:
-    from mpicoll.comm.comm import Comm
+    from mpicoll.runtime.state import Preparation
 
 
 @selection.auto_rule("reduce_scatter")
@@ -39,7 +39,7 @@ def auto(*, size: int, nbytes: int, count: int, commutative: bool) -> str:
     return "pairwise" if not commutative or size <= 2 else "ring"
 
 
-def _exchange_counts(comm: Comm, recvbuf: Any, sendbuf: Any) -> list[int]:
+def _exchange_counts(comm: Preparation, recvbuf: Any, sendbuf: Any) -> list[int]:
     """recvcounts=None: every rank's recvbuf count, agreed on by all ranks (a bad one fails everywhere)."""
     mine: int | None = None
     error: Exception | None = None
@@ -58,12 +58,16 @@ def _exchange_counts(comm: Comm, recvbuf: Any, sendbuf: Any) -> list[int]:
     return everyone
 
 
+#: recvcounts (argument 2) are counts: part of the plan cache's key by value
+VALUE_ARGS = (2,)
+
+
 def cacheable(sendbuf: Any, recvbuf: Any, recvcounts: Any, op: Any) -> bool:
     """A call may reuse a cached plan only if its prepare does not communicate (recvcounts given)."""
     return recvcounts is not None
 
 
-def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, recvcounts: Any, op: Any, *,
+def prepare(comm: Preparation, sendbuf: Any, recvbuf: Any, recvcounts: Any, op: Any, *,
             algorithm: str | None) -> Plan | None:
     """Check a ``Reduce_scatter`` call and bind its schedule; None when every count is 0."""
     p, r = comm.size, comm.rank
@@ -92,7 +96,7 @@ def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, recvcounts: Any, op: Any, *,
         send_array = send.array
     check_op(op, recv.dtype)
     name, params = selection.choose("reduce_scatter", algorithm, size=p, nbytes=total * recv.dtype.itemsize,
-                                    count=total, commutative=is_commutative(op), comm=comm)
+                                    count=total, commutative=is_commutative(op), agreed=comm.agreed)
     debug_check(comm, "Reduce_scatter", counts=tuple(counts), dtype=recv.dtype, op=op_name(op), algorithm=name)
     if total == 0:
         return None

@@ -34,7 +34,7 @@ from mpicoll.selection import choose as selection
 from mpicoll.selection.choose import KiB
 
 if TYPE_CHECKING:
-    from mpicoll.comm.comm import Comm
+    from mpicoll.runtime.state import Preparation
 
 
 @selection.auto_rule("reduce_scatter_block")
@@ -46,7 +46,7 @@ def auto(*, size: int, nbytes: int, count: int, commutative: bool) -> str:
     return "ring"
 
 
-def bind_reduce_scatter(comm: Comm, collective: str, name: str, params: dict, send_array: Any,
+def bind_reduce_scatter(comm: Preparation, collective: str, name: str, params: dict, send_array: Any,
                         counts: list[int], recv_array: Any, op: Any, dtype: np.dtype, datatype: Any,
                         xp: Any, in_place: bool) -> Plan:
     """The plan of a reduce-scatter: ``send_array`` in blocks of ``counts``; rank r's block into ``recv_array``.
@@ -65,7 +65,7 @@ def bind_reduce_scatter(comm: Comm, collective: str, name: str, params: dict, se
     return plan
 
 
-def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, op: Any, *, algorithm: str | None) -> Plan | None:
+def prepare(comm: Preparation, sendbuf: Any, recvbuf: Any, op: Any, *, algorithm: str | None) -> Plan | None:
     """Check a ``Reduce_scatter_block`` call and bind its schedule; None when the count is 0."""
     p = comm.size
     in_place = is_in_place(sendbuf)
@@ -84,7 +84,7 @@ def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, op: Any, *, algorithm: str |
         send_array = send.array
     check_op(op, recv.dtype)
     name, params = selection.choose("reduce_scatter_block", algorithm, size=p, nbytes=count * p * recv.dtype.itemsize,
-                                    count=count * p, commutative=is_commutative(op), comm=comm)
+                                    count=count * p, commutative=is_commutative(op), agreed=comm.agreed)
     debug_check(comm, "Reduce_scatter_block", count=count, dtype=recv.dtype, op=op_name(op), algorithm=name)
     if count == 0:
         return None

@@ -27,7 +27,7 @@ from mpicoll.runtime.plan import Plan, make_plan
 from mpicoll.selection import choose as selection
 
 if TYPE_CHECKING:
-    from mpicoll.comm.comm import Comm
+    from mpicoll.runtime.state import Preparation
 
 
 @selection.auto_rule("scan")
@@ -35,7 +35,7 @@ def auto(*, size: int, nbytes: int, count: int, commutative: bool) -> str:
     return "linear" if size <= 2 else "recursive_doubling"
 
 
-def prepare_prefix(comm: Comm, collective: str, method: str, sendbuf: Any, recvbuf: Any, op: Any,
+def prepare_prefix(comm: Preparation, collective: str, method: str, sendbuf: Any, recvbuf: Any, op: Any,
                    algorithm: str | None) -> Plan | None:
     """Scan and Exscan: check the call and bind the schedule; None when the count is 0."""
     recv = parse(recvbuf, "recvbuf", writable=True)
@@ -48,7 +48,7 @@ def prepare_prefix(comm: Comm, collective: str, method: str, sendbuf: Any, recvb
         check_pair(recv, send)
     check_op(op, recv.dtype)
     name, params = selection.choose(collective, algorithm, size=comm.size, nbytes=recv.nbytes,
-                                    count=recv.count, commutative=is_commutative(op), comm=comm)
+                                    count=recv.count, commutative=is_commutative(op), agreed=comm.agreed)
     debug_check(comm, method, count=recv.count, dtype=recv.dtype, op=op_name(op), algorithm=name)
     if recv.count == 0:
         return None
@@ -57,6 +57,6 @@ def prepare_prefix(comm: Comm, collective: str, method: str, sendbuf: Any, recvb
                      op=op, dtype=recv.dtype, datatype=recv.datatype)
 
 
-def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, op: Any, *, algorithm: str | None) -> Plan | None:
+def prepare(comm: Preparation, sendbuf: Any, recvbuf: Any, op: Any, *, algorithm: str | None) -> Plan | None:
     """Check a ``Scan`` call and bind its schedule; None when the count is 0."""
     return prepare_prefix(comm, "scan", "Scan", sendbuf, recvbuf, op, algorithm)

@@ -26,7 +26,7 @@ from mpicoll.selection import choose as selection
 from mpicoll.selection.choose import KiB
 
 if TYPE_CHECKING:
-    from mpicoll.comm.comm import Comm
+    from mpicoll.runtime.state import Preparation
 
 
 @selection.auto_rule("scatter")
@@ -34,7 +34,7 @@ def auto(*, size: int, nbytes: int, count: int, commutative: bool = True) -> str
     return "binomial" if size > 2 and nbytes < 256 * KiB else "linear"
 
 
-def scatter_plan(comm: Comm, collective: str, name: str, params: dict, root: int, send: Any,
+def scatter_plan(comm: Preparation, collective: str, name: str, params: dict, root: int, send: Any,
                  send_layout: Layout | None, recv: Buffer | None) -> Plan:
     """Bind a scatter-like schedule: ``send``/``send_layout`` at the root only; ``recv`` None in place."""
     p, rank = comm.size, comm.rank
@@ -48,7 +48,7 @@ def scatter_plan(comm: Comm, collective: str, name: str, params: dict, root: int
     return make_plan(comm, collective, name, params, arrays, lambda nb: layouts, dtype=data.dtype)
 
 
-def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, root: Any, *, algorithm: str | None) -> Plan | None:
+def prepare(comm: Preparation, sendbuf: Any, recvbuf: Any, root: Any, *, algorithm: str | None) -> Plan | None:
     """Check a ``Scatter`` call and bind its schedule; None when the count is 0.
 
     At the root ``sendbuf`` holds p blocks (an explicit count is per block, as
@@ -71,7 +71,7 @@ def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, root: Any, *, algorithm: str
         per = recv.count
     data = send if send is not None else recv
     name, params = selection.choose("scatter", algorithm, size=p, nbytes=p * per * data.dtype.itemsize,
-                                    count=p * per, comm=comm)
+                                    count=p * per, agreed=comm.agreed)
     params["root"] = root
     debug_check(comm, "Scatter", count=per, dtype=data.dtype, root=root, algorithm=name)
     if per == 0:

@@ -18,7 +18,7 @@ from mpicoll.runtime.plan import Plan
 from mpicoll.selection import choose as selection
 
 if TYPE_CHECKING:
-    from mpicoll.comm.comm import Comm
+    from mpicoll.runtime.state import Preparation
 
 
 @selection.auto_rule("scatterv")
@@ -26,7 +26,7 @@ def auto(*, size: int, nbytes: int, count: int, commutative: bool = True) -> str
     return "linear"
 
 
-def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, root: Any, *, algorithm: str | None) -> Plan | None:
+def prepare(comm: Preparation, sendbuf: Any, recvbuf: Any, root: Any, *, algorithm: str | None) -> Plan | None:
     """Check a ``Scatterv`` call and bind its schedule.
 
     At the root ``sendbuf`` is any mpi4py v-variant form and ``recvbuf`` may be
@@ -44,7 +44,7 @@ def prepare(comm: Comm, sendbuf: Any, recvbuf: Any, root: Any, *, algorithm: str
                                  f"counts[{root}] is {send.counts[root]}")
             check_pair(recv, send, "recvbuf", "sendbuf")
         layout = Layout.v(send.counts, send.displs)
-    name, params = selection.choose("scatterv", algorithm, size=p, nbytes=0, count=0, comm=comm)
+    name, params = selection.choose("scatterv", algorithm, size=p, nbytes=0, count=0, agreed=comm.agreed)
     params["root"] = root
     dtype = (send if send is not None else recv).dtype
     debug_check(comm, "Scatterv", dtype=dtype, root=root, algorithm=name)

@@ -9,23 +9,18 @@ one of three forms:
   ``Split_type(COMM_TYPE_SHARED)``), for layouts where a node's ranks are not
   consecutive.
 
-:func:`groups` turns any of them into the nodes' member lists.  On a live
-communicator :func:`of_comm` finds the layout once (``MPICOLL_NODE_SIZE=k``
-forces blocks of k; otherwise ranks that share memory are a node) and keeps it
-on the communicator: every rank must build its schedule for the same layout,
-so it is agreed by an allgather, not guessed locally.
+:func:`groups` turns any of them into the nodes' member lists.  A live
+communicator's layout is found once, when it is made (:mod:`mpicoll.comm.setup`:
+``MPICOLL_NODE_SIZE=k`` forces blocks of k; otherwise ranks on one host are a
+node), and every rank holds the same one.
 """
 
 from __future__ import annotations
 
-import os
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Union
+from typing import Any, Union
 
-if TYPE_CHECKING:
-    from mpi4py import MPI
-
-__all__ = ["Nodes", "groups", "node_of", "of_comm", "env_node_size", "is_multi_node", "block_size"]
+__all__ = ["Nodes", "groups", "node_of", "is_multi_node", "block_size"]
 
 Nodes = Union[None, int, tuple]
 
@@ -75,49 +70,15 @@ def block_size(size: int, nodes: Nodes) -> int | None:
     return k if g == groups(size, k) else None
 
 
-def env_node_size() -> int | None:
-    """``MPICOLL_NODE_SIZE`` as an int, or None when unset; ValueError when malformed."""
-    text = os.environ.get("MPICOLL_NODE_SIZE", "").strip()
-    if not text:
+def normalized(ids: tuple) -> Nodes:
+    """A layout given as one node id per rank, in its simplest form: None (one node), k (blocks of k), or ids."""
+    if len(set(ids)) <= 1:
         return None
-    try:
-        k = int(text)
-    except ValueError:
-        raise ValueError(f"MPICOLL_NODE_SIZE: expected a positive integer, got {text!r}") from None
-    if k < 1:
-        raise ValueError(f"MPICOLL_NODE_SIZE: expected a positive integer, got {text!r}")
-    return k
+    k = block_size(len(ids), ids)
+    return k if k is not None else ids
 
 
-def of_comm(comm: MPI.Intracomm) -> Nodes:
-    """The node layout of ``comm`` (collective on first use; kept on ``comm`` afterwards).
-
-    ``MPICOLL_NODE_SIZE=k`` gives blocks of k ranks without any message.
-    Otherwise the ranks of ``Split_type(COMM_TYPE_SHARED)`` form a node; each
-    rank names its node by the lowest rank of its shared-memory communicator,
-    and the names are allgathered so that every rank holds the same tuple.
-    Returns ``None`` (one node) when all ranks share one node.
-    """
-    k = env_node_size()
-    if k is not None:
-        return k
-    cached = getattr(comm, "__dict__", {}).get("_mpicoll_nodes", "unset")
-    if cached != "unset":
-        return cached
-    from mpi4py import MPI  # noqa: PLC0415
-
-    talk = getattr(comm, "private", comm)  # mpicoll's Comm: its private duplicate carries the messages
-    shared = talk.Split_type(MPI.COMM_TYPE_SHARED)
-    try:
-        lowest = min(shared.group.Translate_ranks(list(range(shared.size)), talk.group))
-    finally:
-        shared.Free()
-    ids = tuple(talk.allgather(lowest))
-    layout: Nodes = ids
-    if len(set(ids)) == 1:
-        layout = None
-    elif block_size(len(ids), ids) is not None:  # consecutive blocks of k: say k (the cost model's form)
-        layout = block_size(len(ids), ids)
-    if hasattr(comm, "__dict__"):
-        comm.__dict__["_mpicoll_nodes"] = layout
-    return layout
+def restricted(size: int, nodes: Nodes, members: list[int]) -> Nodes:
+    """The layout of the ranks ``members`` (in the new order) of a layout of ``size`` ranks."""
+    of = node_of(size, nodes)
+    return normalized(tuple(of[r] for r in members))

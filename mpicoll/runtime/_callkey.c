@@ -13,9 +13,15 @@
  * call's cost.
  *
  * It also runs the whole hit of a blocking call, run(comm, method, algorithm,
- * *args), as mpicoll.comm.comm._run (the definition) does: draw the tag, build the
- * key, look the entry up and call its runner, or hand a miss to
- * comm._run_prepared.  Every collective method calls it.
+ * *args), as mpicoll.comm.dispatch.run_blocking (the definition) does: draw the
+ * tag, build the key, look the entry up and call its runner, or hand the call
+ * to the communicator's slow path.  Every blocking collective method calls it.
+ *
+ * What it reads of Python objects is declared in READS (exported): the
+ * attribute of an mpicoll.Comm that holds its state, the fields of that state
+ * (mpicoll.runtime.state.HOT_FIELDS) and of a cache entry.  A test checks them
+ * against the Python classes, so a rename fails a test instead of silently
+ * turning every call into a miss.
  *
  * The module is optional: when it is not built, mpicoll uses the Python ones.
  */
@@ -26,8 +32,7 @@
 
 /* set once by init(): the objects the Python key builder uses */
 static PyObject *fallback;          /* mpicoll.runtime.plan._call_key */
-static PyObject *environ_data;      /* os.environ._data: bytes -> bytes */
-static PyObject *selection_dict;    /* mpicoll.selection.choose.__dict__ (holds _GENERATION) */
+static PyObject *generation_cell;   /* mpicoll.config.GENERATION: [n], the configuration's generation */
 static PyObject *ndarray_type;      /* numpy.ndarray */
 static PyObject *buffer_types;      /* frozenset: bytearray, bytes, memoryview, mmap.mmap, array.array */
 static PyObject *predefined_types;  /* {id(MPI.DOUBLE): ("dt", handle), ...}: read into types_table */
@@ -36,8 +41,8 @@ static PyObject *mpi_op_type;       /* MPI.Op */
 static PyObject *in_place;          /* MPI.IN_PLACE */
 static PyObject *array_type;        /* array.array */
 
-static PyObject *s_algo, *s_debug, *s_gpu, *s_zero, *s_generation, *s_dtype, *s_typecode, *s_b;
-static PyObject *s_tags, *s_plans, *s_timeout, *s_data, *s_used, *s_run, *s_tag_state, *s_run_prepared;
+static PyObject *s_dtype, *s_typecode, *s_b;
+static PyObject *s_state, *s_tags, *s_entries, *s_slow_path, *s_used, *s_run;
 static PyObject *empty_tuple;
 
 #define FALLBACK ((PyObject *)1)   /* "let the Python function decide" */
@@ -99,19 +104,6 @@ put_str(Key *key, PyObject *text)
     put_u64(key, (uint64_t)len);
     put(key, utf8, (size_t)len);
     return 0;
-}
-
-/* an environment value (bytes) or None, by content */
-static void
-put_env(Key *key, PyObject *value)
-{
-    if (value == NULL || !PyBytes_Check(value)) {
-        put_tag(key, 'N');
-        return;
-    }
-    put_tag(key, 'e');
-    put_u64(key, (uint64_t)PyBytes_GET_SIZE(value));
-    put(key, PyBytes_AS_STRING(value), (size_t)PyBytes_GET_SIZE(value));
 }
 
 /* an exact int that fits in 64 bits: 0, or 1 (fall back) */
@@ -375,27 +367,18 @@ put_argument(Key *key, PyObject *a)
 static PyObject *
 build(PyObject *method, PyObject *const *argv, Py_ssize_t nargs, PyObject *algorithm, PyObject *values)
 {
-    PyObject *debug = PyDict_GetItemWithError(environ_data, s_debug);   /* borrowed */
-    if (debug == NULL && PyErr_Occurred())
-        return NULL;
-    if (debug != NULL && PyObject_IsTrue(debug) && PyObject_RichCompareBool(debug, s_zero, Py_NE) == 1)
-        Py_RETURN_NONE;
     if (!PyUnicode_CheckExact(algorithm))
         Py_RETURN_NONE;
     if (!PyTuple_Check(values) || !PyUnicode_CheckExact(method))
         return FALLBACK;
-    PyObject *algo = PyDict_GetItemWithError(environ_data, s_algo);
-    PyObject *gpu = algo || !PyErr_Occurred() ? PyDict_GetItemWithError(environ_data, s_gpu) : NULL;
-    PyObject *generation = PyErr_Occurred() ? NULL : PyDict_GetItemWithError(selection_dict, s_generation);
+    PyObject *generation = PyList_GET_SIZE(generation_cell) == 1 ? PyList_GET_ITEM(generation_cell, 0) : NULL;
     if (generation == NULL || !PyLong_CheckExact(generation))
-        return PyErr_Occurred() ? NULL : FALLBACK;
+        return FALLBACK;
     Key key;
     key.n = 0;
     key.overflow = 0;
     if (put_str(&key, method) < 0 || put_str(&key, algorithm) < 0)
         return NULL;
-    put_env(&key, algo);
-    put_env(&key, gpu);
     if (put_int(&key, generation) != 0)
         return FALLBACK;
     put_u64(&key, (uint64_t)nargs);
@@ -466,59 +449,40 @@ call_key(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
     return key_of(method, &PyTuple_GET_ITEM(args, 0), PyTuple_GET_SIZE(args), args, algorithm, values);
 }
 
-/* ---- a whole blocking call: as mpicoll.comm.comm._run ---- */
+/* ---- a whole blocking call: as mpicoll.comm.dispatch.run_blocking ---- */
 
 static PyObject *active_requests;   /* mpicoll.runtime.nonblocking.ACTIVE: started, unfinished mpicoll requests */
-static PyObject *value_args;        /* mpicoll.comm.comm._VALUE_ARGS: method -> positions of counts given by value */
+static PyObject *value_args;        /* mpicoll.calls.VALUE_ARGS: method -> positions of counts given by value */
 
-/* tags[1] = tags[1] % tags[0] + 1, returned (Comm._next_tag(BLOCKING), inline); NULL on error */
+/* tags[1] = tags[1] % tags[0] + 1, returned (CommState.next_tag(BLOCKING), inline); NULL on error */
 static PyObject *
-draw_tag(PyObject *comm, PyObject *state)
+draw_tag(PyObject *tags)
 {
-    PyObject *tags = PyDict_GetItemWithError(state, s_tags);   /* borrowed */
-    if (tags == NULL && PyErr_Occurred())
+    if (!PyList_CheckExact(tags) || PyList_GET_SIZE(tags) < 2) {
+        PyErr_SetString(PyExc_TypeError, "CommState.tags must be a list of ints");
         return NULL;
-    PyObject *made = NULL;
-    if (tags == NULL || !PyList_CheckExact(tags) || PyList_GET_SIZE(tags) < 2) {
-        tags = made = PyObject_CallMethodNoArgs(comm, s_tag_state);
-        if (tags == NULL)
-            return NULL;
-        if (!PyList_CheckExact(tags) || PyList_GET_SIZE(tags) < 2) {
-            Py_DECREF(made);
-            PyErr_SetString(PyExc_TypeError, "Comm._tag_state() must return a list of ints");
-            return NULL;
-        }
     }
     long long per_kind = PyLong_AsLongLong(PyList_GET_ITEM(tags, 0));
     long long last = PyLong_AsLongLong(PyList_GET_ITEM(tags, 1));
-    PyObject *tag = NULL;
-    if (!PyErr_Occurred()) {
-        if (per_kind <= 0 || last < 0)
-            PyErr_SetString(PyExc_ValueError, "Comm._tags holds a bad tag state");
-        else
-            tag = PyLong_FromLongLong(last % per_kind + 1);
+    if (PyErr_Occurred())
+        return NULL;
+    if (per_kind <= 0 || last < 0) {
+        PyErr_SetString(PyExc_ValueError, "CommState.tags holds a bad tag state");
+        return NULL;
     }
+    PyObject *tag = PyLong_FromLongLong(last % per_kind + 1);
     if (tag != NULL) {
         Py_INCREF(tag);
         PyList_SetItem(tags, 1, tag);   /* steals one reference */
     }
-    Py_XDECREF(made);
     return tag;
 }
 
-/* the cached plan's entry of this call (a new reference), or NULL: no entry (an error only if one is set) */
+/* the cached entry of this call in entries (a new reference), or NULL: none (an error only if one is set) */
 static PyObject *
-cached_entry(PyObject *comm, PyObject *state, PyObject *method, PyObject *algorithm, PyObject *const *argv,
-             Py_ssize_t nargs)
+cached_entry(PyObject *entries, PyObject *method, PyObject *algorithm, PyObject *const *argv, Py_ssize_t nargs)
 {
-    PyObject *plans = PyDict_GetItemWithError(state, s_plans);   /* borrowed */
-    if (plans == NULL || plans == Py_None || PyList_GET_SIZE(active_requests) > 0)
-        return NULL;
-    PyObject *timeout = PyObject_GetAttr(comm, s_timeout);
-    if (timeout == NULL)
-        return NULL;
-    Py_DECREF(timeout);
-    if (timeout != Py_None)
+    if (!PyDict_CheckExact(entries) || PyList_GET_SIZE(active_requests) > 0)
         return NULL;
     PyObject *values = PyDict_GetItemWithError(value_args, method);   /* borrowed */
     if (values == NULL && PyErr_Occurred())
@@ -528,21 +492,10 @@ cached_entry(PyObject *comm, PyObject *state, PyObject *method, PyObject *algori
         Py_XDECREF(key);
         return NULL;
     }
-    PyObject *data = PyObject_GetAttr(plans, s_data);
-    PyObject *entry = data ? PyDict_GetItemWithError(data, key) : NULL;   /* borrowed */
+    PyObject *entry = PyDict_GetItemWithError(entries, key);   /* borrowed */
     Py_XINCREF(entry);
-    Py_XDECREF(data);
     Py_DECREF(key);
     return entry;
-}
-
-/* the cached entry run with this tag: its result (a new reference) or NULL */
-static PyObject *
-run_entry(PyObject *entry, PyObject *tag)
-{
-    if (PyObject_SetAttr(entry, s_used, Py_True) < 0)
-        return NULL;
-    return PyObject_CallMethodOneArg(entry, s_run, tag);
 }
 
 static PyObject *
@@ -558,32 +511,38 @@ run(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
         return NULL;
     }
     PyObject *comm = argv[0], *method = argv[1], *algorithm = argv[2];
-    PyObject *state = PyObject_GenericGetDict(comm, NULL);
+    PyObject *state = PyObject_GetAttr(comm, s_state);
     if (state == NULL)
         return NULL;
-    PyObject *tag = PyDict_Check(state) ? draw_tag(comm, state) : NULL;
-    if (tag == NULL) {
-        if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_TypeError, "run: the communicator has no instance dictionary");
+    if (state == Py_None) {   /* MPI.COMM_NULL: the slow path of no state says so */
         Py_DECREF(state);
+        PyErr_SetString(PyExc_ValueError, "the communicator is MPI.COMM_NULL");
         return NULL;
     }
-    PyObject *entry = cached_entry(comm, state, method, algorithm, argv + 3, argc - 3);
-    Py_DECREF(state);
+    PyObject *tags = PyObject_GetAttr(state, s_tags);
+    PyObject *tag = tags ? draw_tag(tags) : NULL;
+    Py_XDECREF(tags);
+    PyObject *entries = tag ? PyObject_GetAttr(state, s_entries) : NULL;
+    PyObject *entry = entries ? cached_entry(entries, method, algorithm, argv + 3, argc - 3) : NULL;
+    Py_XDECREF(entries);
     PyObject *result = NULL;
     if (entry != NULL) {
-        result = run_entry(entry, tag);
+        if (PyObject_SetAttr(entry, s_used, Py_True) == 0)
+            result = PyObject_CallMethodOneArg(entry, s_run, tag);
         Py_DECREF(entry);
     }
-    else if (!PyErr_Occurred()) {   /* a miss: the communicator prepares the plan, with this tag */
-        PyObject *args = tuple_of(argv + 3, argc - 3);
+    else if (tag != NULL && !PyErr_Occurred()) {   /* not cached, or the careful path: the slow path, with this tag */
+        PyObject *slow = PyObject_GetAttr(state, s_slow_path);
+        PyObject *args = slow ? tuple_of(argv + 3, argc - 3) : NULL;
         if (args != NULL) {
-            PyObject *call[5] = {comm, method, algorithm, args, tag};
-            result = PyObject_VectorcallMethod(s_run_prepared, call, 5 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+            PyObject *call[5] = {state, method, algorithm, args, tag};
+            result = PyObject_Vectorcall(slow, call, 5, NULL);
             Py_DECREF(args);
         }
+        Py_XDECREF(slow);
     }
-    Py_DECREF(tag);
+    Py_DECREF(state);
+    Py_XDECREF(tag);
     if (result == NULL)
         return NULL;
     Py_DECREF(result);
@@ -608,14 +567,14 @@ static PyObject *
 init(PyObject *self, PyObject *args)
 {
     (void)self;
-    PyObject *objects[9];
-    if (!PyArg_ParseTuple(args, "OO!O!OO!O!O!OO:init", &objects[0], &PyDict_Type, &objects[1], &PyDict_Type,
-                          &objects[2], &objects[3], &PyFrozenSet_Type, &objects[4], &PyDict_Type, &objects[5],
-                          &PyDict_Type, &objects[6], &objects[7], &objects[8]))
+    PyObject *objects[8];
+    if (!PyArg_ParseTuple(args, "OO!OO!O!O!OO:init", &objects[0], &PyList_Type, &objects[1], &objects[2],
+                          &PyFrozenSet_Type, &objects[3], &PyDict_Type, &objects[4], &PyDict_Type, &objects[5],
+                          &objects[6], &objects[7]))
         return NULL;
-    PyObject **slots[9] = {&fallback, &environ_data, &selection_dict, &ndarray_type, &buffer_types,
+    PyObject **slots[8] = {&fallback, &generation_cell, &ndarray_type, &buffer_types,
                            &predefined_types, &predefined_ops, &mpi_op_type, &in_place};
-    for (int i = 0; i < 9; i++) {
+    for (int i = 0; i < 8; i++) {
         Py_INCREF(objects[i]);
         Py_XSETREF(*slots[i], objects[i]);
     }
@@ -630,12 +589,12 @@ static PyMethodDef methods[] = {
      "(as mpicoll.runtime.plan._call_key)."},
     {"run", (PyCFunction)(void (*)(void))run, METH_FASTCALL,
      "run(comm, method, algorithm, *args)\n--\n\nRun a blocking call: its cached plan if it has one, else "
-     "comm._run_prepared(method, algorithm, args, tag) (as mpicoll.comm.comm._run)."},
+     "the communicator's slow path (as mpicoll.comm.dispatch.run_blocking)."},
     {"init_run", init_run, METH_VARARGS,
-     "init_run(active, value_args)\n--\n\nThe objects run reads besides the key's (mpicoll.comm.comm calls it "
+     "init_run(active, value_args)\n--\n\nThe objects run reads besides the key's (mpicoll.comm.dispatch calls it "
      "once)."},
     {"init", init, METH_VARARGS,
-     "init(fallback, environ_data, selection_dict, ndarray, buffer_types, predefined_types, predefined_ops, "
+     "init(fallback, generation, ndarray, buffer_types, predefined_types, predefined_ops, "
      "Op, IN_PLACE)\n--\n\nThe objects the key is built from (mpicoll.runtime.plan calls it once)."},
     {NULL, NULL, 0, NULL},
 };
@@ -645,25 +604,17 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_callkey", NULL, -1,
 PyMODINIT_FUNC
 PyInit__callkey(void)
 {
-    s_algo = PyBytes_FromString("MPICOLL_ALGO");
-    s_debug = PyBytes_FromString("MPICOLL_DEBUG");
-    s_gpu = PyBytes_FromString("MPICOLL_GPU_TRANSPORT");
-    s_zero = PyBytes_FromString("0");
-    s_generation = PyUnicode_InternFromString("_GENERATION");
     s_dtype = PyUnicode_InternFromString("dtype");
     s_typecode = PyUnicode_InternFromString("typecode");
     s_b = PyUnicode_InternFromString("B");
-    s_tags = PyUnicode_InternFromString("_tags");
-    s_plans = PyUnicode_InternFromString("_plans");
-    s_timeout = PyUnicode_InternFromString("timeout");
-    s_data = PyUnicode_InternFromString("data");
+    s_state = PyUnicode_InternFromString("_state");
+    s_tags = PyUnicode_InternFromString("tags");
+    s_entries = PyUnicode_InternFromString("entries");
+    s_slow_path = PyUnicode_InternFromString("slow_path");
     s_used = PyUnicode_InternFromString("used");
     s_run = PyUnicode_InternFromString("run");
-    s_tag_state = PyUnicode_InternFromString("_tag_state");
-    s_run_prepared = PyUnicode_InternFromString("_run_prepared");
     empty_tuple = PyTuple_New(0);
-    if (!s_algo || !s_debug || !s_gpu || !s_zero || !s_generation || !s_dtype || !s_typecode || !s_b
-        || !s_tags || !s_plans || !s_timeout || !s_data || !s_used || !s_run || !s_tag_state || !s_run_prepared
+    if (!s_dtype || !s_typecode || !s_b || !s_state || !s_tags || !s_entries || !s_slow_path || !s_used || !s_run
         || !empty_tuple)
         return NULL;
     PyObject *array_module = PyImport_ImportModule("array");
@@ -673,5 +624,14 @@ PyInit__callkey(void)
     Py_DECREF(array_module);
     if (array_type == NULL)
         return NULL;
-    return PyModule_Create(&module);
+    PyObject *made = PyModule_Create(&module);
+    /* what run reads, by the class that declares it (checked against Python by tests/unit/test_compiled_path.py) */
+    PyObject *reads = made ? Py_BuildValue("{s(s)s(sss)s(ss)}", "Comm", "_state", "CommState", "tags", "entries",
+                                           "slow_path", "_Entry", "run", "used") : NULL;
+    if (reads == NULL || PyModule_AddObject(made, "READS", reads) < 0) {
+        Py_XDECREF(reads);
+        Py_XDECREF(made);
+        return NULL;
+    }
+    return made;
 }

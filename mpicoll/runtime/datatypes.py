@@ -25,6 +25,7 @@ MPI cannot pack raises ``MPI.ERR_TYPE``.
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -237,21 +238,32 @@ class Staged:
         return plan
 
 
-_STACK: list[Staged] = []
+# the calls being prepared in each thread, innermost last: a thread prepares its own calls, and
+# several threads may prepare calls on their own communicators at once
+_PREPARING = threading.local()
 
 
 @contextlib.contextmanager
 def staging() -> Iterator[Staged]:
-    """Collect the packed buffers of the call prepared inside the block."""
+    """Collect the packed buffers of the call prepared inside the block (in this thread)."""
     staged = Staged()
-    _STACK.append(staged)
+    stack = _stack()
+    stack.append(staged)
     try:
         yield staged
     finally:
-        _STACK.pop()
+        stack.pop()
+
+
+def _stack() -> list[Staged]:
+    stack = getattr(_PREPARING, "stack", None)
+    if stack is None:
+        stack = _PREPARING.stack = []
+    return stack
 
 
 def _current() -> Staged:
-    if not _STACK:
+    stack = _stack()
+    if not stack:
         raise RuntimeError("a non-contiguous MPI datatype can only be used in a call through mpicoll.Comm")
-    return _STACK[-1]
+    return stack[-1]

@@ -19,7 +19,6 @@ Received messages are also size-checked in debug mode (see
 
 from __future__ import annotations
 
-import os
 import pickle
 import sys
 from collections.abc import Callable
@@ -28,87 +27,29 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
-__all__ = ["MismatchError", "ArgumentError", "level", "debug_check", "agree", "log", "FIELDS"]
+from mpicoll.errors import ArgumentError, MismatchError
+
+__all__ = ["agree", "log", "FIELDS"]
 
 # the labelled fields of a call's signature, in the order messages list them
 FIELDS = ("collective", "count", "counts", "dtype", "op", "root", "algorithm")
 
 
-class MismatchError(ValueError):
-    """Ranks called the same collective with arguments that do not agree.
-
-    ``collective`` is the call's name and ``fields`` maps every field that
-    differs to ``{value: [ranks]}``.
-    """
-
-    def __init__(self, message: str, collective: str = "", fields: dict[str, dict[Any, list[int]]] | None = None):
-        super().__init__(message)
-        self.collective, self.fields = collective, fields or {}
-
-
-class ArgumentError(ValueError):
-    """In debug mode: some rank's arguments were rejected, so every rank abandoned the call.
-
-    ``collective`` names the call and ``errors`` maps each rank at fault to its error message.
-    """
-
-    def __init__(self, message: str, collective: str = "", errors: dict[int, str] | None = None):
-        super().__init__(message)
-        self.collective, self.errors = collective, errors or {}
-
-
-def level() -> int:
-    """The debug level from ``MPICOLL_DEBUG`` (0 when unset or not a number)."""
-    value = os.environ.get("MPICOLL_DEBUG", "")
-    return int(value) if value.isdigit() else (1 if value.strip() else 0)
-
-
-_COLLECTING: list[dict[str, Any]] = []    # a signature slot per call being agreed on (innermost last)
-
-
-def debug_check(comm: Any, collective: str, **fields: Any) -> None:
-    """Record (debug mode) this rank's signature of the call: labelled fields, see :data:`FIELDS`.
-
-    Called by each collective's ``prepare`` after its own checks; does nothing
-    unless ``MPICOLL_DEBUG`` is set.  Inside :func:`agree` it only records the
-    signature; called on its own it exchanges signatures at once.
-    """
-    if not _COLLECTING and not level():
-        return
-    signature = {"collective": collective}
-    signature.update((k, _plain(v)) for k, v in fields.items() if v is not None)
-    if _COLLECTING:
-        _COLLECTING[-1]["signature"] = signature
-        return
-    _verdict(comm, collective, comm.private.allgather((signature, None)), None)
-
-
-def _plain(value: Any) -> Any:
-    """A field's value as something comparable and readable (dtypes and ops by name, lists as tuples)."""
-    if isinstance(value, (list, tuple)):
-        return tuple(_plain(v) for v in value)
-    if isinstance(value, (int, float, str, bool)):
-        return value
-    return str(value)
-
-
 def agree(comm: Any, collective: str, prepare: Callable[[], Any], timeout: float | None = None) -> Any:
     """Run ``prepare()`` (which checks the arguments), then make every rank agree on the outcome.
 
+    ``comm`` is the call's :class:`~mpicoll.runtime.state.Preparation`, whose
+    ``signature`` ``prepare()`` fills (:func:`mpicoll.calls.debug_check`).
     Returns ``prepare()``'s result when every rank's arguments passed and match;
     otherwise every rank raises the same :class:`ArgumentError` or :class:`MismatchError`.
     """
-    slot: dict[str, Any] = {}
-    _COLLECTING.append(slot)
     error: BaseException | None = None
     try:
         result = prepare()
     except Exception as exc:      # the verdict below re-raises it, on every rank
         result, error = None, exc
-    finally:
-        _COLLECTING.pop()
-    mine = (slot.get("signature"), None if error is None else f"{type(error).__name__}: {error}")
-    _verdict(comm, collective, _allgather(comm.private, mine, collective, timeout), error)
+    mine = (comm.signature, None if error is None else f"{type(error).__name__}: {error}")
+    _verdict(collective, _allgather(comm.private, mine, collective, timeout), error)
     return result
 
 
@@ -130,7 +71,7 @@ def _allgather(comm: Any, obj: Any, collective: str, timeout: float | None) -> l
     return [pickle.loads(out[d:d + n].tobytes()) for d, n in zip(displs, sizes)]
 
 
-def _verdict(comm: Any, collective: str, everyone: list, error: BaseException | None) -> None:
+def _verdict(collective: str, everyone: list, error: BaseException | None) -> None:
     failed = {rank: text for rank, (_, text) in enumerate(everyone) if text is not None}
     if failed:
         ranks = sorted(failed)
@@ -171,5 +112,5 @@ def log(comm: Any, plan: Any, collective: str, seconds: float) -> None:
         what = (f"algorithm={sched.algorithm} rounds={len(sched.rounds)} "
                 f"dtype={getattr(data, 'dtype', '?')} elements={getattr(data, 'size', '?')} "
                 f"bytes={getattr(data, 'nbytes', '?')} scratch={scratch}B")
-    sys.stderr.write(f"mpicoll INFO rank {comm.Get_rank()}/{comm.Get_size()}: {collective} {what} "
+    sys.stderr.write(f"mpicoll INFO rank {comm.rank}/{comm.size}: {collective} {what} "
                      f"time={seconds * 1e6:.1f}us\n")

@@ -26,6 +26,7 @@ another.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -35,16 +36,18 @@ from mpi4py import MPI
 from mpicoll.runtime import watchdog
 
 if TYPE_CHECKING:
-    from mpicoll.comm.comm import Comm
     from mpicoll.runtime.plan import Plan
+    from mpicoll.runtime.state import CommState as Comm
 
 __all__ = ["Request", "Prequest", "start", "persistent", "outstanding", "wait_mpi", "progress"]
 
 # request states
 _INACTIVE, _RUNNING, _COMPLETE, _FREED = 0, 1, 2, 3
 
-_ACTIVE: list[_Collective] = []   # every started, unfinished mpicoll request of this process
-ACTIVE = _ACTIVE   # the same list, read on the blocking hot path (mpicoll.comm.comm.run) without a call
+#: every started, unfinished mpicoll request of this process, in every thread: the blocking hot path
+#: (mpicoll.comm.dispatch) reads it without a call, and takes the slow path while it is not empty
+ACTIVE: list[_Collective] = []
+_THREAD = threading.local()   # .engine: this thread's started, unfinished requests (see _engine)
 _testall = MPI.Request.Testall
 _waitall = MPI.Request.Waitall
 _waitany = MPI.Request.Waitany
@@ -60,7 +63,8 @@ class _Collective:
     completed or dropped by an error (a cached plan is given back).
     """
 
-    __slots__ = ("_steps", "_nrounds", "_round", "_pending", "_finish", "_release", "_state", "tag", "watch")
+    __slots__ = ("_steps", "_nrounds", "_round", "_pending", "_finish", "_release", "_state", "tag", "watch",
+                 "_engine")
 
     def __init__(self, steps: list[list[Callable[[], None]]], finish: Callable[[], None] | None, tag: int,
                  release: Callable[[], None] | None = None) -> None:
@@ -73,6 +77,7 @@ class _Collective:
         self._state = _INACTIVE
         self.tag = tag
         self.watch: tuple[str, float, int] | None = None   # (collective, timeout, rank): Wait under the watchdog
+        self._engine: list[_Collective] = []   # the requests advanced together with this one (see _engine)
 
     def _post(self, t: int) -> list[MPI.Request]:
         raise NotImplementedError
@@ -86,7 +91,7 @@ class _Collective:
         if self._nrounds == 0:
             self._complete()
             return
-        _ACTIVE.append(self)
+        self._enter()
         self._pending = self._post(0)
         if not self._pending:
             self._advance(False)
@@ -105,18 +110,28 @@ class _Collective:
                 for step in steps[t]:
                     step()
             except BaseException:      # e.g. a user op raised: drop the request rather than retry it forever
-                _ACTIVE.remove(self)   # (this round's messages are complete: nothing of it is left in flight)
+                self._leave()          # (this round's messages are complete: nothing of it is left in flight)
                 self._state, self._pending = _INACTIVE, []
                 if self._release is not None:
                     self._release()
                 raise
             t += 1
             if t == self._nrounds:
-                _ACTIVE.remove(self)
+                self._leave()
                 self._complete()
                 return True
             self._round = t
             self._pending = self._post(t)
+
+    def _enter(self) -> None:
+        """Join this thread's engine (and the process's list of outstanding requests)."""
+        self._engine = engine = _engine()
+        engine.append(self)
+        ACTIVE.append(self)
+
+    def _leave(self) -> None:
+        self._engine.remove(self)
+        ACTIVE.remove(self)
 
     def _complete(self) -> None:
         self._pending = []
@@ -131,7 +146,7 @@ class _Collective:
         if self._state == _FREED:
             raise RuntimeError(f"{self!r} was freed")
         if self._state == _RUNNING:
-            progress()
+            progress(self._engine)
         return self._state != _RUNNING
 
     # -- mpi4py's names ---------------------------------------------------------
@@ -161,11 +176,11 @@ class _Collective:
             raise RuntimeError(f"{self!r} was freed: it cannot be waited on")
         if state == _RUNNING:
             if self.watch is not None:      # a timeout was set: poll under the watchdog
-                watchdog.wait(self._done, lambda: list(_ACTIVE), *self.watch)
-            elif len(_ACTIVE) == 1:           # alone: block in MPI round by round, no polling
+                watchdog.wait(self._done, lambda: list(self._engine), *self.watch)
+            elif len(self._engine) == 1:      # alone: block in MPI round by round, no polling
                 self._advance(True)
             else:
-                _wait_until(lambda: self._state != _RUNNING)
+                _wait_until(lambda: self._state != _RUNNING, self._engine)
         self._state = _INACTIVE
         if status is not None:
             _empty(status)
@@ -399,7 +414,7 @@ class Prequest(_Collective):
                 self._bind(plan)
         if self._nrounds and self._requests[0]:     # the common case, kept lean: Startall round 0
             self._state, self._round = _RUNNING, 0
-            _ACTIVE.append(self)
+            self._enter()
             self._pending = reqs = self._requests[0]
             _startall(reqs)
         else:
@@ -472,14 +487,27 @@ def persistent(plan: Plan | None, comm: Comm, tag: int,
     return Prequest(plan, comm, tag, rebuild)
 
 
+def _engine() -> list[_Collective]:
+    """This thread's started, unfinished requests: they advance together (a Wait on one moves them all).
+
+    Each thread has its own, so threads that call collectives on their own
+    communicators never run each other's steps; a request waited on by another
+    thread still advances with the requests of the thread that started it.
+    """
+    engine = getattr(_THREAD, "engine", None)
+    if engine is None:
+        engine = _THREAD.engine = []
+    return engine
+
+
 def outstanding() -> bool:
-    """Whether any mpicoll request of this process is started and not finished."""
-    return bool(_ACTIVE)
+    """Whether any mpicoll request started by this thread is not finished."""
+    return bool(_engine())
 
 
-def progress() -> None:
-    """Move every outstanding mpicoll request as far as its messages allow, without blocking."""
-    for req in list(_ACTIVE):
+def progress(engine: list[_Collective] | None = None) -> None:
+    """Move every outstanding request of ``engine`` (this thread's) as far as its messages allow, without blocking."""
+    for req in list(_engine() if engine is None else engine):
         req._advance(False)
 
 
@@ -490,21 +518,22 @@ def wait_mpi(request: MPI.Request) -> None:
 
 # -- helpers ---------------------------------------------------------------------------
 
-def _wait_until(done: Callable[[], bool]) -> None:
-    """Progress everything until ``done()``, sleeping inside MPI (Waitany) rather than polling in Python."""
-    progress()
+def _wait_until(done: Callable[[], bool], engine: list[_Collective]) -> None:
+    """Progress ``engine`` until ``done()``, sleeping inside MPI (Waitany) rather than polling in Python."""
+    progress(engine)
     while not done():
-        _block_once(())
-        progress()
+        _block_once((), engine=engine)
+        progress(engine)
 
 
-def _block_once(extra: Sequence[MPI.Request], status: MPI.Status | None = None) -> int | None:
+def _block_once(extra: Sequence[MPI.Request], status: MPI.Status | None = None,
+                engine: list[_Collective] | None = None) -> int | None:
     """Block until one message of some outstanding request, or one of ``extra``, completes.
 
     Returns the index in ``extra`` of the request that completed (MPI has then
     completed it, as ``Waitany`` does, filling ``status``), or None.
     """
-    internal = [q for req in _ACTIVE for q in req._pending]
+    internal = [q for req in (_engine() if engine is None else engine) for q in req._pending]
     if not internal and not any(extra):
         return None
     i = _waitany(internal + list(extra), status)
@@ -515,7 +544,7 @@ def _wait_one(req: Any, status: MPI.Status | None) -> None:
     if isinstance(req, _Collective):
         req.Wait(status)
     elif isinstance(req, MPI.Request):
-        while _ACTIVE:        # keep mpicoll's requests moving while the MPI request is not done
+        while _engine():      # keep this thread's mpicoll requests moving while the MPI request is not done
             progress()
             if req.Get_status():
                 break

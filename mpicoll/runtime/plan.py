@@ -12,8 +12,8 @@ from what determines the binding:
   call reads it (a NumPy array's dtype; another object's type and element
   format);
 - the counts, displacements and (predefined) datatypes of ``[buf, ...]`` specs;
-- the op, the root, the algorithm asked for, ``MPICOLL_ALGO`` and the tuning
-  file's generation.
+- the op, the root, the algorithm asked for, and the configuration's generation
+  (:func:`mpicoll.config.reload` makes every plan be prepared anew).
 
 The key is built on every blocking call, so it is compiled when it can be
 (``mpicoll/_callkey.c``, an optional C extension whose keys, bytes, are equal
@@ -52,10 +52,7 @@ from __future__ import annotations
 
 import array
 import mmap
-import os
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -63,6 +60,7 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
+from mpicoll.config import GENERATION
 from mpicoll.families import registry
 from mpicoll.ir.layout import Layout
 from mpicoll.ir.schedule import Schedule
@@ -71,9 +69,8 @@ from mpicoll.runtime.blocking import bind, execute, for_mpi
 from mpicoll.runtime.compiled import extension
 from mpicoll.runtime.datatypes import check_reducible
 from mpicoll.runtime.ops import Op, reducer
-from mpicoll.selection import choose as selection
 
-__all__ = ["Plan", "NOTHING", "make_plan", "scratch_from", "PlanCache", "call_key", "shape_key", "held",
+__all__ = ["Plan", "NOTHING", "make_plan", "PlanCache", "call_key", "shape_key", "held",
            "PLAN_CACHE_ENTRIES", "PLAN_CACHE_SCRATCH",
            "REQUEST_PLAN_SCRATCH"]
 
@@ -281,7 +278,7 @@ def make_plan(comm: Any, collective: str, name: str, params: dict[str, Any], arr
         return Plan(sched, dict(arrays), bound_layouts, None, device.xp, call.finish, device=call)
     xp: Any = np
     arrays = dict(arrays)
-    arena = _ARENA.get()
+    arena = getattr(comm, "arena", None)
     offsets, total = _packed(scratch, np.dtype(dtype).itemsize)
     block = arena(total) if arena is not None and scratch else None
     for scratch_name, count in scratch.items():
@@ -297,9 +294,6 @@ def make_plan(comm: Any, collective: str, name: str, params: dict[str, Any], arr
 
 # -- scratch shared by the blocking calls of one communicator --------------------------------------
 
-#: set by :func:`scratch_from` while a blocking call is prepared: ``arena(nbytes)`` returns a byte array
-#: of at least ``nbytes`` that the plan's scratch buffers may view
-_ARENA: ContextVar[Callable[[int], np.ndarray | None] | None] = ContextVar("mpicoll_scratch_arena", default=None)
 _ALIGN = 64   # bytes: each scratch buffer in an arena starts on a cache line
 
 
@@ -312,20 +306,8 @@ def _packed(scratch: dict[str, int], itemsize: int) -> tuple[dict[str, int], int
     return offsets, total
 
 
-@contextmanager
-def scratch_from(arena: Callable[[int], np.ndarray | None]) -> Iterator[None]:
-    """Plans made inside take their scratch space from ``arena`` (see :meth:`PlanCache.arena`)."""
-    token = _ARENA.set(arena)
-    try:
-        yield
-    finally:
-        _ARENA.reset(token)
-
-
 # -- the cache key ---------------------------------------------------------------------------------
 
-_ENV = getattr(os.environ, "_data", None)   # os.environ's own dict: a plain lookup, no key encoding
-_ALGO, _DEBUG, _GPU = b"MPICOLL_ALGO", b"MPICOLL_DEBUG", b"MPICOLL_GPU_TRANSPORT"
 _PLAIN = (int, str, float, bool, type(None))
 _BUFFERS = frozenset((bytearray, bytes, memoryview, mmap.mmap, array.array))
 _IN_PLACE = MPI.IN_PLACE
@@ -340,13 +322,6 @@ _PREDEFINED_OPS = {id(v): ("op", v.handle) for v in vars(MPI).values() if type(v
 
 class _Uncacheable(Exception):
     """Raised inside the key builder for an argument the key cannot describe."""
-
-
-def _environ(name: bytes) -> Any:
-    if _ENV is not None:
-        return _ENV.get(name)
-    value = os.environ.get(name.decode())
-    return value.encode() if value is not None else None
 
 
 def _element(obj: Any, t: type) -> str:
@@ -447,11 +422,9 @@ def _call_key(method: str, args: Sequence[Any], algorithm: Any, values: tuple[in
     key of the call's *shape*, see :func:`shape_key`) and the buffers' ``(address,
     nbytes)`` are appended to ``spans`` instead, in the order of the arguments.
     """
-    env = _ENV if _ENV is not None else {k: _environ(k) for k in (_ALGO, _DEBUG, _GPU)}
-    debug = env.get(_DEBUG)
-    if (debug and debug != b"0") or type(algorithm) is not str:
+    if type(algorithm) is not str:
         return None
-    key: list = [method, algorithm, env.get(_ALGO), env.get(_GPU), selection._GENERATION]
+    key: list = [method, algorithm, GENERATION[0]]
     try:
         for i, a in enumerate(args):
             t = type(a)
@@ -480,9 +453,9 @@ def _call_key(method: str, args: Sequence[Any], algorithm: Any, values: tuple[in
 def _compiled_call_key() -> Callable[..., tuple | None]:
     """The compiled key builder bound to this module's tables, or this module's own where it is not built."""
     _callkey = extension("_callkey")
-    if _callkey is None or _ENV is None:
+    if _callkey is None:
         return _call_key
-    _callkey.init(_call_key, _ENV, vars(selection), np.ndarray, _BUFFERS, _PREDEFINED_TYPES, _PREDEFINED_OPS,
+    _callkey.init(_call_key, GENERATION, np.ndarray, _BUFFERS, _PREDEFINED_TYPES, _PREDEFINED_OPS,
                   MPI.Op, _IN_PLACE)
     return _callkey.call_key
 

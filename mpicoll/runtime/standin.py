@@ -84,9 +84,9 @@ def play(comm: Any, method: str, args: tuple, algorithm: str, error: BaseExcepti
     communicating; ``run(plan)`` runs it as the failed call would have.
     Anything going wrong here is swallowed: the caller raises ``error`` next.
     """
-    if comm.Get_size() == 1:
+    if comm.size == 1:
         return False
-    for candidate in stand_in_args(method, tuple(args), error, comm.Get_size()):
+    for candidate in stand_in_args(method, tuple(args), error, comm.size):
         try:
             plan = prepare(method, *candidate, algorithm=algorithm)
         except Exception:

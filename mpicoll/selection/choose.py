@@ -6,87 +6,68 @@ forces those choices wherever the call says ``algorithm="auto"``.  An explicit
 
 "auto" decides, in order of precedence: ``MPICOLL_ALGO``; the band of the
 tuning file (``python -m mpicoll.bench --tune``: direct measurements) for the
-collective and p; the cost model (:mod:`mpicoll.selection.model`) with the calibrated
-constants (``python -m mpicoll calibrate``), else the built-in ``local``
-preset; the rule table of the collective where the model does not apply.  On a
-communicator every rank decides from the tuning and calibration data of rank 0,
-broadcast once (:mod:`mpicoll.selection.tuning`), so that all ranks choose alike.
+collective and p; the cost model (:mod:`mpicoll.selection.model`) with the
+calibrated constants (``python -m mpicoll calibrate``), else the built-in
+``local`` preset; the rule table of the collective where the model does not
+apply.  A communicator's ranks decide from the data of its rank 0
+(:class:`mpicoll.selection.tuning.Shared`, exchanged when the communicator was
+made), so that all ranks choose alike.
 
-The rule of each collective lives next to its call, in
-``mpicoll.calls.<collective>``, registered with :func:`auto_rule`; each documents
-its table.
+Everything here is a local function of its arguments: no message, no file read
+on a communicator's behalf.  The rule of each collective lives next to its
+call, in ``mpicoll.calls.<collective>``, registered with :func:`auto_rule`;
+each documents its table.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any
 
+from mpicoll import config
 from mpicoll.families import registry
+from mpicoll.ir.nodes import Nodes, is_multi_node
 from mpicoll.selection import model as costed
-from mpicoll.selection import tuning as agreement
-from mpicoll.selection.segments import MAX_SEGMENTS, SEGMENT_BYTES, segments_for  # noqa: F401 (part of this module's API)
-from mpicoll.selection.tuning import tuning_file, tuning_path
+from mpicoll.selection import tuning
+from mpicoll.selection.segments import segments_for
+from mpicoll.selection.tuning import Shared
 
-__all__ = ["choose", "auto_rule", "forced_by_environment", "segments_for", "tuned_choice", "tuning_path",
-           "tuning_file", "reload_tuning", "agree"]
+__all__ = ["choose", "auto_rule", "forced_by_environment", "tuned_choice", "reload_tuning"]
 
 KiB = 1024
 MiB = 1024 * KiB
 
 
 def forced_by_environment(collective: str) -> str | None:
-    """The algorithm ``MPICOLL_ALGO`` names for ``collective``, if any."""
-    text = os.environ.get("MPICOLL_ALGO", "")
-    forced = _FORCED.get(text)
-    if forced is None:
-        forced = _parse_forced(text)
-        if len(_FORCED) >= 16:    # the variable rarely changes: a few values are enough
-            _FORCED.clear()
-        _FORCED[text] = forced
+    """The algorithm ``MPICOLL_ALGO`` names for ``collective``, if any; ValueError naming the variable for a
+    collective or algorithm that does not exist."""
+    forced = config.current().algo
+    if forced and forced is not _CHECKED[0]:
+        _check_forced(forced)
+        _CHECKED[0] = forced
     return forced.get(collective)
 
 
-_FORCED: dict[str, dict[str, str]] = {}   # MPICOLL_ALGO's value: what it forces (read on every "auto" call)
+_CHECKED: list[Any] = [None]   # the MPICOLL_ALGO value last found valid
 
 
-def _parse_forced(text: str) -> dict[str, str]:
-    """``MPICOLL_ALGO``'s value as {collective: algorithm} (the first item for a collective wins)."""
-    forced: dict[str, str] = {}
-    for item in text.split(","):
-        if not item.strip():
-            continue
-        if "=" not in item:
-            raise ValueError(f"MPICOLL_ALGO: expected collective=algorithm, got {item.strip()!r}")
-        key, value = (x.strip().lower() for x in item.split("=", 1))
-        forced.setdefault(key, value)
-    return forced
+def _check_forced(forced: dict[str, str]) -> None:
+    known = registry.collectives()
+    for collective, name in forced.items():
+        if collective not in known:
+            raise ValueError(f"MPICOLL_ALGO: no collective {collective!r}; expected one of {', '.join(known)}")
+        if name != "auto" and name not in registry.algorithms(collective):
+            raise ValueError(f"MPICOLL_ALGO: {collective} has no algorithm {name!r}; expected one of "
+                             f"{', '.join(registry.algorithms(collective))}")
 
 
-_GENERATION = 0
+def reload_tuning() -> None:
+    """Read the tuning and calibration files again (and the environment: :func:`mpicoll.config.reload`).
 
-
-def reload_tuning(comm: Any = None) -> None:
-    """Forget the tuning and calibration data this process read (cached plans are chosen anew).
-
-    Communicators keep what their ranks agreed on (:mod:`mpicoll.selection.tuning`:
-    once per communicator), except ``comm`` when given: then this is
-    collective over ``comm``, whose ranks agree again at once on what its rank
-    0 now reads.
+    Communicators made afterwards agree on the new data; existing ones keep what
+    their ranks agreed on when they were made.
     """
-    global _GENERATION
-    agreement.forget()
-    costed.clear()
-    _GENERATION += 1
-    if comm is not None:
-        getattr(comm, "__dict__", {}).pop(agreement.ATTR, None)
-        agree(comm)
-
-
-def tuning_generation() -> int:
-    """Counts :func:`reload_tuning` calls (part of the plan cache's key)."""
-    return _GENERATION
+    config.reload()
 
 
 def _band(bands: Any, collective: str, size: int, nbytes: int, commutative: bool) -> str | None:
@@ -112,26 +93,9 @@ def tuned_choice(collective: str, size: int, nbytes: int, commutative: bool = Tr
     (bands in increasing size; a band covers sizes below its upper bound).  A
     tuned algorithm that is unknown, or that does not keep rank order when the
     op is not commutative, is ignored.  Calls on a communicator use rank 0's
-    file instead (:func:`agree`).
+    data instead.
     """
-    by_p = tuning_file().get(collective, {})
-    return _band(by_p.get(str(size)) if isinstance(by_p, dict) else None, collective, size, nbytes, commutative)
-
-
-def agree(comm: Any, timeout: float | None = None) -> Any:
-    """The data "auto" decides from on ``comm``, rank 0's (see :mod:`mpicoll.selection.tuning`).
-
-    :func:`choose` calls it on the first "auto" call of a communicator; the
-    careful path (:mod:`mpicoll.comm.careful`) calls it before checking a call's
-    arguments, so that a rank whose checks fail still takes part.
-    """
-    return agreement.of_comm(comm, timeout)
-
-
-def _env_nodes() -> Any:
-    from mpicoll.ir.nodes import env_node_size  # noqa: PLC0415
-
-    return env_node_size()
+    return _band(tuning.local().bands(collective, size), collective, size, nbytes, commutative)
 
 
 AutoRule = Callable[..., str]
@@ -157,20 +121,16 @@ def _auto(collective: str) -> AutoRule:
 
 
 def choose(collective: str, requested: str | None, *, size: int, nbytes: int, count: int,
-           commutative: bool = True, nodes: Callable[[], Any] | None = None,
-           comm: Any = None) -> tuple[str, dict[str, Any]]:
+           commutative: bool = True, nodes: Nodes = None, agreed: Shared | None = None) -> tuple[str, dict[str, Any]]:
     """(algorithm name, build parameters) for one call; raises ValueError for a bad choice.
 
     "auto", in order: ``MPICOLL_ALGO``; the tuning file's band for this
-    collective, size and p; the cost model (:mod:`mpicoll.selection.model`) for the
-    collectives it covers; else the collective's rule table.  With ``comm``
-    every rank decides from rank 0's tuning and calibration data
-    (:func:`agree`, collective on the first "auto" call of ``comm``); without
-    it, from this process's files.
-
-    ``nodes()`` gives the communicator's node layout (:func:`mpicoll.ir.nodes.of_comm`; collective on
-    its first call, so it is called on every rank alike): "auto" weighs the hierarchical algorithm
-    against the flat ones when there are several nodes, and algorithms that take ``nodes`` get it.
+    collective, size and p; the cost model (:mod:`mpicoll.selection.model`)
+    for the collectives it covers; else the collective's rule table.
+    ``agreed`` is the communicator's rank-0 data (this process's own files
+    when None); ``nodes`` its node layout: "auto" weighs the hierarchical
+    algorithm against the flat ones when there are several nodes, and
+    algorithms that take ``nodes`` get it.
     """
     if requested is None:
         requested = "auto"
@@ -180,7 +140,7 @@ def choose(collective: str, requested: str | None, *, size: int, nbytes: int, co
     source = "algorithm"
     if name == "auto":
         name, source = _decide(collective, size=size, nbytes=nbytes, count=count, commutative=commutative,
-                               nodes=nodes, comm=comm)
+                               nodes=nodes, agreed=agreed if agreed is not None else tuning.local())
     try:
         alg = registry.get(collective, name)
     except ValueError as exc:
@@ -191,40 +151,32 @@ def choose(collective: str, requested: str | None, *, size: int, nbytes: int, co
                          f"and the op is not commutative; use one of {', '.join(keeping)}")
     params: dict[str, Any] = {}
     if "nodes" in alg.params:
-        params["nodes"] = nodes() if nodes is not None else _env_nodes()
+        params["nodes"] = nodes
     if "segments" in alg.params:
         params["segments"] = segments_for(nbytes, pieces=2 if name == "double_binary_tree" else 1)
     return name, params
 
 
-def _decide(collective: str, *, size: int, nbytes: int, count: int, commutative: bool,
-            nodes: Callable[[], Any] | None, comm: Any) -> tuple[str, str]:
+def _decide(collective: str, *, size: int, nbytes: int, count: int, commutative: bool, nodes: Nodes,
+            agreed: Shared) -> tuple[str, str]:
     """(the algorithm "auto" runs, what named it); see :func:`choose`."""
-    # first, so that every rank takes part in the agreement whatever its environment says
-    if comm is not None and size > 1:
-        shared = getattr(comm, "__dict__", {}).get(agreement.ATTR) or agreement.of_comm(comm)
-    else:
-        shared = agreement.local(size)
     forced = forced_by_environment(collective)
     if forced and forced != "auto":
         return forced, "MPICOLL_ALGO"
     if count >= size:
-        tuned = _band(shared.tuning.get(collective), collective, size, nbytes, commutative)
+        tuned = _band(agreed.bands(collective, size), collective, size, nbytes, commutative)
         if tuned:
             return tuned, "the tuning file"
     rule = _auto(collective)(size=size, nbytes=nbytes, count=count, commutative=commutative)
     if size < 2:
         return rule, "algorithm"
-    layout = nodes() if nodes is not None else None
-    machine = shared.machine
+    machine = agreed.machine
     split = None
-    if layout is not None and machine.alpha_intra is not None and machine.beta_intra is not None:
-        from mpicoll.ir.nodes import is_multi_node  # noqa: PLC0415
-
-        split = layout if is_multi_node(size, layout) else None
+    if nodes is not None and machine.alpha_intra is not None and machine.beta_intra is not None:
+        split = nodes if is_multi_node(size, nodes) else None
     if collective in costed.MODELLED and size <= costed.MODEL_LIMIT:
         return costed.best(collective, size=size, nbytes=nbytes, commutative=commutative, machine=machine,
-                           key=shared.key, rule=rule, nodes=split), "the cost model"
+                           key=agreed.key, rule=rule, nodes=split), "the cost model"
     if split is not None:
         from mpicoll.selection.hierarchy import machine_for, prefer  # noqa: PLC0415
 

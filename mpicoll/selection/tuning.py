@@ -1,21 +1,17 @@
-"""What every rank of a communicator decides "auto" from: read on rank 0, broadcast once.
+"""What every rank of a communicator decides "auto" from: rank 0's tuning and calibration files.
 
 "auto" reads two files: the tuning file (``python -m mpicoll.bench --tune``,
-:func:`tuning_path`) and the calibration file (``python -m
-mpicoll calibrate``, :func:`mpicoll.analysis.presets.calibration_path`).  Each process
-reads its own, and nodes need not share a file system or a home directory, so
-two ranks could read different constants and choose different algorithms for
-the same call: a hang.  So a communicator's ranks never decide from their own
-files.  On the first ``algorithm="auto"`` call on a communicator its rank 0
-reads the files (:func:`local`) and broadcasts what it read, once, with a
-collective ``Bcast`` on the communicator's private duplicate (a collective,
-so it can never match mpicoll's point-to-point messages, whatever their tag);
-every rank keeps the same :class:`Shared` for the life of the communicator
-(:func:`of_comm`).  Every rank makes that first "auto" call at the same point,
-since every rank calls a communicator's collectives in the same order.  A
-malformed calibration file on rank 0 makes every rank raise the same error.
+:func:`tuning_path`) and the calibration file (``python -m mpicoll calibrate``,
+:func:`mpicoll.analysis.presets.calibration_path`).  Each process reads its own,
+and nodes need not share a file system, so two ranks could read different data
+and choose different algorithms for the same call: a hang.  So a
+communicator's ranks never decide from their own files: when a communicator is
+wrapped, its rank 0's :func:`local` data travel to every rank with the setup
+exchange (:mod:`mpicoll.comm.setup`), and communicators derived from it inherit
+them.  A malformed file on rank 0 makes every rank raise the same error, naming
+the file.
 
-Without a communicator (the model tools, unit tests) :func:`local` alone is used.
+This module reads files and sends nothing.
 """
 
 from __future__ import annotations
@@ -23,19 +19,15 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
+from mpicoll import config
 from mpicoll.analysis.cost import Machine
 
-__all__ = ["Shared", "local", "of_comm", "forget"]
+__all__ = ["Shared", "Bands", "local", "forget", "tuning_path", "tuning_file"]
 
-ATTR = "_mpicoll_agreed"     # where a communicator keeps its Shared
-_LOCAL: OrderedDict[int, Shared] = OrderedDict()   # local(size), by size (bounded; cleared by forget())
-_LOCAL_ENTRIES = 64
+Bands = tuple[tuple[int | None, str], ...]   # (upper bound in bytes or None, algorithm), by increasing size
 _KEYS: dict[tuple, Any] = {}    # constants -> the small number that names them in decision caches
 _KEY_ENTRIES = 1024
 
@@ -46,19 +38,24 @@ class Shared:
 
     ``machine`` holds the cost-model constants (calibrated, or the built-in
     default), ``source`` says where they came from, ``tuning`` maps a
-    collective to the tuning file's bands for this communicator's size, and
-    ``key`` identifies the constants in caches (equal constants, equal key).
+    collective and a process count to the tuning file's bands, and ``key``
+    identifies the constants in caches (equal constants, equal key).
     """
 
     machine: Machine
     source: str
-    tuning: dict[str, tuple[tuple[int | None, str], ...]]
-    key: tuple
+    tuning: dict[str, dict[int, Bands]]
+    key: Any
+
+    def bands(self, collective: str, size: int) -> Bands | None:
+        """The tuning file's bands for ``collective`` at ``size`` ranks, if it has any."""
+        return self.tuning.get(collective, {}).get(size)
 
     @classmethod
-    def make(cls, machine: Machine, source: str, tuning: dict[str, Any]) -> Shared:
-        bands = {coll: tuple((None if upper is None else int(upper), str(name)) for upper, name in rows)
-                 for coll, rows in tuning.items()}
+    def make(cls, machine: Machine, source: str, tuning: dict[str, Any], where: str = "the tuning file") -> Shared:
+        """Checks the tuning data's form: ``collective -> str(p) -> [[upper_bytes or null, algorithm], ...]``."""
+        bands = {str(coll): {int(p): _bands(rows, f"{where}: {coll}, p = {p}") for p, rows in by_p.items()}
+                 for coll, by_p in _mapping(tuning, where).items() if _mapping(by_p, f"{where}: {coll}")}
         full = tuple((f.name, _hashable(getattr(machine, f.name))) for f in dataclasses.fields(machine))
         key = _KEYS.get(full)
         if key is None:   # a small number names the constants (cheap to hash on every call); bounded
@@ -69,7 +66,8 @@ class Shared:
 
     def to_json(self) -> str:
         return json.dumps({"machine": dataclasses.asdict(self.machine), "source": self.source,
-                           "tuning": {c: [list(b) for b in rows] for c, rows in self.tuning.items()}})
+                           "tuning": {c: {str(p): [list(b) for b in rows] for p, rows in by_p.items()}
+                                      for c, by_p in self.tuning.items()}})
 
     @classmethod
     def from_json(cls, text: str) -> Shared:
@@ -79,51 +77,57 @@ class Shared:
         return cls.make(Machine(**data["machine"]), data["source"], data["tuning"])
 
 
+def _mapping(value: Any, where: str) -> dict:
+    if not isinstance(value, dict):
+        raise ValueError(f"{where}: expected a JSON object, got {json.dumps(value)[:60]}")
+    return value
+
+
+def _bands(rows: Any, where: str) -> Bands:
+    """``[[upper or null, algorithm], ...]`` checked: a clear error naming ``where`` for anything else."""
+    out = []
+    for row in rows if isinstance(rows, list) else [None]:
+        ok = isinstance(row, (list, tuple)) and len(row) == 2
+        upper, name = row if ok else (None, None)
+        if not ok or not isinstance(name, str) or not (upper is None or (isinstance(upper, int)
+                                                                           and not isinstance(upper, bool))):
+            raise ValueError(f"{where}: expected [[upper bytes (an integer) or null, algorithm name], ...], got "
+                             f"{json.dumps(rows)[:80]}")
+        out.append((upper, name))
+    return tuple(out)
+
+
 def _hashable(value: Any) -> Any:
     return tuple(sorted(value.items())) if isinstance(value, dict) else value
 
 
 def tuning_path() -> str:
     """The tuning file: ``$MPICOLL_TUNING``, else ``~/.config/mpicoll/tuning.json``."""
-    return os.environ.get("MPICOLL_TUNING") or os.path.join(os.path.expanduser("~"), ".config", "mpicoll",
-                                                             "tuning.json")
+    return config.current().tuning or os.path.join(os.path.expanduser("~"), ".config", "mpicoll", "tuning.json")
 
 
-_TUNING: dict[str, Any] | None = None   # this process's tuning file, parsed once (see forget)
+_READ: dict[str, Any] = {}   # "tuning": this process's tuning file, "local": its Shared (see forget)
 
 
 def tuning_file() -> dict[str, Any]:
-    """This process's tuning file, parsed (``{}`` when there is none; a malformed one is ignored with a warning)."""
-    global _TUNING
-    if _TUNING is None:
+    """This process's tuning file, parsed (``{}`` when there is none); ValueError naming it when malformed."""
+    if "tuning" not in _READ:
+        path = tuning_path()
         try:
-            with open(tuning_path()) as fh:
-                _TUNING = json.load(fh)
-            if not isinstance(_TUNING, dict):
-                raise ValueError("expected a JSON object")
+            with open(path) as fh:
+                data = json.load(fh)
         except FileNotFoundError:
-            _TUNING = {}
+            data = {}
         except (OSError, ValueError) as exc:
-            import warnings  # noqa: PLC0415
-
-            warnings.warn(f"mpicoll: ignoring the tuning file {tuning_path()}: {exc}", stacklevel=2)
-            _TUNING = {}
-    return _TUNING
-
-
-def _tuning_for(size: int) -> dict[str, Any]:
-    """This process's tuning file: the bands of every collective at ``size`` ranks (malformed ones dropped)."""
-    out: dict[str, Any] = {}
-    for coll, by_p in tuning_file().items():
-        rows = by_p.get(str(size)) if isinstance(by_p, dict) else None
-        if isinstance(rows, list) and all(isinstance(r, (list, tuple)) and len(r) == 2 for r in rows):
-            out[coll] = rows
-    return out
+            raise ValueError(f"the tuning file {path}: {exc}") from None
+        _mapping(data, f"the tuning file {path}")
+        _READ["tuning"] = data
+    return _READ["tuning"]
 
 
-def local(size: int) -> Shared:
-    """What this process's own files say for ``size`` ranks (cached until :func:`forget`)."""
-    hit = _LOCAL.get(size)
+def local() -> Shared:
+    """What this process's own files say (read once, until :func:`forget`); ValueError naming a malformed file."""
+    hit = _READ.get("local")
     if hit is not None:
         return hit
     from mpicoll.analysis.presets import DEFAULT_LOCAL, calibration_path, load_local  # noqa: PLC0415
@@ -133,68 +137,13 @@ def local(size: int) -> Shared:
         machine, source = load_local(path), f"calibration file {path}"
     else:
         machine, source = DEFAULT_LOCAL, f"built-in preset {DEFAULT_LOCAL.name!r}"
-    shared = Shared.make(machine, source, _tuning_for(size))
-    _LOCAL[size] = shared
-    while len(_LOCAL) > _LOCAL_ENTRIES:
-        _LOCAL.popitem(last=False)
+    shared = _READ["local"] = Shared.make(machine, source, tuning_file(), f"the tuning file {tuning_path()}")
     return shared
 
 
 def forget() -> None:
     """Drop what :func:`local` and :func:`tuning_file` read (communicators keep what they agreed on)."""
-    global _TUNING
-    _TUNING = None
-    _LOCAL.clear()
+    _READ.clear()
 
 
-def of_comm(comm: Any, timeout: float | None = None) -> Shared:
-    """Rank 0's :class:`Shared`, on every rank of ``comm`` (collective on its first call for ``comm``).
-
-    Kept on ``comm`` (an :class:`mpicoll.Comm`) afterwards.  The broadcast runs
-    on ``comm.private`` when there is one; with a ``timeout`` (seconds) it is
-    nonblocking and watched, and a rank left waiting raises
-    :class:`mpicoll.CollectiveTimeout`.
-    """
-    store = getattr(comm, "__dict__", None)
-    if store is not None:
-        hit = store.get(ATTR)
-        if hit is not None:
-            return hit
-    talk = getattr(comm, "private", comm)
-    if timeout is None:
-        timeout = getattr(comm, "timeout", None)
-    text = ""
-    if talk.Get_rank() == 0:
-        try:
-            text = local(talk.Get_size()).to_json()
-        except (OSError, ValueError) as exc:   # every rank raises it, below
-            text = json.dumps({"error": f"mpicoll: algorithm='auto' on rank 0: {exc}"})
-    shared = Shared.from_json(_bcast_text(talk, text, timeout))
-    if store is not None:
-        store[ATTR] = shared
-    return shared
-
-
-def _bcast_text(comm: Any, text: str, timeout: float | None) -> str:
-    """Rank 0's ``text`` on every rank: its length, then its bytes (two ``Bcast`` of ``comm``)."""
-    from mpi4py import MPI  # noqa: PLC0415
-
-    rank = comm.Get_rank()
-    data = np.frombuffer(text.encode(), np.uint8).copy() if rank == 0 else None
-    length = np.array([data.size if data is not None else 0], np.int64)
-    _wait(comm, comm.Ibcast(length, root=0) if timeout else None, lambda: comm.Bcast(length, root=0), timeout)
-    if data is None:
-        data = np.empty(int(length[0]), np.uint8)
-    buf = [data, MPI.BYTE]
-    _wait(comm, comm.Ibcast(buf, root=0) if timeout else None, lambda: comm.Bcast(buf, root=0), timeout)
-    return data.tobytes().decode()
-
-
-def _wait(comm: Any, request: Any, blocking: Any, timeout: float | None) -> None:
-    if request is None:
-        blocking()
-        return
-    from mpicoll.runtime.watchdog import wait_mpi  # noqa: PLC0415 (only with a timeout)
-
-    wait_mpi(request, "algorithm='auto' (agreeing on rank 0's tuning and calibration data)", timeout,
-             [0] if comm.Get_rank() else list(range(1, comm.Get_size())), comm.Get_rank())
+config.on_reload(forget)

@@ -10,21 +10,21 @@ buffers (pinned mirrors, window layout, bound rounds) for the plan's life.
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 from mpi4py import MPI
+
+from mpicoll import config
+from mpicoll.ir.layout import Layout
+from mpicoll.ir.schedule import Schedule
+from mpicoll.runtime.blocking import bind, execute
 from mpicoll.runtime.gpu.device import Device
 from mpicoll.runtime.gpu.ipc import IpcTransport, windows_of
 from mpicoll.runtime.gpu.staged import StagedTransport, segment_bytes
 from mpicoll.runtime.gpu.transport import Choice, choose
-
-from mpicoll.ir.layout import Layout
-from mpicoll.ir.schedule import Schedule
-from mpicoll.runtime.blocking import bind, execute
 from mpicoll.runtime.ops import op_name, reducer
 
 __all__ = ["DeviceCall", "CudaAwareTransport", "debug_line"]
@@ -145,5 +145,5 @@ def debug_line(call: DeviceCall, choice: Choice, path: str) -> str:
 
 
 def _report(call: DeviceCall, choice: Choice, path: str) -> None:
-    if os.environ.get("MPICOLL_DEBUG", "").strip() == "2":
+    if config.current().debug >= 2:
         print(debug_line(call, choice, path), file=sys.stderr, flush=True)

@@ -34,11 +34,11 @@ from typing import Any
 
 import numpy as np
 from mpi4py import MPI
-from mpicoll.runtime.gpu.access import Access, analyse
-from mpicoll.runtime.gpu.device import Device, PeerWindow, Window
 
 from mpicoll.ir.layout import Layout
 from mpicoll.ir.schedule import Reduce, Schedule
+from mpicoll.runtime.gpu.access import Access, analyse
+from mpicoll.runtime.gpu.device import Device, PeerWindow, Window
 
 __all__ = ["HandleCache", "IpcWindows", "IpcTransport", "windows_of"]
 
@@ -135,10 +135,11 @@ def _release(cache: HandleCache, window: list) -> None:
 
 
 def windows_of(comm: Any, device: Device) -> IpcWindows:
-    """The :class:`IpcWindows` of ``comm`` (an :class:`mpicoll.Comm`), made on first use and kept on it."""
-    kept = comm.__dict__.get("_ipc")
+    """The :class:`IpcWindows` of ``comm`` (a communicator's state or preparation), made on first use and kept
+    with the communicator's state (released with it)."""
+    kept = comm.devices.get("ipc")
     if kept is None:
-        kept = comm.__dict__["_ipc"] = IpcWindows(device, comm.private)
+        kept = comm.devices["ipc"] = IpcWindows(device, comm.private)
     return kept
 
 

@@ -25,19 +25,19 @@ when it completes.  Reductions run on the host, where the data is.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from functools import partial
 from typing import Any
 
 import numpy as np
 from mpi4py import MPI
-from mpicoll.runtime.gpu.access import Access, Op, analyse
-from mpicoll.runtime.gpu.device import Device
 
+from mpicoll import config
 from mpicoll.ir.layout import Layout
 from mpicoll.ir.schedule import Reduce, Schedule
 from mpicoll.runtime.blocking import bind
+from mpicoll.runtime.gpu.access import Access, Op, analyse
+from mpicoll.runtime.gpu.device import Device
 
 __all__ = ["StagedTransport", "segment_bytes"]
 
@@ -46,17 +46,7 @@ DEFAULT_SEGMENT = 1 << 20
 
 def segment_bytes(env: Any = None) -> int:
     """``MPICOLL_GPU_SEGMENT`` (bytes, default 1 MiB): the pipeline's unit of copy and message."""
-    env = os.environ if env is None else env
-    text = env.get("MPICOLL_GPU_SEGMENT", "").strip()
-    if not text:
-        return DEFAULT_SEGMENT
-    try:
-        value = int(text)
-    except ValueError:
-        raise ValueError(f"MPICOLL_GPU_SEGMENT={text!r}: expected a number of bytes") from None
-    if value < 1:
-        raise ValueError(f"MPICOLL_GPU_SEGMENT={value}: must be at least 1")
-    return value
+    return (config.current() if env is None else config.read(env)).gpu_segment
 
 
 class StagedTransport:

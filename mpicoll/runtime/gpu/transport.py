@@ -21,15 +21,16 @@ expects host memory.
 from __future__ import annotations
 
 import ctypes
-import os
 from dataclasses import dataclass
 from typing import Any
 
 from mpi4py import MPI
 
+from mpicoll import config
+
 __all__ = ["Choice", "choose", "cuda_aware_mpi", "parse_alloc_kinds", "node_local", "TRANSPORTS"]
 
-TRANSPORTS = ("ipc", "staged", "cuda-aware", "auto")
+TRANSPORTS = config.GPU_TRANSPORTS
 
 
 @dataclass(frozen=True)
@@ -46,10 +47,7 @@ def choose(comm: Any, *, blocking: bool, host_ops: bool, env: Any = None) -> Cho
     ``blocking`` is False for nonblocking and persistent calls; ``host_ops``
     is True when the reduction must run on the host (a user op).
     """
-    env = os.environ if env is None else env
-    asked = env.get("MPICOLL_GPU_TRANSPORT", "auto").strip().lower() or "auto"
-    if asked not in TRANSPORTS:
-        raise ValueError(f"MPICOLL_GPU_TRANSPORT={asked!r}: expected one of {', '.join(TRANSPORTS)}")
+    asked = (config.current() if env is None else config.read(env)).gpu_transport
     aware, why_aware = cuda_aware_mpi(env)
     if asked == "cuda-aware":
         if not aware:
@@ -62,7 +60,7 @@ def choose(comm: Any, *, blocking: bool, host_ops: bool, env: Any = None) -> Cho
     why = "ipc asked for, but " if asked == "ipc" else ""
     if not blocking:
         return Choice("staged", why + "nonblocking and persistent calls stage")
-    local = node_local(comm)   # collective: blocking calls only, which every rank makes in the same order
+    local = node_local(comm)   # the layout agreed when the communicator was made
     if not local:
         if asked == "ipc":
             raise RuntimeError("MPICOLL_GPU_TRANSPORT=ipc, but the communicator spans more than one node")
@@ -80,12 +78,9 @@ def cuda_aware_mpi(env: Any = None) -> tuple[bool, str]:
     ``COMM_WORLD`` (a ``cuda`` kind), then Open MPI's
     ``MPIX_Query_cuda_support()``.  Anything else counts as not CUDA-aware.
     """
-    env = os.environ if env is None else env
-    forced = env.get("MPICOLL_CUDA_AWARE", "").strip()
-    if forced:
-        if forced not in ("0", "1"):
-            raise ValueError(f"MPICOLL_CUDA_AWARE={forced!r}: expected 1 or 0")
-        return forced == "1", f"MPICOLL_CUDA_AWARE={forced}"
+    forced = (config.current() if env is None else config.read(env)).cuda_aware
+    if forced is not None:
+        return forced, f"MPICOLL_CUDA_AWARE={int(forced)}"
     cached = _AWARE.get("query")
     if cached is None:
         cached = _AWARE["query"] = _query_library()
@@ -131,22 +126,16 @@ def parse_alloc_kinds(kinds: str) -> bool:
 
 
 def node_local(comm: Any) -> bool:
-    """Whether every rank of ``comm`` is on this node (collective on first use; then kept on the communicator).
+    """Whether every rank of ``comm`` is on this node.
 
-    ``comm`` is an :class:`mpicoll.Comm` (the answer is kept in it, and the
-    query runs on its private duplicate) or an ``MPI.Comm`` (asked each time).
-    The answer is the same on every rank: the node communicator has the
-    communicator's size on all ranks or on none.
+    ``comm`` is a communicator's state or preparation (its node layout, agreed
+    when it was made, says so without a message) or an ``MPI.Comm`` (asked:
+    collective).  The answer is the same on every rank.
     """
-    kept = getattr(comm, "__dict__", {}).get("_node_local")
-    if kept is not None:
-        return kept
-    mpi_comm = getattr(comm, "private", comm)
-    node = mpi_comm.Split_type(MPI.COMM_TYPE_SHARED)
+    if hasattr(comm, "nodes"):
+        return comm.nodes is None
+    node = comm.Split_type(MPI.COMM_TYPE_SHARED)
     try:
-        local = bool(mpi_comm.allreduce(node.Get_size() == mpi_comm.Get_size(), op=MPI.LAND))
+        return bool(comm.allreduce(node.Get_size() == comm.Get_size(), op=MPI.LAND))
     finally:
         node.Free()
-    if hasattr(comm, "__dict__"):
-        comm.__dict__["_node_local"] = local
-    return local

@@ -1,0 +1,191 @@
+"""The paths a collective call on an ``mpicoll.Comm`` takes: blocking, nonblocking, persistent.
+
+A blocking call, ``comm.Allreduce(x, y)``:
+
+1. :func:`run_blocking` (compiled: ``mpicoll.runtime._callkey.run``) draws the
+   call's tag from the communicator's state, builds the call's key, and runs
+   the cached plan's entry on a hit;
+2. otherwise it hands the call, key not yet built again, to the state's
+   ``slow_path``, chosen once when the communicator was made:
+   :func:`fast_miss` (prepare the plan, or move a cached one of the same shape
+   to the new memory, cache it and run it) or the careful path
+   (:func:`mpicoll.comm.careful.run`: a timeout or ``MPICOLL_DEBUG``).
+
+While this process has nonblocking requests outstanding, a blocking call takes
+the slow path, which decides in one place (:func:`run_plan`) to run it as a
+request so that the outstanding ones keep moving.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mpicoll.calls import TABLE, VALUE_ARGS
+from mpicoll.runtime import nonblocking
+from mpicoll.runtime import plan as plan_module
+from mpicoll.runtime.compiled import extension
+from mpicoll.runtime.datatypes import staging
+from mpicoll.runtime.nonblocking import ACTIVE, Prequest, Request
+from mpicoll.runtime.plan import NOTHING, Plan, call_key, held, shape_key
+from mpicoll.runtime.standin import play
+from mpicoll.runtime.state import NONBLOCKING, PERSISTENT, CommState, Preparation
+
+__all__ = ["run_blocking", "prepare", "fast_miss", "run_plan", "start", "init", "stand_in"]
+
+
+def prepare(state: CommState, method: str, args: tuple, algorithm: str, arena: Any = None) -> Plan | None:
+    """Check the call and bind its plan (no message); None when there is nothing to do.
+
+    Buffers of non-contiguous datatypes are packed now and unpacked when the plan finishes.
+    """
+    with staging() as staged:
+        return staged.attach(TABLE[method].prepare(Preparation(state, arena), *args, algorithm=algorithm))
+
+
+def run_plan(state: CommState, plan: Plan | None, tag: int) -> None:
+    """Run a prepared plan blocking; as a request while this thread has requests outstanding (they move too)."""
+    if nonblocking.outstanding():
+        nonblocking.start(plan, state, tag).Wait()
+    elif plan is not None:
+        plan.runner(state.private)(tag)
+
+
+def stand_in(state: CommState, method: str, args: tuple, algorithm: str, tag: int, error: BaseException,
+             request: bool = False, timeout: float | None = None) -> None:
+    """Play this rank's part of a call whose checks failed on scratch memory (see :mod:`mpicoll.runtime.standin`),
+    so that its peers are not left waiting; the caller raises ``error`` next."""
+    from mpicoll.runtime import standin, watchdog  # noqa: PLC0415 - only after an error
+
+    limit = timeout or state.timeout or standin.TIMEOUT
+
+    def run(plan: Plan | None) -> None:
+        req = nonblocking.start(plan, state, tag)
+        req.watch = (method, limit, state.rank)
+        req.Wait()
+
+    def run_blocking(plan: Plan | None) -> None:
+        if nonblocking.outstanding() or plan is None:
+            run(plan)
+        else:
+            watchdog.execute(plan.rounds(), state.private, tag, method, limit)
+
+    def prepare_candidate(name: str, *candidate: Any, algorithm: str) -> Plan | None:
+        return prepare(state, name, candidate, algorithm)
+
+    play(state, method, args, algorithm, error, prepare_candidate, run if request else run_blocking)
+
+
+def fast_miss(state: CommState, method: str, algorithm: str, args: tuple, tag: int) -> None:
+    """A blocking call the plan cache did not hold: prepare it (or move a plan of its shape), cache it, run it."""
+    try:
+        plan = _cached_prepare(state, method, args, algorithm)
+    except Exception as exc:
+        stand_in(state, method, args, algorithm, tag, exc)
+        raise
+    run_plan(state, plan, tag)
+
+
+def _cached_prepare(state: CommState, method: str, args: tuple, algorithm: str) -> Plan | None:
+    collective = TABLE[method]
+    key = call_key(method, args, algorithm, collective.values)
+    plans = state.plans
+    shape = None
+    if key is not None:
+        plan = plans.get(key)
+        if plan is not None:
+            return None if plan is NOTHING else plan
+        if collective.cacheable is None or collective.cacheable(*args):
+            shape, spans = shape_key(method, args, algorithm, collective.values)
+            plan = plans.rebased(shape, spans)
+            if plan is not None:
+                plans.put(key, plan, held(args, collective.values), spans, comm=state.private)
+                return None if plan is NOTHING else plan
+    plan = prepare(state, method, args, algorithm, plans.arena)
+    if shape is not None:
+        plans.put(key, plan, held(args, collective.values), spans, comm=None if plan is None else state.private,
+                  shape=shape)
+    return plan
+
+
+def start(comm: Any, method: str, args: tuple, algorithm: str) -> Request:
+    """A nonblocking call: prepared (or a cached plan lent) and started; it never waits for another rank."""
+    state = comm._state
+    tag = state.next_tag(NONBLOCKING)
+    if state.careful:
+        from mpicoll.comm import careful  # noqa: PLC0415
+
+        return careful.start(state, method, args, algorithm, tag)
+    try:
+        plan, lent = _lend(state, method, args, algorithm)
+    except Exception as exc:
+        stand_in(state, method, args, algorithm, tag, exc, request=True)
+        raise
+    return nonblocking.start(plan, state, tag, lent=lent)
+
+
+def _lend(state: CommState, method: str, args: tuple, algorithm: str) -> tuple[Plan | None, bool]:
+    """The plan of a nonblocking call, and whether it is a cached one lent to this request.
+
+    A cached plan serves one request at a time (its scratch is its own); an equal call made while it is
+    lent gets a fresh plan.  Plans that stage GPU buffers or pack datatypes are never cached.
+    """
+    collective = TABLE[method]
+    key = call_key(method, args, algorithm, collective.values)
+    cache = state.request_plans
+    if key is not None:
+        plan = cache.get(key)
+        if plan is NOTHING:
+            return None, False
+        if plan is not None and not plan.lent:
+            return plan, True
+    plan = prepare(state, method, args, algorithm)
+    if key is None or (collective.cacheable is not None and not collective.cacheable(*args)) or key in cache.data:
+        return plan, False
+    if plan is not None and (plan.device is not None or plan.before is not None or plan.finish is not None):
+        return plan, False
+    cache.put(key, plan, held(args, collective.values), shape_key(method, args, algorithm, collective.values)[1],
+              comm=state.private)
+    return plan, plan is not None and key in cache.data
+
+
+def init(comm: Any, method: str, args: tuple, algorithm: str) -> Prequest:
+    """A persistent call: prepared and bound once, with a tag of its own for its whole life."""
+    state = comm._state
+    tag = state.next_tag(PERSISTENT)
+    plan = prepare(state, method, args, algorithm)
+    rebuild = None
+    if plan is not None and (plan.device is not None or plan.before is not None):
+        def rebuild() -> Plan | None:   # GPU buffers staged in, datatypes packed again, at every start
+            plan.begin()
+            return None
+    return nonblocking.persistent(plan, state, tag, rebuild)
+
+
+def _run_blocking(comm: Any, method: str, algorithm: str, *args: Any) -> None:
+    """A blocking call (the Python definition of the compiled ``run``): a cached plan's entry, or the slow path."""
+    state = comm._state
+    if state is None:
+        raise ValueError("the communicator is MPI.COMM_NULL")
+    tags = state.tags
+    tag = tags[1] = tags[1] % tags[0] + 1
+    entries = state.entries
+    if entries is not None and not ACTIVE:
+        entry = entries.get(call_key(method, args, algorithm, VALUE_ARGS.get(method, ())))
+        if entry is not None:
+            entry.used = True
+            entry.run(tag)
+            return
+    state.slow_path(state, method, algorithm, args, tag)
+
+
+def _compiled_run_blocking() -> Any:
+    """The compiled ``run`` where the key builder is compiled too, else :func:`_run_blocking`."""
+    if call_key is plan_module._call_key:
+        return _run_blocking
+    _callkey = extension("_callkey")
+    _callkey.init_run(ACTIVE, VALUE_ARGS)
+    return _callkey.run
+
+
+#: ``run_blocking(comm, method, algorithm, *args)``: what every blocking collective method calls
+run_blocking = _compiled_run_blocking()

@@ -1,0 +1,96 @@
+"""Making a communicator's state: the one place where mpicoll talks to the peers on its own behalf.
+
+A communicator needs three things from its peers before its first call: a
+private duplicate (so that mpicoll's messages never match a user's receive),
+the tuning and calibration data of its rank 0 (so that every rank chooses the
+same algorithm), and the node layout (so that every rank builds its schedule for
+the same nodes).  They are obtained here, when the communicator is made, at a
+point every rank reaches whatever the arguments of its later calls:
+
+- **wrapped** (``mpicoll.Comm(comm)``, collective over ``comm``): ``Idup``,
+  then one allgather of each rank's host name, with rank 0's data attached;
+- **derived** (``Dup``, ``Split``, ``Create``, ... of an ``mpicoll.Comm``,
+  already collective in MPI): ``Idup`` only; the data are the parent's, and the
+  node layout follows from the parent's by translating ranks.
+
+So preparing a call never sends a message, the first nonblocking call returns
+at once, and a rank whose arguments are wrong still finds its peers in the
+call's own schedule.  With a timeout every wait here is watched.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+from mpi4py import MPI
+
+from mpicoll import config
+from mpicoll.ir.nodes import Nodes, normalized, restricted
+from mpicoll.runtime.state import CommState
+from mpicoll.selection import tuning
+
+__all__ = ["wrapped", "derived"]
+
+
+def wrapped(comm: MPI.Intracomm, timeout: float | None) -> CommState:
+    """The state of a communicator wrapped as it is (collective over ``comm``)."""
+    settings = config.current()
+    private = _duplicate(comm, timeout)
+    rank = private.Get_rank()
+    data = ""
+    if rank == 0:
+        try:
+            data = tuning.local().to_json()
+        except (OSError, ValueError) as exc:     # every rank raises it, below
+            data = json.dumps({"error": f"mpicoll on rank 0: {exc}"})
+    hosts_and_data = _allgather(private, (MPI.Get_processor_name(), data), timeout)
+    try:
+        agreed = tuning.Shared.from_json(hosts_and_data[0][1])
+    except ValueError:
+        private.Free()
+        raise
+    nodes: Nodes = settings.node_size or normalized(tuple(host for host, _ in hosts_and_data))
+    return CommState(private, agreed, nodes, timeout=timeout, debug=settings.debug)
+
+
+def derived(comm: MPI.Intracomm, parent: CommState, timeout: float | None) -> CommState:
+    """The state of ``comm``, made from ``parent``'s communicator by MPI: no message beyond ``Idup``."""
+    settings = config.current()
+    private = _duplicate(comm, timeout)
+    if settings.node_size:
+        nodes: Nodes = settings.node_size
+    else:
+        members = comm.group.Translate_ranks(list(range(comm.Get_size())), parent.private.group)
+        nodes = restricted(parent.size, parent.nodes, members)
+    return CommState(private, parent.agreed, nodes, timeout=timeout, debug=settings.debug)
+
+
+def _duplicate(comm: MPI.Intracomm, timeout: float | None) -> MPI.Intracomm:
+    """mpicoll's private duplicate of ``comm`` (``Idup``, watched under a timeout)."""
+    dup, request = MPI.Intracomm.Idup(comm)
+    _wait(request, comm, "making mpicoll's private communicator", timeout)
+    return MPI.Intracomm(dup)
+
+
+def _allgather(comm: MPI.Intracomm, obj: Any, timeout: float | None) -> list:
+    """Every rank's ``obj`` (JSON-able), in rank order: lengths, then bytes, both watched under a timeout."""
+    data = np.frombuffer(json.dumps(obj).encode(), np.uint8)
+    sizes = np.zeros(comm.Get_size(), np.int64)
+    what = "exchanging the communicator's setup data"
+    _wait(comm.Iallgather(np.array([data.size], np.int64), sizes), comm, what, timeout)
+    displs = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+    out = np.empty(int(sizes.sum()), np.uint8)
+    _wait(comm.Iallgatherv(data, [out, (sizes, displs), MPI.BYTE]), comm, what, timeout)
+    return [tuple(json.loads(out[d:d + n].tobytes())) for d, n in zip(displs, sizes)]
+
+
+def _wait(request: MPI.Request, comm: MPI.Intracomm, what: str, timeout: float | None) -> None:
+    if timeout is None:
+        request.Wait()
+        return
+    from mpicoll.runtime.watchdog import wait_mpi  # noqa: PLC0415 (only with a timeout)
+
+    rank = comm.Get_rank()
+    wait_mpi(request, what, timeout, [r for r in range(comm.Get_size()) if r != rank], rank)

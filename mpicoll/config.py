@@ -1,0 +1,211 @@
+"""Every ``MPICOLL_*`` environment variable, parsed in one place, once.
+
+mpicoll reads its environment when it first needs it and keeps what it read
+(:func:`current`).  A program or test that changes a variable afterwards calls
+:func:`reload`: the variables are read again, the tuning and calibration files
+are forgotten, and the cached plans of every communicator are chosen anew
+(their keys carry :func:`generation`).  Communicators made before a reload keep
+the path their calls take (a timeout, ``MPICOLL_DEBUG``), which is decided when
+a communicator is made.
+
+A malformed value is an error that names the variable and says what it
+accepts, raised by the first call that reads the environment: never silently
+ignored.
+
+=========================  ==============================================================  ===========
+variable                   value                                                           default
+=========================  ==============================================================  ===========
+``MPICOLL_ALGO``           ``collective=algorithm[,...]``: forces "auto"'s choice           none
+``MPICOLL_DEBUG``          0 (off), 1 (ranks agree on each call first), 2 (1 and a log)     0
+``MPICOLL_TIMEOUT``        seconds a collective may wait (a positive number); 0: none      none
+``MPICOLL_NODE_SIZE``      ranks per node (a positive integer)                             shared memory
+``MPICOLL_TUNING``         the tuning file's path                                          see below
+``MPICOLL_CALIBRATION``    the calibration file's path                                     see below
+``MPICOLL_GPU_TRANSPORT``  ``auto``, ``ipc``, ``staged`` or ``cuda-aware``                  ``auto``
+``MPICOLL_CUDA_AWARE``     1 or 0: whether the MPI library takes device buffers            asked
+``MPICOLL_GPU_SEGMENT``    bytes of the staged transport's pipeline unit (positive)        1 MiB
+``MPICOLL_NO_EXTENSIONS``  1: run the Python definitions of the compiled hot path          0
+=========================  ==============================================================  ===========
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+__all__ = ["Config", "current", "reload", "generation", "read", "GPU_TRANSPORTS"]
+
+GPU_TRANSPORTS = ("auto", "ipc", "staged", "cuda-aware")
+
+
+@dataclass(frozen=True)
+class Config:
+    """What the ``MPICOLL_*`` variables say (see the module's table)."""
+
+    algo: Mapping[str, str] = field(default_factory=dict)   # collective (lower case) -> algorithm (lower case)
+    debug: int = 0
+    timeout: float | None = None
+    node_size: int | None = None
+    tuning: str | None = None
+    calibration: str | None = None
+    gpu_transport: str = "auto"
+    cuda_aware: bool | None = None
+    gpu_segment: int = 1 << 20
+    no_extensions: bool = False
+
+
+# -- one parser per kind of value ---------------------------------------------------------------------
+
+def _text(env: Mapping[str, str], name: str) -> str:
+    return env.get(name, "").strip()
+
+
+def _fail(name: str, text: str, accepted: str) -> ValueError:
+    return ValueError(f"{name}={text!r}: expected {accepted}")
+
+
+def _choice(env: Mapping[str, str], name: str, choices: tuple[str, ...], default: str) -> str:
+    text = _text(env, name).lower()
+    if not text:
+        return default
+    if text not in choices:
+        raise _fail(name, text, "one of " + ", ".join(choices))
+    return text
+
+
+def _flag(env: Mapping[str, str], name: str) -> bool | None:
+    """1 or 0; None when unset."""
+    text = _text(env, name)
+    if not text:
+        return None
+    if text not in ("0", "1"):
+        raise _fail(name, text, "1 or 0")
+    return text == "1"
+
+
+def _positive_int(env: Mapping[str, str], name: str) -> int | None:
+    text = _text(env, name)
+    if not text:
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise _fail(name, text, "a positive integer")
+    return value
+
+
+def _level(env: Mapping[str, str], name: str) -> int:
+    text = _text(env, name)
+    if not text:
+        return 0
+    if not text.isdigit() or int(text) > 2:
+        raise _fail(name, text, "0, 1 or 2")
+    return int(text)
+
+
+def _seconds(env: Mapping[str, str], name: str) -> float | None:
+    """A positive number of seconds; 0 or unset: None."""
+    text = _text(env, name)
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if value == 0:
+        return None
+    if not (value > 0 and math.isfinite(value)):
+        raise _fail(name, text, "a positive number of seconds (0: no timeout)")
+    return value
+
+
+def _path(env: Mapping[str, str], name: str) -> str | None:
+    return _text(env, name) or None
+
+
+def _algorithms(env: Mapping[str, str], name: str) -> dict[str, str]:
+    """``collective=algorithm`` items separated by commas; the first item for a collective wins.
+
+    Only the form is checked here; that each collective and algorithm exists is
+    checked where the registry is known (:func:`mpicoll.selection.choose.forced`).
+    """
+    text = _text(env, name)
+    forced: dict[str, str] = {}
+    for item in text.split(","):
+        if not item.strip():
+            continue
+        key, sep, value = (part.strip().lower() for part in item.partition("="))
+        if not sep or not key or not value:
+            raise _fail(name, text, "collective=algorithm items separated by commas, e.g. allreduce=ring,bcast=binomial")
+        forced.setdefault(key, value)
+    return forced
+
+
+def read(env: Mapping[str, str] | None = None) -> Config:
+    """The configuration ``env`` (default: ``os.environ``) describes; ValueError naming a malformed variable."""
+    env = os.environ if env is None else env
+    segment = _positive_int(env, "MPICOLL_GPU_SEGMENT")
+    return Config(
+        algo=_algorithms(env, "MPICOLL_ALGO"),
+        debug=_level(env, "MPICOLL_DEBUG"),
+        timeout=_seconds(env, "MPICOLL_TIMEOUT"),
+        node_size=_positive_int(env, "MPICOLL_NODE_SIZE"),
+        tuning=_path(env, "MPICOLL_TUNING"),
+        calibration=_path(env, "MPICOLL_CALIBRATION"),
+        gpu_transport=_choice(env, "MPICOLL_GPU_TRANSPORT", GPU_TRANSPORTS, "auto"),
+        cuda_aware=_flag(env, "MPICOLL_CUDA_AWARE"),
+        gpu_segment=segment if segment is not None else 1 << 20,
+        no_extensions=bool(_flag(env, "MPICOLL_NO_EXTENSIONS")),
+    )
+
+
+# -- the process's configuration ----------------------------------------------------------------------
+
+_LOCK = threading.Lock()
+_CURRENT: list[Config] = []        # the configuration read, once (empty until first needed)
+#: ``[n]``: how many times the configuration was (re)read; part of every plan cache key.  A list, so that
+#: the compiled hot path reads the number without a call (``mpicoll.runtime._callkey``).
+GENERATION = [0]
+_FORGET: list = []                 # what reload() also clears (files read on behalf of the configuration)
+
+
+def current() -> Config:
+    """The configuration, read from the environment on first use."""
+    if _CURRENT:
+        return _CURRENT[0]
+    with _LOCK:
+        if not _CURRENT:
+            _CURRENT.append(read())
+    return _CURRENT[0]
+
+
+def generation() -> int:
+    """How many times the configuration (or the tuning data) was read again; see :func:`reload`."""
+    return GENERATION[0]
+
+
+def reload() -> Config:
+    """Read the environment again, forget the tuning and calibration files read so far, and make every
+    communicator's cached plans be prepared anew; returns the new configuration.
+
+    Local: each process that changed its environment calls it.  Raises ValueError
+    (naming the variable) for a malformed value, and then keeps the previous
+    configuration.
+    """
+    fresh = read()
+    with _LOCK:
+        _CURRENT[:] = [fresh]
+        GENERATION[0] += 1
+    for forget in _FORGET:
+        forget()
+    return fresh
+
+
+def on_reload(forget) -> None:
+    """Register ``forget()``, run by :func:`reload` (caches of what the configuration points to)."""
+    _FORGET.append(forget)

@@ -1,0 +1,145 @@
+"""Everything mpicoll keeps for one communicator, in one object: :class:`CommState`.
+
+A state is made when a communicator is wrapped or derived (see
+:mod:`mpicoll.comm.setup`, the only place that talks to the peers for it) and
+released with the communicator (``Free``, ``Disconnect``, or garbage collection
+of its last wrapper).  Preparing a call reads it and never sends a message:
+the rank, the size, the node layout and the tuning data the ranks agreed on are
+all here before the first call.
+
+The compiled hot path (``mpicoll.runtime._callkey``) reads three of its fields,
+``tags``, ``entries`` and ``slow_path``: they are declared in :data:`HOT_FIELDS`,
+and a test checks that the C module reads exactly these.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from mpi4py import MPI
+
+from mpicoll.ir.nodes import Nodes
+from mpicoll.runtime.plan import REQUEST_PLAN_SCRATCH, PlanCache
+
+__all__ = ["CommState", "Preparation", "HOT_FIELDS", "BLOCKING", "NONBLOCKING", "PERSISTENT"]
+
+#: the fields of a CommState the compiled hot path reads (see mpicoll.runtime._callkey's READS)
+HOT_FIELDS = ("tags", "entries", "slow_path")
+
+# the three tag sequences: a call's messages carry a tag from the sequence of its kind
+BLOCKING, NONBLOCKING, PERSISTENT = 0, 1, 2
+
+
+class CommState:
+    """mpicoll's data for one communicator: its private duplicate, tags, plan caches, agreed data, devices.
+
+    Attributes
+    ----------
+    private : MPI.Intracomm
+        The duplicate every message of mpicoll's collectives travels on (never
+        matches a user's receive).
+    rank, size : int
+    timeout : float or None
+        Seconds a call may wait for its peers (the watchdog), or None.
+    debug : int
+        ``MPICOLL_DEBUG``'s level when the communicator was made.
+    agreed : mpicoll.selection.tuning.Shared
+        Rank 0's tuning and calibration data, the same on every rank.
+    nodes : Nodes
+        The node layout (:mod:`mpicoll.ir.nodes`), the same on every rank.
+    tags : list of int
+        ``[per_kind, last blocking, last nonblocking, last persistent]``.
+    plans, request_plans : PlanCache
+        Cached plans of blocking calls, and of nonblocking ones (lent to one request at a time).
+    entries : dict or None
+        ``plans.data`` when calls take the fast path, None when they take the careful one.
+    slow_path : callable
+        ``slow_path(state, method, algorithm, args, tag)``: what runs a call the fast path does not (a
+        miss, or every call on the careful path); chosen once, when the communicator is made.
+    devices : dict
+        What the GPU transports keep for this communicator (node-local communicator, IPC
+        windows): anything with a ``Free()`` or ``close()`` is released with the state.
+    signature : dict or None
+        The signature of the call being prepared (``MPICOLL_DEBUG``), see :func:`mpicoll.calls.debug_check`.
+    """
+
+    __slots__ = ("private", "rank", "size", "timeout", "debug", "agreed", "nodes", "tags", "plans",
+                 "request_plans", "entries", "slow_path", "devices", "signature", "__weakref__")
+
+    def __init__(self, private: MPI.Intracomm, agreed: Any, nodes: Nodes, *, timeout: float | None,
+                 debug: int) -> None:
+        self.private = private
+        self.rank, self.size = private.Get_rank(), private.Get_size()
+        self.timeout, self.debug = timeout, debug
+        self.agreed, self.nodes = agreed, nodes
+        per_kind = MPI.COMM_WORLD.Get_attr(MPI.TAG_UB) // 3   # TAG_UB is an attribute of COMM_WORLD only
+        self.tags = [per_kind, 0, 0, 0]
+        self.plans = PlanCache()
+        self.request_plans = PlanCache(scratch=REQUEST_PLAN_SCRATCH)
+        self.entries: dict | None = self.plans.data if timeout is None and not debug else None
+        self.slow_path: Callable[..., None] | None = None
+        self.devices: dict[str, Any] = {}
+        self.signature: dict | None = None
+
+    @property
+    def careful(self) -> bool:
+        """Whether calls take the careful path (a timeout, or ``MPICOLL_DEBUG``)."""
+        return self.entries is None
+
+    def next_tag(self, kind: int) -> int:
+        """The next tag of sequence ``kind`` (:data:`BLOCKING`, :data:`NONBLOCKING`, :data:`PERSISTENT`).
+
+        Each sequence cycles through its own third of ``1 .. TAG_UB``, so
+        calls of different kinds never share a tag.
+        """
+        tags = self.tags
+        per_kind = tags[0]
+        tag = tags[kind + 1] = tags[kind + 1] % per_kind + 1
+        return tag + kind * per_kind
+
+    def release(self) -> None:
+        """Free everything held for the communicator: plans, devices' resources, the private duplicate."""
+        self.plans.clear()
+        self.request_plans.clear()
+        self.plans.shared = None
+        for held in self.devices.values():
+            closing = getattr(held, "close", None) or getattr(held, "Free", None)
+            if closing is not None:
+                try:
+                    closing()
+                except MPI.Exception:
+                    pass
+        self.devices.clear()
+        private, self.private = self.private, MPI.COMM_NULL
+        if private != MPI.COMM_NULL and not MPI.Is_finalized():
+            private.Free()
+
+    def __del__(self) -> None:
+        # the last wrapper of an unfreed communicator is gone: free what was kept for it
+        if getattr(self, "private", MPI.COMM_NULL) != MPI.COMM_NULL:
+            try:
+                self.release()
+            except Exception:   # at interpreter exit MPI may be gone: nothing is left to free
+                pass
+
+
+class Preparation:
+    """What preparing one call may read: its communicator's state, and where its plan's scratch comes from.
+
+    The collectives' ``prepare(comm, ...)`` functions get one as ``comm``.  It
+    sends nothing: ``private`` is there for the plan to run on later.
+    ``arena(nbytes)`` (blocking calls) gives scratch memory shared by the
+    communicator's cached blocking plans; None: the plan allocates its own.
+    ``signature`` is filled by :func:`mpicoll.calls.debug_check` when the
+    careful path compares the ranks' calls (``MPICOLL_DEBUG``).
+    """
+
+    __slots__ = ("state", "rank", "size", "nodes", "agreed", "private", "devices", "debug", "arena", "signature")
+
+    def __init__(self, state: CommState, arena: Callable[[int], Any] | None = None) -> None:
+        self.state = state
+        self.rank, self.size, self.nodes, self.agreed = state.rank, state.size, state.nodes, state.agreed
+        self.private, self.devices, self.debug = state.private, state.devices, state.debug
+        self.arena = arena
+        self.signature: dict | None = None
