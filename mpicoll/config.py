@@ -141,7 +141,7 @@ def _algorithms(env: Mapping[str, str], name: str) -> dict[str, str]:
             continue
         key, sep, value = (part.strip().lower() for part in item.partition("="))
         if not sep or not key or not value:
-            raise _fail(name, text, "collective=algorithm items separated by commas, e.g. allreduce=ring,bcast=binomial")
+            raise _fail(name, text, "collective=algorithm items separated by commas (allreduce=ring,bcast=binomial)")
         forced.setdefault(key, value)
     return forced
 
@@ -189,21 +189,19 @@ def generation() -> int:
     return GENERATION[0]
 
 
-def reload() -> Config:
-    """Read the environment again, forget the tuning and calibration files read so far, and make every
-    communicator's cached plans be prepared anew; returns the new configuration.
+def reload() -> None:
+    """Make mpicoll read the environment again, forget the tuning and calibration files read so far, and
+    make every communicator's cached plans be prepared anew.
 
-    Local: each process that changed its environment calls it.  Raises ValueError
-    (naming the variable) for a malformed value, and then keeps the previous
-    configuration.
+    Local: each process that changed its environment calls it.  The variables
+    are read by the next call that needs them, which raises ValueError (naming
+    the variable) for a malformed value.
     """
-    fresh = read()
     with _LOCK:
-        _CURRENT[:] = [fresh]
+        _CURRENT.clear()
         GENERATION[0] += 1
     for forget in _FORGET:
         forget()
-    return fresh
 
 
 def on_reload(forget) -> None:

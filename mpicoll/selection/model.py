@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any
 
+from mpicoll import config
 from mpicoll.analysis.cost import Cost, Machine, cost
 from mpicoll.families import registry
 from mpicoll.ir.nodes import Nodes
@@ -109,3 +110,6 @@ def best(collective: str, *, size: int, nbytes: int, commutative: bool, machine:
 def clear() -> None:
     """Forget every cached decision."""
     _CACHE.clear()
+
+
+config.on_reload(clear)

@@ -16,11 +16,14 @@ import pytest
 from mpi4py import MPI
 
 import mpicoll
-from mpicoll.comm import comm as comm_module
+from mpicoll.comm import dispatch
+from mpicoll.comm.comm import Comm
+from mpicoll.runtime import plan as plan_module
+from mpicoll.runtime.state import HOT_FIELDS, CommState
 from mpicoll.runtime import blocking, nonblocking
 
 rounds_built = pytest.mark.skipif(blocking.execute is blocking._execute, reason="mpicoll.runtime._rounds is not built")
-run_built = pytest.mark.skipif(comm_module.run is comm_module._run,
+run_built = pytest.mark.skipif(dispatch.run_blocking is dispatch._run_blocking,
                                reason="mpicoll.runtime._callkey is not built")
 
 
@@ -82,21 +85,21 @@ def test_for_mpi_gives_numpy_messages_as_buffer_specs_and_keeps_the_rest():
 
 @pytest.fixture(params=["python", "compiled"])
 def run(request):
-    if request.param == "compiled" and comm_module.run is comm_module._run:
+    if request.param == "compiled" and dispatch.run_blocking is dispatch._run_blocking:
         pytest.skip("mpicoll.runtime._callkey is not built")
-    return comm_module._run if request.param == "python" else comm_module.run
+    return dispatch._run_blocking if request.param == "python" else dispatch.run_blocking
 
 
 def _recording(c: mpicoll.Comm) -> list:
-    """Record what ``c`` hands to ``_run_prepared`` (a miss), and prepare it as usual."""
+    """Record what ``c`` hands to its state's slow path (a miss), and run it as usual."""
     misses: list = []
-    prepare = c._run_prepared
+    slow = c._state.slow_path
 
-    def recorded(method, algorithm, args, tag):
+    def recorded(state, method, algorithm, args, tag):
         misses.append((method, algorithm, len(args), tag))
-        prepare(method, algorithm, args, tag)
+        slow(state, method, algorithm, args, tag)
 
-    c._run_prepared = recorded
+    c._state.slow_path = recorded
     return misses
 
 
@@ -104,7 +107,7 @@ def test_run_runs_a_hit_and_prepares_a_miss_with_the_tag_it_drew(run):
     c = mpicoll.Comm(MPI.COMM_SELF.Dup())
     misses = _recording(c)
     x, y = np.arange(4.0), np.zeros(4)
-    tags = c._tag_state()
+    tags = c._state.tags
     drawn = tags[1]
     run(c, "Allreduce", "auto", x, y, MPI.SUM)                  # no plan cache yet: a miss, then cached
     assert misses == [("Allreduce", "auto", 3, drawn + 1)] and y.tolist() == x.tolist()
@@ -147,18 +150,18 @@ def test_run_raises_what_the_plan_raises():
     c = mpicoll.Comm(MPI.COMM_SELF.Dup())
     x, y = np.arange(4.0), np.zeros(4)
     c.Allreduce(x, y)
-    entry, = c.plans.data.values()
+    entry, = c._state.plans.data.values()
     entry.run = lambda tag: 1 / 0
     with pytest.raises(ZeroDivisionError):
-        comm_module.run(c, "Allreduce", "auto", x, y, MPI.SUM)
+        dispatch.run_blocking(c, "Allreduce", "auto", x, y, MPI.SUM)
     with pytest.raises(TypeError, match="run"):
-        comm_module.run(c, "Allreduce")
+        dispatch.run_blocking(c, "Allreduce")
     c.Free()
 
 
 def _imported(env: dict[str, str]) -> subprocess.CompletedProcess:
-    code = ("import mpicoll.comm.comm as c, mpicoll.runtime.plan as p, mpicoll.runtime.blocking as b; "
-            "print(c.run is c._run, p.call_key is p._call_key, b.execute is b._execute)")
+    code = ("import mpicoll.comm.dispatch as c, mpicoll.runtime.plan as p, mpicoll.runtime.blocking as b; "
+            "print(c.run_blocking is c._run_blocking, p.call_key is p._call_key, b.execute is b._execute)")
     return subprocess.run([sys.executable, "-c", code], env=dict(os.environ, **env), capture_output=True, text=True)
 
 
@@ -174,3 +177,15 @@ def test_no_extensions_gives_the_python_definitions_and_a_bad_value_is_an_error(
 def test_built_extensions_are_used_by_default():
     out = _imported({"MPICOLL_NO_EXTENSIONS": "0"})
     assert out.returncode == 0 and out.stdout.split() == ["False", "False", "False"], out.stderr
+
+
+@run_built
+def test_the_compiled_hot_path_reads_only_declared_fields():
+    """What the C module reads (its READS) is declared by the Python classes: a rename fails here."""
+    from mpicoll.runtime import _callkey
+
+    reads = _callkey.READS
+    assert set(reads) == {"Comm", "CommState", "_Entry"}
+    assert reads["Comm"] == tuple(Comm.__slots__)
+    assert reads["CommState"] == HOT_FIELDS and set(HOT_FIELDS) <= set(CommState.__slots__)
+    assert set(reads["_Entry"]) <= set(plan_module._Entry.__slots__)

@@ -19,6 +19,7 @@ from mpicoll.analysis.simulate import simulate
 from mpicoll.analysis.symbolic import verify
 from mpicoll.families import registry
 from mpicoll.ir import nodes
+from mpicoll import config
 from mpicoll.selection import hierarchy
 from mpicoll.tools import testbed
 
@@ -45,11 +46,11 @@ class TestLayouts:
 
     def test_environment(self, monkeypatch):
         monkeypatch.setenv("MPICOLL_NODE_SIZE", "3")
-        assert nodes.env_node_size() == 3 and nodes.of_comm(object()) == 3
+        assert config.current().node_size == 3
         for bad in ("0", "x", "-2"):
             monkeypatch.setenv("MPICOLL_NODE_SIZE", bad)
             with pytest.raises(ValueError, match="MPICOLL_NODE_SIZE"):
-                nodes.env_node_size()
+                config.current()
 
 
 @pytest.mark.parametrize("collective,algorithm", HIER)

@@ -10,6 +10,7 @@ import pytest
 from mpicoll.analysis.cost import Machine, cost
 from mpicoll.analysis.presets import DEFAULT_LOCAL
 from mpicoll.families import registry
+from mpicoll import config
 from mpicoll.selection import choose as selection
 from mpicoll.selection import model as costed
 from mpicoll.selection import tuning as agreement
@@ -120,7 +121,7 @@ def test_precedence_environment_then_tuning_then_model(files, monkeypatch):
     monkeypatch.setenv("MPICOLL_ALGO", "allreduce=ring")
     assert selection.choose("allreduce", "auto", size=4, nbytes=800, count=100)[0] == "ring"
     monkeypatch.delenv("MPICOLL_ALGO")
-    shared = agreement.local(5)    # no band for p = 5: the model decides
+    shared = agreement.local()    # no band for p = 5: the model decides
     rule = selection._auto("allreduce")(size=5, nbytes=8000, count=1000, commutative=True)
     model = costed.best("allreduce", size=5, nbytes=8000, commutative=True, machine=shared.machine,
                         key=shared.key, rule=rule)
@@ -145,10 +146,10 @@ def test_the_decision_cache_is_bounded(files, monkeypatch):
 
 
 def test_where_the_constants_come_from(files):
-    assert agreement.local(2).machine == DEFAULT_LOCAL and "built-in" in agreement.local(2).source
+    assert agreement.local().machine == DEFAULT_LOCAL and "built-in" in agreement.local().source
     _write_calibration(files / "calibration.json", BASE)
     selection.reload_tuning()
-    shared = agreement.local(2)
+    shared = agreement.local()
     assert shared.machine.alpha == BASE.alpha and str(files) in shared.source
     # no executor overheads in the file: the built-in preset's are taken
     assert shared.machine.step_overhead == DEFAULT_LOCAL.step_overhead
@@ -156,15 +157,15 @@ def test_where_the_constants_come_from(files):
     (files / "calibration.json").write_text('{"alpha": "fast"}')
     selection.reload_tuning()
     with pytest.raises(ValueError, match="alpha"):
-        agreement.local(2)
+        agreement.local()
 
 
 def test_reload_forgets_decisions(files):
     selection.choose("bcast", "auto", size=3, nbytes=4096, count=512)
-    generation = selection.tuning_generation()
+    generation = config.generation()
     assert costed._CACHE
     selection.reload_tuning()
-    assert not costed._CACHE and selection.tuning_generation() == generation + 1
+    assert not costed._CACHE and config.generation() == generation + 1
 
 
 def test_autocheck_ratios_from_a_sweep(tmp_path, capsys):
