@@ -21,7 +21,7 @@ from mpi4py import MPI
 
 import mpicoll
 from mpicoll.runtime.blocking import execute
-from mpicoll.runtime.plan import _call_key, call_key
+from mpicoll.runtime.callkey import _call_key, call_key
 
 world = MPI.COMM_WORLD
 comm = mpicoll.Comm(world)
@@ -30,7 +30,8 @@ x, y = np.ones(1), np.empty(1)
 comm.Bcast([region, 1, MPI.BYTE], 0)
 comm.Allreduce(x, y)
 bcast_key = call_key("Bcast", ([region, 1, MPI.BYTE], 0), "auto")
-bcast_rounds = comm.plans.get(bcast_key).rounds()
+state = comm._state
+bcast_rounds = state.plans.get(bcast_key).rounds()
 
 STATEMENTS = {
     "builtin_bcast": lambda: world.Bcast([region, 1, MPI.BYTE], 0),
@@ -41,8 +42,8 @@ STATEMENTS = {
     "call_key_allreduce": lambda: call_key("Allreduce", (x, y, MPI.SUM), "auto"),
     "python_call_key_bcast": lambda: _call_key("Bcast", ([region, 1, MPI.BYTE], 0), "auto"),
     "python_call_key_allreduce": lambda: _call_key("Allreduce", (x, y, MPI.SUM), "auto"),
-    "cache_lookup": lambda: comm.plans.get(bcast_key),
-    "execute_bcast_plan": lambda: execute(bcast_rounds, comm.private, 5),
+    "cache_lookup": lambda: state.plans.get(bcast_key),
+    "execute_bcast_plan": lambda: execute(bcast_rounds, state.private, 5),
     "numpy_add_in_place": lambda: np.add(x, y, out=y),
     "loop_only": lambda: None,
 }

@@ -22,8 +22,8 @@ from mpicoll.ir.schedule import Block, Copy, Recv, Reduce, Round, Schedule, Sche
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time these come from __getattr__ below
     from mpicoll.comm.comm import Comm
     from mpicoll.errors import ArgumentError, MismatchError
-    from mpicoll.runtime.nonblocking import Prequest, Request
     from mpicoll.runtime.ops import Op
+    from mpicoll.runtime.requests import Prequest, Request
     from mpicoll.runtime.watchdog import CollectiveTimeout, MessageSizeError
 
 __version__ = "0.1.0"
@@ -31,8 +31,8 @@ __version__ = "0.1.0"
 # the names that need mpi4py, and the module each comes from (imported on first access)
 _LAZY = {
     "Comm": ".comm",
-    "Request": ".runtime.nonblocking",
-    "Prequest": ".runtime.nonblocking",
+    "Request": ".runtime.requests",
+    "Prequest": ".runtime.requests",
     "Op": ".runtime.ops",
     "MismatchError": ".errors",
     "ArgumentError": ".errors",

@@ -17,9 +17,12 @@ the class.
 
 from __future__ import annotations
 
+from typing import Any
+
 from mpi4py import MPI
 
-__all__ = ["MismatchError", "ArgumentError", "MPIError", "RootError", "CountError", "CountTypeError", "TypeMismatchError", "DatatypeError",
+__all__ = ["MismatchError", "ArgumentError",
+           "MPIError", "RootError", "CountError", "CountTypeError", "TypeMismatchError", "DatatypeError",
            "OpError", "OpTypeError", "BufferValueError", "BufferTypeError", "TruncateError", "ArgError"]
 
 

@@ -17,7 +17,6 @@ element by element with the built-in's.
 
 from __future__ import annotations
 
-import importlib
 import mmap
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,8 +24,6 @@ from typing import Any
 
 import numpy as np
 from mpi4py import MPI
-
-from mpicoll.runtime.datatypes import staging
 
 __all__ = ["Coll", "COLLS", "KINDS", "Case", "datatype_of", "algorithm_run"]
 
@@ -275,11 +272,10 @@ class Case:
 def algorithm_run(comm: Any, method: str, args: tuple, algorithm: str) -> str:
     """The algorithm an ``mpicoll.Comm`` call ``method(*args, algorithm=algorithm)`` runs ("auto"'s choice).
 
-    Prepares the call as the communicator does (the plan of ``mpicoll.calls.<method>``)
-    and reads its schedule's name; ``"-"`` when the call moves nothing (0 elements).
-    Called on every rank alike: "auto" may look at the node layout, collectively, the first time.
+    Prepares the call as the communicator does (no message) and reads its schedule's name;
+    ``"-"`` when the call moves nothing (0 elements).
     """
-    module = importlib.import_module(f"mpicoll.calls.{method.lower()}")
-    with staging():
-        plan = module.prepare(comm, *args, algorithm=algorithm)
+    from mpicoll.comm.dispatch import prepare  # noqa: PLC0415 - the benchmark's communicators are mpicoll's
+
+    plan = prepare(comm._state, method, args, algorithm)
     return plan.schedule.algorithm if plan is not None else "-"

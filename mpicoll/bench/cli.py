@@ -58,6 +58,7 @@ from mpicoll.bench.timing import BATCH_SECONDS, MAX_BATCH, batch_size, time_vari
 from mpicoll.comm.comm import Comm
 from mpicoll.families import registry
 from mpicoll.selection import choose as selection
+from mpicoll.selection import tuning
 from mpicoll.tools.units import parse_size
 
 __all__ = ["Collective", "COLLECTIVES", "main", "parse_size", "parse_sizes", "run_bench"]
@@ -553,7 +554,7 @@ def _write_csv(flat: list[dict], path: str) -> None:
 def _run_style(args: argparse.Namespace, ap: argparse.ArgumentParser, wrapped: Comm, sizes: list[int],
                algorithms: list[str] | None, command: str) -> list[dict]:
     """``--style osu|nccl``: measure, print on rank 0, write JSON/CSV."""
-    from mpicoll import bench_styles  # noqa: PLC0415 - only these styles need it
+    from mpicoll.bench import styles as bench_styles  # noqa: PLC0415 - only these styles need it
 
     if args.tune or args.plot or args.device != "cpu":
         ap.error(f"--tune, --plot and --device are options of --style table, not --style {args.style}")
@@ -637,7 +638,7 @@ def main(argv: list[str] | None = None, comm: MPI.Intracomm | None = None) -> li
         if args.plot:
             plot(results, args.plot)
         if args.tune:
-            path = args.tuning_file or selection.tuning_path()
+            path = args.tuning_file or tuning.tuning_path()
             found = tune(results)
             write_tuning(found, path)
             print(f"# tuning: wrote {json.dumps(found)} to {path}")

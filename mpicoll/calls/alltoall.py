@@ -69,7 +69,8 @@ def prepare(comm: Preparation, sendbuf: Any, recvbuf: Any, *, algorithm: str | N
             raise errors.CountError(f"recvbuf: Alltoall needs blocks of sendbuf's {send.count // p} elements, "
                              f"got {count}")
         send_array = send.array
-    name, params = selection.choose("alltoall", algorithm, size=p, nbytes=recv.nbytes, count=recv.count, agreed=comm.agreed)
+    name, params = selection.choose("alltoall", algorithm, size=p, nbytes=recv.nbytes, count=recv.count,
+                                    agreed=comm.agreed)
     debug_check(comm, "Alltoall", count=count, dtype=recv.dtype, algorithm=name)
     if count == 0:
         return None

@@ -25,7 +25,7 @@ from typing import Any
 
 from mpicoll.calls import TABLE
 from mpicoll.comm.dispatch import prepare, stand_in
-from mpicoll.runtime import debug, nonblocking, watchdog
+from mpicoll.runtime import debug, nonblocking, requests, watchdog
 from mpicoll.runtime.datatypes import staging
 from mpicoll.runtime.state import CommState, Preparation
 
@@ -51,7 +51,7 @@ def _checked(state: CommState, method: str, args: tuple, algorithm: str, tag: in
 
 def _run_plan(state: CommState, method: str, plan: Any, tag: int) -> None:
     if nonblocking.outstanding():       # keep this thread's outstanding requests moving
-        req = nonblocking.start(plan, state, tag)
+        req = requests.start(plan, state, tag)
         req.watch = (method, state.timeout, state.rank) if state.timeout is not None else None
         req.Wait()
         return
@@ -74,7 +74,7 @@ def run(state: CommState, method: str, algorithm: str, args: tuple, tag: int) ->
 def start(state: CommState, method: str, args: tuple, algorithm: str, tag: int) -> Any:
     """A nonblocking collective on the careful path: its request carries the timeout into ``Wait``."""
     plan = _checked(state, method, args, algorithm, tag, request=True)
-    req = nonblocking.start(plan, state, tag)
+    req = requests.start(plan, state, tag)
     if state.timeout is not None:
         req.watch = (method, state.timeout, state.rank)
     if state.debug >= 2:

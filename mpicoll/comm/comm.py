@@ -24,14 +24,16 @@ from mpicoll import config
 from mpicoll.comm import careful, setup
 from mpicoll.comm.dispatch import fast_miss, init, run_blocking, start
 from mpicoll.comm.docs import document
-from mpicoll.runtime.nonblocking import Prequest, Request
+from mpicoll.runtime.requests import Prequest, Request
 from mpicoll.runtime.state import CommState
 
 __all__ = ["Comm"]
 
 _INFO = MPI.INFO_NULL
-_STATES: weakref.WeakValueDictionary = weakref.WeakValueDictionary()   # (handle, timeout): state, while wrapped
-_PREDEFINED: dict[tuple, CommState] = {}   # the states of COMM_WORLD and COMM_SELF: kept, never freed by mpicoll
+# (handle, timeout, configuration generation): the state of a wrapped communicator, while a wrapper lives;
+# wrapping it again after mpicoll.config.reload() makes a new state, which follows the new configuration
+_STATES: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+_PREDEFINED: dict[tuple, CommState] = {}  # (handle, timeout): the newest state of COMM_WORLD or COMM_SELF, kept
 _LOCK = threading.Lock()
 
 
@@ -130,7 +132,7 @@ class Comm(MPI.Intracomm):
 
     def _derive(self, comm: MPI.Intracomm) -> Comm:
         """``comm`` (made from this one by MPI) wrapped, with a state inherited from this one's."""
-        made = MPI.Intracomm.__new__(Comm, comm)   # the same handle, no new communicator
+        made = MPI.Intracomm.__new__(Comm, comm)  # the same handle, no new communicator
         made._state = None
         if comm != MPI.COMM_NULL:
             made._state = _register(comm, setup.derived(comm, self._state, self.timeout))
@@ -138,128 +140,215 @@ class Comm(MPI.Intracomm):
 
     # -- the collectives: one line each (documented from mpicoll.comm.docs) --------------------------------
 
-    def Barrier(self, *, algorithm: str = "auto") -> None: run_blocking(self, "Barrier", algorithm)
-    def Ibarrier(self, *, algorithm: str = "auto") -> Request: return start(self, "Barrier", (), algorithm)
+    def Barrier(self, *, algorithm: str = "auto") -> None:
+        run_blocking(self, "Barrier", algorithm)
+
+    def Ibarrier(self, *, algorithm: str = "auto") -> Request:
+        return start(self, "Barrier", (), algorithm)
+
     def Barrier_init(self, info: MPI.Info = _INFO, *, algorithm: str = "auto") -> Prequest:
         return init(self, "Barrier", (), algorithm)
 
     def Bcast(self, buf: Any, root: int = 0, *, algorithm: str = "auto") -> None:
         run_blocking(self, "Bcast", algorithm, buf, root)
+
     def Ibcast(self, buf: Any, root: int = 0, *, algorithm: str = "auto") -> Request:
         return start(self, "Bcast", (buf, root), algorithm)
+
     def Bcast_init(self, buf: Any, root: int = 0, info: MPI.Info = _INFO, *, algorithm: str = "auto") -> Prequest:
         return init(self, "Bcast", (buf, root), algorithm)
 
     def Reduce(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, root: int = 0, *, algorithm: str = "auto") -> None:
         run_blocking(self, "Reduce", algorithm, sendbuf, recvbuf, op, root)
-    def Ireduce(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, root: int = 0, *, algorithm: str = "auto") -> Request:
+
+    def Ireduce(
+        self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, root: int = 0, *, algorithm: str = "auto"
+    ) -> Request:
         return start(self, "Reduce", (sendbuf, recvbuf, op, root), algorithm)
-    def Reduce_init(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, root: int = 0, info: MPI.Info = _INFO, *, algorithm: str = "auto") -> Prequest:
+
+    def Reduce_init(
+        self,
+        sendbuf: Any,
+        recvbuf: Any,
+        op: Any = MPI.SUM,
+        root: int = 0,
+        info: MPI.Info = _INFO,
+        *,
+        algorithm: str = "auto",
+    ) -> Prequest:
         return init(self, "Reduce", (sendbuf, recvbuf, op, root), algorithm)
 
     def Allreduce(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto") -> None:
         run_blocking(self, "Allreduce", algorithm, sendbuf, recvbuf, op)
+
     def Iallreduce(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto") -> Request:
         return start(self, "Allreduce", (sendbuf, recvbuf, op), algorithm)
-    def Allreduce_init(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, info: MPI.Info = _INFO, *, algorithm: str = "auto") -> Prequest:
+
+    def Allreduce_init(
+        self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, info: MPI.Info = _INFO, *, algorithm: str = "auto"
+    ) -> Prequest:
         return init(self, "Allreduce", (sendbuf, recvbuf, op), algorithm)
 
     def Gather(self, sendbuf: Any, recvbuf: Any, root: int = 0, *, algorithm: str = "auto") -> None:
         run_blocking(self, "Gather", algorithm, sendbuf, recvbuf, root)
+
     def Igather(self, sendbuf: Any, recvbuf: Any, root: int = 0, *, algorithm: str = "auto") -> Request:
         return start(self, "Gather", (sendbuf, recvbuf, root), algorithm)
-    def Gather_init(self, sendbuf: Any, recvbuf: Any, root: int = 0, info: MPI.Info = _INFO, *, algorithm: str = "auto") -> Prequest:
+
+    def Gather_init(
+        self, sendbuf: Any, recvbuf: Any, root: int = 0, info: MPI.Info = _INFO, *, algorithm: str = "auto"
+    ) -> Prequest:
         return init(self, "Gather", (sendbuf, recvbuf, root), algorithm)
 
     def Gatherv(self, sendbuf: Any, recvbuf: Any, root: int = 0, *, algorithm: str = "auto") -> None:
         run_blocking(self, "Gatherv", algorithm, sendbuf, recvbuf, root)
+
     def Igatherv(self, sendbuf: Any, recvbuf: Any, root: int = 0, *, algorithm: str = "auto") -> Request:
         return start(self, "Gatherv", (sendbuf, recvbuf, root), algorithm)
-    def Gatherv_init(self, sendbuf: Any, recvbuf: Any, root: int = 0, info: MPI.Info = _INFO, *, algorithm: str = "auto") -> Prequest:
+
+    def Gatherv_init(
+        self, sendbuf: Any, recvbuf: Any, root: int = 0, info: MPI.Info = _INFO, *, algorithm: str = "auto"
+    ) -> Prequest:
         return init(self, "Gatherv", (sendbuf, recvbuf, root), algorithm)
 
     def Scatter(self, sendbuf: Any, recvbuf: Any, root: int = 0, *, algorithm: str = "auto") -> None:
         run_blocking(self, "Scatter", algorithm, sendbuf, recvbuf, root)
+
     def Iscatter(self, sendbuf: Any, recvbuf: Any, root: int = 0, *, algorithm: str = "auto") -> Request:
         return start(self, "Scatter", (sendbuf, recvbuf, root), algorithm)
-    def Scatter_init(self, sendbuf: Any, recvbuf: Any, root: int = 0, info: MPI.Info = _INFO, *, algorithm: str = "auto") -> Prequest:
+
+    def Scatter_init(
+        self, sendbuf: Any, recvbuf: Any, root: int = 0, info: MPI.Info = _INFO, *, algorithm: str = "auto"
+    ) -> Prequest:
         return init(self, "Scatter", (sendbuf, recvbuf, root), algorithm)
 
     def Scatterv(self, sendbuf: Any, recvbuf: Any, root: int = 0, *, algorithm: str = "auto") -> None:
         run_blocking(self, "Scatterv", algorithm, sendbuf, recvbuf, root)
+
     def Iscatterv(self, sendbuf: Any, recvbuf: Any, root: int = 0, *, algorithm: str = "auto") -> Request:
         return start(self, "Scatterv", (sendbuf, recvbuf, root), algorithm)
-    def Scatterv_init(self, sendbuf: Any, recvbuf: Any, root: int = 0, info: MPI.Info = _INFO, *, algorithm: str = "auto") -> Prequest:
+
+    def Scatterv_init(
+        self, sendbuf: Any, recvbuf: Any, root: int = 0, info: MPI.Info = _INFO, *, algorithm: str = "auto"
+    ) -> Prequest:
         return init(self, "Scatterv", (sendbuf, recvbuf, root), algorithm)
 
     def Allgather(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> None:
         run_blocking(self, "Allgather", algorithm, sendbuf, recvbuf)
+
     def Iallgather(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> Request:
         return start(self, "Allgather", (sendbuf, recvbuf), algorithm)
-    def Allgather_init(self, sendbuf: Any, recvbuf: Any, info: MPI.Info = _INFO, *, algorithm: str = "auto") -> Prequest:
+
+    def Allgather_init(
+        self, sendbuf: Any, recvbuf: Any, info: MPI.Info = _INFO, *, algorithm: str = "auto"
+    ) -> Prequest:
         return init(self, "Allgather", (sendbuf, recvbuf), algorithm)
 
     def Allgatherv(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> None:
         run_blocking(self, "Allgatherv", algorithm, sendbuf, recvbuf)
+
     def Iallgatherv(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> Request:
         return start(self, "Allgatherv", (sendbuf, recvbuf), algorithm)
-    def Allgatherv_init(self, sendbuf: Any, recvbuf: Any, info: MPI.Info = _INFO, *, algorithm: str = "auto") -> Prequest:
+
+    def Allgatherv_init(
+        self, sendbuf: Any, recvbuf: Any, info: MPI.Info = _INFO, *, algorithm: str = "auto"
+    ) -> Prequest:
         return init(self, "Allgatherv", (sendbuf, recvbuf), algorithm)
 
     def Reduce_scatter_block(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto") -> None:
         run_blocking(self, "Reduce_scatter_block", algorithm, sendbuf, recvbuf, op)
-    def Ireduce_scatter_block(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto") -> Request:
+
+    def Ireduce_scatter_block(
+        self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto"
+    ) -> Request:
         return start(self, "Reduce_scatter_block", (sendbuf, recvbuf, op), algorithm)
-    def Reduce_scatter_block_init(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, info: MPI.Info = _INFO, *, algorithm: str = "auto") -> Prequest:
+
+    def Reduce_scatter_block_init(
+        self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, info: MPI.Info = _INFO, *, algorithm: str = "auto"
+    ) -> Prequest:
         return init(self, "Reduce_scatter_block", (sendbuf, recvbuf, op), algorithm)
 
-    def Reduce_scatter(self, sendbuf: Any, recvbuf: Any, recvcounts: Any = None, op: Any = MPI.SUM, *, algorithm: str = "auto") -> None:
+    def Reduce_scatter(
+        self, sendbuf: Any, recvbuf: Any, recvcounts: Any = None, op: Any = MPI.SUM, *, algorithm: str = "auto"
+    ) -> None:
         run_blocking(self, "Reduce_scatter", algorithm, sendbuf, recvbuf, recvcounts, op)
-    def Ireduce_scatter(self, sendbuf: Any, recvbuf: Any, recvcounts: Any = None, op: Any = MPI.SUM, *, algorithm: str = "auto") -> Request:
+
+    def Ireduce_scatter(
+        self, sendbuf: Any, recvbuf: Any, recvcounts: Any = None, op: Any = MPI.SUM, *, algorithm: str = "auto"
+    ) -> Request:
         return start(self, "Reduce_scatter", (sendbuf, recvbuf, recvcounts, op), algorithm)
-    def Reduce_scatter_init(self, sendbuf: Any, recvbuf: Any, recvcounts: Any = None, op: Any = MPI.SUM, info: MPI.Info = _INFO, *, algorithm: str = "auto") -> Prequest:
+
+    def Reduce_scatter_init(
+        self,
+        sendbuf: Any,
+        recvbuf: Any,
+        recvcounts: Any = None,
+        op: Any = MPI.SUM,
+        info: MPI.Info = _INFO,
+        *,
+        algorithm: str = "auto",
+    ) -> Prequest:
         return init(self, "Reduce_scatter", (sendbuf, recvbuf, recvcounts, op), algorithm)
 
     def Alltoall(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> None:
         run_blocking(self, "Alltoall", algorithm, sendbuf, recvbuf)
+
     def Ialltoall(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> Request:
         return start(self, "Alltoall", (sendbuf, recvbuf), algorithm)
+
     def Alltoall_init(self, sendbuf: Any, recvbuf: Any, info: MPI.Info = _INFO, *, algorithm: str = "auto") -> Prequest:
         return init(self, "Alltoall", (sendbuf, recvbuf), algorithm)
 
     def Alltoallv(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> None:
         run_blocking(self, "Alltoallv", algorithm, sendbuf, recvbuf)
+
     def Ialltoallv(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> Request:
         return start(self, "Alltoallv", (sendbuf, recvbuf), algorithm)
-    def Alltoallv_init(self, sendbuf: Any, recvbuf: Any, info: MPI.Info = _INFO, *, algorithm: str = "auto") -> Prequest:
+
+    def Alltoallv_init(
+        self, sendbuf: Any, recvbuf: Any, info: MPI.Info = _INFO, *, algorithm: str = "auto"
+    ) -> Prequest:
         return init(self, "Alltoallv", (sendbuf, recvbuf), algorithm)
 
     def Alltoallw(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> None:
         run_blocking(self, "Alltoallw", algorithm, sendbuf, recvbuf)
+
     def Ialltoallw(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> Request:
         return start(self, "Alltoallw", (sendbuf, recvbuf), algorithm)
-    def Alltoallw_init(self, sendbuf: Any, recvbuf: Any, info: MPI.Info = _INFO, *, algorithm: str = "auto") -> Prequest:
+
+    def Alltoallw_init(
+        self, sendbuf: Any, recvbuf: Any, info: MPI.Info = _INFO, *, algorithm: str = "auto"
+    ) -> Prequest:
         return init(self, "Alltoallw", (sendbuf, recvbuf), algorithm)
 
     def Scan(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto") -> None:
         run_blocking(self, "Scan", algorithm, sendbuf, recvbuf, op)
+
     def Iscan(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto") -> Request:
         return start(self, "Scan", (sendbuf, recvbuf, op), algorithm)
-    def Scan_init(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, info: MPI.Info = _INFO, *, algorithm: str = "auto") -> Prequest:
+
+    def Scan_init(
+        self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, info: MPI.Info = _INFO, *, algorithm: str = "auto"
+    ) -> Prequest:
         return init(self, "Scan", (sendbuf, recvbuf, op), algorithm)
 
     def Exscan(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto") -> None:
         run_blocking(self, "Exscan", algorithm, sendbuf, recvbuf, op)
+
     def Iexscan(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto") -> Request:
         return start(self, "Exscan", (sendbuf, recvbuf, op), algorithm)
-    def Exscan_init(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, info: MPI.Info = _INFO, *, algorithm: str = "auto") -> Prequest:
+
+    def Exscan_init(
+        self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, info: MPI.Info = _INFO, *, algorithm: str = "auto"
+    ) -> Prequest:
         return init(self, "Exscan", (sendbuf, recvbuf, op), algorithm)
 
     # -- derived communicators: mpicoll's too, inheriting this one's state without a message -----------------
 
     def Dup(self, info: MPI.Info | None = None) -> Comm:
-        return self._derive(MPI.Intracomm(MPI.Intracomm.Dup(self, info) if info is not None
-                                          else MPI.Intracomm.Dup(self)))
+        return self._derive(
+            MPI.Intracomm(MPI.Intracomm.Dup(self, info) if info is not None else MPI.Intracomm.Dup(self))
+        )
 
     def Clone(self) -> Comm:
         return self.Dup()
@@ -312,11 +401,10 @@ def _state_of(comm: MPI.Intracomm, timeout: float | None) -> CommState:
     """The state of ``comm``: shared with its other wrappers (same timeout), else made (collective)."""
     if isinstance(comm, Comm) and comm._state is not None and comm._state.timeout == timeout:
         return comm._state
-    key = (comm.handle, timeout)
+    key = (comm.handle, timeout, config.generation())
     with _LOCK:
         state = _STATES.get(key)
-    if state is not None and state.private != MPI.COMM_NULL \
-            and MPI.Comm.Compare(state.private, comm) == MPI.CONGRUENT:
+    if state is not None and state.private != MPI.COMM_NULL and MPI.Comm.Compare(state.private, comm) == MPI.CONGRUENT:
         return state
     return _register(comm, setup.wrapped(comm, timeout))
 
@@ -324,9 +412,8 @@ def _state_of(comm: MPI.Intracomm, timeout: float | None) -> CommState:
 def _register(comm: MPI.Intracomm, state: CommState) -> CommState:
     """Choose the state's slow path (once) and remember it for the communicator's other wrappers."""
     state.slow_path = fast_miss if state.entries is not None else careful.run
-    key = (comm.handle, state.timeout)
     with _LOCK:
-        _STATES[key] = state
+        _STATES[comm.handle, state.timeout, config.generation()] = state
         if comm.handle in (MPI.COMM_WORLD.handle, MPI.COMM_SELF.handle):
-            _PREDEFINED[key] = state
+            _PREDEFINED[comm.handle, state.timeout] = state
     return state

@@ -21,12 +21,13 @@ from __future__ import annotations
 from typing import Any
 
 from mpicoll.calls import TABLE, VALUE_ARGS
-from mpicoll.runtime import nonblocking
-from mpicoll.runtime import plan as plan_module
+from mpicoll.runtime import callkey, nonblocking, requests
+from mpicoll.runtime.callkey import call_key, held, shape_key
 from mpicoll.runtime.compiled import extension
 from mpicoll.runtime.datatypes import staging
-from mpicoll.runtime.nonblocking import ACTIVE, Prequest, Request
-from mpicoll.runtime.plan import NOTHING, Plan, call_key, held, shape_key
+from mpicoll.runtime.nonblocking import ACTIVE
+from mpicoll.runtime.plan import NOTHING, Plan
+from mpicoll.runtime.requests import Prequest, Request
 from mpicoll.runtime.standin import play
 from mpicoll.runtime.state import NONBLOCKING, PERSISTENT, CommState, Preparation
 
@@ -45,7 +46,7 @@ def prepare(state: CommState, method: str, args: tuple, algorithm: str, arena: A
 def run_plan(state: CommState, plan: Plan | None, tag: int) -> None:
     """Run a prepared plan blocking; as a request while this thread has requests outstanding (they move too)."""
     if nonblocking.outstanding():
-        nonblocking.start(plan, state, tag).Wait()
+        requests.start(plan, state, tag).Wait()
     elif plan is not None:
         plan.runner(state.private)(tag)
 
@@ -59,7 +60,7 @@ def stand_in(state: CommState, method: str, args: tuple, algorithm: str, tag: in
     limit = timeout or state.timeout or standin.TIMEOUT
 
     def run(plan: Plan | None) -> None:
-        req = nonblocking.start(plan, state, tag)
+        req = requests.start(plan, state, tag)
         req.watch = (method, limit, state.rank)
         req.Wait()
 
@@ -120,7 +121,7 @@ def start(comm: Any, method: str, args: tuple, algorithm: str) -> Request:
     except Exception as exc:
         stand_in(state, method, args, algorithm, tag, exc, request=True)
         raise
-    return nonblocking.start(plan, state, tag, lent=lent)
+    return requests.start(plan, state, tag, lent=lent)
 
 
 def _lend(state: CommState, method: str, args: tuple, algorithm: str) -> tuple[Plan | None, bool]:
@@ -158,7 +159,7 @@ def init(comm: Any, method: str, args: tuple, algorithm: str) -> Prequest:
         def rebuild() -> Plan | None:   # GPU buffers staged in, datatypes packed again, at every start
             plan.begin()
             return None
-    return nonblocking.persistent(plan, state, tag, rebuild)
+    return requests.persistent(plan, state, tag, rebuild)
 
 
 def _run_blocking(comm: Any, method: str, algorithm: str, *args: Any) -> None:
@@ -180,7 +181,7 @@ def _run_blocking(comm: Any, method: str, algorithm: str, *args: Any) -> None:
 
 def _compiled_run_blocking() -> Any:
     """The compiled ``run`` where the key builder is compiled too, else :func:`_run_blocking`."""
-    if call_key is plan_module._call_key:
+    if call_key is callkey._call_key:
         return _run_blocking
     _callkey = extension("_callkey")
     _callkey.init_run(ACTIVE, VALUE_ARGS)

@@ -21,6 +21,7 @@ call's own schedule.  With a timeout every wait here is watched.
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any
 
 import numpy as np
@@ -31,11 +32,25 @@ from mpicoll.ir.nodes import Nodes, normalized, restricted
 from mpicoll.runtime.state import CommState
 from mpicoll.selection import tuning
 
-__all__ = ["wrapped", "derived"]
+__all__ = ["wrapped", "derived", "check_thread_level"]
+
+
+def check_thread_level() -> None:
+    """A communicator made outside the main thread needs ``MPI_THREAD_MULTIPLE`` (mpi4py asks for it by default):
+    a clear error where the MPI library gives less, instead of corrupted messages later."""
+    if threading.current_thread() is threading.main_thread():
+        return
+    provided = MPI.Query_thread()
+    if provided < MPI.THREAD_MULTIPLE:
+        names = {MPI.THREAD_SINGLE: "SINGLE", MPI.THREAD_FUNNELED: "FUNNELED", MPI.THREAD_SERIALIZED: "SERIALIZED"}
+        raise RuntimeError(f"mpicoll: a communicator used from several threads needs MPI_THREAD_MULTIPLE, but the "
+                           f"MPI library provides MPI_THREAD_{names.get(provided, provided)} "
+                           "(see mpi4py.rc.thread_level)")
 
 
 def wrapped(comm: MPI.Intracomm, timeout: float | None) -> CommState:
     """The state of a communicator wrapped as it is (collective over ``comm``)."""
+    check_thread_level()
     settings = config.current()
     private = _duplicate(comm, timeout)
     rank = private.Get_rank()
@@ -57,6 +72,7 @@ def wrapped(comm: MPI.Intracomm, timeout: float | None) -> CommState:
 
 def derived(comm: MPI.Intracomm, parent: CommState, timeout: float | None) -> CommState:
     """The state of ``comm``, made from ``parent``'s communicator by MPI: no message beyond ``Idup``."""
+    check_thread_level()
     settings = config.current()
     private = _duplicate(comm, timeout)
     if settings.node_size:

@@ -80,7 +80,7 @@ def main() -> None:
     p, rank = comm.size, comm.rank
     nbytes = int(os.environ.get("MPICOLL_EXAMPLE_BYTES", 16 << 20)) // 8 * 8
     reps = max(1, int(os.environ.get("MPICOLL_EXAMPLE_REPS", 5)))
-    layout = nodes.of_comm(comm)
+    layout = comm.node_layout
     hosts = world.gather(MPI.Get_processor_name())
     groups = nodes.groups(p, layout)
     say(world, f"{p} ranks on {len(groups)} node(s): " + "; ".join(

@@ -1,6 +1,6 @@
 /* mpicoll.runtime._callkey: the plan cache's key of a blocking call, compiled.
  *
- * It decides as mpicoll.runtime.plan._call_key (the pure-Python one, which stays the
+ * It decides as mpicoll.runtime.callkey._call_key (the pure-Python one, which stays the
  * definition): two calls get equal keys exactly when they get equal Python keys,
  * and None exactly when the Python key is None.  The key is bytes: every part of
  * the Python key in a prefix code (see "the key as bytes" below).  It handles

@@ -1,4 +1,4 @@
-"""The nonblocking and persistent executor: a schedule advanced round by round by Test and Wait.
+"""The nonblocking and persistent executor (the engine): a schedule advanced round by round by Test and Wait.
 
 A collective's bound rounds (see :func:`mpicoll.runtime.blocking.bind`) become a
 small state machine.  Starting it posts round 0's receives and sends; from then
@@ -8,15 +8,16 @@ messages are complete, its local steps (reductions, copies) run and the next
 round is posted.  There is no thread: progress happens inside mpicoll's calls,
 the weak-progress model of MPI itself (see ``docs/nonblocking.md``).
 
-- :class:`Request` (``comm.Iallreduce(...)``) posts ``Irecv``/``Isend`` round by round;
-- :class:`Prequest` (``comm.Allreduce_init(...)``) binds everything once: views,
-  peers, its tag, scratch buffers and one MPI persistent request (``Recv_init``,
-  ``Send_init``) per message; ``Start()`` only ``Startall``'s round 0.
+The requests themselves (:class:`~mpicoll.runtime.requests.Request`,
+:class:`~mpicoll.runtime.requests.Prequest`) are in :mod:`mpicoll.runtime.requests`;
+this module holds their common state machine and the engine that advances them.
 
 Why every request advances every other: rank 0 may wait on request B while
 rank 1 waits on request A; if a Wait moved only its own request, A would never
 finish on rank 0 and both would hang.  Likewise a blocking mpicoll collective
-called while requests are outstanding keeps them moving (see ``Comm._run_prepared``).
+called while requests are outstanding keeps them moving (see :func:`mpicoll.comm.dispatch.run_plan`).
+Each thread has its own engine: threads that use their own communicators never
+run each other's steps.
 
 Each request carries the tag ``mpicoll.Comm`` drew for its call from the
 communicator's sequences (blocking, nonblocking and persistent calls have
@@ -28,7 +29,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from mpi4py import MPI
@@ -36,10 +36,9 @@ from mpi4py import MPI
 from mpicoll.runtime import watchdog
 
 if TYPE_CHECKING:
-    from mpicoll.runtime.plan import Plan
-    from mpicoll.runtime.state import CommState as Comm
+    pass
 
-__all__ = ["Request", "Prequest", "start", "persistent", "outstanding", "wait_mpi", "progress"]
+__all__ = ["ACTIVE", "outstanding", "wait_mpi", "progress"]
 
 # request states
 _INACTIVE, _RUNNING, _COMPLETE, _FREED = 0, 1, 2, 3
@@ -316,7 +315,7 @@ class _Collective:
         return (MPI.UNDEFINED, True) if not active else (MPI.UNDEFINED, False)
 
     @staticmethod
-    def Startall(requests: Iterable[Prequest]) -> None:
+    def Startall(requests: Iterable[Any]) -> None:
         """Start every persistent request in ``requests``.
 
         Parameters
@@ -330,161 +329,6 @@ class _Collective:
         """
         for req in requests:
             req.Start()
-
-
-class Request(_Collective):
-    """A nonblocking collective in flight (``comm.Iallreduce(...)`` and the like)."""
-
-    __slots__ = ("_rounds", "_irecv", "_isend")
-
-    def __init__(self, rounds: list, comm: MPI.Comm | None, tag: int, finish: Callable[[], None] | None,
-                 steps: list[list[Callable[[], None]]] | None = None, release: Callable[[], None] | None = None
-                 ) -> None:
-        super().__init__([steps for _, _, steps in rounds] if steps is None else steps, finish, tag, release)
-        self._rounds = rounds
-        if comm is not None:
-            self._irecv, self._isend = comm.Irecv, comm.Isend
-
-    def _post(self, t: int) -> list[MPI.Request]:
-        sends, recvs, _ = self._rounds[t]
-        irecv, isend, tag = self._irecv, self._isend, self.tag
-        return [irecv(buf, peer, tag) for buf, peer in recvs] + [isend(buf, peer, tag) for buf, peer in sends]
-
-    def __repr__(self) -> str:
-        return f"<mpicoll.Request tag={self.tag} state={_NAMES[self._state]}>"
-
-
-class Prequest(_Collective):
-    """A persistent collective (``comm.Allreduce_init(...)``): ``Start()``, then ``Wait()``/``Test()``, repeatedly.
-
-    Everything is bound once at creation: the schedule's views of the buffers,
-    the scratch space, the tag, and one MPI persistent request per message.
-    The buffers' *contents* may change between starts, the buffers may not.
-    """
-
-    __slots__ = ("_requests", "_rebuild", "_comm")
-
-    def __init__(self, plan: Plan | None, comm: Comm, tag: int,
-                 rebuild: Callable[[], Plan | None] | None = None) -> None:
-        super().__init__([], None, tag)
-        self._comm = comm
-        self._rebuild = rebuild
-        self._requests: list[list[MPI.Prequest]] = []
-        self._bind(plan)
-
-    def _bind(self, plan: Plan | None) -> None:
-        """Create the MPI persistent requests of every round (receives first, as the blocking executor posts them)."""
-        self._free_requests()
-        rounds = plan.bound() if plan is not None else []
-        private, tag = self._comm.private, self.tag
-        self._requests = [[private.Recv_init(buf, peer, tag) for buf, peer in recvs]
-                          + [private.Send_init(buf, peer, tag) for buf, peer in sends]
-                          for sends, recvs, _ in rounds]
-        self._steps = [steps for _, _, steps in rounds]
-        self._nrounds = len(rounds)
-        self._finish = plan.finish if plan is not None else None
-
-    def _free_requests(self) -> None:
-        for reqs in self._requests:
-            for req in reqs:
-                req.Free()
-        self._requests = []
-
-    def _post(self, t: int) -> list[MPI.Request]:
-        reqs = self._requests[t]
-        if reqs:
-            _startall(reqs)
-        return reqs
-
-    def Start(self) -> None:
-        """Run the collective once more with the buffers' current contents.
-
-        Raises
-        ------
-        RuntimeError
-            The request was freed, or is still active (``Wait()`` or ``Test()`` it to completion first).
-        """
-        state = self._state
-        if state != _INACTIVE:
-            raise RuntimeError(f"{self!r} cannot be started: " + ("it was freed" if state == _FREED else
-                               "it is still active (Wait() or Test() it to completion first)"))
-        if self._rebuild is not None:   # GPU buffers: stage the current device contents in
-            plan = self._rebuild()
-            if plan is not None:        # a fresh plan to bind; None: the binding stays
-                self._bind(plan)
-        if self._nrounds and self._requests[0]:     # the common case, kept lean: Startall round 0
-            self._state, self._round = _RUNNING, 0
-            self._enter()
-            self._pending = reqs = self._requests[0]
-            _startall(reqs)
-        else:
-            self._launch()
-
-    def Free(self) -> None:
-        """Release the MPI persistent requests; the request cannot be started again.
-
-        Raises
-        ------
-        RuntimeError
-            The request is active (started and not yet completed).
-        """
-        super().Free()
-        self._free_requests()
-
-    def __bool__(self) -> bool:
-        """As for ``MPI.Prequest``: true until freed."""
-        return self._state != _FREED
-
-    def __repr__(self) -> str:
-        return f"<mpicoll.Prequest tag={self.tag} state={_NAMES[self._state]}>"
-
-    def __del__(self) -> None:
-        if self._state == _INACTIVE and MPI.Is_initialized() and not MPI.Is_finalized():
-            self._free_requests()
-
-
-_NAMES = {_INACTIVE: "inactive", _RUNNING: "running", _COMPLETE: "complete", _FREED: "freed"}
-
-
-# -- entry points used by mpicoll.Comm ------------------------------------------------
-
-def start(plan: Plan | None, comm: Comm, tag: int, lent: bool = False) -> Request:
-    """Start ``plan`` nonblocking on ``comm``'s private communicator with the call's ``tag``.
-
-    ``mpicoll.Comm`` draws the tag before it checks the call's arguments, so that
-    every rank's tag sequence stays in step even when ``plan`` is None (nothing
-    to do) or one rank's checks fail.  A ``lent`` plan is a cached one: the
-    request runs its rounds bound once and marks it in use (:attr:`Plan.lent`)
-    until it finishes or an error drops it (a user op that raised: the round's
-    messages are complete then, so the plan is free to serve the next call).
-    """
-    if plan is None:
-        req = Request([], None, tag, None)
-    elif lent:
-        plan.lent = True
-        rounds, steps = plan.request_parts()
-        req = Request(rounds, comm.private, tag, None, steps, partial(_give_back, plan))
-    else:
-        plan.begin()      # GPU buffers: stage the inputs in
-        req = Request(plan.bound(), comm.private, tag, plan.finish)
-    req._launch()
-    return req
-
-
-def _give_back(plan: Plan) -> None:
-    """A request of a lent plan finished: the plan may serve the next call."""
-    plan.lent = False
-
-
-def persistent(plan: Plan | None, comm: Comm, tag: int,
-               rebuild: Callable[[], Plan | None] | None = None) -> Prequest:
-    """An inactive persistent request for ``plan`` on ``comm`` with a tag of its own for its whole life.
-
-    ``rebuild`` runs at every ``Start`` (for GPU buffers: it stages the device
-    buffers' current contents in) and returns a fresh plan to bind, or None to
-    keep the binding made here.
-    """
-    return Prequest(plan, comm, tag, rebuild)
 
 
 def _engine() -> list[_Collective]:

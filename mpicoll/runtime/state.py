@@ -20,7 +20,7 @@ from typing import Any
 from mpi4py import MPI
 
 from mpicoll.ir.nodes import Nodes
-from mpicoll.runtime.plan import REQUEST_PLAN_SCRATCH, PlanCache
+from mpicoll.runtime.plancache import REQUEST_PLAN_SCRATCH, PlanCache
 
 __all__ = ["CommState", "Preparation", "HOT_FIELDS", "BLOCKING", "NONBLOCKING", "PERSISTENT"]
 

@@ -146,7 +146,7 @@ def measure(comm: Any, *, reps: int = 200, big: int = 16 << 20) -> dict[str, flo
     """The constants measured from rank 0 of ``comm`` (returned on every rank of ``comm``).
 
     On one node: alpha and beta between ranks 0 and 1.  Across nodes (see
-    :func:`mpicoll.ir.nodes.of_comm`; e.g. on the emulated test bed of
+    :attr:`mpicoll.Comm.node_layout`; e.g. on the emulated test bed of
     ``launch --emulate-hosts``): alpha and beta between rank 0 and the first
     rank of another node, ``alpha_intra`` and ``beta_intra`` between rank 0 and
     another rank of its node (when it has one), and ``link_per_node`` true:
@@ -154,9 +154,9 @@ def measure(comm: Any, *, reps: int = 200, big: int = 16 << 20) -> dict[str, flo
     """
     if comm.size < 2:
         raise ValueError(f"calibrate: needs at least 2 MPI processes, got {comm.size} (mpirun -n 2 ...)")
-    from mpicoll.ir.nodes import groups, of_comm  # noqa: PLC0415
+    from mpicoll.ir.nodes import groups  # noqa: PLC0415
 
-    layout = groups(comm.size, of_comm(comm))
+    layout = groups(comm.size, _node_layout(comm))
     values: dict[str, Any] = {}
     if len(layout) > 1:
         alpha, beta, duplex = _pair(comm, layout[1][0], reps, big)
@@ -197,3 +197,10 @@ def calibrate(comm: Any = None, path: str | None = None) -> dict[str, Any]:
             file.write_text(json.dumps(values, indent=2) + "\n")
     comm.Barrier()
     return values
+
+
+def _node_layout(comm: Any) -> Any:
+    """The node layout of ``comm``: an ``mpicoll.Comm``'s own, else that of ``comm`` wrapped (collective)."""
+    from mpicoll.comm import Comm  # noqa: PLC0415
+
+    return (comm if isinstance(comm, Comm) else Comm(comm)).node_layout

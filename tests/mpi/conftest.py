@@ -9,6 +9,7 @@ each rank writes a JUnit report when the test driver asks for one.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 
@@ -17,6 +18,7 @@ import pytest
 from mpi4py import MPI
 
 import mpicoll
+from mpicoll.calls import TABLE
 
 WORLD = MPI.COMM_WORLD
 
@@ -50,13 +52,12 @@ def same_bits_everywhere(array: np.ndarray) -> bool:
 
 def counting_prepare(monkeypatch, comm: mpicoll.Comm, method: str) -> list:
     """A list that grows by one each time ``method`` is prepared (checked and bound) on ``comm``."""
-    module = comm._module(method)
     calls: list = []
-    original = module.prepare
+    collective = TABLE[method]
 
     def prepare(*args, **kwargs):
         calls.append(1)
-        return original(*args, **kwargs)
+        return collective.prepare(*args, **kwargs)
 
-    monkeypatch.setattr(module, "prepare", prepare)
+    monkeypatch.setitem(TABLE, method, dataclasses.replace(collective, prepare=prepare))
     return calls

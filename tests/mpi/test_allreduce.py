@@ -280,6 +280,7 @@ class TestErrors:
         if P < 2:
             pytest.skip("needs two ranks")
         monkeypatch.setenv("MPICOLL_DEBUG", "1")
+        comm = mpicoll.Comm(WORLD.Dup())     # a communicator made in debug mode checks every call
         n = 5 if WORLD.rank == P - 1 else 4
         with pytest.raises(mpicoll.MismatchError, match=f"count \\(elements\\): .*rank {P - 1} 5") as err:
             comm.Allreduce(np.zeros(n), np.zeros(n))

@@ -11,25 +11,30 @@ import pytest
 from mpi4py import MPI
 
 import mpicoll
-from mpicoll.comm.comm import BLOCKING
-from mpicoll.runtime.plan import PLAN_CACHE_ENTRIES, call_key
+from mpicoll.comm import dispatch
+from mpicoll.runtime.plancache import PLAN_CACHE_ENTRIES
+from mpicoll.runtime.state import BLOCKING
 
 from conftest import WORLD, check, counting_prepare
 
 
 def _comm() -> mpicoll.Comm:
-    return mpicoll.Comm(WORLD)
+    """A communicator of its own (its caches and tags start empty)."""
+    return mpicoll.Comm(WORLD.Dup())
 
 
 def test_repeated_calls_reuse_their_plan_and_changes_make_new_ones(monkeypatch):
     comm = _comm()
-    cached = comm._cached_prepare   # what a blocking call uses
+    def cached(method, *args, algorithm):   # what a blocking call uses
+        return dispatch._cached_prepare(comm._state, method, args, algorithm)
+
     x = np.arange(8, dtype=np.float64)
     y = np.empty_like(x)
     first = cached("Allreduce", x, y, MPI.SUM, algorithm="auto")
     check(cached("Allreduce", x, y, MPI.SUM, algorithm="auto") is first, "a repeated call reuses its plan")
     # nonblocking and persistent calls get plans of their own (no shared scratch between outstanding calls)
-    check(comm._prepare("Allreduce", x, y, MPI.SUM, algorithm="auto") is not first, "nonblocking plans are fresh")
+    fresh = dispatch.prepare(comm._state, "Allreduce", (x, y, MPI.SUM), "auto")
+    check(fresh is not first, "nonblocking plans are fresh")
     check(cached("Allreduce", x, y, MPI.SUM, algorithm="ring") is not first, "another algorithm, another plan")
     check(cached("Allreduce", x, y, MPI.MAX, algorithm="auto") is not first, "another op, another plan")
     check(cached("Allreduce", x[:4], y[:4], MPI.SUM, algorithm="auto") is not first, "another extent")
@@ -47,7 +52,7 @@ def test_repeated_calls_reuse_their_plan_and_changes_make_new_ones(monkeypatch):
         comm.Allreduce(x, y, op=MPI.SUM)   # writability is part of the key, so the check runs again
     y.flags.writeable = True
     monkeypatch.setenv("MPICOLL_DEBUG", "1")
-    check(call_key("Allreduce", (x, y, MPI.SUM), "auto") is None, "debug mode checks every call: nothing cached")
+    check(mpicoll.Comm(WORLD.Dup())._state.entries is None, "debug mode checks every call: nothing cached")
 
 
 def _kinds(nbytes: int) -> dict:
@@ -67,7 +72,7 @@ def test_every_buffer_kind_is_cached_and_gets_the_right_data(kind):
     comm = _comm()
     make = _kinds(16)[kind]
     buf, _ = make()
-    before = len(comm.plans)
+    before = len(comm._state.plans)
     for value in (3, 7, 11):
         raw = buf[0] if isinstance(buf, list) else buf
         view = np.frombuffer(raw, np.uint8) if not isinstance(raw, np.ndarray) else raw
@@ -76,7 +81,8 @@ def test_every_buffer_kind_is_cached_and_gets_the_right_data(kind):
         comm.Bcast(buf, root=0)
         check(bool(np.all(view == value)), f"{kind}: received {view[:4]} instead of {value}")
         del view
-    check(len(comm.plans) == before + 1, f"{kind}: {len(comm.plans) - before} plans for three equal calls")
+    plans = comm._state.plans
+    check(len(plans) == before + 1, f"{kind}: {len(plans) - before} plans for three equal calls")
     if kind == "bytearray":
         buf.extend(b"x")     # the cache does not hold the buffer exported: it can still grow
     if kind == "mmap":
@@ -105,7 +111,7 @@ def test_buffers_that_differ_never_reuse_a_stale_plan():
         comm.Bcast(make(x), root=0)
         WORLD.Bcast(make(ref), root=0)
         check(np.array_equal(x, ref), f"{x} instead of the built-in's {ref}")
-        plans.add(id(comm._cached_prepare("Bcast", make(x), 0, algorithm="auto")))
+        plans.add(id(dispatch._cached_prepare(comm._state, "Bcast", (make(x), 0), "auto")))
     check(len(plans) == 6, f"{len(plans)} plans for six different specs")
     # a grown bytearray moves; the plan of its old address is not used for its new memory
     c = bytearray(16)
@@ -196,7 +202,7 @@ def test_fresh_buffers_every_call_keep_memory_flat():
             comm.Bcast([mmap.mmap(-1, 64), 8, MPI.BYTE], root=0)
 
     grown = _growth(one, warmup=3000, calls=calls)
-    check(len(comm.plans) <= PLAN_CACHE_ENTRIES, f"{len(comm.plans)} cached plans")
+    check(len(comm._state.plans) <= PLAN_CACHE_ENTRIES, f"{len(comm._state.plans)} cached plans")
     check(grown < 4 * 1024 * 1024, f"resident memory grew by {grown} bytes over {calls} calls")
 
 
@@ -205,7 +211,7 @@ def test_the_cache_is_bounded():
     keep = [np.full(3, float(i)) for i in range(PLAN_CACHE_ENTRIES + 10)]
     for x in keep:
         comm.Allreduce(MPI.IN_PLACE, x)
-    check(len(comm.plans) == PLAN_CACHE_ENTRIES)
+    check(len(comm._state.plans) == PLAN_CACHE_ENTRIES)
 
 
 def test_a_leftover_message_of_a_bad_call_never_reaches_a_later_call():
@@ -233,7 +239,7 @@ def test_a_call_that_fails_its_checks_still_counts():
     comm = _comm()
     with pytest.raises(ValueError):
         comm.Allreduce(np.ones(2), np.ones(2), algorithm="no_such_algorithm")
-    tags = WORLD.allgather(comm._next_tag(BLOCKING))
+    tags = WORLD.allgather(comm._state.next_tag(BLOCKING))
     check(tags == [2] * WORLD.size, f"ranks drew {tags}")
 
 
@@ -283,7 +289,7 @@ def test_cached_plans_share_one_scratch_arena():
             comm.Allreduce(sends[k], recvs[k], algorithm="ring")
             expected = p * (p - 1) / 2 + p * k
             check(bool(np.all(recvs[k] == expected)), f"trial {trial}, buffer {k}: {recvs[k][:3]} != {expected}")
-    cache = comm.plans
+    cache = comm._state.plans
     check(len(cache) >= 8, f"{len(cache)} plans cached for 8 calls")
     if p > 1:
         check(cache.shared is not None and cache.shared.nbytes <= 2 * n * 8, "the arena is one call's scratch")
@@ -374,13 +380,14 @@ def test_shapes_are_bounded_and_follow_the_arena():
     arrays = [np.ones(k + 1) for k in range(PLAN_CACHE_ENTRIES + 20)]
     for x in arrays:
         comm.Allreduce(MPI.IN_PLACE, x)
-    check(len(comm.plans.shapes) <= PLAN_CACHE_ENTRIES, f"{len(comm.plans.shapes)} shapes remembered")
+    check(len(comm._state.plans.shapes) <= PLAN_CACHE_ENTRIES, f"{len(comm._state.plans.shapes)} shapes remembered")
     if WORLD.size > 1:
         # a larger scratch grows the arena, which drops every plan that viewed the old one, shapes included
-        before = len(comm.plans.shapes)
+        before = len(comm._state.plans.shapes)
         big = np.ones(1 << 20)
         comm.Allreduce(MPI.IN_PLACE, big, algorithm="ring")
-        check(before > 0 and len(comm.plans.shapes) <= 1, f"{len(comm.plans.shapes)} shapes after the arena grew")
+        shapes = comm._state.plans.shapes
+        check(before > 0 and len(shapes) <= 1, f"{len(shapes)} shapes after the arena grew")
 
 
 def test_fresh_offsets_every_call_keep_memory_flat():
@@ -400,6 +407,7 @@ def test_fresh_offsets_every_call_keep_memory_flat():
             comm.Bcast([recv, (2, at), MPI.DOUBLE], root=0)     # a new displacement: a new shape, prepared
 
     grown = _growth(one, warmup=4000, calls=calls)
-    check(len(comm.plans) <= PLAN_CACHE_ENTRIES and len(comm.plans.shapes) <= PLAN_CACHE_ENTRIES, "bounded")
+    plans = comm._state.plans
+    check(len(plans) <= PLAN_CACHE_ENTRIES and len(plans.shapes) <= PLAN_CACHE_ENTRIES, "bounded")
     check(grown < 4 * 1024 * 1024, f"resident memory grew by {grown} bytes over {calls} calls")
     check(bool(np.all(recv[:3] == WORLD.size)), f"{recv[:3]}")

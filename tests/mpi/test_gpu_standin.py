@@ -16,10 +16,12 @@ import sys
 import numpy as np
 import pytest
 from mpi4py import MPI
-from mpicoll.runtime.gpu.device import StandInArray
 
+import mpicoll
 from mpicoll.runtime.gpu import device as devmod
 from mpicoll.runtime.gpu import transport_of
+from mpicoll.runtime.gpu.device import StandInArray
+from mpicoll.runtime.state import Preparation
 
 from conftest import WORLD, check
 
@@ -122,7 +124,7 @@ def test_ipc_handles_released_over_many_calls_with_changing_buffers(comm, gpu_en
         x, y = make(np.full(n, comm.rank + i, np.float32)), make(np.zeros(n, np.float32))
         comm.Allreduce(x, y)
         ok &= bool(np.all(host(y) == sum(range(p)) + p * i))
-    ipc = comm.__dict__.get("_ipc")
+    ipc = comm._state.devices.get("ipc")
     live = dev.opened - opened_before
     check(bool(ok) and ipc is not None, "wrong results or no IPC state")
     # at most one mapping per peer and one window of this rank, however many plans came and went
@@ -132,8 +134,8 @@ def test_ipc_handles_released_over_many_calls_with_changing_buffers(comm, gpu_en
     check(ipc.cache.opens <= 4 * max(p - 1, 1), f"{ipc.cache.opens} opens over 300 calls")
     # releasing the communicator's IPC state closes every mapping
     ipc.close()
-    comm.__dict__.pop("_ipc")
-    comm.__dict__.pop("_plans", None)
+    comm._state.devices.pop("ipc")
+    comm._state.plans.clear()
     check(dev.opened == opened_before, f"{dev.opened - opened_before} mappings left open")
 
 
@@ -163,6 +165,7 @@ def test_staged_pipeline_order(comm, gpu_env):
 def test_debug_2_reports_the_transport(comm, gpu_env, monkeypatch, capfd):
     gpu_env("staged")
     monkeypatch.setenv("MPICOLL_DEBUG", "2")
+    comm = mpicoll.Comm(WORLD.Dup())     # a communicator made in debug mode logs its calls
     x, y = make(np.ones(4)), make(np.zeros(4))
     comm.Allreduce(x, y)
     err = capfd.readouterr().err
@@ -173,11 +176,13 @@ def test_transport_of_plan(comm, gpu_env):
     gpu_env("staged")
     from mpicoll.calls import allreduce
 
-    plan = allreduce.prepare(comm, make(np.ones(4)), make(np.zeros(4)), MPI.SUM, algorithm="auto")
+    preparation = Preparation(comm._state)
+    plan = allreduce.prepare(preparation, make(np.ones(4)), make(np.zeros(4)), MPI.SUM, algorithm="auto")
     check(transport_of(plan).startswith("not chosen"), transport_of(plan))
-    plan.device.run(comm.private, comm._next_tag(0))
+    plan.device.run(comm._state.private, comm._state.next_tag(0))
     check(transport_of(plan).startswith("staged"), transport_of(plan))
-    check(transport_of(allreduce.prepare(comm, np.ones(4), np.zeros(4), MPI.SUM, algorithm="auto")) is None)
+    plan = allreduce.prepare(preparation, np.ones(4), np.zeros(4), MPI.SUM, algorithm="auto")
+    check(transport_of(plan) is None)
     WORLD.Barrier()
 
 

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
+from mpicoll import config
 from mpicoll.ir import nodes
 
 from conftest import WORLD, check
@@ -23,12 +24,12 @@ COUNTS = [1, P, 3 * P + 1, 1000]
 
 
 def test_every_rank_agrees_on_the_layout(comm):
-    layout = nodes.of_comm(comm)
+    layout = comm.node_layout
     check(WORLD.allgather(layout) == [layout] * P, f"layouts differ: {layout}")
     expect = os.environ.get("MPICOLL_EXPECT_HOSTS")
     if expect:
         check(len(nodes.groups(P, layout)) == int(expect), f"expected {expect} nodes, found {layout}")
-    size = nodes.env_node_size()
+    size = config.current().node_size
     if size:
         check(layout == size, f"MPICOLL_NODE_SIZE={size} but the layout is {layout}")
 

@@ -22,8 +22,8 @@ import pytest
 from mpi4py import MPI
 
 import mpicoll
-from mpicoll.comm.comm import BLOCKING, NONBLOCKING, PERSISTENT
 from mpicoll.runtime import nonblocking
+from mpicoll.runtime.state import BLOCKING, NONBLOCKING, PERSISTENT
 
 from conftest import WORLD, check, counting_prepare
 
@@ -359,7 +359,7 @@ def test_on_split_subcommunicators(comm, method):
 # -- request objects -----------------------------------------------------------------------
 
 def test_zero_count_completes_at_once_and_keeps_tags_in_step(comm):
-    tag = comm._next_tag(NONBLOCKING)
+    tag = comm._state.next_tag(NONBLOCKING)
     req = comm.Iallreduce(np.zeros(0), np.zeros(0))
     assert req.tag == tag + 1 and req.Test() and not req
     preq = comm.Allreduce_init(np.zeros(0), np.zeros(0))
@@ -384,12 +384,12 @@ def test_tags_differ_between_calls_and_kinds(comm):
 
 
 def test_tag_sequence_wraps_below_tag_ub():
-    c = mpicoll.Comm(WORLD)
+    c = mpicoll.Comm(WORLD.Dup())
     third = MPI.COMM_WORLD.Get_attr(MPI.TAG_UB) // 3
-    c.__dict__["_tags"] = [third, third - 1, third - 1, third - 1]   # the last tags of the three ranges
-    assert c._next_tag(BLOCKING) == third and c._next_tag(BLOCKING) == 1
-    assert c._next_tag(NONBLOCKING) == 2 * third and c._next_tag(NONBLOCKING) == third + 1
-    assert c._next_tag(PERSISTENT) == 3 * third and c._next_tag(PERSISTENT) == 2 * third + 1
+    c._state.tags[:] = [third, third - 1, third - 1, third - 1]   # the last tags of the three ranges
+    assert c._state.next_tag(BLOCKING) == third and c._state.next_tag(BLOCKING) == 1
+    assert c._state.next_tag(NONBLOCKING) == 2 * third and c._state.next_tag(NONBLOCKING) == third + 1
+    assert c._state.next_tag(PERSISTENT) == 3 * third and c._state.next_tag(PERSISTENT) == 2 * third + 1
     assert 3 * third <= MPI.COMM_WORLD.Get_attr(MPI.TAG_UB)
 
 
@@ -545,16 +545,16 @@ def test_a_plan_lent_to_a_failed_request_is_given_back(monkeypatch, comm):
     comm.Iallreduce(x, y, op=op, algorithm="recursive_doubling").Wait()
     check(bool(np.all(y == P)), f"{y}")
     check(len(prepared) == 1, f"{len(prepared)} prepares: the failed requests' plan was not given back")
-    check(not any(plan.lent for plan in comm.request_plans.plans()), "a cached plan is still lent")
+    check(not any(plan.lent for plan in comm._state.request_plans.plans()), "a cached plan is still lent")
 
 
 def test_cached_nonblocking_plans_are_bounded(comm):
-    from mpicoll.runtime.plan import PLAN_CACHE_ENTRIES
+    from mpicoll.runtime.plancache import PLAN_CACHE_ENTRIES
 
     keep = [np.full(2, 1.0) for _ in range(PLAN_CACHE_ENTRIES + 8)]
     outs = [np.zeros(2) for _ in keep]
     reqs = [comm.Iallreduce(x, y) for x, y in zip(keep, outs)]
     for req in reqs:
         req.Wait()
-    check(len(comm.request_plans) <= PLAN_CACHE_ENTRIES, f"{len(comm.request_plans)} cached plans")
+    check(len(comm._state.request_plans) <= PLAN_CACHE_ENTRIES, f"{len(comm._state.request_plans)} cached plans")
     check(all(np.all(y == P) for y in outs), "results")

@@ -11,7 +11,8 @@ from mpi4py import MPI
 import mpicoll
 from mpicoll.runtime.buffers import is_in_place, parse
 from mpicoll.runtime.ops import check_op, reducer
-from mpicoll.selection.choose import choose, forced_by_environment, segments_for
+from mpicoll.selection.choose import choose, forced_by_environment
+from mpicoll.selection.segments import segments_for
 
 
 class TestParse:

@@ -15,9 +15,8 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
-from mpicoll import Op
-from mpicoll.runtime import plan
-from mpicoll import config
+from mpicoll import Op, config
+from mpicoll.runtime import callkey as plan
 
 compiled = pytest.mark.skipif(plan.call_key is plan._call_key, reason="mpicoll.runtime._callkey is not built")
 

@@ -18,9 +18,8 @@ from mpi4py import MPI
 import mpicoll
 from mpicoll.comm import dispatch
 from mpicoll.comm.comm import Comm
-from mpicoll.runtime import plan as plan_module
+from mpicoll.runtime import blocking, nonblocking, plancache
 from mpicoll.runtime.state import HOT_FIELDS, CommState
-from mpicoll.runtime import blocking, nonblocking
 
 rounds_built = pytest.mark.skipif(blocking.execute is blocking._execute, reason="mpicoll.runtime._rounds is not built")
 run_built = pytest.mark.skipif(dispatch.run_blocking is dispatch._run_blocking,
@@ -160,7 +159,7 @@ def test_run_raises_what_the_plan_raises():
 
 
 def _imported(env: dict[str, str]) -> subprocess.CompletedProcess:
-    code = ("import mpicoll.comm.dispatch as c, mpicoll.runtime.plan as p, mpicoll.runtime.blocking as b; "
+    code = ("import mpicoll.comm.dispatch as c, mpicoll.runtime.callkey as p, mpicoll.runtime.blocking as b; "
             "print(c.run_blocking is c._run_blocking, p.call_key is p._call_key, b.execute is b._execute)")
     return subprocess.run([sys.executable, "-c", code], env=dict(os.environ, **env), capture_output=True, text=True)
 
@@ -188,4 +187,4 @@ def test_the_compiled_hot_path_reads_only_declared_fields():
     assert set(reads) == {"Comm", "CommState", "_Entry"}
     assert reads["Comm"] == tuple(Comm.__slots__)
     assert reads["CommState"] == HOT_FIELDS and set(HOT_FIELDS) <= set(CommState.__slots__)
-    assert set(reads["_Entry"]) <= set(plan_module._Entry.__slots__)
+    assert set(reads["_Entry"]) <= set(plancache._Entry.__slots__)

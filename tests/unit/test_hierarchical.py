@@ -14,12 +14,12 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from mpicoll import config
 from mpicoll.analysis.cost import Machine, cost
 from mpicoll.analysis.simulate import simulate
 from mpicoll.analysis.symbolic import verify
 from mpicoll.families import registry
 from mpicoll.ir import nodes
-from mpicoll import config
 from mpicoll.selection import hierarchy
 from mpicoll.tools import testbed
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from mpicoll.runtime.plan import NOTHING, PlanCache
+from mpicoll.runtime.plan import NOTHING
+from mpicoll.runtime.plancache import PlanCache
 
 
 def test_a_used_plan_outlives_an_unused_older_one():

@@ -7,10 +7,10 @@ from dataclasses import replace
 
 import pytest
 
+from mpicoll import config
 from mpicoll.analysis.cost import Machine, cost
 from mpicoll.analysis.presets import DEFAULT_LOCAL
 from mpicoll.families import registry
-from mpicoll import config
 from mpicoll.selection import choose as selection
 from mpicoll.selection import model as costed
 from mpicoll.selection import tuning as agreement
