@@ -56,13 +56,17 @@ class Collective:
     ``prepare(comm, *args, algorithm=)`` checks and binds a call; ``values`` are
     the positions of arguments that are counts given by value, not buffers (part
     of the plan cache's key by value); ``cacheable(*args)``, when given, says
-    whether a call may reuse a cached plan.
+    whether a call may reuse a cached plan; ``exchange(private, *args)``, when
+    given, is the collective's own first step, made by every rank before any
+    check: it returns the arguments with what the ranks must tell each other
+    filled in (``Reduce_scatter``'s ``recvcounts=None``).
     """
 
     method: str
     prepare: Callable[..., Any]
     values: tuple[int, ...] = ()
     cacheable: Callable[..., bool] | None = None
+    exchange: Callable[..., tuple] | None = None
 
 
 METHODS = ("Barrier", "Bcast", "Reduce", "Allreduce", "Gather", "Gatherv", "Scatter", "Scatterv", "Allgather",
@@ -75,7 +79,7 @@ def _table() -> dict[str, Collective]:
     for method in METHODS:
         module = importlib.import_module(f"mpicoll.calls.{method.lower()}")
         table[method] = Collective(method, module.prepare, getattr(module, "VALUE_ARGS", ()),
-                                   getattr(module, "cacheable", None))
+                                   getattr(module, "cacheable", None), getattr(module, "exchange", None))
     return table
 
 

@@ -24,19 +24,9 @@ from mpicoll.ir.layout import Layout
 from mpicoll.runtime.buffers import is_in_place, parse, parse_blocks
 from mpicoll.runtime.plan import Plan, make_plan
 from mpicoll.selection import choose as selection
-from mpicoll.selection.choose import KiB, MiB
 
 if TYPE_CHECKING:
     from mpicoll.runtime.state import Preparation
-
-
-@selection.auto_rule("allgather")
-def auto(*, size: int, nbytes: int, count: int, commutative: bool) -> str:
-    if nbytes < 64 * KiB:
-        return "bruck"
-    if size & (size - 1) == 0 and nbytes < MiB:
-        return "recursive_doubling"
-    return "ring"
 
 
 def prepare(comm: Preparation, sendbuf: Any, recvbuf: Any, *, algorithm: str | None) -> Plan | None:

@@ -34,11 +34,6 @@ if TYPE_CHECKING:
     from mpicoll.runtime.state import Preparation
 
 
-@selection.auto_rule("allgatherv")
-def auto(*, size: int, nbytes: int, count: int, commutative: bool) -> str:
-    return "linear" if size <= 4 else "ring"
-
-
 def prepare(comm: Preparation, sendbuf: Any, recvbuf: Any, *, algorithm: str | None) -> Plan | None:
     """Check an ``Allgatherv`` call and bind its schedule; None when every count is 0."""
     p, r = comm.size, comm.rank

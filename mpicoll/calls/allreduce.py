@@ -24,25 +24,9 @@ from mpicoll.runtime.buffers import Buffer, is_in_place, parse
 from mpicoll.runtime.ops import check_op, is_commutative, op_name
 from mpicoll.runtime.plan import Plan, make_plan
 from mpicoll.selection import choose as selection
-from mpicoll.selection.choose import KiB, MiB
 
 if TYPE_CHECKING:
     from mpicoll.runtime.state import Preparation
-
-
-@selection.auto_rule("allreduce")
-def auto(*, size: int, nbytes: int, count: int, commutative: bool) -> str:
-    # two ranks: recursive doubling is one exchange, Rabenseifner two of half the size; the halved
-    # reduction pays for the extra round only from about 512 KiB (measured at p = 2, recursive doubling
-    # against Rabenseifner: 64 KiB 47 against 53 us, 256 KiB 101 against 143 us, 1 MiB 321 against
-    # 256 us); from 3 ranks on Rabenseifner's bandwidth wins from 16 KiB
-    if size == 1 or nbytes < (512 * KiB if size == 2 else 16 * KiB) or count < size:
-        return "recursive_doubling"
-    if size & (size - 1) == 0 or not commutative:
-        return "rabenseifner"
-    if size >= 64 and nbytes < 4 * MiB:
-        return "double_binary_tree"
-    return "ring"
 
 
 def prepare(comm: Preparation, sendbuf: Any, recvbuf: Any, op: Any, *, algorithm: str | None) -> Plan | None:

@@ -35,13 +35,6 @@ if TYPE_CHECKING:
     from mpicoll.runtime.state import Preparation
 
 
-@selection.auto_rule("alltoall")
-def auto(*, size: int, nbytes: int, count: int, commutative: bool) -> str:
-    if size >= 8 and nbytes // size <= 256:
-        return "bruck"
-    return "linear" if size <= 4 else "pairwise"
-
-
 def bind_alltoall(comm: Preparation, collective: str, name: str, params: dict, send_array: Any, send_layout: Layout,
                   recv_array: Any, recv_layout: Layout, dtype: np.dtype, xp: Any, in_place: bool) -> Plan:
     """The plan of an all-to-all; in place, the result goes to scratch and is copied block by block at the end."""

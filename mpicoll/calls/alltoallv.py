@@ -34,11 +34,6 @@ if TYPE_CHECKING:
     from mpicoll.runtime.state import Preparation
 
 
-@selection.auto_rule("alltoallv")
-def auto(*, size: int, nbytes: int, count: int, commutative: bool) -> str:
-    return "linear" if size <= 4 else "pairwise"
-
-
 def prepare(comm: Preparation, sendbuf: Any, recvbuf: Any, *, algorithm: str | None) -> Plan | None:
     """Check an ``Alltoallv`` call and bind its schedule (zero-size messages included)."""
     p = comm.size

@@ -44,11 +44,6 @@ if TYPE_CHECKING:
     from mpicoll.runtime.state import Preparation
 
 
-@selection.auto_rule("alltoallw")
-def auto(*, size: int, nbytes: int, count: int, commutative: bool) -> str:
-    return "linear" if size <= 4 else "pairwise"
-
-
 @dataclass(frozen=True)
 class WBuffer:
     """A ``[buf, counts, displs, datatypes]`` argument: ``raw`` is the buffer's bytes; block j is

@@ -25,11 +25,6 @@ def _empty(nblocks: int) -> Layout:
     return Layout([0] * nblocks, [0] * nblocks)
 
 
-@selection.auto_rule("barrier")
-def auto(*, size: int, nbytes: int, count: int, commutative: bool) -> str:
-    return "dissemination"
-
-
 def prepare(comm: Preparation, *, algorithm: str | None) -> Plan | None:
     """Choose the barrier's algorithm and bind its (empty) buffers; None on one rank."""
     name, params = selection.choose("barrier", algorithm, size=comm.size, nbytes=0, count=0,

@@ -22,19 +22,9 @@ from mpicoll.ir.layout import Layout
 from mpicoll.runtime.buffers import parse
 from mpicoll.runtime.plan import Plan, make_plan
 from mpicoll.selection import choose as selection
-from mpicoll.selection.choose import KiB
 
 if TYPE_CHECKING:
     from mpicoll.runtime.state import Preparation
-
-
-@selection.auto_rule("bcast")
-def auto(*, size: int, nbytes: int, count: int, commutative: bool = True) -> str:
-    if size <= 2 or nbytes < 16 * KiB:
-        return "binomial"
-    if nbytes < 512 * KiB:
-        return "scatter_allgather"
-    return "pipelined_chain" if size <= 8 else "double_binary_tree"
 
 
 def prepare(comm: Preparation, buf: Any, root: Any, *, algorithm: str | None) -> Plan | None:

@@ -21,15 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 from mpicoll.calls import scan as _scan
 from mpicoll.runtime.plan import Plan
-from mpicoll.selection import choose as selection
 
 if TYPE_CHECKING:
     from mpicoll.runtime.state import Preparation
-
-
-@selection.auto_rule("exscan")
-def auto(*, size: int, nbytes: int, count: int, commutative: bool) -> str:
-    return "linear" if size <= 2 else "recursive_doubling"
 
 
 def prepare(comm: Preparation, sendbuf: Any, recvbuf: Any, op: Any, *, algorithm: str | None) -> Plan | None:

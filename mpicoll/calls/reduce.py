@@ -23,17 +23,9 @@ from mpicoll.runtime.buffers import parse
 from mpicoll.runtime.ops import check_op, is_commutative, op_name
 from mpicoll.runtime.plan import Plan, make_plan
 from mpicoll.selection import choose as selection
-from mpicoll.selection.choose import KiB
 
 if TYPE_CHECKING:
     from mpicoll.runtime.state import Preparation
-
-
-@selection.auto_rule("reduce")
-def auto(*, size: int, nbytes: int, count: int, commutative: bool = True) -> str:
-    if size <= 2 or nbytes < 16 * KiB or count < size:
-        return "binomial"
-    return "rabenseifner"
 
 
 def prepare(comm: Preparation, sendbuf: Any, recvbuf: Any, op: Any, root: Any, *, algorithm: str | None) -> Plan | None:

@@ -34,28 +34,31 @@ if TYPE_CHECKING:
     from mpicoll.runtime.state import Preparation
 
 
-@selection.auto_rule("reduce_scatter")
-def auto(*, size: int, nbytes: int, count: int, commutative: bool) -> str:
-    return "pairwise" if not commutative or size <= 2 else "ring"
+def exchange(private: Any, sendbuf: Any, recvbuf: Any, recvcounts: Any, op: Any) -> tuple:
+    """The call's arguments with ``recvcounts=None`` replaced by every rank's ``recvbuf`` count.
 
-
-def _exchange_counts(comm: Preparation, recvbuf: Any, sendbuf: Any) -> list[int]:
-    """recvcounts=None: every rank's recvbuf count, agreed on by all ranks (a bad one fails everywhere)."""
+    Part of the collective's own traffic (mpi4py does the same): one allgather on
+    ``private``, made by every rank before any argument check, so a rank whose
+    ``recvbuf`` is bad still takes part, and every rank then raises.
+    """
+    if recvcounts is not None:
+        return sendbuf, recvbuf, recvcounts, op
     mine: int | None = None
     error: Exception | None = None
     try:
         if is_in_place(sendbuf):
             raise errors.CountTypeError("recvcounts: Reduce_scatter with sendbuf IN_PLACE needs explicit recvcounts")
-        mine = parse(recvbuf, "recvbuf", writable=True).count
+        recv = parse(recvbuf, "recvbuf", writable=True)
+        mine = recv.count // recv.unit
     except Exception as exc:  # tell the others before raising, so nobody waits forever
         error = exc
-    everyone = comm.private.allgather(mine)
+    everyone = private.allgather(mine)
     if error is not None:
         raise error
     bad = [r for r, c in enumerate(everyone) if c is None]
     if bad:
         raise MismatchError(f"Reduce_scatter: ranks {bad} passed bad arguments (recvcounts=None)")
-    return everyone
+    return sendbuf, recvbuf, everyone, op
 
 
 #: recvcounts (argument 2) are counts: part of the plan cache's key by value
@@ -63,7 +66,7 @@ VALUE_ARGS = (2,)
 
 
 def cacheable(sendbuf: Any, recvbuf: Any, recvcounts: Any, op: Any) -> bool:
-    """A call may reuse a cached plan only if its prepare does not communicate (recvcounts given)."""
+    """A call may reuse a cached plan only if its counts are given (recvcounts=None needs :func:`exchange`)."""
     return recvcounts is not None
 
 
@@ -73,11 +76,7 @@ def prepare(comm: Preparation, sendbuf: Any, recvbuf: Any, recvcounts: Any, op: 
     p, r = comm.size, comm.rank
     in_place = is_in_place(sendbuf)
     recv = parse(recvbuf, "recvbuf", writable=True)
-    if recvcounts is None:
-        counts = [c // recv.unit for c in _exchange_counts(comm, recvbuf, sendbuf)]
-    else:
-        counts = counts_of(recvcounts, p)
-    counts = [c * recv.unit for c in counts]
+    counts = [c * recv.unit for c in counts_of(recvcounts, p)]   # recvcounts=None: see exchange()
     total = sum(counts)
     if in_place:
         if recv.count < total:

@@ -31,19 +31,9 @@ from mpicoll.runtime.buffers import is_in_place, parse, parse_blocks
 from mpicoll.runtime.ops import check_op, is_commutative, op_name
 from mpicoll.runtime.plan import Plan, make_plan
 from mpicoll.selection import choose as selection
-from mpicoll.selection.choose import KiB
 
 if TYPE_CHECKING:
     from mpicoll.runtime.state import Preparation
-
-
-@selection.auto_rule("reduce_scatter_block")
-def auto(*, size: int, nbytes: int, count: int, commutative: bool) -> str:
-    if not commutative:
-        return "pairwise"
-    if size & (size - 1) == 0 or nbytes < 64 * KiB:
-        return "recursive_halving"
-    return "ring"
 
 
 def bind_reduce_scatter(comm: Preparation, collective: str, name: str, params: dict, send_array: Any,

@@ -30,11 +30,6 @@ if TYPE_CHECKING:
     from mpicoll.runtime.state import Preparation
 
 
-@selection.auto_rule("scan")
-def auto(*, size: int, nbytes: int, count: int, commutative: bool) -> str:
-    return "linear" if size <= 2 else "recursive_doubling"
-
-
 def prepare_prefix(comm: Preparation, collective: str, method: str, sendbuf: Any, recvbuf: Any, op: Any,
                    algorithm: str | None) -> Plan | None:
     """Scan and Exscan: check the call and bind the schedule; None when the count is 0."""

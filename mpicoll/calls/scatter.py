@@ -23,15 +23,9 @@ from mpicoll.ir.layout import Layout
 from mpicoll.runtime.buffers import Buffer, parse_blocks
 from mpicoll.runtime.plan import Plan, make_plan
 from mpicoll.selection import choose as selection
-from mpicoll.selection.choose import KiB
 
 if TYPE_CHECKING:
     from mpicoll.runtime.state import Preparation
-
-
-@selection.auto_rule("scatter")
-def auto(*, size: int, nbytes: int, count: int, commutative: bool = True) -> str:
-    return "binomial" if size > 2 and nbytes < 256 * KiB else "linear"
 
 
 def scatter_plan(comm: Preparation, collective: str, name: str, params: dict, root: int, send: Any,

@@ -21,11 +21,6 @@ if TYPE_CHECKING:
     from mpicoll.runtime.state import Preparation
 
 
-@selection.auto_rule("scatterv")
-def auto(*, size: int, nbytes: int, count: int, commutative: bool = True) -> str:
-    return "linear"
-
-
 def prepare(comm: Preparation, sendbuf: Any, recvbuf: Any, root: Any, *, algorithm: str | None) -> Plan | None:
     """Check a ``Scatterv`` call and bind its schedule.
 

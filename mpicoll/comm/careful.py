@@ -24,7 +24,7 @@ import time
 from typing import Any
 
 from mpicoll.calls import TABLE
-from mpicoll.comm.dispatch import prepare, stand_in
+from mpicoll.comm.dispatch import exchanged, prepare, stand_in
 from mpicoll.runtime import debug, nonblocking, requests, watchdog
 from mpicoll.runtime.datatypes import staging
 from mpicoll.runtime.state import CommState, Preparation
@@ -62,9 +62,11 @@ def _run_plan(state: CommState, method: str, plan: Any, tag: int) -> None:
         plan.finish()
 
 
-def run(state: CommState, method: str, algorithm: str, args: tuple, tag: int) -> None:
-    """A blocking collective on the careful path (``tag``: the call's, drawn by the hot path)."""
+def run(state: CommState, method: str, algorithm: str, args: tuple, tag: int, key: object = None) -> None:
+    """A blocking collective on the careful path (``tag``: the call's, drawn by the hot path; its ``key`` is
+    not used: careful calls are not cached)."""
     t0 = time.perf_counter()
+    args = exchanged(state, method, args)
     plan = _checked(state, method, args, algorithm, tag)
     _run_plan(state, method, plan, tag)
     if state.debug >= 2:

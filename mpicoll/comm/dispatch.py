@@ -5,7 +5,7 @@ A blocking call, ``comm.Allreduce(x, y)``:
 1. :func:`run_blocking` (compiled: ``mpicoll.runtime._callkey.run``) draws the
    call's tag from the communicator's state, builds the call's key, and runs
    the cached plan's entry on a hit;
-2. otherwise it hands the call, key not yet built again, to the state's
+2. otherwise it hands the call, with its tag and key, to the state's
    ``slow_path``, chosen once when the communicator was made:
    :func:`fast_miss` (prepare the plan, or move a cached one of the same shape
    to the new memory, cache it and run it) or the careful path
@@ -31,7 +31,14 @@ from mpicoll.runtime.requests import Prequest, Request
 from mpicoll.runtime.standin import play
 from mpicoll.runtime.state import NONBLOCKING, PERSISTENT, CommState, Preparation
 
-__all__ = ["run_blocking", "prepare", "fast_miss", "run_plan", "start", "init", "stand_in"]
+__all__ = ["run_blocking", "exchanged", "prepare", "fast_miss", "run_plan", "start", "init", "stand_in"]
+
+
+def exchanged(state: CommState, method: str, args: tuple) -> tuple:
+    """The call's arguments after the collective's own first exchange, if it has one (every rank makes it,
+    before any check: see :class:`mpicoll.calls.Collective`)."""
+    exchange = TABLE[method].exchange
+    return args if exchange is None else exchange(state.private, *args)
 
 
 def prepare(state: CommState, method: str, args: tuple, algorithm: str, arena: Any = None) -> Plan | None:
@@ -76,19 +83,23 @@ def stand_in(state: CommState, method: str, args: tuple, algorithm: str, tag: in
     play(state, method, args, algorithm, error, prepare_candidate, run if request else run_blocking)
 
 
-def fast_miss(state: CommState, method: str, algorithm: str, args: tuple, tag: int) -> None:
-    """A blocking call the plan cache did not hold: prepare it (or move a plan of its shape), cache it, run it."""
+def fast_miss(state: CommState, method: str, algorithm: str, args: tuple, tag: int, key: Any) -> None:
+    """A blocking call the plan cache did not hold (``key``: its key, built by the hot path): prepare it (or
+    move a plan of its shape), cache it, run it."""
+    exchange = TABLE[method].exchange
+    if exchange is not None:
+        args = exchange(state.private, *args)
+        key = call_key(method, args, algorithm, TABLE[method].values)
     try:
-        plan = _cached_prepare(state, method, args, algorithm)
+        plan = _cached_prepare(state, method, args, algorithm, key)
     except Exception as exc:
         stand_in(state, method, args, algorithm, tag, exc)
         raise
     run_plan(state, plan, tag)
 
 
-def _cached_prepare(state: CommState, method: str, args: tuple, algorithm: str) -> Plan | None:
+def _cached_prepare(state: CommState, method: str, args: tuple, algorithm: str, key: Any) -> Plan | None:
     collective = TABLE[method]
-    key = call_key(method, args, algorithm, collective.values)
     plans = state.plans
     shape = None
     if key is not None:
@@ -112,6 +123,7 @@ def start(comm: Any, method: str, args: tuple, algorithm: str) -> Request:
     """A nonblocking call: prepared (or a cached plan lent) and started; it never waits for another rank."""
     state = comm._state
     tag = state.next_tag(NONBLOCKING)
+    args = exchanged(state, method, args)
     if state.careful:
         from mpicoll.comm import careful  # noqa: PLC0415
 
@@ -153,7 +165,7 @@ def init(comm: Any, method: str, args: tuple, algorithm: str) -> Prequest:
     """A persistent call: prepared and bound once, with a tag of its own for its whole life."""
     state = comm._state
     tag = state.next_tag(PERSISTENT)
-    plan = prepare(state, method, args, algorithm)
+    plan = prepare(state, method, exchanged(state, method, args), algorithm)
     rebuild = None
     if plan is not None and (plan.device is not None or plan.before is not None):
         def rebuild() -> Plan | None:   # GPU buffers staged in, datatypes packed again, at every start
@@ -169,14 +181,15 @@ def _run_blocking(comm: Any, method: str, algorithm: str, *args: Any) -> None:
         raise ValueError("the communicator is MPI.COMM_NULL")
     tags = state.tags
     tag = tags[1] = tags[1] % tags[0] + 1
+    key = call_key(method, args, algorithm, VALUE_ARGS.get(method, ()))
     entries = state.entries
-    if entries is not None and not ACTIVE:
-        entry = entries.get(call_key(method, args, algorithm, VALUE_ARGS.get(method, ())))
+    if entries is not None and key is not None and not ACTIVE:
+        entry = entries.get(key)
         if entry is not None:
             entry.used = True
             entry.run(tag)
             return
-    state.slow_path(state, method, algorithm, args, tag)
+    state.slow_path(state, method, algorithm, args, tag, key)
 
 
 def _compiled_run_blocking() -> Any:

@@ -478,23 +478,14 @@ draw_tag(PyObject *tags)
     return tag;
 }
 
-/* the cached entry of this call in entries (a new reference), or NULL: none (an error only if one is set) */
+/* the entry of key in entries (a new reference), or NULL: none (an error only if one is set) */
 static PyObject *
-cached_entry(PyObject *entries, PyObject *method, PyObject *algorithm, PyObject *const *argv, Py_ssize_t nargs)
+cached_entry(PyObject *entries, PyObject *key)
 {
-    if (!PyDict_CheckExact(entries) || PyList_GET_SIZE(active_requests) > 0)
+    if (!PyDict_CheckExact(entries) || key == Py_None || PyList_GET_SIZE(active_requests) > 0)
         return NULL;
-    PyObject *values = PyDict_GetItemWithError(value_args, method);   /* borrowed */
-    if (values == NULL && PyErr_Occurred())
-        return NULL;
-    PyObject *key = key_of(method, argv, nargs, NULL, algorithm, values ? values : empty_tuple);
-    if (key == NULL || key == Py_None) {
-        Py_XDECREF(key);
-        return NULL;
-    }
     PyObject *entry = PyDict_GetItemWithError(entries, key);   /* borrowed */
     Py_XINCREF(entry);
-    Py_DECREF(key);
     return entry;
 }
 
@@ -522,8 +513,11 @@ run(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
     PyObject *tags = PyObject_GetAttr(state, s_tags);
     PyObject *tag = tags ? draw_tag(tags) : NULL;
     Py_XDECREF(tags);
-    PyObject *entries = tag ? PyObject_GetAttr(state, s_entries) : NULL;
-    PyObject *entry = entries ? cached_entry(entries, method, algorithm, argv + 3, argc - 3) : NULL;
+    PyObject *values = tag ? PyDict_GetItemWithError(value_args, method) : NULL;   /* borrowed */
+    PyObject *key = tag && !PyErr_Occurred()
+                    ? key_of(method, argv + 3, argc - 3, NULL, algorithm, values ? values : empty_tuple) : NULL;
+    PyObject *entries = key ? PyObject_GetAttr(state, s_entries) : NULL;
+    PyObject *entry = entries ? cached_entry(entries, key) : NULL;
     Py_XDECREF(entries);
     PyObject *result = NULL;
     if (entry != NULL) {
@@ -531,16 +525,18 @@ run(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
             result = PyObject_CallMethodOneArg(entry, s_run, tag);
         Py_DECREF(entry);
     }
-    else if (tag != NULL && !PyErr_Occurred()) {   /* not cached, or the careful path: the slow path, with this tag */
+    else if (key != NULL && !PyErr_Occurred()) {   /* not cached, or the careful path: the slow path, with the
+                                                      tag and key drawn here */
         PyObject *slow = PyObject_GetAttr(state, s_slow_path);
         PyObject *args = slow ? tuple_of(argv + 3, argc - 3) : NULL;
         if (args != NULL) {
-            PyObject *call[5] = {state, method, algorithm, args, tag};
-            result = PyObject_Vectorcall(slow, call, 5, NULL);
+            PyObject *call[6] = {state, method, algorithm, args, tag, key};
+            result = PyObject_Vectorcall(slow, call, 6, NULL);
             Py_DECREF(args);
         }
         Py_XDECREF(slow);
     }
+    Py_XDECREF(key);
     Py_DECREF(state);
     Py_XDECREF(tag);
     if (result == NULL)

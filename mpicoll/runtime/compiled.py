@@ -11,30 +11,25 @@ definitions even where the extensions are built (to test them, or to compare).
 from __future__ import annotations
 
 import importlib
-import os
 from types import ModuleType
+
+from mpicoll import config
 
 __all__ = ["extension", "extensions_disabled"]
 
-VARIABLE = "MPICOLL_NO_EXTENSIONS"
-
-
 def extensions_disabled() -> bool:
-    """Whether ``MPICOLL_NO_EXTENSIONS`` asks for the Python definitions ("1"; "" or "0": not).
+    """Whether ``MPICOLL_NO_EXTENSIONS=1`` asks for the Python definitions (see :mod:`mpicoll.config`).
 
     Raises
     ------
     ValueError
-        Any other value.
+        A malformed ``MPICOLL_*`` variable.
     """
-    value = os.environ.get(VARIABLE, "").strip()
-    if value not in ("", "0", "1"):
-        raise ValueError(f"{VARIABLE} must be 1 (use the Python definitions) or 0, got {value!r}")
-    return value == "1"
+    return config.current().no_extensions
 
 
 def extension(name: str) -> ModuleType | None:
-    """The extension module ``mpicoll.<name>``, or None: not built, or disabled by ``MPICOLL_NO_EXTENSIONS``."""
+    """The extension module ``mpicoll.runtime.<name>``, or None: not built, or disabled by ``MPICOLL_NO_EXTENSIONS``."""
     if extensions_disabled():
         return None
     try:

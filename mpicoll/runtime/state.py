@@ -55,7 +55,7 @@ class CommState:
     entries : dict or None
         ``plans.data`` when calls take the fast path, None when they take the careful one.
     slow_path : callable
-        ``slow_path(state, method, algorithm, args, tag)``: what runs a call the fast path does not (a
+        ``slow_path(state, method, algorithm, args, tag, key)``: what runs a call the fast path does not (a
         miss, or every call on the careful path); chosen once, when the communicator is made.
     devices : dict
         What the GPU transports keep for this communicator (node-local communicator, IPC

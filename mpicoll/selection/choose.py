@@ -14,9 +14,9 @@ apply.  A communicator's ranks decide from the data of its rank 0
 made), so that all ranks choose alike.
 
 Everything here is a local function of its arguments: no message, no file read
-on a communicator's behalf.  The rule of each collective lives next to its
-call, in ``mpicoll.calls.<collective>``, registered with :func:`auto_rule`;
-each documents its table.
+on a communicator's behalf.  The rule of each collective (its rule
+table) is in :mod:`mpicoll.selection.rules` (and in the docstring of its call's
+module, ``mpicoll.calls.<collective>``).
 """
 
 from __future__ import annotations
@@ -29,13 +29,12 @@ from mpicoll.families import registry
 from mpicoll.ir.nodes import Nodes, is_multi_node
 from mpicoll.selection import model as costed
 from mpicoll.selection import tuning
+from mpicoll.selection.rules import RULES
 from mpicoll.selection.segments import segments_for
 from mpicoll.selection.tuning import Shared
 
-__all__ = ["choose", "auto_rule", "forced_by_environment", "tuned_choice", "reload_tuning"]
+__all__ = ["choose", "forced_by_environment", "tuned_choice", "reload_tuning"]
 
-KiB = 1024
-MiB = 1024 * KiB
 
 
 def forced_by_environment(collective: str) -> str | None:
@@ -98,26 +97,9 @@ def tuned_choice(collective: str, size: int, nbytes: int, commutative: bool = Tr
     return _band(tuning.local().bands(collective, size), collective, size, nbytes, commutative)
 
 
-AutoRule = Callable[..., str]
-_AUTO: dict[str, AutoRule] = {}
-
-
-def auto_rule(collective: str) -> Callable[[AutoRule], AutoRule]:
-    """Decorator: ``rule(size=, nbytes=, count=, commutative=)`` names the algorithm "auto" runs."""
-
-    def deco(rule: AutoRule) -> AutoRule:
-        _AUTO[collective] = rule
-        return rule
-
-    return deco
-
-
-def _auto(collective: str) -> AutoRule:
-    if collective not in _AUTO:
-        import importlib
-
-        importlib.import_module(f"mpicoll.calls.{collective}")  # registers its rule
-    return _AUTO[collective]
+def _auto(collective: str) -> Callable[..., str]:
+    """The collective's rule table (:mod:`mpicoll.selection.rules`)."""
+    return RULES[collective]
 
 
 def choose(collective: str, requested: str | None, *, size: int, nbytes: int, count: int,

@@ -12,6 +12,7 @@ from mpi4py import MPI
 
 import mpicoll
 from mpicoll.comm import dispatch
+from mpicoll.runtime.callkey import call_key
 from mpicoll.runtime.plancache import PLAN_CACHE_ENTRIES
 from mpicoll.runtime.state import BLOCKING
 
@@ -26,7 +27,7 @@ def _comm() -> mpicoll.Comm:
 def test_repeated_calls_reuse_their_plan_and_changes_make_new_ones(monkeypatch):
     comm = _comm()
     def cached(method, *args, algorithm):   # what a blocking call uses
-        return dispatch._cached_prepare(comm._state, method, args, algorithm)
+        return dispatch._cached_prepare(comm._state, method, args, algorithm, call_key(method, args, algorithm))
 
     x = np.arange(8, dtype=np.float64)
     y = np.empty_like(x)
@@ -111,7 +112,8 @@ def test_buffers_that_differ_never_reuse_a_stale_plan():
         comm.Bcast(make(x), root=0)
         WORLD.Bcast(make(ref), root=0)
         check(np.array_equal(x, ref), f"{x} instead of the built-in's {ref}")
-        plans.add(id(dispatch._cached_prepare(comm._state, "Bcast", (make(x), 0), "auto")))
+        args = (make(x), 0)
+        plans.add(id(dispatch._cached_prepare(comm._state, "Bcast", args, "auto", call_key("Bcast", args, "auto"))))
     check(len(plans) == 6, f"{len(plans)} plans for six different specs")
     # a grown bytearray moves; the plan of its old address is not used for its new memory
     c = bytearray(16)

@@ -165,10 +165,10 @@ def _rss_kib() -> int:
 
 
 def test_communicators_made_and_dropped_keep_memory_flat():
-    """Dup/Free cycles with a collective on each, and communicators dropped without Free: flat memory, no state
-    left behind (the peak resident size grows by less than 8 MiB over the second half)."""
+    """2,000 Dup/Free and Dup/Disconnect cycles with a collective on each, and 1,000 communicators dropped
+    without Free: flat memory, no state left behind (the peak resident size grows by less than 8 MiB over the
+    second half of each)."""
     x, y = np.ones(16), np.empty(16)
-    cycles = 1000
     gc.collect()
     states_before = len(comm_module._STATES)
 
@@ -178,6 +178,12 @@ def test_communicators_made_and_dropped_keep_memory_flat():
             c.Allreduce(x, y)
             c.Free()
 
+    def dup_disconnect(n: int) -> None:
+        for _ in range(n):
+            c = _fresh()
+            c.Allreduce(x, y)
+            c.Disconnect()
+
     def dropped(n: int) -> None:
         for _ in range(n):
             c = mpicoll.Comm(WORLD.Dup())
@@ -185,7 +191,7 @@ def test_communicators_made_and_dropped_keep_memory_flat():
             MPI.Intracomm.Free(c)   # the MPI communicator is freed by hand; mpicoll's state goes with the wrapper
             del c
 
-    for run in (dup_free, dropped):
+    for run, cycles in ((dup_free, 2000), (dup_disconnect, 2000), (dropped, 1000)):
         run(cycles // 2)
         gc.collect()
         before = _rss_kib()
@@ -199,9 +205,13 @@ def test_communicators_made_and_dropped_keep_memory_flat():
 def test_a_new_wrapper_per_call_shares_the_state_of_comm_world():
     x, y = np.full(4, R + 1.0), np.empty(4)
     before = mpicoll.Comm(WORLD)._state
-    for _ in range(2000):
+    for _ in range(10000):
         mpicoll.Comm(MPI.COMM_WORLD).Allreduce(x, y)
-    check(mpicoll.Comm(WORLD)._state is before and y[0] == P * (P + 1) / 2)
+    grown = _rss_kib()
+    for _ in range(10000):
+        mpicoll.Comm(MPI.COMM_WORLD).Allreduce(x, y)
+    grown = _rss_kib() - grown
+    check(mpicoll.Comm(WORLD)._state is before and y[0] == P * (P + 1) / 2 and grown < 4096, f"{grown} KiB more")
 
 
 def test_a_malformed_tuning_file_on_rank_0_is_an_error_on_every_rank(tmp_path, monkeypatch):

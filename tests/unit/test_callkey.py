@@ -17,6 +17,7 @@ from mpi4py import MPI
 
 from mpicoll import Op, config
 from mpicoll.runtime import callkey as plan
+from mpicoll.runtime import plancache
 
 compiled = pytest.mark.skipif(plan.call_key is plan._call_key, reason="mpicoll.runtime._callkey is not built")
 
@@ -236,7 +237,7 @@ def test_a_shape_key_is_the_call_key_without_the_addresses():
 
 
 def test_overlapping_spans_are_told_apart():
-    assert plan._disjoint([(100, 8), (108, 8)]) and plan._disjoint([(100, 8), (104, 0)])
-    assert not plan._disjoint([(100, 8), (104, 8)]) and not plan._disjoint([(104, 8), (100, 8)])
-    assert plan._disjoint([(0, 4), (8, 4), (4, 4)]) and not plan._disjoint([(0, 4), (8, 4), (2, 4)])
-    assert plan._disjoint([]) and plan._disjoint([(5, 10)])
+    assert plancache._disjoint([(100, 8), (108, 8)]) and plancache._disjoint([(100, 8), (104, 0)])
+    assert not plancache._disjoint([(100, 8), (104, 8)]) and not plancache._disjoint([(104, 8), (100, 8)])
+    assert plancache._disjoint([(0, 4), (8, 4), (4, 4)]) and not plancache._disjoint([(0, 4), (8, 4), (2, 4)])
+    assert plancache._disjoint([]) and plancache._disjoint([(5, 10)])
