@@ -16,10 +16,10 @@ import sys
 import numpy as np
 import pytest
 from mpi4py import MPI
-from mpicoll.runtime.gpu.device import StandInArray
 
 from mpicoll.runtime.gpu import device as devmod
 from mpicoll.runtime.gpu import transport_of
+from mpicoll.runtime.gpu.device import StandInArray
 
 from conftest import WORLD, check
 

@@ -12,14 +12,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from mpi4py import MPI
-from mpicoll.runtime.gpu.device import HostDevice, StandInArray, device_of, on_device
-from mpicoll.runtime.gpu.ipc import HandleCache
-from mpicoll.runtime.gpu.staged import segment_bytes
 
 from mpicoll.families import registry
 from mpicoll.ir.layout import Layout
 from mpicoll.ir.schedule import Block, Timeline
 from mpicoll.runtime.gpu import access, transport
+from mpicoll.runtime.gpu.device import HostDevice, StandInArray, device_of, on_device
+from mpicoll.runtime.gpu.ipc import HandleCache
+from mpicoll.runtime.gpu.staged import segment_bytes
 
 SELF = MPI.COMM_SELF
 

@@ -17,14 +17,14 @@ from typing import Any
 
 import numpy as np
 from mpi4py import MPI
-from mpicoll.runtime.gpu.device import Device
-from mpicoll.runtime.gpu.ipc import IpcTransport, windows_of
-from mpicoll.runtime.gpu.staged import StagedTransport, segment_bytes
-from mpicoll.runtime.gpu.transport import Choice, choose
 
 from mpicoll.ir.layout import Layout
 from mpicoll.ir.schedule import Schedule
 from mpicoll.runtime.blocking import bind, execute
+from mpicoll.runtime.gpu.device import Device
+from mpicoll.runtime.gpu.ipc import IpcTransport, windows_of
+from mpicoll.runtime.gpu.staged import StagedTransport, segment_bytes
+from mpicoll.runtime.gpu.transport import Choice, choose
 from mpicoll.runtime.ops import op_name, reducer
 
 __all__ = ["DeviceCall", "CudaAwareTransport", "debug_line"]

@@ -32,12 +32,12 @@ from typing import Any
 
 import numpy as np
 from mpi4py import MPI
-from mpicoll.runtime.gpu.access import Access, Op, analyse
-from mpicoll.runtime.gpu.device import Device
 
 from mpicoll.ir.layout import Layout
 from mpicoll.ir.schedule import Reduce, Schedule
 from mpicoll.runtime.blocking import bind
+from mpicoll.runtime.gpu.access import Access, Op, analyse
+from mpicoll.runtime.gpu.device import Device
 
 __all__ = ["StagedTransport", "segment_bytes"]
 
