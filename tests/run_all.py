@@ -8,6 +8,10 @@
     python3 tests/run_all.py --no-fault      # skip the fault tests (erroneous programs on 2 processes)
     python3 tests/run_all.py --quick         # the edit-test loop: a fast subset (CI runs everything)
 
+Every pytest run here (unit, fault, MPI) reads ``[tool.pytest.ini_options]`` of
+``pyproject.toml``, whose ``filterwarnings`` makes a ``DeprecationWarning`` raised
+from mpicoll's own modules an error.
+
 Each MPI launch runs ``python -m pytest tests/mpi --with-mpi`` on N processes
 through :mod:`mpicoll.launch` (which finds mpirun and allows running as root),
 with a per-test time limit (pytest-timeout) and a time limit for the whole
