@@ -1,8 +1,9 @@
-"""Erroneous programs end, quickly, with the documented error (issue 12's cases).
+"""Erroneous programs end, quickly, with the documented error (issue 12's cases, and issue 23's raising user op).
 
-Each test runs ``tests/fault/cases.py CASE`` on 2 processes through
-``python -m mpicoll.launch`` with a time limit, and checks what each rank
-printed (see ``cases.py``).  A hang fails the test after ``LIMIT`` seconds.
+Each test runs ``tests/fault/cases.py CASE`` on 2 processes (3 for a user op
+that raises on rank 1) through ``python -m mpicoll.launch`` with a time limit,
+and checks what each rank printed (see ``cases.py``).  A hang fails the test
+after ``LIMIT`` seconds, and the whole job (mpirun and every rank) is killed.
 """
 
 from __future__ import annotations
