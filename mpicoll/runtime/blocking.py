@@ -98,20 +98,29 @@ def for_mpi(bound: list[BoundRound]) -> list[BoundRound]:
 
 
 def _ufunc_step(ufunc: Any, left: Any, right: Any, out: Any) -> Callable[[], None]:
-    """``ufunc(left, right, out=out)`` as a call with no arguments.
+    """``ufunc(left, right, out)`` as a call with no arguments, ``out`` by keyword where NumPy asks for it.
 
-    ``out`` goes by keyword: NumPy 2.4 deprecates a third positional argument
-    to ``np.maximum`` and ``np.minimum``, and a later NumPy may read it as a
-    third input and never write ``out``.  The compiled ``out_call`` hands the
-    keyword to the ufunc as it is (callgrind, 8 doubles: ``np.add`` 4,300
-    instructions a step against 3,800 positional, ``np.maximum`` 4,200 against
-    15,000 with the deprecation's warning machinery); a ``partial`` with a
-    keyword merges a dict on every call (5,100) and is the fallback where the
-    extension is not used.
+    NumPy 2.4 deprecates a third positional argument to ``np.maximum`` and
+    ``np.minimum`` (a later NumPy may read it as a third input and never write
+    ``out``); for every other ufunc a positional ``out`` is documented and the
+    cheapest call.  Counted by callgrind, per step on 8 doubles: ``np.add``
+    3,800 instructions positional, 4,300 through the compiled ``out_call``
+    (which hands the keyword to the ufunc's vectorcall), 5,100 through a
+    ``partial`` with a keyword (which merges a dict on every call);
+    ``np.maximum`` 15,000 positional (the deprecation's warning machinery),
+    4,200 through ``out_call``.  ``tests/unit/test_compiled_path.py`` runs every
+    predefined op's step with warnings as errors, so a NumPy that deprecates
+    more fails there.
     """
+    if getattr(ufunc, "__name__", None) not in _OUT_BY_KEYWORD:
+        return partial(ufunc, left, right, out)
     if _OUT_CALL is not None:
         return _OUT_CALL(ufunc, left, right, out)
     return partial(ufunc, left, right, out=out)
+
+
+#: the ufuncs to which a positional ``out`` is deprecated (NumPy 2.4)
+_OUT_BY_KEYWORD = frozenset({"maximum", "minimum"})
 
 
 def _copy(out: Any, src: Any, xp: Any) -> Callable[[], None]:

@@ -102,7 +102,7 @@ def test_out_call_is_the_partial_with_out_by_keyword():
 
 @pytest.mark.parametrize("compiled", [True, False])
 def test_bound_reductions_raise_no_deprecation_warning(compiled, monkeypatch):
-    """NumPy 2.4 deprecates ``np.maximum(a, b, out)``: every predefined op's step passes ``out=`` by keyword."""
+    """NumPy 2.4 deprecates ``np.maximum(a, b, out)``: every predefined op's step runs with warnings as errors."""
     if compiled and blocking._OUT_CALL is None:
         pytest.skip("mpicoll.runtime._rounds is not built")
     if not compiled:
@@ -110,15 +110,26 @@ def test_bound_reductions_raise_no_deprecation_warning(compiled, monkeypatch):
     reduce = Reduce(Block("recv", 0, 1), Block("send", 0, 1), Block("recv", 0, 1))
     schedule = Schedule("allreduce", "test", 0, 1, 1, (Round(steps=(reduce,)),))
     layouts = {"send": Layout.even(2, 1), "recv": Layout.even(2, 1)}
-    for name in ("MAX", "MIN", "SUM", "BAND"):
-        arrays = {"send": np.array([1, 7], np.int64), "recv": np.array([4, 2], np.int64)}
-        kernel = reducer(getattr(MPI, name), np.dtype(np.int64)).reduce
-        (_, _, (step,)), = blocking.bind(schedule, arrays, layouts, kernel, np)
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")
-            step()
-        want = {"MAX": [4, 7], "MIN": [1, 2], "SUM": [5, 9], "BAND": [0, 2]}[name]
-        assert arrays["recv"].tolist() == want, name
+    send, recv = np.array([1, 7]), np.array([4, 2])
+    for name in ("SUM", "PROD", "MIN", "MAX", "LAND", "LOR", "LXOR", "BAND", "BOR", "BXOR"):
+        for dtype in (np.int64, np.float64) if name[0] not in "LB" else (np.int64,):
+            arrays = {"send": send.astype(dtype), "recv": recv.astype(dtype)}
+            kernel = reducer(getattr(MPI, name), np.dtype(dtype)).reduce
+            (_, _, (step,)), = blocking.bind(schedule, arrays, layouts, kernel, np)
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                step()
+            want = np.empty_like(arrays["recv"])
+            kernel(want, send.astype(dtype), recv.astype(dtype))
+            assert arrays["recv"].tolist() == want.tolist(), (name, dtype)
+    assert {"MAX": [4, 7], "MIN": [1, 2]} == {  # the kernels themselves, on integers
+        name: _reduced(name, send, recv) for name in ("MAX", "MIN")}
+
+
+def _reduced(name: str, left: np.ndarray, right: np.ndarray) -> list:
+    out = np.empty_like(right)
+    reducer(getattr(MPI, name), right.dtype).reduce(out, left, right)
+    return out.tolist()
 
 
 def test_for_mpi_gives_numpy_messages_as_buffer_specs_and_keeps_the_rest():
