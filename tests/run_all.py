@@ -5,8 +5,12 @@
     python3 tests/run_all.py --sizes 1,4     # MPI tests at these world sizes only
     python3 tests/run_all.py -k allreduce    # passed on to pytest
     python3 tests/run_all.py --no-examples   # skip running the examples
-    python3 tests/run_all.py --no-fault      # skip the fault tests (erroneous programs on 2 processes)
+    python3 tests/run_all.py --no-fault      # skip the fault tests (erroneous programs on 2 or 3 processes)
     python3 tests/run_all.py --quick         # the edit-test loop: a fast subset (CI runs everything)
+
+Every pytest run here (unit, fault, MPI) reads ``[tool.pytest.ini_options]`` of
+``pyproject.toml``, whose ``filterwarnings`` makes a ``DeprecationWarning`` raised
+from mpicoll's own modules an error.
 
 Each MPI launch runs ``python -m pytest tests/mpi --with-mpi`` on N processes
 through :mod:`mpicoll.launch` (which finds mpirun and allows running as root),
@@ -18,7 +22,7 @@ nodes, an emulated 2-host test bed, and at 3 processes with
 ``MPICOLL_NO_EXTENSIONS=1``, so that the Python definitions of the compiled
 hot path (what runs where no C compiler built it) are tested as a whole too.
 
-The fault tests (``tests/fault``) run erroneous programs on 2 processes, each
+The fault tests (``tests/fault``) run erroneous programs on 2 or 3 processes, each
 through its own ``mpicoll.launch``, and check that each ends within seconds with
 the documented error.
 

@@ -1,6 +1,6 @@
 """How close "auto" comes to the fastest forced algorithm, size by size.
 
-Run under MPI like the bench (it runs :func:`mpicoll.bench.cli.run_bench`: every
+Run under MPI like the bench (it runs :func:`mpicoll.bench.sweep.run_bench`: every
 algorithm of each collective and ``auto`` timed in one run, interleaved round
 by round on the same buffers)::
 
@@ -24,12 +24,16 @@ import json
 import sys
 from typing import Any
 
-from mpicoll.bench import cli as bench
+from mpicoll.bench.cli import parse_sizes
+from mpicoll.bench.report import human
+from mpicoll.bench.sweep import run_bench
+from mpicoll.bench.variants import AUTO, BUILTIN, COLLECTIVES, PERSISTENT
+from mpicoll.comm.comm import Comm
 from mpicoll.families import registry
 
 __all__ = ["ratios", "report", "main"]
 
-SKIP = ("memcpy", bench.BUILTIN, bench.PERSISTENT, bench.AUTO)
+SKIP = ("memcpy", BUILTIN, PERSISTENT, AUTO)
 FLAG = 1.10
 
 
@@ -39,7 +43,7 @@ def ratios(results: list[dict]) -> list[dict[str, Any]]:
     for res in results:
         for entry in res["sizes"]:
             stats = entry["stats"]
-            auto = stats.get(bench.AUTO, {})
+            auto = stats.get(AUTO, {})
             forced = {n: s for n, s in stats.items() if n not in SKIP and "median_s" in s and s.get("ok", True)}
             if "median_s" not in auto or not forced:
                 continue
@@ -69,7 +73,7 @@ def report(rows: list[dict[str, Any]]) -> str:
                      f"{'ratio':>6}   {'auto min':>9} {'fastest (min)':<20} {'min':>9} {'ratio':>6}")
         for r in mine:
             flag = "  <-- over 1.10" if min(r["ratio_median"], r["ratio_min"]) > FLAG else ""
-            lines.append(f"{bench.human(r['bytes']):>9} {r['auto']:<20} {r['auto_median_s'] * 1e6:9.2f} "
+            lines.append(f"{human(r['bytes']):>9} {r['auto']:<20} {r['auto_median_s'] * 1e6:9.2f} "
                          f"{r['fastest_median']:<20} {r['fastest_median_s'] * 1e6:9.2f} {r['ratio_median']:6.2f}   "
                          f"{r['auto_min_s'] * 1e6:9.2f} {r['fastest_min']:<20} {r['fastest_min_s'] * 1e6:9.2f} "
                          f"{r['ratio_min']:6.2f}{flag}")
@@ -88,8 +92,8 @@ def report(rows: list[dict[str, Any]]) -> str:
 
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     ap = argparse.ArgumentParser(prog="python -m mpicoll.bench.autocheck", description=__doc__.split("\n\n")[0])
-    ap.add_argument("collectives", nargs="*", default=list(bench.COLLECTIVES),
-                    help=f"default: all of {', '.join(bench.COLLECTIVES)}")
+    ap.add_argument("collectives", nargs="*", default=list(COLLECTIVES),
+                    help=f"default: all of {', '.join(COLLECTIVES)}")
     ap.add_argument("--sizes", default="8:16M", help="as the bench's (default 8:16M, every factor 4)")
     ap.add_argument("--iters", type=int, default=11, help="timed rounds per size (default 11)")
     ap.add_argument("--warmup", type=int, default=2)
@@ -106,14 +110,14 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         return rows
     from mpi4py import MPI  # noqa: PLC0415
 
-    comm = bench.Comm(MPI.COMM_WORLD)
-    sizes = bench.parse_sizes(args.sizes)
+    comm = Comm(MPI.COMM_WORLD)
+    sizes = parse_sizes(args.sizes)
     results = []
     for name in args.collectives:
-        if name not in bench.COLLECTIVES:
-            ap.error(f"unknown collective {name!r}; choose from {', '.join(bench.COLLECTIVES)}")
-        algs = [bench.AUTO, *registry.algorithms(name)]
-        results += bench.run_bench(comm, [name], sizes, algorithms=algs, iters=args.iters, warmup=args.warmup,
+        if name not in COLLECTIVES:
+            ap.error(f"unknown collective {name!r}; choose from {', '.join(COLLECTIVES)}")
+        algs = [AUTO, *registry.algorithms(name)]
+        results += run_bench(comm, [name], sizes, algorithms=algs, iters=args.iters, warmup=args.warmup,
                                    progress=False)
     rows = ratios(results)
     if comm.rank == 0:

@@ -24,18 +24,18 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from mpi4py import MPI
 
+from mpicoll.bench.report import Progress, human
+from mpicoll.bench.sweep import cores, statistics
+from mpicoll.bench.timing import batch_size, time_variants
+from mpicoll.bench.variants import BUILTIN, COLLECTIVES, PERSISTENT, Buffers, Collective, close
 from mpicoll.comm.comm import Comm
 from mpicoll.runtime.gpu.device import StandInArray
 from mpicoll.runtime.gpu.transport import node_local
-
-if TYPE_CHECKING:
-    from mpicoll.bench import cli as _bench_types  # noqa: F401  (the bench module is passed in: no import cycle
 
 __all__ = ["run_bench_gpu", "GpuArrays"]
 
@@ -85,12 +85,12 @@ def _with_transport(transport: str, fn: Callable[[], None]) -> Callable[[], None
     return call
 
 
-def measure_gpu(bench: ModuleType, coll: _bench_types.Collective, comm: Comm, nbytes: int, dtype: np.dtype,
-                xp: GpuArrays, transports: list[str], iters: int, warmup: int) -> dict[str, Any]:
-    """Time every variant at one size (slowest rank); the same result layout as :func:`mpicoll.bench.cli.measure`."""
+def measure_gpu(coll: Collective, comm: Comm, nbytes: int, dtype: np.dtype, xp: GpuArrays, transports: list[str],
+                iters: int, warmup: int) -> dict[str, Any]:
+    """Time every variant at one size (slowest rank); the same result layout as :func:`mpicoll.bench.sweep.measure`."""
     world = MPI.Intracomm(comm)
     rank, p = comm.rank, comm.size
-    bufs = bench.Buffers(coll, rank, p, nbytes, dtype)
+    bufs = Buffers(coll, rank, p, nbytes, dtype)
     dev_send = xp.asarray(bufs.send)
     outs: dict[str, Any] = {}
 
@@ -101,8 +101,8 @@ def measure_gpu(bench: ModuleType, coll: _bench_types.Collective, comm: Comm, nb
         return tuple(swap.get(id(a), a) for a in host_args)
 
     builtin = getattr(MPI.Intracomm, coll.method)
-    host_args = bufs.args(bench.BUILTIN)
-    calls: dict[str, Callable[[], None]] = {bench.BUILTIN: lambda: builtin(comm, *host_args)}
+    host_args = bufs.args(BUILTIN)
+    calls: dict[str, Callable[[], None]] = {BUILTIN: lambda: builtin(comm, *host_args)}
 
     hand_args = bufs.args(BY_HAND)             # (send, out, ...) or, for bcast, (buf, root), on the host
     host_out = bufs.out(BY_HAND)
@@ -124,14 +124,14 @@ def measure_gpu(bench: ModuleType, coll: _bench_types.Collective, comm: Comm, nb
         args = dev_args(transport)
         calls[transport] = _with_transport(transport, _synced(lambda a=args: method(*a, algorithm="auto"), xp))
     if hasattr(comm, coll.method + "_init"):
-        req = getattr(comm, coll.method + "_init")(*dev_args(bench.PERSISTENT))
+        req = getattr(comm, coll.method + "_init")(*dev_args(PERSISTENT))
         requests.append(req)
 
         def persistent() -> None:
             req.Start()
             req.Wait()
             xp.sync()
-        calls[bench.PERSISTENT] = persistent
+        calls[PERSISTENT] = persistent
 
     # check each result once against the built-in's
     for name, fn in calls.items():
@@ -140,11 +140,11 @@ def measure_gpu(bench: ModuleType, coll: _bench_types.Collective, comm: Comm, nb
             xp.set(outs[name], bufs.out(name))
             xp.sync()
         fn()
-    ref = bufs.out(bench.BUILTIN)
+    ref = bufs.out(BUILTIN)
     checked = {}
     for name in calls:
         got = xp.get(outs[name]) if name in outs else bufs.out(name)
-        checked[name] = (coll.root_only and rank != 0) or bench._close(got, ref)
+        checked[name] = (coll.root_only and rank != 0) or close(got, ref)
     flags = np.array([checked[n] for n in calls], dtype=np.int32)
     world.Allreduce(MPI.IN_PLACE, flags, op=MPI.MIN)
     checked = {n: bool(f) for n, f in zip(calls, flags)}
@@ -152,25 +152,14 @@ def measure_gpu(bench: ModuleType, coll: _bench_types.Collective, comm: Comm, nb
     src = xp.asarray(np.ones(max(1, nbytes // dtype.itemsize), dtype))
     dst = xp.asarray(np.zeros_like(bufs.copy_src))
     timed = {"memcpy": _synced(lambda: xp.copyto(dst, src), xp), **calls}
-    batch = {name: bench._batch(fn, world) for name, fn in timed.items()}
+    batch = {name: batch_size(fn, world) for name, fn in timed.items()}
     for _ in range(warmup):
         for fn in timed.values():
             fn()
-    slowest = bench.time_variants(timed, batch, iters, world)
+    slowest = time_variants(timed, batch, iters, world)
     for req in requests:
         req.Free()
-    factor = coll.factor(p)
-    stats: dict[str, Any] = {}
-    for j, name in enumerate(timed):
-        col = slowest[:, j]
-        med, low = float(np.median(col)), float(col.min())
-        algbw = bufs.nbytes / med / 1e9
-        stats[name] = {"median_s": med, "min_s": low, "algbw_GBs": algbw,
-                       "busbw_GBs": algbw * (1.0 if name == "memcpy" else factor),
-                       "batch": batch[name], "ok": checked.get(name, True)}
-    base = stats[bench.BUILTIN]["median_s"]
-    for name in calls:
-        stats[name]["ratio"] = stats[name]["median_s"] / base
+    stats = statistics(timed, slowest, batch, checked, bufs.nbytes, coll.factor(p))
     return {"bytes": bufs.nbytes, "count": bufs.count, "stats": stats}
 
 
@@ -181,9 +170,10 @@ def _synced(fn: Callable[[], None], xp: GpuArrays) -> Callable[[], None]:
     return call
 
 
-def run_bench_gpu(bench: ModuleType, comm: Comm, collectives: list[str], sizes: list[int], *, device: str = "gpu",
+def run_bench_gpu(comm: Comm, collectives: list[str], sizes: list[int], *, device: str = "gpu",
                   dtype: str = "float32", iters: int = 20, warmup: int = 3, progress: bool = True) -> list[dict]:
-    """The GPU sweep; every rank returns the same list of per-collective results (see :func:`bench.run_bench`)."""
+    """The GPU sweep; every rank returns the same list of per-collective results (as
+    :func:`mpicoll.bench.sweep.run_bench`)."""
     xp = GpuArrays(device)
     dt = np.dtype(dtype)
     transports = ["ipc", "staged"] if node_local(comm) else ["staged"]
@@ -191,16 +181,16 @@ def run_bench_gpu(bench: ModuleType, comm: Comm, collectives: list[str], sizes: 
              "synchronising the stream after the call; ratio base: the built-in on host arrays",
              f"by-hand = x.get() + built-in + y.set(); transports timed: {', '.join(transports)} (algorithm auto)"]
     results = []
-    bar = bench.Progress(len(collectives) * len(sizes), progress and comm.rank == 0)
+    bar = Progress(len(collectives) * len(sizes), progress and comm.rank == 0)
     for name in collectives:
         key = name.lower()
-        if key not in bench.COLLECTIVES:
-            raise ValueError(f"unknown collective {name!r}; choose from {', '.join(bench.COLLECTIVES)}")
-        coll = bench.COLLECTIVES[key]
+        if key not in COLLECTIVES:
+            raise ValueError(f"unknown collective {name!r}; choose from {', '.join(COLLECTIVES)}")
+        coll = COLLECTIVES[key]
         entries = []
         for nbytes in sizes:
-            entries.append(measure_gpu(bench, coll, comm, nbytes, dt, xp, transports, iters, warmup))
-            bar.step(f"{coll.name} {bench.human(nbytes)}")
+            entries.append(measure_gpu(coll, comm, nbytes, dt, xp, transports, iters, warmup))
+            bar.step(f"{coll.name} {human(nbytes)}")
         results.append({"collective": coll.name, "p": comm.size, "dtype": dt.name, "iters": iters,
-                        "cores": bench._cores(), "notes": notes, "sizes": entries, "device": device})
+                        "cores": cores(), "notes": notes, "sizes": entries, "device": device})
     return results

@@ -9,7 +9,7 @@ contiguous ranges in order, which keeps rank order when the root is 0.
 
 from __future__ import annotations
 
-from mpicoll.families.registry import register
+from mpicoll.families.catalog import register
 from mpicoll.ir.schedule import Block, Scratch, Timeline
 
 INCOMING = Scratch("a child's partial result, received and added at once")

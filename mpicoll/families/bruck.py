@@ -8,7 +8,7 @@ all-gather moves (p-1)/p of the data in all; the all-to-all trades bandwidth
 
 from __future__ import annotations
 
-from mpicoll.families.registry import register
+from mpicoll.families.catalog import register
 from mpicoll.ir.schedule import Block, Scratch, Timeline
 
 

@@ -9,8 +9,8 @@ for long messages, latency-poor for short ones.
 
 from __future__ import annotations
 
+from mpicoll.families.catalog import register
 from mpicoll.families.dbtree import CHILD_SCRATCH, CHILDREN, combine_in_rank_order, pipelined_bcast_steps
-from mpicoll.families.registry import register
 from mpicoll.ir.schedule import Block, Scratch, Timeline
 
 

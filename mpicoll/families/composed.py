@@ -12,8 +12,8 @@
 from __future__ import annotations
 
 from mpicoll.families.binomial import height, scatter_steps
+from mpicoll.families.catalog import register
 from mpicoll.families.recursive import INCOMING, Fold, halving_steps
-from mpicoll.families.registry import register
 from mpicoll.families.ring import allgather_steps
 from mpicoll.ir.schedule import Block, Round, Timeline
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import lru_cache
 
-from mpicoll.families.registry import register
+from mpicoll.families.catalog import register
 from mpicoll.families.trees import tree
 from mpicoll.ir.schedule import Block, Scratch, Timeline
 

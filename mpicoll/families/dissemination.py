@@ -8,7 +8,7 @@ before all have arrived.  Messages are empty.
 
 from __future__ import annotations
 
-from mpicoll.families.registry import register
+from mpicoll.families.catalog import register
 from mpicoll.ir.schedule import Block, Timeline
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from mpicoll.families import binomial
 from mpicoll.families.binomial import INCOMING, height
-from mpicoll.families.registry import register
+from mpicoll.families.catalog import register
 from mpicoll.ir.nodes import Nodes, groups, node_of
 from mpicoll.ir.schedule import Block, Recv, Round, Scratch, Send, Timeline
 

@@ -7,7 +7,7 @@ simple, order-keeping, and a useful baseline.
 
 from __future__ import annotations
 
-from mpicoll.families.registry import register
+from mpicoll.families.catalog import register
 from mpicoll.ir.schedule import Block, Scratch, Timeline
 
 INCOMING = Scratch("the part (or prefix) just received, before it is added")

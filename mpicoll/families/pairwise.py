@@ -7,7 +7,7 @@ and each message carries only what that partner needs: n/p of the data, so
 
 from __future__ import annotations
 
-from mpicoll.families.registry import register
+from mpicoll.families.catalog import register
 from mpicoll.ir.schedule import Block, Scratch, Timeline
 
 

@@ -9,7 +9,7 @@ so non-commutative ops stay correct.  At the end 2i+1 hands the result back.
 
 from __future__ import annotations
 
-from mpicoll.families.registry import register
+from mpicoll.families.catalog import register
 from mpicoll.ir.schedule import Block, Scratch, Timeline
 
 # every algorithm here receives its partner's part into ``incoming`` and adds it at once

@@ -1,109 +1,32 @@
-"""The algorithm registry: which algorithms exist for each collective.
+"""The algorithm registry: which algorithms exist for each collective, and their schedules.
 
 An algorithm is a pure function ``build(rank, size, **params)`` returning
-``(nblocks, rounds)`` for one rank; :func:`schedule` wraps it in a cached
-:class:`~mpicoll.ir.schedule.Schedule`.
+``(nblocks, rounds)`` for one rank, registered by its family module with
+:func:`~mpicoll.families.catalog.register` (re-exported here);
+:func:`schedule` wraps it in a cached :class:`~mpicoll.ir.schedule.Schedule`.
+Importing this module imports :mod:`mpicoll.families`, which registers every
+algorithm (the family modules import only :mod:`mpicoll.families.catalog`, so
+there is no import circle).
 
 Builders are only called with ``size >= 2``: a single rank needs no message, so
-every algorithm of a collective shares one schedule at p = 1, derived here from
-the collective's contract (:func:`trivial`).
+every algorithm of a collective shares one schedule at p = 1, derived from the
+collective's contract (:func:`~mpicoll.families.catalog.trivial`).
 """
 
 from __future__ import annotations
 
 import gc
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
-from mpicoll.ir.contracts import spec
-from mpicoll.ir.schedule import USER_BUFFERS, Block, Copy, Round, Schedule, ScheduleSet, Scratch
+from mpicoll import families as _families  # noqa: F401 - importing the package registers every algorithm
+from mpicoll.families.catalog import _REGISTRY, Algorithm, Build, register, trivial  # noqa: F401 (re-exported)
+from mpicoll.ir.schedule import Schedule, ScheduleSet
 
 __all__ = ["Algorithm", "register", "algorithms", "get", "schedule", "schedules", "collectives", "gc_paused",
            "trivial"]
-
-Build = Callable[..., tuple[int, tuple[Round, ...]]]
-
-
-@dataclass(frozen=True)
-class Algorithm:
-    """One registered algorithm of one collective."""
-
-    collective: str
-    name: str
-    build: Build
-    keeps_order_for: Callable[[int], bool]
-    params: tuple[str, ...]
-    rotates: bool = False
-    scratch: dict[str, Scratch] = field(default_factory=dict, compare=False)
-
-    def keeps_order(self, size: int) -> bool:
-        """Whether the algorithm reduces in rank order at ``size`` ranks (non-commutative ops)."""
-        return size == 1 or self.keeps_order_for(size)
-
-    def rounds(self, rank: int, size: int, **params: Any) -> tuple[int, tuple[Round, ...]]:
-        """``(nblocks, rounds)`` of ``rank``: the builder's for p >= 2, :func:`trivial`'s for p = 1."""
-        if size == 1:
-            return trivial(self.collective, **params)
-        nblocks, rounds = self.build(rank, size, **params)
-        return nblocks, tuple(rounds)
-
-    @property
-    def summary(self) -> str:
-        doc = (self.build.__doc__ or "").strip()
-        return doc.splitlines()[0] if doc else ""
-
-
-_REGISTRY: dict[str, dict[str, Algorithm]] = {}
-
-
-def register(collective: str, name: str, *, keeps_order: bool | Callable[[int], bool] = True,
-             params: tuple[str, ...] = (), rotates: bool = False,
-             scratch: dict[str, Scratch] | None = None) -> Callable[[Build], Build]:
-    """Decorator: register ``build`` as algorithm ``name`` of ``collective``.
-
-    ``keeps_order`` says whether reductions happen in rank order (a bool, or a
-    function of the size); ``params`` names the keyword parameters ``build`` takes
-    (``root``, ``segments``).  ``rotates`` declares that rank r's schedule is rank
-    0's with every peer and every block index shifted by r (mod p, with p blocks):
-    the cost model then costs every rank exactly from rank 0's schedule alone
-    (a unit test checks the claim for every algorithm that makes it).
-    ``scratch`` declares every buffer other than ``send`` and ``recv`` that
-    ``build`` may name, with its role and layout (:class:`~mpicoll.ir.schedule.Scratch`);
-    binding, simulating or checking a schedule that names any other buffer raises.
-    """
-    order = keeps_order if callable(keeps_order) else (lambda size, _k=bool(keeps_order): _k)
-    declared = dict(scratch or {})
-    clash = set(declared) & set(USER_BUFFERS)
-    if clash:
-        raise ValueError(f"register: {collective}/{name} declares {', '.join(sorted(clash))} as scratch")
-    for buf, decl in declared.items():
-        if not isinstance(decl, Scratch) or decl.like not in ("send", "recv", "own"):
-            raise ValueError(f"register: {collective}/{name} scratch {buf!r}: expected Scratch(role, like= 'send', "
-                             f"'recv' or 'own'), got {decl!r}")
-
-    def deco(build: Build) -> Build:
-        _REGISTRY.setdefault(collective, {})[name] = Algorithm(collective, name, build, order, params, rotates,
-                                                               declared)
-        return build
-
-    return deco
-
-
-def _load() -> None:
-    # the ``families`` subpackage registers every algorithm when imported (once: this runs on every call)
-    global _LOADED
-    if not _LOADED:
-        import importlib
-
-        importlib.import_module("mpicoll.families")
-        _LOADED = True
-
-
-_LOADED = False
-
 
 def collectives() -> list[str]:
     """The collectives that have at least one algorithm.
@@ -113,7 +36,6 @@ def collectives() -> list[str]:
     list of str
         Lower-case names, sorted (``"allreduce"``, ``"bcast"``, ...).
     """
-    _load()
     return sorted(_REGISTRY)
 
 
@@ -135,7 +57,6 @@ def algorithms(collective: str) -> list[str]:
     ValueError
         Unknown collective (the message lists the known ones).
     """
-    _load()
     key = collective.lower()
     if key not in _REGISTRY:
         raise ValueError(f"unknown collective {collective!r}; known: {', '.join(sorted(_REGISTRY))}")
@@ -149,25 +70,6 @@ def get(collective: str, name: str) -> Algorithm:
         raise ValueError(f"algorithm: {collective} has no algorithm {name!r}; choose one of "
                          f"{', '.join(names)} or 'auto'")
     return _REGISTRY[collective.lower()][name]
-
-
-def trivial(collective: str, **params: Any) -> tuple[int, tuple[Round, ...]]:
-    """The one-rank schedule of ``collective``: ``(1, rounds)``, from its contract alone.
-
-    With one rank and one block, each output block whose expected value is an
-    input block held elsewhere is copied from it in round 0 (``recv = send``
-    for most collectives); an output already in place (a ``Bcast`` root's
-    buffer) or left undefined (``Barrier``, rank 0 of ``Exscan``) needs nothing.
-    An ``IN_PLACE`` call binds ``send`` to ``recv``'s memory, so its copy is onto itself.
-    """
-    contract = spec(collective)
-    held = {value: Block(buf, b, b + 1)
-            for buf, values in contract.inputs(0, 1, 1, **params).items() for b, value in enumerate(values)}
-    copies = tuple(Copy(Block(buf, b, b + 1), held[value])
-                   for buf, values in contract.outputs(0, 1, 1, **params).items()
-                   for b, value in enumerate(values)
-                   if value is not None and held[value] != Block(buf, b, b + 1))
-    return 1, (Round(steps=copies),) if copies else ()
 
 
 @contextmanager

@@ -7,7 +7,7 @@ moves (p-1)/p of the data per phase: the bandwidth-optimal pattern.
 
 from __future__ import annotations
 
-from mpicoll.families.registry import register
+from mpicoll.families.catalog import register
 from mpicoll.ir.schedule import Block, Scratch, Timeline
 
 

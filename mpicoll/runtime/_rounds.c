@@ -9,13 +9,128 @@
  * round costs the MPI call and little else; in Python the loop, the tuple
  * unpacking and the method lookups cost about as much as a small message.
  *
+ * ``out_call(function, left, right, out)`` is a step of the same kind: a call with
+ * no arguments that runs ``function(left, right, out=out)``, as
+ * ``functools.partial(function, left, right, out=out)`` does.  A predefined op's
+ * reduction is a ufunc that must get ``out`` by keyword (NumPy 2.4 deprecates a
+ * third positional argument to np.maximum and np.minimum); a partial with a
+ * keyword builds a dict on every call, which costs about as much as the
+ * reduction of a small block, where this object hands the keyword to the ufunc's
+ * vectorcall as it is.
+ *
  * The module is optional: when it is not built, mpicoll uses the Python loop.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stddef.h>   /* offsetof */
 
 static PyObject *exchange;   /* mpicoll.runtime.blocking._exchange(sends, recvs, comm, tag) */
 static PyObject *s_send, *s_recv, *s_sendrecv;
+static PyObject *out_kwnames;  /* ("out",): the keyword names of an out_call's call */
+
+#ifndef Py_TPFLAGS_HAVE_VECTORCALL
+#define Py_TPFLAGS_HAVE_VECTORCALL _Py_TPFLAGS_HAVE_VECTORCALL
+#endif
+
+/* out_call: function(left, right, out=out), called with no arguments */
+typedef struct {
+    PyObject_HEAD
+    PyObject *function, *left, *right, *out;
+    vectorcallfunc vectorcall;
+} OutCall;
+
+static PyObject *
+out_call_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    (void)args;
+    OutCall *call = (OutCall *)self;
+    if (PyVectorcall_NARGS(nargsf) != 0 || kwnames != NULL) {
+        PyErr_SetString(PyExc_TypeError, "out_call takes no arguments");
+        return NULL;
+    }
+    /* slot 0 is free for the callee (PY_VECTORCALL_ARGUMENTS_OFFSET); the keyword's value follows the positionals */
+    PyObject *argv[4] = {NULL, call->left, call->right, call->out};
+    return PyObject_Vectorcall(call->function, argv + 1, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET, out_kwnames);
+}
+
+static PyObject *
+out_call_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    PyObject *function, *left, *right, *out;
+    if (kwargs != NULL && PyDict_GET_SIZE(kwargs) != 0) {
+        PyErr_SetString(PyExc_TypeError, "out_call(function, left, right, out) takes no keyword arguments");
+        return NULL;
+    }
+    if (!PyArg_UnpackTuple(args, "out_call", 4, 4, &function, &left, &right, &out))
+        return NULL;
+    if (!PyCallable_Check(function)) {
+        PyErr_SetString(PyExc_TypeError, "out_call: function must be callable");
+        return NULL;
+    }
+    OutCall *call = (OutCall *)type->tp_alloc(type, 0);
+    if (call == NULL)
+        return NULL;
+    Py_INCREF(function);
+    Py_INCREF(left);
+    Py_INCREF(right);
+    Py_INCREF(out);
+    call->function = function;
+    call->left = left;
+    call->right = right;
+    call->out = out;
+    call->vectorcall = out_call_vectorcall;
+    return (PyObject *)call;
+}
+
+static int
+out_call_traverse(OutCall *call, visitproc visit, void *arg)
+{
+    Py_VISIT(call->function);
+    Py_VISIT(call->left);
+    Py_VISIT(call->right);
+    Py_VISIT(call->out);
+    return 0;
+}
+
+static int
+out_call_clear(OutCall *call)
+{
+    Py_CLEAR(call->function);
+    Py_CLEAR(call->left);
+    Py_CLEAR(call->right);
+    Py_CLEAR(call->out);
+    return 0;
+}
+
+static void
+out_call_dealloc(OutCall *call)
+{
+    PyObject_GC_UnTrack(call);
+    out_call_clear(call);
+    Py_TYPE(call)->tp_free((PyObject *)call);
+}
+
+static PyObject *
+out_call_repr(OutCall *call)
+{
+    return PyUnicode_FromFormat("out_call(%R, left, right, out=...)", call->function);
+}
+
+static PyTypeObject OutCallType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "mpicoll.runtime._rounds.out_call",
+    .tp_basicsize = sizeof(OutCall),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "out_call(function, left, right, out)\n--\n\n"
+              "A call with no arguments that runs function(left, right, out=out).",
+    .tp_new = out_call_new,
+    .tp_dealloc = (destructor)out_call_dealloc,
+    .tp_traverse = (traverseproc)out_call_traverse,
+    .tp_clear = (inquiry)out_call_clear,
+    .tp_repr = (reprfunc)out_call_repr,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(OutCall, vectorcall),
+};
 
 /* the (buffer, peer) pair at position i of a list of messages, unpacked (borrowed); -1 if it is not a pair */
 static int
@@ -152,7 +267,19 @@ PyInit__rounds(void)
     s_send = PyUnicode_InternFromString("Send");
     s_recv = PyUnicode_InternFromString("Recv");
     s_sendrecv = PyUnicode_InternFromString("Sendrecv");
-    if (!s_send || !s_recv || !s_sendrecv)
+    out_kwnames = Py_BuildValue("(s)", "out");
+    if (!s_send || !s_recv || !s_sendrecv || !out_kwnames)
         return NULL;
-    return PyModule_Create(&module);
+    if (PyType_Ready(&OutCallType) < 0)
+        return NULL;
+    PyObject *mod = PyModule_Create(&module);
+    if (mod == NULL)
+        return NULL;
+    Py_INCREF(&OutCallType);
+    if (PyModule_AddObject(mod, "out_call", (PyObject *)&OutCallType) < 0) {
+        Py_DECREF(&OutCallType);
+        Py_DECREF(mod);
+        return NULL;
+    }
+    return mod;
 }

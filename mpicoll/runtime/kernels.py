@@ -71,7 +71,10 @@ def predefined(name: str, dtype: np.dtype, xp: Any = np) -> Reducer:
     if name not in PREDEFINED:
         raise ValueError(f"op: expected one of {', '.join(PREDEFINED)}, got {name!r}")
     if name in ("MINLOC", "MAXLOC"):
-        return Reducer(_loc_kernel(name == "MINLOC", xp), True)
+        if family(np.dtype(dtype)) != "p":
+            raise TypeError(f"op: MPI.{name} needs a pair dtype (value, index), got {dtype}")
+        value_field, index_field = np.dtype(dtype).names
+        return Reducer(_loc_kernel(name == "MINLOC", (value_field, index_field), xp), True)
     ufunc = getattr(xp, PREDEFINED[name][0])
     if family(np.dtype(dtype)) == "b" or name in ("LAND", "LOR", "LXOR"):
         return Reducer(_logical_kernel(ufunc, xp), True)
@@ -91,16 +94,19 @@ def _logical_kernel(ufunc: Any, xp: Any) -> Callable[[Any, Any, Any], None]:
     return apply
 
 
-def _loc_kernel(minimum: bool, xp: Any) -> Callable[[Any, Any, Any], None]:
-    # MPI: the winning value; on a tie, the smaller index
+def _loc_kernel(minimum: bool, fields: tuple[str, str], xp: Any) -> Callable[[Any, Any, Any], None]:
+    # MPI: the winning value; on a tie, the smaller index.  The fields are read by position (value first,
+    # then index), whatever their names: mpi4py names them f0 and f1, a program may name them otherwise.
+    value_field, index_field = fields
+
     def apply(out: Any, left: Any, right: Any) -> None:
-        lv, li, rv, ri = left["f0"], left["f1"], right["f0"], right["f1"]
+        lv, li, rv, ri = left[value_field], left[index_field], right[value_field], right[index_field]
         better = lv < rv if minimum else lv > rv
         take_left = better | ((lv == rv) & (li <= ri))
         value = xp.where(take_left, lv, rv)
         index = xp.where(take_left, li, ri)
-        out["f0"] = value
-        out["f1"] = index
+        out[value_field] = value
+        out[index_field] = index
 
     return apply
 

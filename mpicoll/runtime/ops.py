@@ -4,10 +4,19 @@ Every op becomes a :class:`Reducer`, whose ``reduce(out, left, right)`` computes
 ``out = left (op) right`` elementwise with the array library's own functions, so
 dtypes that MPI libraries lack (float16, bfloat16) reduce like any other.
 ``left`` always holds the lower ranks' contributions.
+
+A user function that raises ends the job, as mpi4py does when an
+``MPI.Op.Create`` function raises: a reduction runs between the rounds of a
+schedule, so a rank that stopped there would leave its peers waiting forever
+for its next message.  The rank prints one line naming the op, the rank and
+the exception, then the traceback, and calls ``MPI.COMM_WORLD.Abort(1)``
+(:func:`abort_for_user_op`).
 """
 
 from __future__ import annotations
 
+import sys
+import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -16,7 +25,7 @@ from mpi4py import MPI
 
 from mpicoll.runtime.kernels import FAMILY_NAMES, PREDEFINED, Reducer, family, inout_kernel, predefined
 
-__all__ = ["Op", "Reducer", "reducer", "op_name", "is_commutative", "check_op"]
+__all__ = ["Op", "Reducer", "reducer", "op_name", "is_commutative", "check_op", "abort_for_user_op"]
 
 
 class Op:
@@ -25,7 +34,10 @@ class Op:
     ``function(invec, inoutvec)`` receives two arrays of the same length and must
     set ``inoutvec[:] = invec o inoutvec``, where ``invec`` holds the lower ranks'
     part (MPI's convention).  ``commute`` says whether the op is commutative;
-    non-commutative ops are always reduced in rank order.
+    non-commutative ops are always reduced in rank order.  An exception raised
+    by ``function`` inside a collective aborts the job with a message naming the
+    op and the rank (as mpi4py does for ``MPI.Op.Create``): the other ranks
+    would otherwise wait for this one forever.
 
     Examples
     --------
@@ -112,15 +124,20 @@ def check_op(op: Any, dtype: np.dtype) -> None:
     _CHECKED.add((name, dtype))
 
 
-def reducer(op: Any, dtype: np.dtype, xp: Any = np, datatype: Any = None) -> Reducer:
+def reducer(op: Any, dtype: np.dtype, xp: Any = np, datatype: Any = None, *, abort: bool = True) -> Reducer:
     """The local kernel of ``op`` on arrays of ``dtype`` from namespace ``xp``.
 
     ``datatype`` is the MPI datatype the caller named, if any: a user op made
-    with ``MPI.Op.Create`` receives its data typed with it.
+    with ``MPI.Op.Create`` receives its data typed with it.  ``abort``: a
+    :class:`Op` whose function raises ends the job (:func:`abort_for_user_op`),
+    what the executors need; False lets the exception through, for a caller
+    that runs every rank in one process (the simulator).  (An ``MPI.Op.Create``
+    function that raises ends the job inside mpi4py's ``Reduce_local`` either way.)
     """
     check_op(op, dtype)
     if isinstance(op, Op):
-        return Reducer(inout_kernel(op.function, xp), op.commute)
+        function = _aborting(op) if abort else op.function
+        return Reducer(inout_kernel(function, xp), op.commute)
     name = op_name(op)
     if name == "user":
         if datatype is None:
@@ -136,3 +153,35 @@ def reducer(op: Any, dtype: np.dtype, xp: Any = np, datatype: Any = None) -> Red
             _KERNELS.clear()
         kernel = _KERNELS[key] = predefined(name, dtype, xp)   # stateless: plans can share it
     return kernel
+
+
+def _aborting(op: Op) -> Callable[[Any, Any], None]:
+    """``op.function``, which ends the job instead of raising (see :func:`abort_for_user_op`)."""
+    function = op.function
+
+    def call(invec: Any, inoutvec: Any) -> None:
+        try:
+            function(invec, inoutvec)
+        except Exception as exc:   # any error: the peers must not wait for this rank
+            abort_for_user_op(op, exc)
+
+    return call
+
+
+def abort_for_user_op(op: Any, exc: BaseException) -> None:
+    """End the job because user op ``op`` raised ``exc`` on this rank.
+
+    Prints one line (the op, this rank of ``MPI.COMM_WORLD``, the exception)
+    and the traceback to stderr, then calls ``MPI.COMM_WORLD.Abort(1)``.  The
+    rank is in the middle of a schedule: raising instead would leave every
+    peer that waits for its next message waiting forever, and no message can
+    tell them without a check that every call would pay for.
+    """
+    rank = MPI.COMM_WORLD.Get_rank()
+    line = (f"mpicoll: on rank {rank} of MPI.COMM_WORLD, user op {op!r} raised {type(exc).__name__}: {exc}; "
+            f"aborting the job (MPI_Abort) so that no rank waits for this one forever, as mpi4py does when an "
+            f"MPI.Op.Create function raises")
+    trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    sys.stderr.write(f"{line}\n{trace}")
+    sys.stderr.flush()
+    MPI.COMM_WORLD.Abort(1)

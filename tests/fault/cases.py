@@ -1,4 +1,4 @@
-"""Erroneous programs, one per case, run by ``tests/fault/test_faults.py`` on 2 processes.
+"""Erroneous programs, one per case, run by ``tests/fault/test_faults.py`` on 2 processes (some on 3).
 
 ``python -m mpicoll.launch -n 2 tests/fault/cases.py CASE`` runs one case: the
 erroneous call, then (when the case returns) one correct Allreduce on the same
@@ -12,6 +12,7 @@ import os
 import signal
 import sys
 import time
+from typing import Any
 
 import numpy as np
 from mpi4py import MPI
@@ -99,13 +100,60 @@ def killed(comm: mpicoll.Comm) -> None:
     time.sleep(60)
 
 
+def fail_on_rank_1(invec: np.ndarray, inoutvec: np.ndarray) -> None:
+    """A sum, except on rank 1 of the world, where it raises."""
+    if MPI.COMM_WORLD.rank == 1:
+        raise ValueError("rank 1 cannot reduce")
+    inoutvec += invec
+
+
+def fail_on_rank_1_mpi(inbuf: Any, inoutbuf: Any, datatype: MPI.Datatype) -> None:
+    """``fail_on_rank_1`` with MPI.Op.Create's signature (raw buffers of doubles)."""
+    fail_on_rank_1(np.frombuffer(inbuf), np.frombuffer(inoutbuf))
+
+
+def user_op_raises(comm: mpicoll.Comm, op: Any = None, nonblocking: bool = False) -> None:
+    """An Allreduce whose user op raises on rank 1: the job must end, not leave ranks 0 and 2 waiting.
+
+    The program catches what the call raises, as a program may: an uncaught
+    error would end the job under ``mpicoll.launch`` anyway.  Every rank then
+    sleeps 60 s, so a job that ends sooner was ended by the abort.
+    """
+    op = mpicoll.Op(fail_on_rank_1, commute=True) if op is None else op
+    x, y = np.ones(10), np.zeros(10)
+    try:
+        if nonblocking:
+            comm.Iallreduce(x, y, op=op).Wait()
+        else:
+            comm.Allreduce(x, y, op=op)
+    except ValueError as exc:
+        print(f"RESULT rank={comm.rank} {type(exc).__name__}: {exc}", flush=True)
+    time.sleep(60)
+
+
+def user_op_raises_nonblocking(comm: mpicoll.Comm) -> None:
+    user_op_raises(comm, nonblocking=True)
+
+
+def mpi_op_raises(comm: mpicoll.Comm) -> None:
+    user_op_raises(comm, MPI.Op.Create(fail_on_rank_1_mpi, commute=True))
+
+
+def mpi_op_raises_nonblocking(comm: mpicoll.Comm) -> None:
+    user_op_raises(comm, MPI.Op.Create(fail_on_rank_1_mpi, commute=True), nonblocking=True)
+
+
+ENDS_THE_JOB = ("uncaught", "killed", "timeout_uncaught", "user_op_raises", "user_op_raises_nonblocking",
+                "mpi_op_raises", "mpi_op_raises_nonblocking")
+
+
 def main(case: str) -> None:
     world = MPI.COMM_WORLD
     comm = mpicoll.Comm(world)
     func = globals()[case]
     if case != "timeout_uncaught":
         comm.Barrier()       # mpicoll's private communicator exists from here on, as in most programs
-    if case in ("uncaught", "killed", "timeout_uncaught"):
+    if case in ENDS_THE_JOB:
         func(comm)           # no try: these must end the job
         return
     try:

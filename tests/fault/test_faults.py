@@ -1,14 +1,16 @@
-"""Erroneous programs end, quickly, with the documented error (issue 12's cases).
+"""Erroneous programs end, quickly, with the documented error (issue 12's cases, and issue 23's raising user op).
 
-Each test runs ``tests/fault/cases.py CASE`` on 2 processes through
-``python -m mpicoll.launch`` with a time limit, and checks what each rank
-printed (see ``cases.py``).  A hang fails the test after ``LIMIT`` seconds.
+Each test runs ``tests/fault/cases.py CASE`` on 2 processes (3 for a user op
+that raises on rank 1) through ``python -m mpicoll.launch`` with a time limit,
+and checks what each rank printed (see ``cases.py``).  A hang fails the test
+after ``LIMIT`` seconds, and the whole job (mpirun and every rank) is killed.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -20,8 +22,8 @@ CASES = os.path.join(ROOT, "tests", "fault", "cases.py")
 LIMIT = 90          # seconds for one job; every case here ends in a few seconds when it works
 
 def launch(case: str, *, debug: str | None = None, timeout: str | None = None,
-           args: tuple = ()) -> tuple[int, str, float]:
-    """Run one case on 2 processes: (exit status, output, seconds)."""
+           args: tuple = (), nprocs: int = 2) -> tuple[int, str, float]:
+    """Run one case on ``nprocs`` processes: (exit status, output, seconds)."""
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     env.pop("MPICOLL_DEBUG", None)
     env.pop("MPICOLL_TIMEOUT", None)
@@ -29,15 +31,22 @@ def launch(case: str, *, debug: str | None = None, timeout: str | None = None,
         env["MPICOLL_DEBUG"] = debug
     if timeout:
         env["MPICOLL_TIMEOUT"] = timeout
-    cmd = [sys.executable, "-m", "mpicoll.launch", "-n", "2", *args, CASES, case]
+    cmd = [sys.executable, "-m", "mpicoll.launch", "-n", str(nprocs), *args, CASES, case]
     t0 = time.monotonic()
+    # a session of its own: on a hang, mpirun and every rank are killed with the launcher, not left behind
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
     try:
-        proc = subprocess.run(cmd, cwd=ROOT, env=env, timeout=LIMIT, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True)
-    except subprocess.TimeoutExpired as exc:
-        out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+        out, _ = proc.communicate(timeout=LIMIT)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGTERM)     # mpirun passes it on to the ranks
+        try:
+            out, _ = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, _ = proc.communicate()
         pytest.fail(f"{case}: no end after {LIMIT} s (a hang)\n{out[-3000:]}")
-    return proc.returncode, proc.stdout, time.monotonic() - t0
+    return proc.returncode, out, time.monotonic() - t0
 
 
 def outcomes(out: str, word: str) -> dict[int, str]:
@@ -148,6 +157,30 @@ def test_watchdog_under_launch_aborts_the_job() -> None:
     assert code != 0
     assert "CollectiveTimeout" in out and "MPI_ABORT" in out
     assert secs < 60, secs        # rank 1 sleeps 120 s: the abort ended it
+
+
+# -- a user op that raises ends the job (as mpi4py does for MPI.Op.Create): no rank waits for the one that raised
+
+@pytest.mark.parametrize("case", ["user_op_raises", "user_op_raises_nonblocking"])
+def test_raising_user_op_aborts_the_job_naming_op_rank_and_error(case: str) -> None:
+    code, out, secs = launch(case, nprocs=3)
+    assert code != 0, out[-3000:]
+    line = ("mpicoll: on rank 1 of MPI.COMM_WORLD, user op mpicoll.Op(fail_on_rank_1, commute=True) raised "
+            "ValueError: rank 1 cannot reduce; aborting the job (MPI_Abort)")
+    assert line in out, out[-3000:]   # (mpirun may print its abort notice first, in the middle of a line)
+    trace = out[out.index(line):]     # then the traceback, down to the user's function
+    assert "Traceback (most recent call last)" in trace and ", in fail_on_rank_1\n" in trace, out[-3000:]
+    assert "MPI_ABORT was invoked on rank 1" in out and "RESULT" not in out, out[-3000:]
+    assert secs < 60, secs        # every rank sleeps 60 s after the call: the abort ended them
+
+
+@pytest.mark.parametrize("case", ["mpi_op_raises", "mpi_op_raises_nonblocking"])
+def test_raising_mpi_op_create_function_aborts_the_job_in_mpi4py(case: str) -> None:
+    code, out, secs = launch(case, nprocs=3)
+    assert code != 0, out[-3000:]
+    assert "ValueError: rank 1 cannot reduce" in out and "exception in user-defined reduction operation" in out
+    assert "MPI_ABORT was invoked on rank 1" in out and "RESULT" not in out, out[-3000:]
+    assert secs < 60, secs
 
 
 # -- launch tears the job down ----------------------------------------------------------------------------

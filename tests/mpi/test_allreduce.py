@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import array
+import warnings
 
 import numpy as np
 import pytest
@@ -114,6 +115,69 @@ def test_minloc_maxloc(comm, opname, algorithm):
     comm.Allreduce([x, MPI.DOUBLE_INT], [out, MPI.DOUBLE_INT], op=getattr(MPI, opname), algorithm=algorithm)
     WORLD.Allreduce([x, MPI.DOUBLE_INT], [ref, MPI.DOUBLE_INT], op=getattr(MPI, opname))
     check(np.array_equal(out, ref), opname)
+
+
+@pytest.mark.parametrize("opname", ["MINLOC", "MAXLOC"])
+def test_minloc_maxloc_with_other_field_names(comm, opname):
+    """A pair dtype whose fields are not named f0/f1 (value "b", index "a") reduces as MPI.DOUBLE_INT does."""
+    from mpi4py.util import dtlib
+
+    mpi4py_pairs = dtlib.to_numpy_dtype(MPI.DOUBLE_INT)
+    named = np.dtype({"names": ["b", "a"], "formats": [mpi4py_pairs[0], mpi4py_pairs[1]],
+                      "offsets": [mpi4py_pairs.fields[name][1] for name in mpi4py_pairs.names],
+                      "itemsize": mpi4py_pairs.itemsize})
+    x = np.zeros(P + 4, named)
+    x["b"] = data(P + 4, np.float64, seed=4)   # ties on purpose: the smaller index must win
+    x["a"] = (3 * WORLD.rank + 1) % (P + 2)
+    ref = np.zeros(P + 4, mpi4py_pairs)
+    WORLD.Allreduce([x.view(mpi4py_pairs), MPI.DOUBLE_INT], [ref, MPI.DOUBLE_INT], op=getattr(MPI, opname))
+    for algorithm in ["auto", *ALGORITHMS]:
+        out = np.zeros_like(x)
+        comm.Allreduce(x, out, op=getattr(MPI, opname), algorithm=algorithm)
+        check(out.view(mpi4py_pairs).tolist() == ref.tolist(), f"{algorithm} {opname}")
+
+
+def _max_min_every_way(comm, op, x) -> list[np.ndarray]:
+    """``op`` on ``x``: each algorithm's first call (a miss) and second (a hit), Iallreduce, and a persistent one."""
+    results = []
+    for algorithm in ALGORITHMS:
+        for _ in range(2):
+            results.append(np.empty_like(x))
+            comm.Allreduce(x, results[-1], op=op, algorithm=algorithm)
+    results.append(np.empty_like(x))
+    comm.Iallreduce(x, results[-1], op=op).Wait()
+    results.append(np.empty_like(x))
+    persistent = comm.Allreduce_init(x, results[-1], op=op)
+    persistent.Start()
+    persistent.Wait()
+    persistent.Free()
+    return results
+
+
+@pytest.mark.parametrize("opname", ["MAX", "MIN"])
+def test_max_and_min_under_deprecation_warnings_as_errors(opname):
+    """As under ``python -W error::DeprecationWarning``: NumPy 2.4 deprecates ``np.maximum(a, b, out)``.
+
+    The filter is installed here, around the calls, because a warning raised
+    inside the compiled call path is attributed to the caller's module (this
+    test), which the suite's ``error::DeprecationWarning:mpicoll`` filter would not
+    match.  A fresh communicator, so that the first calls prepare their plans.
+    """
+    op = getattr(MPI, opname)
+    x = data(P + 5, np.float64, seed=5) - 1.5
+    want = builtin(x, op)
+    comm = mpicoll.Comm(WORLD.Dup())
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", DeprecationWarning)
+            results = _max_min_every_way(comm, op, x)
+        error = ""
+    except DeprecationWarning as exc:
+        results, error = [], f"DeprecationWarning: {exc}"
+    finally:
+        comm.Free()
+    check(not error, error)
+    check(all(np.array_equal(out, want) for out in results), f"{opname}: a result differs from the built-in")
 
 
 def matmul2(invec, inoutvec):

@@ -133,6 +133,33 @@ def test_reduce_ops(comm, opname):
         check(R != P - 1 or np.array_equal(out, expected), f"{algorithm} {opname}")
 
 
+def pair_dtype(names: tuple[str, str]) -> np.dtype:
+    """MPI.DOUBLE_INT's layout with its fields named ``names`` (value first, then index)."""
+    from mpi4py.util import dtlib
+
+    base = dtlib.to_numpy_dtype(MPI.DOUBLE_INT)
+    return np.dtype({"names": list(names), "formats": [base[0], base[1]], "itemsize": base.itemsize,
+                     "offsets": [base.fields[name][1] for name in base.names]})
+
+
+@pytest.mark.parametrize("names", [("value", "index"), ("b", "a")])
+@pytest.mark.parametrize("opname", ["MINLOC", "MAXLOC"])
+def test_reduce_minloc_maxloc_whatever_the_field_names(comm, opname, names):
+    """A pair is read by position: fields not named f0/f1 (here also in reverse alphabetical order) reduce
+    as the built-in does on the same bytes as MPI.DOUBLE_INT, at every rank, with every algorithm."""
+    dtype, mpi4py_pairs = pair_dtype(names), pair_dtype(("f0", "f1"))
+    x = np.zeros(P + 6, dtype)
+    x[names[0]] = data(P + 6, seed=5)       # ties on purpose: the smaller index must win
+    x[names[1]] = (5 * R + 2) % (P + 3)     # indices not in rank order
+    op, root = getattr(MPI, opname), P // 2
+    expected = np.zeros(P + 6, mpi4py_pairs)
+    WORLD.Reduce([x.view(mpi4py_pairs), MPI.DOUBLE_INT], [expected, MPI.DOUBLE_INT], op=op, root=root)
+    for algorithm in algs("reduce"):
+        out = np.zeros_like(x)
+        comm.Reduce(x, out, op=op, root=root, algorithm=algorithm)
+        check(R != root or out.view(mpi4py_pairs).tolist() == expected.tolist(), f"{algorithm} {opname} {names}")
+
+
 # -- Gather / Scatter -----------------------------------------------------------------
 
 

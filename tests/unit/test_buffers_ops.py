@@ -9,7 +9,9 @@ import pytest
 from mpi4py import MPI
 
 import mpicoll
+from mpicoll.analysis.simulate import simulate
 from mpicoll.runtime.buffers import is_in_place, parse
+from mpicoll.runtime.kernels import predefined
 from mpicoll.runtime.ops import check_op, reducer
 from mpicoll.selection.choose import choose, forced_by_environment
 from mpicoll.selection.segments import segments_for
@@ -83,6 +85,38 @@ class TestOps:
         out = self.run(MPI.MINLOC, a, b)
         assert out.tolist() == [(1.0, 1), (1.0, 4), (5.0, 2)]
         assert self.run(MPI.MAXLOC, a, b).tolist() == [(1.0, 1), (2.0, 0), (5.0, 2)]
+
+    def test_minloc_maxloc_read_the_pair_by_position(self):
+        # value "b" first, index "a" second: neither f0/f1 nor alphabetical
+        dt = np.dtype([("b", "f8"), ("a", "i4")])
+        a = np.array([(1.0, 3), (2.0, 0), (5.0, 9)], dt)
+        b = np.array([(1.0, 1), (1.0, 4), (5.0, 2)], dt)
+        assert self.run(MPI.MINLOC, a, b).tolist() == [(1.0, 1), (1.0, 4), (5.0, 2)]
+        assert self.run(MPI.MAXLOC, a, b).tolist() == [(1.0, 1), (2.0, 0), (5.0, 2)]
+        with pytest.raises(TypeError, match="MAXLOC needs a pair"):
+            predefined("MAXLOC", np.dtype(np.float64))
+
+    def test_a_raising_user_op_raises_in_the_simulator(self):
+        # one process: nothing waits, so the error is raised, not turned into an abort
+        def fail(a, b):
+            raise ZeroDivisionError("in the op")
+
+        with pytest.raises(ZeroDivisionError, match="in the op"):
+            simulate("allreduce", "ring", [np.ones(4), np.ones(4)], op=mpicoll.Op(fail, commute=True))
+
+    def test_a_raising_user_op_ends_the_job_in_the_runtime(self, monkeypatch):
+        # in a collective, a rank that raised would leave its peers waiting: the kernel calls the abort
+        from mpicoll.runtime import ops
+
+        ended = []
+        monkeypatch.setattr(ops, "abort_for_user_op", lambda op, exc: ended.append((op, exc)))
+
+        def fail(a, b):
+            raise ZeroDivisionError("in the op")
+
+        op = mpicoll.Op(fail, commute=True)
+        reducer(op, np.dtype(np.float64)).reduce(np.zeros(2), np.ones(2), np.ones(2))
+        assert len(ended) == 1 and ended[0][0] is op and isinstance(ended[0][1], ZeroDivisionError)
 
     def test_user_op_in_place_aliasing(self):
         def sub(a, b):  # b = a - b: not commutative

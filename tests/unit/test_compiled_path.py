@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import warnings
+from functools import partial
 
 import numpy as np
 import pytest
@@ -18,8 +20,11 @@ from mpi4py import MPI
 import mpicoll
 from mpicoll.comm import dispatch
 from mpicoll.comm.comm import Comm
+from mpicoll.ir.layout import Layout
+from mpicoll.ir.schedule import Block, Reduce, Round, Schedule
 from mpicoll.runtime import blocking, nonblocking, plancache
 from mpicoll.runtime.callkey import call_key
+from mpicoll.runtime.ops import reducer
 from mpicoll.runtime.state import HOT_FIELDS, CommState
 
 rounds_built = pytest.mark.skipif(blocking.execute is blocking._execute, reason="mpicoll.runtime._rounds is not built")
@@ -72,6 +77,62 @@ def test_compiled_rounds_stop_at_an_exception_and_refuse_malformed_rounds():
         blocking.execute([([], [])], MPI.COMM_SELF, 1)
     with pytest.raises(TypeError, match="message"):
         blocking.execute([([np.zeros(1)], [], [])], MPI.COMM_SELF, 1)
+
+
+@rounds_built
+def test_out_call_is_the_partial_with_out_by_keyword():
+    out_call = blocking._ROUNDS.out_call
+    left, right = np.array([1.0, 5.0, -2.0]), np.array([3.0, 4.0, -1.0])
+    for ufunc in (np.add, np.maximum, np.minimum):
+        got, want = np.zeros(3), np.zeros(3)
+        step = out_call(ufunc, left, right, got)
+        assert step() is got and "out_call(<ufunc" in repr(step)
+        partial(ufunc, left, right, out=want)()
+        assert got.tolist() == want.tolist() == ufunc(left, right).tolist()
+    with pytest.raises(TypeError, match="no arguments"):
+        out_call(np.add, left, right, got)(1)
+    with pytest.raises(TypeError, match="4 arguments|exactly 4"):
+        out_call(np.add, left, right)
+    with pytest.raises(TypeError, match="callable"):
+        out_call(None, left, right, got)
+
+    def fail(a, b, out):
+        raise ZeroDivisionError(f"{a[0]} {b[0]} {out[0]}")
+
+    with pytest.raises(ZeroDivisionError, match="1.0 3.0 0.0"):
+        out_call(fail, left, right, np.zeros(3))()
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_bound_reductions_raise_no_deprecation_warning(compiled, monkeypatch):
+    """NumPy 2.4 deprecates ``np.maximum(a, b, out)``: every predefined op's step runs with warnings as errors."""
+    if compiled and blocking._OUT_CALL is None:
+        pytest.skip("mpicoll.runtime._rounds is not built")
+    if not compiled:
+        monkeypatch.setattr(blocking, "_OUT_CALL", None)
+    reduce = Reduce(Block("recv", 0, 1), Block("send", 0, 1), Block("recv", 0, 1))
+    schedule = Schedule("allreduce", "test", 0, 1, 1, (Round(steps=(reduce,)),))
+    layouts = {"send": Layout.even(2, 1), "recv": Layout.even(2, 1)}
+    send, recv = np.array([1, 7]), np.array([4, 2])
+    for name in ("SUM", "PROD", "MIN", "MAX", "LAND", "LOR", "LXOR", "BAND", "BOR", "BXOR"):
+        for dtype in (np.int64, np.float64) if name[0] not in "LB" else (np.int64,):
+            arrays = {"send": send.astype(dtype), "recv": recv.astype(dtype)}
+            kernel = reducer(getattr(MPI, name), np.dtype(dtype)).reduce
+            (_, _, (step,)), = blocking.bind(schedule, arrays, layouts, kernel, np)
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                step()
+            want = np.empty_like(arrays["recv"])
+            kernel(want, send.astype(dtype), recv.astype(dtype))
+            assert arrays["recv"].tolist() == want.tolist(), (name, dtype)
+    assert {"MAX": [4, 7], "MIN": [1, 2]} == {  # the kernels themselves, on integers
+        name: _reduced(name, send, recv) for name in ("MAX", "MIN")}
+
+
+def _reduced(name: str, left: np.ndarray, right: np.ndarray) -> list:
+    out = np.empty_like(right)
+    reducer(getattr(MPI, name), right.dtype).reduce(out, left, right)
+    return out.tolist()
 
 
 def test_for_mpi_gives_numpy_messages_as_buffer_specs_and_keeps_the_rest():
