@@ -275,7 +275,7 @@ def algorithm_run(comm: Any, method: str, args: tuple, algorithm: str) -> str:
     Prepares the call as the communicator does (no message) and reads its schedule's name;
     ``"-"`` when the call moves nothing (0 elements).
     """
-    from mpicoll.comm.dispatch import prepare  # noqa: PLC0415 - the benchmark's communicators are mpicoll's
+    from mpicoll.comm.preparing import prepare  # noqa: PLC0415 - the benchmark's communicators are mpicoll's
 
     plan = prepare(comm._state, method, args, algorithm)
     return plan.schedule.algorithm if plan is not None else "-"

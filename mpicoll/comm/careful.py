@@ -23,8 +23,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from mpicoll.calls import TABLE
-from mpicoll.comm.dispatch import exchanged, prepare, stand_in
+from mpicoll.calls.table import TABLE
+from mpicoll.comm.preparing import exchanged, prepare, stand_in
 from mpicoll.runtime import debug, nonblocking, requests, watchdog
 from mpicoll.runtime.datatypes import staging
 from mpicoll.runtime.state import CommState, Preparation

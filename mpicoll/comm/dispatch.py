@@ -12,75 +12,27 @@ A blocking call, ``comm.Allreduce(x, y)``:
    (:func:`mpicoll.comm.careful.run`: a timeout or ``MPICOLL_DEBUG``).
 
 While this process has nonblocking requests outstanding, a blocking call takes
-the slow path, which decides in one place (:func:`run_plan`) to run it as a
-request so that the outstanding ones keep moving.
+the slow path, which decides in one place
+(:func:`mpicoll.comm.preparing.run_plan`) to run it as a request so that the
+outstanding ones keep moving.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from mpicoll.calls import TABLE, VALUE_ARGS
-from mpicoll.runtime import callkey, nonblocking, requests
+from mpicoll.calls.table import TABLE, VALUE_ARGS
+from mpicoll.comm import careful
+from mpicoll.comm.preparing import prepare, run_plan, stand_in
+from mpicoll.runtime import callkey, requests
 from mpicoll.runtime.callkey import call_key, held, shape_key
 from mpicoll.runtime.compiled import extension
-from mpicoll.runtime.datatypes import staging
 from mpicoll.runtime.nonblocking import ACTIVE
 from mpicoll.runtime.plan import NOTHING, Plan
 from mpicoll.runtime.requests import Prequest, Request
-from mpicoll.runtime.standin import play
-from mpicoll.runtime.state import NONBLOCKING, PERSISTENT, CommState, Preparation
+from mpicoll.runtime.state import NONBLOCKING, PERSISTENT, CommState
 
-__all__ = ["run_blocking", "exchanged", "prepare", "fast_miss", "run_plan", "start", "init", "stand_in"]
-
-
-def exchanged(state: CommState, method: str, args: tuple) -> tuple:
-    """The call's arguments after the collective's own first exchange, if it has one (every rank makes it,
-    before any check: see :class:`mpicoll.calls.Collective`)."""
-    exchange = TABLE[method].exchange
-    return args if exchange is None else exchange(state.private, *args)
-
-
-def prepare(state: CommState, method: str, args: tuple, algorithm: str, arena: Any = None) -> Plan | None:
-    """Check the call and bind its plan (no message); None when there is nothing to do.
-
-    Buffers of non-contiguous datatypes are packed now and unpacked when the plan finishes.
-    """
-    with staging() as staged:
-        return staged.attach(TABLE[method].prepare(Preparation(state, arena), *args, algorithm=algorithm))
-
-
-def run_plan(state: CommState, plan: Plan | None, tag: int) -> None:
-    """Run a prepared plan blocking; as a request while this thread has requests outstanding (they move too)."""
-    if nonblocking.outstanding():
-        requests.start(plan, state, tag).Wait()
-    elif plan is not None:
-        plan.runner(state.private)(tag)
-
-
-def stand_in(state: CommState, method: str, args: tuple, algorithm: str, tag: int, error: BaseException,
-             request: bool = False, timeout: float | None = None) -> None:
-    """Play this rank's part of a call whose checks failed on scratch memory (see :mod:`mpicoll.runtime.standin`),
-    so that its peers are not left waiting; the caller raises ``error`` next."""
-    from mpicoll.runtime import standin, watchdog  # noqa: PLC0415 - only after an error
-
-    limit = timeout or state.timeout or standin.TIMEOUT
-
-    def run(plan: Plan | None) -> None:
-        req = requests.start(plan, state, tag)
-        req.watch = (method, limit, state.rank)
-        req.Wait()
-
-    def run_blocking(plan: Plan | None) -> None:
-        if nonblocking.outstanding() or plan is None:
-            run(plan)
-        else:
-            watchdog.execute(plan.rounds(), state.private, tag, method, limit)
-
-    def prepare_candidate(name: str, *candidate: Any, algorithm: str) -> Plan | None:
-        return prepare(state, name, candidate, algorithm)
-
-    play(state, method, args, algorithm, error, prepare_candidate, run if request else run_blocking)
+__all__ = ["run_blocking", "fast_miss", "start", "init"]
 
 
 def fast_miss(state: CommState, method: str, algorithm: str, args: tuple, tag: int, key: Any) -> None:
@@ -123,10 +75,10 @@ def start(comm: Any, method: str, args: tuple, algorithm: str) -> Request:
     """A nonblocking call: prepared (or a cached plan lent) and started; it never waits for another rank."""
     state = comm._state
     tag = state.next_tag(NONBLOCKING)
-    args = exchanged(state, method, args)
+    exchange = TABLE[method].exchange
+    if exchange is not None:
+        args = exchange(state.private, *args)
     if state.careful:
-        from mpicoll.comm import careful  # noqa: PLC0415
-
         return careful.start(state, method, args, algorithm, tag)
     try:
         plan, lent = _lend(state, method, args, algorithm)
@@ -165,7 +117,8 @@ def init(comm: Any, method: str, args: tuple, algorithm: str) -> Prequest:
     """A persistent call: prepared and bound once, with a tag of its own for its whole life."""
     state = comm._state
     tag = state.next_tag(PERSISTENT)
-    plan = prepare(state, method, exchanged(state, method, args), algorithm)
+    exchange = TABLE[method].exchange
+    plan = prepare(state, method, args if exchange is None else exchange(state.private, *args), algorithm)
     rebuild = None
     if plan is not None and (plan.device is not None or plan.before is not None):
         def rebuild() -> Plan | None:   # GPU buffers staged in, datatypes packed again, at every start

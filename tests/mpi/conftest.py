@@ -18,7 +18,7 @@ import pytest
 from mpi4py import MPI
 
 import mpicoll
-from mpicoll.calls import TABLE
+from mpicoll.calls.table import TABLE
 
 WORLD = MPI.COMM_WORLD
 

@@ -11,7 +11,7 @@ import pytest
 from mpi4py import MPI
 
 import mpicoll
-from mpicoll.comm import dispatch
+from mpicoll.comm import dispatch, preparing
 from mpicoll.runtime.callkey import call_key
 from mpicoll.runtime.plancache import PLAN_CACHE_ENTRIES
 from mpicoll.runtime.state import BLOCKING
@@ -34,7 +34,7 @@ def test_repeated_calls_reuse_their_plan_and_changes_make_new_ones(monkeypatch):
     first = cached("Allreduce", x, y, MPI.SUM, algorithm="auto")
     check(cached("Allreduce", x, y, MPI.SUM, algorithm="auto") is first, "a repeated call reuses its plan")
     # nonblocking and persistent calls get plans of their own (no shared scratch between outstanding calls)
-    fresh = dispatch.prepare(comm._state, "Allreduce", (x, y, MPI.SUM), "auto")
+    fresh = preparing.prepare(comm._state, "Allreduce", (x, y, MPI.SUM), "auto")
     check(fresh is not first, "nonblocking plans are fresh")
     check(cached("Allreduce", x, y, MPI.SUM, algorithm="ring") is not first, "another algorithm, another plan")
     check(cached("Allreduce", x, y, MPI.MAX, algorithm="auto") is not first, "another op, another plan")

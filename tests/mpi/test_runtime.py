@@ -16,9 +16,9 @@ import pytest
 from mpi4py import MPI
 
 import mpicoll
-from mpicoll.calls import TABLE
+from mpicoll.calls.table import TABLE
 from mpicoll.comm import comm as comm_module
-from mpicoll.comm import dispatch
+from mpicoll.comm import preparing
 from mpicoll.runtime.state import CommState
 
 from conftest import WORLD, check
@@ -137,7 +137,7 @@ def test_choosing_and_preparing_send_no_message():
     forbidden.private = _NoMessages()
     x, y = np.arange(4.0 * P), np.empty(4 * P)
     for method, args in CALLS.items():
-        dispatch.prepare(forbidden, method, args(x, y), "auto")
+        preparing.prepare(forbidden, method, args(x, y), "auto")
     assert set(CALLS) <= set(TABLE)
     comm.Free()
 

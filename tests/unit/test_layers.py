@@ -2,7 +2,7 @@
 
 The layers, lowest first (a module may import its own layer and lower ones)::
 
-    errors < ir < families < analysis < selection < runtime < calls < comm < tools < applications
+    errors < config < ir < families < analysis < selection < runtime < calls < comm < tools < applications
 
 The applications are ``bench``, ``examples``, ``torch``, ``__main__``, ``launch``
 and the package's own ``__init__`` (the public names: ``mpicoll.Comm`` and the
@@ -42,7 +42,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "mpicoll"
 
-LAYERS = ["errors", "ir", "families", "analysis", "selection", "runtime", "calls", "comm", "tools"]
+LAYERS = ["errors", "config", "ir", "families", "analysis", "selection", "runtime", "calls", "comm", "tools"]
 APPLICATIONS = ["bench", "examples", "torch", "__main__", "launch", "__init__"]
 PURE_LAYERS = ["ir", "families", "analysis", "selection"]   # importable without mpi4py
 

@@ -1,0 +1,67 @@
+"""What every path of a call does before it runs: the collective's own first exchange, preparation (no
+message), and, where a rank's checks failed, its part played on scratch memory.
+
+Shared by the fast path (:mod:`mpicoll.comm.dispatch`) and the careful path (:mod:`mpicoll.comm.careful`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mpicoll.calls.table import TABLE
+from mpicoll.runtime import nonblocking, requests
+from mpicoll.runtime.datatypes import staging
+from mpicoll.runtime.plan import Plan
+from mpicoll.runtime.standin import play
+from mpicoll.runtime.state import CommState, Preparation
+
+__all__ = ["exchanged", "prepare", "run_plan", "stand_in"]
+
+
+def exchanged(state: CommState, method: str, args: tuple) -> tuple:
+    """The call's arguments after the collective's own first exchange, if it has one (every rank makes it,
+    before any check: see :class:`mpicoll.calls.Collective`)."""
+    exchange = TABLE[method].exchange
+    return args if exchange is None else exchange(state.private, *args)
+
+
+def prepare(state: CommState, method: str, args: tuple, algorithm: str, arena: Any = None) -> Plan | None:
+    """Check the call and bind its plan (no message); None when there is nothing to do.
+
+    Buffers of non-contiguous datatypes are packed now and unpacked when the plan finishes.
+    """
+    with staging() as staged:
+        return staged.attach(TABLE[method].prepare(Preparation(state, arena), *args, algorithm=algorithm))
+
+
+def run_plan(state: CommState, plan: Plan | None, tag: int) -> None:
+    """Run a prepared plan blocking; as a request while this thread has requests outstanding (they move too)."""
+    if nonblocking.outstanding():
+        requests.start(plan, state, tag).Wait()
+    elif plan is not None:
+        plan.runner(state.private)(tag)
+
+
+def stand_in(state: CommState, method: str, args: tuple, algorithm: str, tag: int, error: BaseException,
+             request: bool = False, timeout: float | None = None) -> None:
+    """Play this rank's part of a call whose checks failed on scratch memory (see :mod:`mpicoll.runtime.standin`),
+    so that its peers are not left waiting; the caller raises ``error`` next."""
+    from mpicoll.runtime import standin, watchdog  # noqa: PLC0415 - only after an error
+
+    limit = timeout or state.timeout or standin.TIMEOUT
+
+    def run(plan: Plan | None) -> None:
+        req = requests.start(plan, state, tag)
+        req.watch = (method, limit, state.rank)
+        req.Wait()
+
+    def run_blocking(plan: Plan | None) -> None:
+        if nonblocking.outstanding() or plan is None:
+            run(plan)
+        else:
+            watchdog.execute(plan.rounds(), state.private, tag, method, limit)
+
+    def prepare_candidate(name: str, *candidate: Any, algorithm: str) -> Plan | None:
+        return prepare(state, name, candidate, algorithm)
+
+    play(state, method, args, algorithm, error, prepare_candidate, run if request else run_blocking)
