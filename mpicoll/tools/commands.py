@@ -156,7 +156,7 @@ class ModelResult:
     bound: float
     auto: str | None
     seconds: float
-    auto_unknown: str = ""   # why ``auto`` is None (its rules live in the call modules, which need mpi4py)
+    auto_unknown: str = ""   # why ``auto`` is None (a module it needs could not be imported)
 
     def table(self) -> str:
         lines = [f"{self.collective}, p = {self.size}, {self.nbytes} bytes, constants: {self.machine.name}"

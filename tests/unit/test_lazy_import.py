@@ -55,7 +55,7 @@ def test_tools_without_mpi4py(tmp_path: Path) -> None:
     assert "mpi4py loaded: False" in out.stdout
     assert "incoming[2] + send[2]" in out.stdout                  # the ring table
     assert "scratch subtree (its own layout)" in out.stdout       # the binomial gather's declared scratch
-    assert "auto chooses: None (unknown without mpi4py)" in out.stdout
+    assert "auto chooses: " in out.stdout and "auto chooses: None" not in out.stdout   # rules need no MPI
     assert png.stat().st_size > 0 and svg.read_text().lstrip().startswith("<?xml")
 
 
