@@ -14,6 +14,7 @@ collective method is one line: blocking ones go to
 
 from __future__ import annotations
 
+import numbers
 import threading
 import weakref
 from typing import Any
@@ -107,7 +108,7 @@ class Comm(MPI.Intracomm):
     def __new__(cls, comm: MPI.Intracomm | None = None, *, timeout: float | None = None) -> Comm:
         if comm is not None and (not isinstance(comm, MPI.Intracomm) or isinstance(comm, MPI.Intercomm)):
             raise TypeError(f"mpicoll.Comm wraps an MPI.Intracomm, got {type(comm).__name__}")
-        if timeout is not None and not (isinstance(timeout, (int, float)) and timeout > 0 and timeout < float("inf")):
+        if timeout is not None and not (isinstance(timeout, numbers.Real) and 0 < timeout < float("inf")):
             raise ValueError(f"timeout must be a positive number of seconds or None, got {timeout!r}")
         self = super().__new__(cls, comm)
         self._state = None
@@ -135,7 +136,9 @@ class Comm(MPI.Intracomm):
         made = MPI.Intracomm.__new__(Comm, comm)  # the same handle, no new communicator
         made._state = None
         if comm != MPI.COMM_NULL:
-            made._state = _register(comm, setup.derived(comm, self._state, self.timeout))
+            parent = self._state
+            made._state = _register(comm, setup.derived(comm, parent, parent.timeout) if parent is not None
+                                    else setup.wrapped(comm, config.current().timeout))
         return made
 
     # -- the collectives: one line each (documented from mpicoll.comm.docs) --------------------------------

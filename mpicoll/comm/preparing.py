@@ -9,10 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from mpicoll.calls.table import TABLE
-from mpicoll.runtime import nonblocking, requests
+from mpicoll.runtime import nonblocking, requests, standin, watchdog
 from mpicoll.runtime.datatypes import staging
 from mpicoll.runtime.plan import Plan
-from mpicoll.runtime.standin import play
 from mpicoll.runtime.state import CommState, Preparation
 
 __all__ = ["exchanged", "prepare", "run_plan", "stand_in"]
@@ -20,7 +19,7 @@ __all__ = ["exchanged", "prepare", "run_plan", "stand_in"]
 
 def exchanged(state: CommState, method: str, args: tuple) -> tuple:
     """The call's arguments after the collective's own first exchange, if it has one (every rank makes it,
-    before any check: see :class:`mpicoll.calls.Collective`)."""
+    before any check: see :class:`mpicoll.calls.table.Collective`)."""
     exchange = TABLE[method].exchange
     return args if exchange is None else exchange(state.private, *args)
 
@@ -43,12 +42,13 @@ def run_plan(state: CommState, plan: Plan | None, tag: int) -> None:
 
 
 def stand_in(state: CommState, method: str, args: tuple, algorithm: str, tag: int, error: BaseException,
-             request: bool = False, timeout: float | None = None) -> None:
+             request: bool = False) -> None:
     """Play this rank's part of a call whose checks failed on scratch memory (see :mod:`mpicoll.runtime.standin`),
-    so that its peers are not left waiting; the caller raises ``error`` next."""
-    from mpicoll.runtime import standin, watchdog  # noqa: PLC0415 - only after an error
+    so that its peers are not left waiting; the caller raises ``error`` next.
 
-    limit = timeout or state.timeout or standin.TIMEOUT
+    Every wait is watched: with the communicator's timeout, else ``standin.TIMEOUT`` seconds (a stand-in
+    that does not match what the peers do gives up instead of hanging)."""
+    limit = state.timeout or standin.TIMEOUT
 
     def run(plan: Plan | None) -> None:
         req = requests.start(plan, state, tag)
@@ -64,4 +64,4 @@ def stand_in(state: CommState, method: str, args: tuple, algorithm: str, tag: in
     def prepare_candidate(name: str, *candidate: Any, algorithm: str) -> Plan | None:
         return prepare(state, name, candidate, algorithm)
 
-    play(state, method, args, algorithm, error, prepare_candidate, run if request else run_blocking)
+    standin.play(state, method, args, algorithm, error, prepare_candidate, run if request else run_blocking)

@@ -16,6 +16,7 @@ collective's contract (:func:`~mpicoll.families.catalog.trivial`).
 from __future__ import annotations
 
 import gc
+import threading
 from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -101,27 +102,32 @@ class _ScheduleCache:
         self.budget = budget
         self.rounds = 0
         self.data: OrderedDict[tuple, Schedule] = OrderedDict()
+        self.lock = threading.Lock()   # threads prepare calls on their own communicators at once
 
     def __call__(self, collective: str, name: str, rank: int, size: int,
                  params: tuple[tuple[str, Any], ...]) -> Schedule:
         key = (collective, name, rank, size, params)
-        hit = self.data.get(key)
-        if hit is not None:
-            self.data.move_to_end(key)
-            return hit
+        with self.lock:
+            hit = self.data.get(key)
+            if hit is not None:
+                self.data.move_to_end(key)
+                return hit
         alg = get(collective, name)
         nblocks, rounds = alg.rounds(rank, size, **dict(params))
         sched = Schedule(collective, name, rank, size, nblocks, rounds, params, alg.scratch)
-        self.data[key] = sched
-        self.rounds += len(sched.rounds) + 1
-        while self.rounds > self.budget and len(self.data) > 1:
-            _, old = self.data.popitem(last=False)
-            self.rounds -= len(old.rounds) + 1
+        with self.lock:
+            if key not in self.data:
+                self.rounds += len(sched.rounds) + 1
+            self.data[key] = sched
+            while self.rounds > self.budget and len(self.data) > 1:
+                _, old = self.data.popitem(last=False)
+                self.rounds -= len(old.rounds) + 1
         return sched
 
     def cache_clear(self) -> None:
-        self.data.clear()
-        self.rounds = 0
+        with self.lock:
+            self.data.clear()
+            self.rounds = 0
 
 
 _schedule = _ScheduleCache()

@@ -24,6 +24,7 @@ even split does not describe) and larger communicators keep their rule tables.
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from typing import Any
 
@@ -47,6 +48,7 @@ CACHE_ENTRIES = 1024
 HIERARCHICAL = "hierarchical"
 
 _CACHE: OrderedDict[tuple, str] = OrderedDict()
+_LOCK = threading.Lock()   # threads choose for their own communicators at once: the cache is shared
 
 
 def bucket(nbytes: int) -> int:
@@ -92,24 +94,27 @@ def best(collective: str, *, size: int, nbytes: int, commutative: bool, machine:
     """
     at = bucket(nbytes)
     ckey = (collective, size, at, commutative, nodes, rule, key)
-    hit = _CACHE.get(ckey)
-    if hit is not None:
-        _CACHE.move_to_end(ckey)
-        return hit
+    with _LOCK:
+        hit = _CACHE.get(ckey)
+        if hit is not None:
+            _CACHE.move_to_end(ckey)
+            return hit
     names = candidates(collective, size, commutative, hierarchical=nodes is not None)
     times = {name: c.time for name, c in predicted(collective, size, at, machine, names, nodes).items()}
     choice = min(names, key=times.__getitem__) if names else rule
     if rule in times and times[rule] <= times[choice] * (1 + TIE):
         choice = rule
-    _CACHE[ckey] = choice
-    while len(_CACHE) > CACHE_ENTRIES:
-        _CACHE.popitem(last=False)
+    with _LOCK:
+        _CACHE[ckey] = choice
+        while len(_CACHE) > CACHE_ENTRIES:
+            _CACHE.popitem(last=False)
     return choice
 
 
 def clear() -> None:
     """Forget every cached decision."""
-    _CACHE.clear()
+    with _LOCK:
+        _CACHE.clear()
 
 
 config.on_reload(clear)
