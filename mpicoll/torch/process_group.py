@@ -126,6 +126,19 @@ class ProcessGroupMpicoll(dist.ProcessGroup):
     def getBackendName(self) -> str:  # noqa: N802 - torch's name
         return BACKEND_NAME
 
+    # torch names every group; the C++ base keeps names in its backends, and this group registers none
+    def setGroupName(self, name: str) -> None:  # noqa: N802 - torch's name
+        self._group_name = name
+
+    def getGroupName(self) -> str:  # noqa: N802 - torch's name
+        return getattr(self, "_group_name", "")
+
+    def setGroupDesc(self, desc: str) -> None:  # noqa: N802 - torch's name
+        self._group_desc = desc
+
+    def getGroupDesc(self) -> str:  # noqa: N802 - torch's name
+        return getattr(self, "_group_desc", "")
+
     @property
     def _device_types(self) -> list[torch.device]:
         # torch picks the device of object collectives from this; the group has no C++ backend registered
