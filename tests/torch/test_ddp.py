@@ -92,7 +92,8 @@ def test_ddp_matches_gloo_and_one_process(gloo, rank, size, config):
     everyone = [torch.empty_like(ours) for _ in range(size)]
     dist.all_gather(everyone, ours)
     ranks_agree = all(torch.equal(e, ours) for e in everyone)
-    tol_gloo, tol_alone = {"fp16_hook": (2e-3, 2e-2), "bf16_hook": (2e-2, 1e-1)}.get(config, (1e-6, 1e-5))
+    # measured at p = 2 and 3: fp16 gaps about 6e-5, bf16 about 1.5e-3 (one rounding per sum, as Gloo)
+    tol_gloo, tol_alone = {"fp16_hook": (5e-4, 5e-4), "bf16_hook": (1e-2, 1e-2)}.get(config, (1e-6, 1e-5))
     gap_gloo = (ours - theirs).abs().max().item()
     gap_alone = (ours - alone).abs().max().item()
     check(ranks_agree and gap_gloo <= tol_gloo and gap_alone <= tol_alone,
