@@ -51,10 +51,10 @@ def parse_bytes(text: str) -> int:
 
 def sizes(low: int, high: int, factor: int) -> list[int]:
     out, s = [], low
-    while s <= high:
+    while s < high:
         out.append(s)
         s *= factor
-    return out
+    return out + [high]
 
 
 class Case:
@@ -63,8 +63,6 @@ class Case:
     def __init__(self, op: str, nbytes: int, rank: int, size: int) -> None:
         self.op, self.rank, self.size = op, rank, size
         per = max(1, nbytes // 4 // (size if op in ("all_gather", "reduce_scatter", "all_to_all") else 1))
-        if op == "all_to_all":
-            per = max(1, nbytes // 4 // size) * 1
         self.count = per * (size if op in ("all_gather", "reduce_scatter", "all_to_all") else 1)
         self.nbytes = self.count * 4
         self.per = per

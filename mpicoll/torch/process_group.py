@@ -158,8 +158,11 @@ class ProcessGroupMpicoll(dist.ProcessGroup):
 
     # -- the path every collective takes ------------------------------------------------------------------------
 
-    def _submit(self, name: str, planned: jobs.Planned, signature: Signature | None = None) -> CollectiveWork:
+    def _submit(self, name: str, planned: jobs.Planned, signature: Signature | None = None,
+                opts: Any = None) -> CollectiveWork:
+        """Hand a planned call to the executor; ``opts.asyncOp`` False (the caller waits at once): run it here."""
         outputs, job = planned
+        blocking = opts is not None and not getattr(opts, "asyncOp", True)
         if self._log:
             sys.stderr.write(f"mpicoll.torch rank {self.rank()}/{self.size()}: {name} "
                              f"{signature.describe() if signature else ''} ({type(self._executor).__name__})\n")
@@ -171,7 +174,7 @@ class ProcessGroupMpicoll(dist.ProcessGroup):
                 run()
 
         work = CollectiveWork(name, outputs, self._timeout)
-        return self._executor.submit(work, job)
+        return self._executor.submit(work, job, blocking)
 
     # -- reductions ----------------------------------------------------------------------------------------------
 
@@ -180,7 +183,7 @@ class ProcessGroupMpicoll(dist.ProcessGroup):
         t = _one(tensors, "all_reduce")
         red = reduction(opts.reduceOp, t.dtype)
         return self._submit("all_reduce", jobs.allreduce(self._ctx, t, red),
-                            Signature("all_reduce", f"{_shape(t)} {red.name}"))
+                            Signature("all_reduce", f"{_shape(t)} {red.name}"), opts=opts)
 
     def allreduce_coalesced(self, tensors: list[torch.Tensor], opts: Any = None) -> dist.Work:
         opts = opts or dist.AllreduceCoalescedOptions()
@@ -188,14 +191,14 @@ class ProcessGroupMpicoll(dist.ProcessGroup):
             check_tensor(t, f"all_reduce_coalesced tensor {i}")
         reds = [reduction(opts.reduceOp, t.dtype) for t in tensors]
         return self._submit("all_reduce_coalesced", jobs.allreduce_coalesced(self._ctx, tensors, reds),
-                            Signature("all_reduce_coalesced", ",".join(_shape(t) for t in tensors)))
+                            Signature("all_reduce_coalesced", ",".join(_shape(t) for t in tensors)), opts=opts)
 
     def reduce(self, tensors: list[torch.Tensor], opts: Any = None) -> dist.Work:
         opts = opts or dist.ReduceOptions()
         t = _one(tensors, "reduce")
         red = reduction(opts.reduceOp, t.dtype)
         return self._submit("reduce", jobs.reduce(self._ctx, t, red, opts.rootRank),
-                            Signature("reduce", f"{_shape(t)} {red.name}", opts.rootRank))
+                            Signature("reduce", f"{_shape(t)} {red.name}", opts.rootRank), opts=opts)
 
     def reduce_scatter(self, output_tensors: list[torch.Tensor], input_tensors: list[list[torch.Tensor]],
                        opts: Any = None) -> dist.Work:
@@ -205,7 +208,7 @@ class ProcessGroupMpicoll(dist.ProcessGroup):
             raise ValueError("mpicoll backend: reduce_scatter takes one input list per process")
         red = reduction(opts.reduceOp, out.dtype)
         return self._submit("reduce_scatter", jobs.reduce_scatter(self._ctx, out, input_tensors[0], red),
-                            Signature("reduce_scatter", f"{str(out.dtype)} {red.name}"))
+                            Signature("reduce_scatter", f"{str(out.dtype)} {red.name}"), opts=opts)
 
     def reduce_scatter_single(self, output: torch.Tensor, input: torch.Tensor,  # noqa: A002 - torch's name
                               opts: Any = None) -> dist.Work:
@@ -214,7 +217,7 @@ class ProcessGroupMpicoll(dist.ProcessGroup):
         check_tensor(input, "reduce_scatter_tensor input")
         red = reduction(opts.reduceOp, output.dtype)
         return self._submit("reduce_scatter_tensor", jobs.reduce_scatter_single(self._ctx, output, input, red),
-                            Signature("reduce_scatter_tensor", f"{_shape(output)} {red.name}"))
+                            Signature("reduce_scatter_tensor", f"{_shape(output)} {red.name}"), opts=opts)
 
     _reduce_scatter_base = reduce_scatter_single
 
@@ -224,7 +227,7 @@ class ProcessGroupMpicoll(dist.ProcessGroup):
         planned = [jobs.reduce_scatter_single(self._ctx, o, i, reduction(opts.reduceOp, o.dtype))
                    for o, i in zip(outputs, inputs, strict=True)]
         return self._submit("reduce_scatter_tensor_coalesced", _chain(planned),
-                            Signature("reduce_scatter_tensor_coalesced", ",".join(_shape(o) for o in outputs)))
+                            Signature("reduce_scatter_tensor_coalesced", ",".join(_shape(o) for o in outputs)), opts=opts)
 
     reduce_scatter_tensor_coalesced = reduce_scatter_single_coalesced
 
@@ -234,7 +237,7 @@ class ProcessGroupMpicoll(dist.ProcessGroup):
         opts = opts or dist.BroadcastOptions()
         t = _one(tensors, "broadcast")
         return self._submit("broadcast", jobs.broadcast(self._ctx, t, opts.rootRank),
-                            Signature("broadcast", _shape(t), opts.rootRank))
+                            Signature("broadcast", _shape(t), opts.rootRank), opts=opts)
 
     def allgather(self, output_tensors: list[list[torch.Tensor]], input_tensors: list[torch.Tensor],
                   opts: Any = None) -> dist.Work:
@@ -242,21 +245,21 @@ class ProcessGroupMpicoll(dist.ProcessGroup):
         if len(output_tensors) != 1:
             raise ValueError("mpicoll backend: all_gather takes one output list per process")
         return self._submit("all_gather", jobs.allgather(self._ctx, output_tensors[0], inp),
-                            Signature("all_gather", str(inp.dtype)))
+                            Signature("all_gather", str(inp.dtype)), opts=opts)
 
     def allgather_coalesced(self, output_lists: list[list[torch.Tensor]], input_list: list[torch.Tensor],
                             opts: Any = None) -> dist.Work:
         for i, t in enumerate(input_list):
             check_tensor(t, f"all_gather_coalesced input {i}")
         return self._submit("all_gather_coalesced", jobs.allgather_coalesced(self._ctx, output_lists, input_list),
-                            Signature("all_gather_coalesced", ",".join(_shape(t) for t in input_list)))
+                            Signature("all_gather_coalesced", ",".join(_shape(t) for t in input_list)), opts=opts)
 
     def all_gather_single(self, output: torch.Tensor, input: torch.Tensor,  # noqa: A002 - torch's name
                           opts: Any = None) -> dist.Work:
         check_tensor(output, "all_gather_into_tensor output")
         check_tensor(input, "all_gather_into_tensor input")
         return self._submit("all_gather_into_tensor", jobs.allgather_single(self._ctx, output, input),
-                            Signature("all_gather_into_tensor", _shape(input)))
+                            Signature("all_gather_into_tensor", _shape(input)), opts=opts)
 
     _allgather_base = all_gather_single
 
@@ -264,7 +267,7 @@ class ProcessGroupMpicoll(dist.ProcessGroup):
                                     opts: Any = None) -> dist.Work:
         planned = [jobs.allgather_single(self._ctx, o, i) for o, i in zip(outputs, inputs, strict=True)]
         return self._submit("all_gather_into_tensor_coalesced", _chain(planned),
-                            Signature("all_gather_into_tensor_coalesced", ",".join(_shape(i) for i in inputs)))
+                            Signature("all_gather_into_tensor_coalesced", ",".join(_shape(i) for i in inputs)), opts=opts)
 
     allgather_into_tensor_coalesced = all_gather_single_coalesced
 
@@ -274,7 +277,7 @@ class ProcessGroupMpicoll(dist.ProcessGroup):
         inp = _one(input_tensors, "gather input")
         outs = output_tensors[0] if output_tensors else []
         return self._submit("gather", jobs.gather(self._ctx, outs, inp, opts.rootRank),
-                            Signature("gather", _shape(inp), opts.rootRank))
+                            Signature("gather", _shape(inp), opts.rootRank), opts=opts)
 
     def scatter(self, output_tensors: list[torch.Tensor], input_tensors: list[list[torch.Tensor]],
                 opts: Any = None) -> dist.Work:
@@ -282,12 +285,12 @@ class ProcessGroupMpicoll(dist.ProcessGroup):
         out = _one(output_tensors, "scatter output")
         inputs = input_tensors[0] if input_tensors else []
         return self._submit("scatter", jobs.scatter(self._ctx, out, inputs, opts.rootRank),
-                            Signature("scatter", _shape(out), opts.rootRank))
+                            Signature("scatter", _shape(out), opts.rootRank), opts=opts)
 
     def alltoall(self, output_tensors: list[torch.Tensor], input_tensors: list[torch.Tensor],
                  opts: Any = None) -> dist.Work:
         return self._submit("all_to_all", jobs.alltoall(self._ctx, output_tensors, input_tensors),
-                            Signature("all_to_all", str(input_tensors[0].dtype) if input_tensors else ""))
+                            Signature("all_to_all", str(input_tensors[0].dtype) if input_tensors else ""), opts=opts)
 
     def all_to_all_single(self, output: torch.Tensor, input: torch.Tensor,  # noqa: A002 - torch's name
                           output_split_sizes: list[int], input_split_sizes: list[int],
@@ -295,12 +298,12 @@ class ProcessGroupMpicoll(dist.ProcessGroup):
         check_tensor(output, "all_to_all_single output")
         check_tensor(input, "all_to_all_single input")
         planned = jobs.alltoall_single(self._ctx, output, input, output_split_sizes, input_split_sizes)
-        return self._submit("all_to_all_single", planned, Signature("all_to_all_single", str(input.dtype)))
+        return self._submit("all_to_all_single", planned, Signature("all_to_all_single", str(input.dtype)), opts=opts)
 
     alltoall_base = all_to_all_single
 
     def barrier(self, opts: Any = None) -> dist.Work:
-        return self._submit("barrier", jobs.barrier(self._ctx), Signature("barrier", ""))
+        return self._submit("barrier", jobs.barrier(self._ctx), Signature("barrier", ""), opts=opts)
 
     # -- coalescing: torch's context manager; every call above already ran on its own ------------------------
 

@@ -138,6 +138,22 @@ def test_async_works_complete_in_order_with_futures(rank, size):
     check(seen == [7.0 * size + base], f"{seen}")
 
 
+def test_blocking_calls_wait_for_the_queued_ones(rank, size):
+    # async calls go to the group's thread, blocking ones run in the caller once the queue is empty:
+    # interleaved, they must still reach the communicator in program order on every rank
+    tensors = [torch.full((257,), float(i + rank)) for i in range(12)]
+    works = []
+    for i, t in enumerate(tensors):
+        if i % 3 == 2:
+            dist.all_reduce(t)
+        else:
+            works.append(dist.all_reduce(t, async_op=True))
+    for w in works:
+        w.wait()
+    base = sum(range(size))
+    check(all(torch.equal(t, torch.full((257,), float(i * size + base))) for i, t in enumerate(tensors)))
+
+
 def test_async_overlaps_with_the_caller(rank, size):
     # the progress thread runs the call while this thread keeps computing: the Work completes with no wait()
     t = torch.ones(1 << 16)
