@@ -164,8 +164,9 @@ class ProcessGroupMpicoll(dist.ProcessGroup):
         outputs, job = planned
         blocking = opts is not None and not getattr(opts, "asyncOp", True)
         if self._log:
-            sys.stderr.write(f"mpicoll.torch rank {self.rank()}/{self.size()}: {name} "
-                             f"{signature.describe() if signature else ''} ({type(self._executor).__name__})\n")
+            where = "on the group's thread" if self._executor.threaded and not blocking else "in the caller"
+            sys.stderr.write(f"mpicoll.torch rank {self.rank()}/{self.size()}: "
+                             f"{signature.describe() if signature else name} ({where})\n")
         if self._detail and signature is not None:
             run, check = job, signature
 
