@@ -208,7 +208,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--min-bytes", type=parse_bytes, default=8, help="smallest size (default: 8)")
     parser.add_argument("--max-bytes", type=parse_bytes, default=64 << 20, help="largest size (default: 64M)")
     parser.add_argument("--factor", type=int, default=8, help="size step factor (default: 8)")
-    parser.add_argument("--rounds", type=int, default=5, help="rounds per size (default: 5)")
+    parser.add_argument("--rounds", type=int, default=None,
+                        help="rounds per size, or of DDP steps (default: 5; 15 with --ddp: a loaded machine's "
+                             "load changes from second to second, and more rounds even it out)")
     parser.add_argument("--seed", type=int, default=1, help="seed of the variants' order")
     parser.add_argument("--inline", action="store_true", help="also time mpicoll without its progress thread")
     parser.add_argument("--no-gloo", action="store_true", help="leave Gloo out")
@@ -216,8 +218,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--width", type=int, default=512, help="DDP: layer width (default: 512)")
     parser.add_argument("--depth", type=int, default=4, help="DDP: layers (default: 4)")
     parser.add_argument("--batch", type=int, default=64, help="DDP: batch per rank (default: 64)")
-    parser.add_argument("--steps", type=int, default=10, help="DDP: steps per round (default: 10)")
+    parser.add_argument("--steps", type=int, default=3, help="DDP: steps per round (default: 3)")
     ns = parser.parse_args(argv)
+    ns.rounds = ns.rounds or (15 if ns.ddp else 5)
     ns.ops = [o for o in ns.ops.split(",") if o]
     unknown = [o for o in ns.ops if o not in OPS]
     if unknown:
