@@ -2,13 +2,13 @@
 
 Run under MPI (every rank runs it)::
 
-    python -m mpicoll.launch -n 2 python -m mpicoll.torch.bench
-    python -m mpicoll.launch -n 2 python -m mpicoll.torch.bench --ops all_reduce --max-bytes 1M --inline
-    python -m mpicoll.launch -n 2 python -m mpicoll.torch.bench --ddp
+    python -m mpicoll.launch -n 2 -m mpicoll.torch.bench
+    python -m mpicoll.launch -n 2 -m mpicoll.torch.bench --ops all_reduce --max-bytes 1M --inline
+    python -m mpicoll.launch -n 2 -m mpicoll.torch.bench --ddp
 
 Each variant is a process group over every rank: ``mpicoll`` (the default
-group, collectives on its progress thread), ``mpicoll-inline`` (``--inline``:
-collectives in the caller) and ``gloo``.  For each collective and size, every
+group: blocking calls in the caller, asynchronous ones on its thread),
+``mpicoll-inline`` (``--inline``: no thread at all) and ``gloo``.  For each collective and size, every
 round times ``iters`` blocking calls of each variant (in an order that changes
 from round to round), after a barrier; a variant's time is the slowest rank's
 mean per call, and the table gives the median over the rounds.  Columns as in

@@ -228,7 +228,8 @@ class ProcessGroupMpicoll(dist.ProcessGroup):
         planned = [jobs.reduce_scatter_single(self._ctx, o, i, reduction(opts.reduceOp, o.dtype))
                    for o, i in zip(outputs, inputs, strict=True)]
         return self._submit("reduce_scatter_tensor_coalesced", _chain(planned),
-                            Signature("reduce_scatter_tensor_coalesced", ",".join(_shape(o) for o in outputs)), opts=opts)
+                            Signature("reduce_scatter_tensor_coalesced", ",".join(_shape(o) for o in outputs)),
+                            opts=opts)
 
     reduce_scatter_tensor_coalesced = reduce_scatter_single_coalesced
 
@@ -268,7 +269,8 @@ class ProcessGroupMpicoll(dist.ProcessGroup):
                                     opts: Any = None) -> dist.Work:
         planned = [jobs.allgather_single(self._ctx, o, i) for o, i in zip(outputs, inputs, strict=True)]
         return self._submit("all_gather_into_tensor_coalesced", _chain(planned),
-                            Signature("all_gather_into_tensor_coalesced", ",".join(_shape(i) for i in inputs)), opts=opts)
+                            Signature("all_gather_into_tensor_coalesced", ",".join(_shape(i) for i in inputs)),
+                            opts=opts)
 
     allgather_into_tensor_coalesced = all_gather_single_coalesced
 

@@ -13,11 +13,13 @@ within that precision.
 from __future__ import annotations
 
 import pytest
-import torch
-import torch.distributed as dist
-from conftest import check
-from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
-from torch.nn.parallel import DistributedDataParallel as DDP
+
+torch = pytest.importorskip("torch")  # the whole module is skipped where torch is not installed
+import torch.distributed as dist  # noqa: E402
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks  # noqa: E402
+from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
+
+from conftest import check  # noqa: E402
 
 STEPS, BATCH = 20, 8
 

@@ -9,10 +9,12 @@ steps on each rank's own batch (as in :mod:`test_ddp`).  FSDP's all-gathers
 from __future__ import annotations
 
 import pytest
-import torch
-import torch.distributed as dist
-from conftest import check
-from test_ddp import STEPS, batch, model, train_alone
+
+torch = pytest.importorskip("torch")  # the whole module is skipped where torch is not installed
+import torch.distributed as dist  # noqa: E402
+from test_ddp import STEPS, batch, model, train_alone  # noqa: E402
+
+from conftest import check  # noqa: E402
 
 fsdp = pytest.importorskip("torch.distributed.fsdp")
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh  # noqa: E402

@@ -12,10 +12,12 @@ from __future__ import annotations
 import functools
 
 import pytest
-import torch
-import torch.distributed as dist
-from conftest import check, raises_everywhere
-from torch._C._distributed_c10d import _make_nccl_premul_sum
+
+torch = pytest.importorskip("torch")  # the whole module is skipped where torch is not installed
+import torch.distributed as dist  # noqa: E402
+from torch._C._distributed_c10d import _make_nccl_premul_sum  # noqa: E402
+
+from conftest import check, raises_everywhere  # noqa: E402
 
 R = dist.ReduceOp
 N = 7
