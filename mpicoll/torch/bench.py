@@ -18,7 +18,9 @@ output, the reduce-scatter's input, the all-to-all's buffer), count
 the collective's factor (GB/s), and #wrong: elements of the last call's result
 that differ from the right answer.  ``x gloo`` is Gloo's time over mpicoll's.
 ``--ddp`` times a DDP training step (forward, backward with bucket
-all-reduces, SGD step) on each variant instead.
+all-reduces, SGD step) on each variant instead; ``--overlap`` times an
+asynchronous all-reduce of ``--max-bytes`` while the caller computes, and says
+what share of the call the computation hid.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 
 import torch
 import torch.distributed as dist
@@ -202,6 +205,53 @@ def run_ddp(ns: argparse.Namespace, groups: dict[str, object]) -> None:
             print(f"{'x gloo':>16}: {statistics.median(times['gloo']) / statistics.median(times['mpicoll']):8.2f}")
 
 
+def run_overlap(ns: argparse.Namespace, groups: dict[str, object]) -> None:
+    """An asynchronous all-reduce while the caller computes: how much of the call hides behind the work."""
+    rank = dist.get_rank()
+    n = max(1, ns.max_bytes // 4)
+    a = torch.randn(ns.width, ns.width)
+
+    def compute() -> None:
+        for _ in range(ns.matmuls):
+            torch.mm(a, a)
+
+    buffers = {name: torch.ones(n) for name in groups}
+
+    def alone(name: str) -> None:
+        dist.all_reduce(buffers[name], group=groups[name])
+
+    def both(name: str) -> None:
+        work = dist.all_reduce(buffers[name], group=groups[name], async_op=True)
+        compute()
+        work.wait()
+
+    order = random.Random(ns.seed)
+    times: dict[str, list[float]] = {}
+    runs = [("compute", lambda: compute())] + [(f"{g} all_reduce", partial(alone, g)) for g in groups] + [
+        (f"{g} all_reduce + compute", partial(both, g)) for g in groups]
+    for _, fn in runs:
+        fn()
+    for _ in range(ns.rounds):
+        order.shuffle(runs)
+        for label, fn in runs:
+            WORLD.Barrier()
+            t0 = time.perf_counter()
+            fn()
+            times.setdefault(label, []).append(WORLD.allreduce(time.perf_counter() - t0, op=MPI.MAX))
+    if rank == 0:
+        med = {k: statistics.median(v) for k, v in times.items()}
+        print(f"# async all_reduce of {n * 4} bytes while the caller computes {ns.matmuls} x "
+              f"mm({ns.width}x{ns.width}); median of {ns.rounds} rounds, slowest rank, torch {torch.__version__}, "
+              f"{dist.get_world_size()} processes")
+        print(f"{'compute alone':>34}: {med['compute'] * 1e3:8.2f} ms")
+        for g in groups:
+            call, together = med[f"{g} all_reduce"], med[f"{g} all_reduce + compute"]
+            hidden = (med["compute"] + call - together) / call
+            print(f"{g + ' all_reduce alone':>34}: {med[f'{g} all_reduce'] * 1e3:8.2f} ms")
+            print(f"{g + ' all_reduce + compute':>34}: {med[f'{g} all_reduce + compute'] * 1e3:8.2f} ms "
+                  f"(share of the call hidden: {hidden:.0%})")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ops", default=",".join(OPS), help="comma-separated collectives (default: %(default)s)")
@@ -215,12 +265,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--inline", action="store_true", help="also time mpicoll without its progress thread")
     parser.add_argument("--no-gloo", action="store_true", help="leave Gloo out")
     parser.add_argument("--ddp", action="store_true", help="time a DDP training step instead")
+    parser.add_argument("--overlap", action="store_true",
+                        help="time an async all_reduce of --max-bytes while the caller computes, instead")
+    parser.add_argument("--matmuls", type=int, default=20, help="overlap: matrix products per run (default: 20)")
     parser.add_argument("--width", type=int, default=512, help="DDP: layer width (default: 512)")
     parser.add_argument("--depth", type=int, default=4, help="DDP: layers (default: 4)")
     parser.add_argument("--batch", type=int, default=64, help="DDP: batch per rank (default: 64)")
     parser.add_argument("--steps", type=int, default=3, help="DDP: steps per round (default: 3)")
     ns = parser.parse_args(argv)
-    ns.rounds = ns.rounds or (15 if ns.ddp else 5)
+    ns.rounds = ns.rounds or (15 if ns.ddp or ns.overlap else 5)
     ns.ops = [o for o in ns.ops.split(",") if o]
     unknown = [o for o in ns.ops if o not in OPS]
     if unknown:
@@ -231,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
         groups["mpicoll-inline"] = dist.new_group(pg_options=Options(progress_thread=False))
     if not ns.no_gloo:
         groups["gloo"] = dist.new_group(backend="gloo")
-    (run_ddp if ns.ddp else run_collectives)(ns, groups)
+    (run_ddp if ns.ddp else run_overlap if ns.overlap else run_collectives)(ns, groups)
     WORLD.Barrier()
     dist.destroy_process_group()
     return 0
