@@ -113,6 +113,15 @@ def test_all_gather_coalesced_forms(rank, size):
           and torch.equal(outs_b, torch.arange(size).repeat_interleave(3)), f"{outs_a} {outs_b}")
 
 
+def test_all_gather_coalesced_list_form(rank, size):
+    # out_lists[j][i] gets rank j's inputs[i]: tensors of two shapes (torch wants one dtype), one call
+    inputs = [torch.full((2,), float(rank)), torch.full((3, 1), rank + 0.5)]
+    out_lists = [[torch.empty(2), torch.empty(3, 1)] for _ in range(size)]
+    dist.all_gather_coalesced(out_lists, inputs)
+    check(all(torch.equal(outs[0], torch.full((2,), float(j))) and torch.equal(outs[1], torch.full((3, 1), j + 0.5))
+              for j, outs in enumerate(out_lists)), f"{out_lists}")
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int8, torch.bfloat16], ids=str)
 def test_gather_and_scatter_every_root(rank, size, dtype):
     for root in range(size):

@@ -219,3 +219,15 @@ def test_reduce_scatter_tensor(rank, size, op):
     block = inp2[rank * 4:(rank + 1) * 4]
     dist.reduce_scatter_tensor(block, inp2, op=op)
     check(torch.allclose(block, want), f"in place {block} != {want}")
+
+
+def test_reduce_scatter_tensor_coalesced(rank, size):
+    a_in, b_in = torch.arange(size * 2.0) + rank, torch.full((size * 3,), rank, dtype=torch.int64)
+    a_out, b_out = torch.empty(2), torch.empty(3, dtype=torch.int64)
+    with dist._coalescing_manager(async_ops=True) as cm:
+        dist.reduce_scatter_tensor(a_out, a_in)
+        dist.reduce_scatter_tensor(b_out, b_in)
+    cm.wait()
+    total = sum(range(size))
+    want_a = (torch.arange(size * 2.0) * size + total)[rank * 2:rank * 2 + 2]
+    check(torch.equal(a_out, want_a) and torch.equal(b_out, torch.full((3,), total)), f"{a_out} {b_out}")
