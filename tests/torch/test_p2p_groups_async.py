@@ -232,6 +232,24 @@ def test_collective_wait_timeout(rank, size):
     check(timed_out and torch.equal(t, torch.full((3,), float(size))), f"{timed_out} {t}")
 
 
+def test_a_group_timeout_turns_on_mpicoll_watchdog(rank, size):
+    # a timeout other than torch's default makes mpicoll's watchdog raise in the call itself: a rank left
+    # alone in a collective gets CollectiveTimeout (naming the rank it waits for), not a hang
+    import mpicoll
+
+    group = dist.new_group(timeout=timedelta(seconds=1))
+    raised = None
+    if rank == 0:
+        try:
+            dist.all_reduce(torch.ones(3), group=group)
+        except mpicoll.CollectiveTimeout as exc:
+            raised = str(exc)
+    check(rank != 0 or (raised is not None and "waiting for rank" in raised), f"{raised}")
+    t = torch.ones(2)
+    dist.all_reduce(t)  # the other groups still work
+    check(torch.equal(t, torch.full((2,), float(size))))
+
+
 def test_detail_mode_names_the_mismatch_on_every_rank(rank, size, monkeypatch):
     if size < 2:
         return
