@@ -275,6 +275,19 @@ def test_algorithm_choice_by_option_and_method(rank, size):
     check(torch.equal(t, torch.arange(10.0) * size * size))
 
 
+def test_debug_2_logs_the_torch_call_and_the_algorithm(rank, size, monkeypatch, capfd):
+    monkeypatch.setenv("MPICOLL_DEBUG", "2")
+    group = dist.new_group(pg_options=mpicoll.torch.Options(algorithms={"allreduce": "ring"}))
+    t = torch.ones(10)
+    dist.all_reduce(t, group=group)
+    dist.all_reduce(t, group=group, async_op=True).wait()
+    monkeypatch.delenv("MPICOLL_DEBUG")
+    err = capfd.readouterr().err
+    check(f"mpicoll.torch rank {rank}/{size}: all_reduce(float32[10] SUM) (in the caller)" in err
+          and "(on the group's thread)" in err and "Allreduce algorithm=ring" in err, err[-800:])
+    check(torch.equal(t, torch.full((10,), float(size * size))))
+
+
 def test_inline_executor_gives_the_same_answers(rank, size):
     group = dist.new_group(pg_options=mpicoll.torch.Options(progress_thread=False))
     t = torch.full((4,), float(rank))
