@@ -32,7 +32,7 @@ class Context:
     Attributes
     ----------
     comm : mpicoll.Comm
-        The communicator the executor's thread uses (the only thread that does).
+        The group's communicator for collectives (one thread at a time: see :mod:`mpicoll.torch.executor`).
     rank, size : int
         This process's rank in the group, and the group's size.
     algorithm : callable

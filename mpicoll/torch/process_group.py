@@ -112,7 +112,8 @@ class ProcessGroupMpicoll(dist.ProcessGroup):
         # torch's default (30 minutes) leaves mpicoll's watchdog off (it costs on every call); MPICOLL_TIMEOUT
         # or a timeout given to init_process_group/new_group turn it on, so that a stuck call raises
         watchdog = None if timeout == dist.default_pg_timeout else self._timeout
-        self._coll = mpicoll.Comm(comm.Dup(), timeout=watchdog)  # used by the executor's thread only
+        # the collectives' communicator: one thread at a time uses it (the executor's lock sees to that)
+        self._coll = mpicoll.Comm(comm.Dup(), timeout=watchdog)
         self._p2p = comm.Dup()  # sends and receives, in the caller's thread
         self._executor = (ThreadExecutor(f"mpicoll-torch-{id(self):x}") if _threaded(self.options)
                           else InlineExecutor())
@@ -146,7 +147,7 @@ class ProcessGroupMpicoll(dist.ProcessGroup):
 
     @property
     def comm(self) -> Any:
-        """The ``mpicoll.Comm`` the collectives run on (use it from the group's thread only)."""
+        """The ``mpicoll.Comm`` the collectives run on (for inspection: a call on it would race the group's)."""
         return self._coll
 
     def set_algorithm(self, collective: str, algorithm: str) -> None:
