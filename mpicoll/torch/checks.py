@@ -10,7 +10,7 @@ one small all-gather per call, which is why it is off unless asked for.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = ["MismatchError", "Signature", "agree"]
@@ -32,11 +32,16 @@ class Signature:
         dtypes and shapes that must match, and the reduction.
     root : int
         The root rank, or -1 for calls without one.
+    sends, recvs : tuple of int, optional
+        All-to-all calls: the bytes this rank sends to and receives from each rank; rank i's
+        ``sends[j]`` must be rank j's ``recvs[i]`` (compared across ranks, not for equality).
     """
 
     name: str
     detail: str
     root: int = -1
+    sends: tuple[int, ...] | None = field(default=None, compare=False)
+    recvs: tuple[int, ...] | None = field(default=None, compare=False)
 
     def describe(self) -> str:
         root = f" root {self.root}" if self.root >= 0 else ""
@@ -50,3 +55,14 @@ def agree(comm: Any, mine: Signature) -> None:
         calls = "; ".join(f"rank {r}: {s.describe()}" for r, s in enumerate(everyone))
         raise MismatchError(f"mpicoll backend (TORCH_DISTRIBUTED_DEBUG=DETAIL): the ranks disagree on a "
                             f"collective: {calls}")
+    if mine.sends is not None:
+        _agree_on_sizes(mine.name, everyone)
+
+
+def _agree_on_sizes(name: str, everyone: list[Signature]) -> None:
+    """Every rank's sends to j match what j expects to receive from it (all-to-all split sizes)."""
+    bad = [f"rank {i} sends {s.sends[j]} bytes to rank {j}, which expects {everyone[j].recvs[i]}"
+           for i, s in enumerate(everyone) for j in range(len(everyone)) if s.sends[j] != everyone[j].recvs[i]]
+    if bad:
+        raise MismatchError(f"mpicoll backend (TORCH_DISTRIBUTED_DEBUG=DETAIL): {name} sizes do not match: "
+                            + "; ".join(bad[:4]) + ("; ..." if len(bad) > 4 else ""))

@@ -379,14 +379,19 @@ def _split_bytes(t: torch.Tensor, splits: Sequence[int], size: int, what: str) -
     return [int(s) * row_bytes for s in splits]
 
 
+def alltoall_single_counts(ctx: Context, out: torch.Tensor, inp: torch.Tensor, out_splits: Sequence[int],
+                           in_splits: Sequence[int]) -> tuple[list[int], list[int]]:
+    """The bytes ``all_to_all_single`` sends to and receives from each rank (raises on bad split sizes)."""
+    return _split_bytes(inp, in_splits, ctx.size, "input"), _split_bytes(out, out_splits, ctx.size, "output")
+
+
 def alltoall_single(ctx: Context, out: torch.Tensor, inp: torch.Tensor, out_splits: Sequence[int],
                     in_splits: Sequence[int]) -> Planned:
     """``all_to_all_single``: blocks along dim 0, even or by split sizes (Alltoallv in both cases, so that
     ranks that give splits and ranks that leave them out still make the same call)."""
     if inp.dtype != out.dtype:
         raise TypeError(f"mpicoll backend: all_to_all_single input is {inp.dtype}, output {out.dtype}")
-    scounts = _split_bytes(inp, in_splits, ctx.size, "input")
-    rcounts = _split_bytes(out, out_splits, ctx.size, "output")
+    scounts, rcounts = alltoall_single_counts(ctx, out, inp, out_splits, in_splits)
     staged = stage_out(out, keep=False)
     send = inp.detach().clone() if _overlap(inp, out) else stage_in(inp)
 

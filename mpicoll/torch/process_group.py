@@ -293,8 +293,11 @@ class ProcessGroupMpicoll(dist.ProcessGroup):
 
     def alltoall(self, output_tensors: list[torch.Tensor], input_tensors: list[torch.Tensor],
                  opts: Any = None) -> dist.Work:
-        return self._submit("all_to_all", jobs.alltoall(self._ctx, output_tensors, input_tensors),
-                            Signature("all_to_all", str(input_tensors[0].dtype) if input_tensors else ""), opts=opts)
+        planned = jobs.alltoall(self._ctx, output_tensors, input_tensors)
+        signature = Signature("all_to_all", str(input_tensors[0].dtype) if input_tensors else "",
+                              sends=tuple(jobs.nbytes(t) for t in input_tensors),
+                              recvs=tuple(jobs.nbytes(t) for t in output_tensors))
+        return self._submit("all_to_all", planned, signature, opts=opts)
 
     def all_to_all_single(self, output: torch.Tensor, input: torch.Tensor,  # noqa: A002 - torch's name
                           output_split_sizes: list[int], input_split_sizes: list[int],
@@ -302,7 +305,9 @@ class ProcessGroupMpicoll(dist.ProcessGroup):
         check_tensor(output, "all_to_all_single output")
         check_tensor(input, "all_to_all_single input")
         planned = jobs.alltoall_single(self._ctx, output, input, output_split_sizes, input_split_sizes)
-        return self._submit("all_to_all_single", planned, Signature("all_to_all_single", str(input.dtype)), opts=opts)
+        sends, recvs = jobs.alltoall_single_counts(self._ctx, output, input, output_split_sizes, input_split_sizes)
+        signature = Signature("all_to_all_single", str(input.dtype), sends=tuple(sends), recvs=tuple(recvs))
+        return self._submit("all_to_all_single", planned, signature, opts=opts)
 
     alltoall_base = all_to_all_single
 

@@ -258,6 +258,14 @@ def test_detail_mode_names_the_mismatch_on_every_rank(rank, size, monkeypatch):
     monkeypatch.delenv("TORCH_DISTRIBUTED_DEBUG")
     t = torch.ones(3 if rank == 0 else 4)
     raises_everywhere(mpicoll.torch.MismatchError, lambda: dist.all_reduce(t, group=group), "rank 0: all_reduce")
+    # all-to-all split sizes that do not match across ranks: rank 0 sends 2 rows to rank 1, which expects 1
+    in_splits = [1] * size
+    if rank == 0:
+        in_splits[1] = 2
+    raises_everywhere(mpicoll.torch.MismatchError,
+                      lambda: dist.all_to_all_single(torch.empty(size), torch.zeros(sum(in_splits)), [1] * size,
+                                                     in_splits, group=group),
+                      "rank 0 sends 8 bytes to rank 1, which expects 4")
     t = torch.ones(3)
     dist.all_reduce(t, group=group)
     check(torch.equal(t, torch.full((3,), float(size))))
