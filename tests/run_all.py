@@ -32,6 +32,10 @@ of the installed mpi4py, fetched once into ``~/.cache/mpicoll``) run against
 loops over every buffer backend of mpi4py's ``arrayimpl`` and the summary gives
 the cases run per backend.
 
+Then the torch tests (``tests/torch``: the ``"mpicoll"`` backend of torch.distributed, compared
+with Gloo and with the right answers) run at ``TORCH_SIZES``, where torch is installed; where it is
+not, the phase counts as one skipped test.
+
 Then every example in :mod:`mpicoll.examples` runs at ``EXAMPLE_SIZES`` (each
 checks its own result and exits non-zero if the check fails); each run counts
 as one test in the summary.
@@ -72,6 +76,7 @@ QUICK_UNIT = ["tests/unit/test_buffers_ops.py", "tests/unit/test_trees.py", "tes
               "-k", "not 24576"]
 QUICK_MPI = ["tests/mpi/test_allreduce.py", "tests/mpi/test_rooted.py", "tests/mpi/test_callpath.py"]
 EXAMPLE_TIMEOUT = 120   # seconds for one example run
+TORCH_SIZES = (2, 3, 4)  # world sizes the torch backend's tests run at
 
 
 def junit_counts(path: str) -> tuple[int, int, int]:
@@ -224,6 +229,34 @@ def run_mpi4py_suites(env: dict[str, str], tmp: str, sizes: tuple[int, ...], onl
     return rows
 
 
+def run_torch_tests(env: dict[str, str], tmp: str, extra: list[str]) -> list[tuple[str, int, int, int, float]]:
+    """``tests/torch`` at each of ``TORCH_SIZES``; one skipped row where torch is not installed."""
+    t0 = time.time()
+    if subprocess.call([sys.executable, "-c", "import torch"], stderr=subprocess.DEVNULL) != 0:
+        print("\n=== torch tests: torch is not installed here, skipped (pip install -e '.[torch]')", flush=True)
+        return [("torch", 0, 0, 1, time.time() - t0)]
+    rows = []
+    for size in TORCH_SIZES:
+        t0 = time.time()
+        prefix = os.path.join(tmp, f"torch-np{size}-rank")
+        cmd = mpirun_command(size, ["-m", "pytest", "tests/torch", "--with-mpi", "-q", "-p", "no:cacheprovider",
+                                    f"--timeout={TEST_TIMEOUT}", "--timeout-method=thread",
+                                    f"--junit-prefix=torch-np{size}", *extra], abort=False)
+        print(f"\n=== torch tests on {size} processes: {' '.join(cmd)}", flush=True)
+        try:
+            code = subprocess.call(cmd, cwd=ROOT, env=dict(env, MPICOLL_JUNIT_PREFIX=prefix), timeout=LAUNCH_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            print(f"!!! torch tests, world size {size}: no result after {LAUNCH_TIMEOUT} s (deadlock?)", flush=True)
+            code = 124
+        counts = [junit_counts(f"{prefix}{r}.xml") for r in range(size) if os.path.exists(f"{prefix}{r}.xml")]
+        passed, failed, skipped = counts[0] if counts else (0, 0, 0)
+        failed = max([c[1] for c in counts] + [failed])
+        if code not in (0, 5) or len(counts) != size:
+            failed = max(failed, 1)
+        rows.append((f"torch np={size}", passed, failed, skipped, time.time() - t0))
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)),
@@ -236,13 +269,14 @@ def main() -> int:
     parser.add_argument("--no-mpi4py", action="store_true", help="skip mpi4py's own collective test suites")
     parser.add_argument("--mpi4py-sizes", default=",".join(map(str, MPI4PY_SIZES)),
                         help="world sizes for mpi4py's suites (default: %(default)s)")
+    parser.add_argument("--no-torch", action="store_true", help="skip the torch backend's tests (tests/torch)")
     parser.add_argument("-k", help="pytest -k expression (for the examples: a substring of the name)")
     parser.add_argument("--quick", action="store_true",
                         help="a fast subset for the edit-test loop: QUICK_UNIT, QUICK_MPI at np=2 "
                              "(no fault, node, mpi4py or example runs)")
     ns = parser.parse_args()
     if ns.quick:
-        ns.sizes, ns.no_examples, ns.no_fault, ns.no_mpi4py = "2", True, True, True
+        ns.sizes, ns.no_examples, ns.no_fault, ns.no_mpi4py, ns.no_torch = "2", True, True, True, True
     env = launch_env()
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
     extra = ["-k", ns.k] if ns.k else []
@@ -299,6 +333,11 @@ def main() -> int:
         if not (ns.no_mpi4py or ns.no_mpi or ns.examples_only):
             env.pop("MPICOLL_JUNIT_PREFIX", None)
             rows = run_mpi4py_suites(env, tmp, tuple(int(s) for s in ns.mpi4py_sizes.split(",") if s), ns.k)
+            status = status or int(any(row[2] for row in rows))
+            results.extend(rows)
+        if not (ns.no_torch or ns.no_mpi or ns.examples_only):
+            env.pop("MPICOLL_JUNIT_PREFIX", None)
+            rows = run_torch_tests(env, tmp, extra)
             status = status or int(any(row[2] for row in rows))
             results.extend(rows)
         if not ns.no_examples:
