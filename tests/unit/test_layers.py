@@ -7,7 +7,8 @@ The layers, lowest first (a module may import its own layer and lower ones)::
 The applications are ``bench``, ``examples``, ``torch``, ``__main__``, ``launch``
 and the package's own ``__init__`` (the public names: ``mpicoll.Comm`` and the
 rest).  Each may use every layer and the package itself (``import mpicoll``, as
-users do), but no other application.  Exceptions, kept few:
+users do), but no other application, except the examples, which show them all
+(``mpicoll.examples.torch_distributed`` runs on ``mpicoll.torch``).  Exceptions, kept few:
 
 - ``tools`` is the applications' shared toolbox (finding mpirun, size units, the
   ``show``/``verify``/``model`` commands, fetching mpi4py's sdist), so it is a
@@ -206,7 +207,8 @@ def allowed(importer: str, imported: str) -> bool:
         return True
     if rank(imported) > rank(importer):
         return (importer, imported) in LOWER_USES
-    return imported == "mpicoll"   # two applications: only the package's public names
+    # two applications: only the package's public names, except that an example may show any application
+    return imported == "mpicoll" or layer(importer) == "examples"
 
 
 def test_every_module_is_in_a_known_layer() -> None:
