@@ -27,7 +27,7 @@ from mpicoll.comm.preparing import prepare, run_plan, stand_in
 from mpicoll.runtime import callkey, requests
 from mpicoll.runtime.callkey import call_key, held, shape_key
 from mpicoll.runtime.compiled import extension
-from mpicoll.runtime.nonblocking import ACTIVE
+from mpicoll.runtime.nonblocking import ACTIVE, ELSEWHERE
 from mpicoll.runtime.plan import NOTHING, Plan
 from mpicoll.runtime.requests import Prequest, Request
 from mpicoll.runtime.state import NONBLOCKING, PERSISTENT, CommState
@@ -136,7 +136,7 @@ def _run_blocking(comm: Any, method: str, algorithm: str, *args: Any) -> None:
     tag = tags[1] = tags[1] % tags[0] + 1
     key = call_key(method, args, algorithm, VALUE_ARGS.get(method, ()))
     entries = state.entries
-    if entries is not None and key is not None and not ACTIVE:
+    if entries is not None and key is not None and not ACTIVE and not ELSEWHERE:
         entry = entries.get(key)
         if entry is not None:
             entry.used = True
@@ -150,7 +150,7 @@ def _compiled_run_blocking() -> Any:
     if call_key is callkey._call_key:
         return _run_blocking
     _callkey = extension("_callkey")
-    _callkey.init_run(ACTIVE, VALUE_ARGS)
+    _callkey.init_run(ACTIVE, ELSEWHERE, VALUE_ARGS)
     return _callkey.run
 
 

@@ -451,7 +451,8 @@ call_key(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
 
 /* ---- a whole blocking call: as mpicoll.comm.dispatch.run_blocking ---- */
 
-static PyObject *active_requests;   /* mpicoll.runtime.nonblocking.ACTIVE: started, unfinished mpicoll requests */
+static PyObject *active_requests;   /* mpicoll.runtime.nonblocking.ACTIVE: the main thread's unfinished requests */
+static PyObject *elsewhere;         /* mpicoll.runtime.nonblocking.ELSEWHERE: the other threads' */
 static PyObject *value_args;        /* mpicoll.calls.VALUE_ARGS: method -> positions of counts given by value */
 
 /* tags[1] = tags[1] % tags[0] + 1, returned (CommState.next_tag(BLOCKING), inline); NULL on error */
@@ -482,7 +483,8 @@ draw_tag(PyObject *tags)
 static PyObject *
 cached_entry(PyObject *entries, PyObject *key)
 {
-    if (!PyDict_CheckExact(entries) || key == Py_None || PyList_GET_SIZE(active_requests) > 0)
+    if (!PyDict_CheckExact(entries) || key == Py_None || PyList_GET_SIZE(active_requests) > 0
+        || PyList_GET_SIZE(elsewhere) > 0)
         return NULL;
     PyObject *entry = PyDict_GetItemWithError(entries, key);   /* borrowed */
     Py_XINCREF(entry);
@@ -549,11 +551,14 @@ static PyObject *
 init_run(PyObject *self, PyObject *args)
 {
     (void)self;
-    PyObject *active, *values;
-    if (!PyArg_ParseTuple(args, "O!O!:init_run", &PyList_Type, &active, &PyDict_Type, &values))
+    PyObject *active, *others, *values;
+    if (!PyArg_ParseTuple(args, "O!O!O!:init_run", &PyList_Type, &active, &PyList_Type, &others, &PyDict_Type,
+                          &values))
         return NULL;
     Py_INCREF(active);
     Py_XSETREF(active_requests, active);
+    Py_INCREF(others);
+    Py_XSETREF(elsewhere, others);
     Py_INCREF(values);
     Py_XSETREF(value_args, values);
     Py_RETURN_NONE;
@@ -587,7 +592,7 @@ static PyMethodDef methods[] = {
      "run(comm, method, algorithm, *args)\n--\n\nRun a blocking call: its cached plan if it has one, else "
      "the communicator's slow path (as mpicoll.comm.dispatch.run_blocking)."},
     {"init_run", init_run, METH_VARARGS,
-     "init_run(active, value_args)\n--\n\nThe objects run reads besides the key's (mpicoll.comm.dispatch calls it "
+     "init_run(active, elsewhere, value_args)\n--\n\nThe objects run reads besides the key's (mpicoll.comm.dispatch calls it "
      "once)."},
     {"init", init, METH_VARARGS,
      "init(fallback, generation, ndarray, buffer_types, predefined_types, predefined_ops, "

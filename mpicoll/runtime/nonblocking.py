@@ -38,14 +38,16 @@ from mpicoll.runtime import watchdog
 if TYPE_CHECKING:
     pass
 
-__all__ = ["ACTIVE", "outstanding", "wait_mpi", "progress"]
+__all__ = ["ACTIVE", "ELSEWHERE", "outstanding", "wait_mpi", "progress"]
 
 # request states
 _INACTIVE, _RUNNING, _COMPLETE, _FREED = 0, 1, 2, 3
 
-#: every started, unfinished mpicoll request of this process, in every thread: the blocking hot path
-#: (mpicoll.comm.dispatch) reads it without a call, and takes the slow path while it is not empty
+#: the started, unfinished mpicoll requests of the main thread (its engine, see _engine), and those of every
+#: other thread: the blocking hot path (mpicoll.comm.dispatch) reads both without a call, and takes the slow
+#: path while either is not empty
 ACTIVE: list[_Collective] = []
+ELSEWHERE: list[_Collective] = []
 _THREAD = threading.local()   # .engine: this thread's started, unfinished requests (see _engine)
 _testall = MPI.Request.Testall
 _waitall = MPI.Request.Waitall
@@ -76,7 +78,8 @@ class _Collective:
         self._state = _INACTIVE
         self.tag = tag
         self.watch: tuple[str, float, int] | None = None   # (collective, timeout, rank): Wait under the watchdog
-        self._engine: list[_Collective] = []   # the requests advanced together with this one (see _engine)
+        # the requests advanced together with this one: those of the thread that made it (see _engine)
+        self._engine: list[_Collective] = _engine()
 
     def _post(self, t: int) -> list[MPI.Request]:
         raise NotImplementedError
@@ -116,21 +119,27 @@ class _Collective:
                 raise
             t += 1
             if t == self._nrounds:
-                self._leave()
+                engine = self._engine   # self._leave(), inline: the end of every run of a persistent request
+                engine.remove(self)
+                if engine is not ACTIVE:
+                    ELSEWHERE.remove(self)
                 self._complete()
                 return True
             self._round = t
             self._pending = self._post(t)
 
     def _enter(self) -> None:
-        """Join this thread's engine (and the process's list of outstanding requests)."""
-        self._engine = engine = _engine()
+        """Join the engine (another thread's also joins the list the hot path reads)."""
+        engine = self._engine
         engine.append(self)
-        ACTIVE.append(self)
+        if engine is not ACTIVE:
+            ELSEWHERE.append(self)
 
     def _leave(self) -> None:
-        self._engine.remove(self)
-        ACTIVE.remove(self)
+        engine = self._engine
+        engine.remove(self)
+        if engine is not ACTIVE:
+            ELSEWHERE.remove(self)
 
     def _complete(self) -> None:
         self._pending = []
@@ -336,11 +345,11 @@ def _engine() -> list[_Collective]:
 
     Each thread has its own, so threads that call collectives on their own
     communicators never run each other's steps; a request waited on by another
-    thread still advances with the requests of the thread that started it.
+    thread still advances with the requests of the thread that made it.
     """
     engine = getattr(_THREAD, "engine", None)
-    if engine is None:
-        engine = _THREAD.engine = []
+    if engine is None:   # the main thread's is ACTIVE: a program without threads keeps one list
+        engine = _THREAD.engine = ACTIVE if threading.current_thread() is threading.main_thread() else []
     return engine
 
 

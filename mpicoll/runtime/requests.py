@@ -16,7 +16,16 @@ from typing import TYPE_CHECKING
 
 from mpi4py import MPI
 
-from mpicoll.runtime.nonblocking import _COMPLETE, _FREED, _INACTIVE, _RUNNING, _Collective, _startall
+from mpicoll.runtime.nonblocking import (
+    _COMPLETE,
+    _FREED,
+    _INACTIVE,
+    _RUNNING,
+    ACTIVE,
+    ELSEWHERE,
+    _Collective,
+    _startall,
+)
 
 if TYPE_CHECKING:
     from mpicoll.runtime.plan import Plan
@@ -110,7 +119,10 @@ class Prequest(_Collective):
                 self._bind(plan)
         if self._nrounds and self._requests[0]:     # the common case, kept lean: Startall round 0
             self._state, self._round = _RUNNING, 0
-            self._enter()
+            engine = self._engine   # self._enter(), inline: every start
+            engine.append(self)
+            if engine is not ACTIVE:
+                ELSEWHERE.append(self)
             self._pending = reqs = self._requests[0]
             _startall(reqs)
         else:

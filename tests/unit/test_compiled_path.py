@@ -196,13 +196,14 @@ def test_run_never_runs_a_cached_plan_with_a_timeout_or_with_requests_outstandin
     c = mpicoll.Comm(MPI.COMM_SELF.Dup())
     c.Allreduce(x, y)
     misses = _recording(c)
-    nonblocking.ACTIVE.append(object())
-    try:
-        run(c, "Allreduce", "auto", x, y, MPI.SUM)
-    finally:
-        nonblocking.ACTIVE.pop()
+    for outstanding in (nonblocking.ACTIVE, nonblocking.ELSEWHERE):   # this thread's requests, or another's
+        outstanding.append(object())
+        try:
+            run(c, "Allreduce", "auto", x, y, MPI.SUM)
+        finally:
+            outstanding.pop()
     run(c, "Allreduce", "auto", x, y, MPI.SUM)
-    assert len(watched_misses) == 1 and len(misses) == 1
+    assert len(watched_misses) == 1 and len(misses) == 2
     watched.Free()
     c.Free()
 
