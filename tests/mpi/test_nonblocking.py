@@ -22,7 +22,7 @@ import pytest
 from mpi4py import MPI
 
 import mpicoll
-from mpicoll.runtime import nonblocking
+from mpicoll.runtime import nonblocking, ops
 from mpicoll.runtime.state import BLOCKING, NONBLOCKING, PERSISTENT
 
 from conftest import WORLD, check, counting_prepare
@@ -470,7 +470,15 @@ def test_overlap_example_gives_the_serial_result(comm):
     check(not nonblocking.outstanding(), "the example left requests running")
 
 
-def test_a_failing_step_does_not_leave_the_request_running(comm):
+def _raising_steps(monkeypatch) -> None:
+    """Let a user op's exception reach the engine (in a real run it aborts the job: see
+    ``mpicoll.runtime.ops.abort_for_user_op``), to test what the engine does when a step raises."""
+    monkeypatch.setattr(ops, "_aborting", lambda op: op.function)
+
+
+def test_a_failing_step_does_not_leave_the_request_running(comm, monkeypatch):
+    _raising_steps(monkeypatch)
+
     def bad(invec, inoutvec):
         raise ZeroDivisionError("user op failed")
 
@@ -526,6 +534,7 @@ def test_a_plan_lent_to_a_failed_request_is_given_back(monkeypatch, comm):
     """A request dropped by a failing op gives its cached plan back (the round whose op failed has no message
     left in flight): the same call after it reuses the plan and gets the right result."""
     prepared = counting_prepare(monkeypatch, comm, "Allreduce")
+    _raising_steps(monkeypatch)
     failing = [True]
 
     def sometimes(invec, inoutvec):
