@@ -23,7 +23,7 @@ from typing import Any
 
 from mpicoll.calls.table import TABLE, VALUE_ARGS
 from mpicoll.comm import careful
-from mpicoll.comm.preparing import prepare, run_plan, stand_in
+from mpicoll.comm.preparing import exchanged, prepare, run_plan, stand_in
 from mpicoll.runtime import callkey, requests
 from mpicoll.runtime.callkey import call_key, held, shape_key
 from mpicoll.runtime.compiled import extension
@@ -38,9 +38,8 @@ __all__ = ["run_blocking", "fast_miss", "start", "init"]
 def fast_miss(state: CommState, method: str, algorithm: str, args: tuple, tag: int, key: Any) -> None:
     """A blocking call the plan cache did not hold (``key``: its key, built by the hot path): prepare it (or
     move a plan of its shape), cache it, run it."""
-    exchange = TABLE[method].exchange
-    if exchange is not None:
-        args = exchange(state.private, *args)
+    if TABLE[method].exchange is not None:
+        args = exchanged(state, method, args)
         key = call_key(method, args, algorithm, TABLE[method].values)
     try:
         plan = _cached_prepare(state, method, args, algorithm, key)
@@ -73,11 +72,9 @@ def _cached_prepare(state: CommState, method: str, args: tuple, algorithm: str, 
 
 def start(comm: Any, method: str, args: tuple, algorithm: str) -> Request:
     """A nonblocking call: prepared (or a cached plan lent) and started; it never waits for another rank."""
-    state = comm._state
+    state = _state(comm)
     tag = state.next_tag(NONBLOCKING)
-    exchange = TABLE[method].exchange
-    if exchange is not None:
-        args = exchange(state.private, *args)
+    args = exchanged(state, method, args)
     if state.careful:
         return careful.start(state, method, args, algorithm, tag)
     try:
@@ -115,10 +112,9 @@ def _lend(state: CommState, method: str, args: tuple, algorithm: str) -> tuple[P
 
 def init(comm: Any, method: str, args: tuple, algorithm: str) -> Prequest:
     """A persistent call: prepared and bound once, with a tag of its own for its whole life."""
-    state = comm._state
+    state = _state(comm)
     tag = state.next_tag(PERSISTENT)
-    exchange = TABLE[method].exchange
-    plan = prepare(state, method, args if exchange is None else exchange(state.private, *args), algorithm)
+    plan = prepare(state, method, exchanged(state, method, args), algorithm)
     rebuild = None
     if plan is not None and (plan.device is not None or plan.before is not None):
         def rebuild() -> Plan | None:   # GPU buffers staged in, datatypes packed again, at every start
@@ -127,11 +123,16 @@ def init(comm: Any, method: str, args: tuple, algorithm: str) -> Prequest:
     return requests.persistent(plan, state, tag, rebuild)
 
 
-def _run_blocking(comm: Any, method: str, algorithm: str, *args: Any) -> None:
-    """A blocking call (the Python definition of the compiled ``run``): a cached plan's entry, or the slow path."""
+def _state(comm: Any) -> CommState:
     state = comm._state
     if state is None:
         raise ValueError("the communicator is MPI.COMM_NULL")
+    return state
+
+
+def _run_blocking(comm: Any, method: str, algorithm: str, *args: Any) -> None:
+    """A blocking call (the Python definition of the compiled ``run``): a cached plan's entry, or the slow path."""
+    state = _state(comm)
     tags = state.tags
     tag = tags[1] = tags[1] % tags[0] + 1
     key = call_key(method, args, algorithm, VALUE_ARGS.get(method, ()))
