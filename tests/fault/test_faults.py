@@ -146,7 +146,8 @@ def test_watchdog_names_collective_round_and_peer(case: str, debug: str | None) 
 def test_watchdog_under_launch_aborts_the_job() -> None:
     code, out, secs = launch("timeout_uncaught", args=("--timeout", "2"))
     assert code != 0
-    assert "CollectiveTimeout" in out and "MPI_ABORT" in out
+    assert "CollectiveTimeout" in out
+    assert re.search("MPI_ABORT", out, re.I), out[-3000:]   # Open MPI: "MPI_ABORT was invoked"; MPICH: "MPI_Abort("
     assert secs < 60, secs        # rank 1 sleeps 120 s: the abort ended it
 
 
