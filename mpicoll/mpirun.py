@@ -33,7 +33,7 @@ def find_mpirun() -> str:
     return found
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def mpi_family(mpirun: str) -> str:
     """``"openmpi"``, ``"mpich"`` (MPICH's hydra ``mpiexec``, also Intel MPI's and MVAPICH's) or ``""``.
 

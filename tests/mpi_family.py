@@ -34,7 +34,8 @@ def library_version(python: str = sys.executable) -> str:
     """The first line of ``MPI.Get_library_version()`` and mpi4py's version, read in a child process (the driver
     itself never initializes MPI)."""
     code = ("import mpi4py; from mpi4py import MPI; "
-            "print(' '.join(MPI.Get_library_version().splitlines()[0].split(',')[0].split()), '| mpi4py', mpi4py.__version__)")
+            "name = MPI.Get_library_version().splitlines()[0].split(',')[0]; "
+            "print(' '.join(name.split()), '| mpi4py', mpi4py.__version__)")
     proc = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=120)
     return proc.stdout.strip() or f"(no MPI: {proc.stderr.strip()[-300:]})"
 

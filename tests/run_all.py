@@ -56,6 +56,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 import mpi_family  # noqa: E402 - next to this script
+
 from mpicoll.launch import launch_env, mpirun_command  # noqa: E402
 
 DEFAULT_SIZES = (1, 2, 3, 4, 5, 8)
