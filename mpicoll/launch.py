@@ -22,7 +22,8 @@ mpirun options pass through: either the known ones below before the program
 
 Both MPI families' launchers work.  The known options are written as Open MPI
 spells them (``-genv VAR VALUE`` is known too) and translated for MPICH's
-``mpiexec`` (hydra; also Intel MPI's and MVAPICH's): ``-x VAR[=VALUE]`` becomes
+``mpiexec`` (hydra, which Intel MPI and MVAPICH use too; only MPICH's wheel is
+tested): ``-x VAR[=VALUE]`` becomes
 ``-genv VAR VALUE``, ``--bind-to``/``--map-by`` become ``-bind-to``/``-map-by``,
 ``--host`` ``-hosts``, ``--hostfile`` ``-f``, ``-N`` ``-ppn``, ``--tag-output``
 ``-prepend-rank``, ``--verbose`` ``-verbose``, and ``--oversubscribe`` is dropped
