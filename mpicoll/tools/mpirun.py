@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
 import sys
 import sysconfig
 
-__all__ = ["find_mpirun", "is_open_mpi", "launch_env", "mpirun_command"]
+__all__ = ["find_mpirun", "is_open_mpi", "launch_env", "mpi_family", "mpirun_command"]
 
 
 def find_mpirun() -> str:
@@ -32,16 +33,31 @@ def find_mpirun() -> str:
     return found
 
 
-def is_open_mpi(mpirun: str) -> bool:
+@functools.cache
+def mpi_family(mpirun: str) -> str:
+    """``"openmpi"``, ``"mpich"`` (MPICH's hydra ``mpiexec``, also Intel MPI's and MVAPICH's) or ``""``.
+
+    Read off ``mpirun --version`` once per path: the two families' launchers take different
+    options (``-x VAR`` against ``-genv VAR VALUE``, ``--oversubscribe`` against nothing).
+    """
     try:
         out = subprocess.run([mpirun, "--version"], capture_output=True, text=True, timeout=30).stdout
     except (OSError, subprocess.TimeoutExpired):
-        return False
-    return "Open MPI" in out or "OpenRTE" in out or "prterun" in out.lower()
+        return ""
+    if "Open MPI" in out or "OpenRTE" in out or "prterun" in out.lower():
+        return "openmpi"
+    if "HYDRA" in out or "Intel(R) MPI" in out:
+        return "mpich"
+    return ""
+
+
+def is_open_mpi(mpirun: str) -> bool:
+    return mpi_family(mpirun) == "openmpi"
 
 
 def launch_env() -> dict[str, str]:
-    """The environment for mpirun: Open MPI may run as root, and Python output is unbuffered."""
+    """The environment for mpirun: Open MPI may run as root (MPICH's needs no leave), and Python output is
+    unbuffered."""
     env = dict(os.environ)
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
@@ -56,6 +72,8 @@ def mpirun_command(nprocs: int, argv: list[str], mpirun: str | None = None, *,
 
     With ``abort`` (the default) the program runs under ``python -m mpi4py``,
     which calls ``MPI_Abort`` when a rank ends with an uncaught exception.
+    Only Open MPI needs ``--oversubscribe`` for more processes than cores (MPICH's
+    hydra starts any number and has no such option).
     """
     mpirun = mpirun or find_mpirun()
     extra = list(mpirun_args or [])

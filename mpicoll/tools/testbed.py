@@ -13,6 +13,10 @@ other hosts through PRRTE's ssh launcher, whose agent (``plm_ssh_agent``) is a
 script that enters the host's namespaces with ``nsenter`` instead of logging
 in.  Ranks on one host share memory (Open MPI's ``sm`` transport and
 ``COMM_TYPE_SHARED``); between hosts they use TCP over the veth links.
+MPICH's ``mpiexec`` (hydra) works the same way: its ssh launcher
+(``-launcher-exec``) is the same agent, and UCX is held to TCP on ``eth0``
+(``UCX_TLS=tcp,self``; left free, UCX sees one machine and uses shared memory
+between the emulated hosts, past the link and its rate).
 
 ``--link-rate RATE`` (tc units: ``1gbit``, ``500mbit``) shapes every host's
 link in both directions with a token bucket (``tc qdisc ... tbf``: on the
@@ -194,8 +198,9 @@ exec nsenter -t "$pid" -n -u -- /bin/sh -c "$*"
 """)
         os.chmod(agent, 0o755)
 
-    def hostfile(self, nprocs: int) -> str:
-        """A hostfile giving host i ``n // H`` ranks, one more for the first ``n % H``: consecutive ranks."""
+    def hostfile(self, nprocs: int, family: str = "openmpi") -> str:
+        """A hostfile giving host i ``n // H`` ranks, one more for the first ``n % H``: consecutive ranks
+        (``ADDRESS slots=N`` lines for Open MPI, ``ADDRESS:N`` for MPICH's hydra)."""
         assert self.workdir is not None
         path = os.path.join(self.workdir, "hosts")
         base, extra = divmod(nprocs, self.hosts)
@@ -203,18 +208,25 @@ exec nsenter -t "$pid" -n -u -- /bin/sh -c "$*"
             for i in range(self.hosts):
                 slots = base + (1 if i < extra else 0)
                 if slots:
-                    fh.write(f"{self.address(i)} slots={slots}\n")
+                    fh.write(f"{self.address(i)} slots={slots}\n" if family == "openmpi" else
+                             f"{self.address(i)}:{slots}\n")
         return path
 
     def command(self, mpirun_cmd: list[str], nprocs: int) -> list[str]:
         """``mpirun_cmd`` run on host 0 with the hostfile, the agent and TCP kept to the test bed's subnet."""
+        from mpicoll.tools.mpirun import mpi_family  # noqa: PLC0415
+
         assert self.workdir is not None
         net = f"{SUBNET}.0/24"
-        extra = ["--hostfile", self.hostfile(nprocs), "--map-by", "slot", "--bind-to", "none",
-                 "--prtemca", "plm_ssh_agent", os.path.join(self.workdir, "agent.sh"),
-                 "--prtemca", "oob_tcp_if_include", net,
-                 "--mca", "oob_tcp_if_include", net, "--mca", "btl_tcp_if_include", net]
+        agent = os.path.join(self.workdir, "agent.sh")
         mpirun, rest = mpirun_cmd[0], mpirun_cmd[1:]
+        if mpi_family(mpirun) == "mpich":   # hydra: its ssh launcher runs the agent; UCX's TCP on eth0 only
+            extra = ["-f", self.hostfile(nprocs, "mpich"), "-launcher", "ssh", "-launcher-exec", agent,
+                     "-iface", "eth0", "-genv", "UCX_NET_DEVICES", "eth0", "-genv", "UCX_TLS", "tcp,self"]
+        else:
+            extra = ["--hostfile", self.hostfile(nprocs), "--map-by", "slot", "--bind-to", "none",
+                     "--prtemca", "plm_ssh_agent", agent, "--prtemca", "oob_tcp_if_include", net,
+                     "--mca", "oob_tcp_if_include", net, "--mca", "btl_tcp_if_include", net]
         host0 = self.pids[1]
         return ["nsenter", "-t", str(host0), "-n", "-u", "--", mpirun, *extra, *rest]
 

@@ -127,7 +127,7 @@ def user_op_raises(comm: mpicoll.Comm, op: Any = None, nonblocking: bool = False
         else:
             comm.Allreduce(x, y, op=op)
     except ValueError as exc:
-        print(f"RESULT rank={comm.rank} {type(exc).__name__}: {exc}", flush=True)
+        say(f"RESULT rank={comm.rank} {type(exc).__name__}: {exc}")
     time.sleep(60)
 
 
@@ -147,6 +147,23 @@ ENDS_THE_JOB = ("uncaught", "killed", "timeout_uncaught", "user_op_raises", "use
                 "mpi_op_raises", "mpi_op_raises_nonblocking")
 
 
+def say(line: str) -> None:
+    """Print one line in one write: MPICH's mpiexec (hydra) forwards each write as it comes, so a line
+    printed as two writes (``print`` writes the text, then the newline) can be split by another rank's."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+def described(exc: Exception) -> str:
+    """``TYPE: message``, for an MPI library's own error ``Exception (MPI_ERR_CLASS): message``: the error class
+    is what both MPI families agree on (Open MPI's text starts with it, MPICH's is an error stack)."""
+    if type(exc) is MPI.Exception:
+        names = {getattr(MPI, n): n for n in dir(MPI)
+                 if n.startswith("ERR_") and n != "ERR_LASTCODE" and isinstance(getattr(MPI, n), int)}
+        return f"Exception (MPI_{names.get(exc.Get_error_class(), exc.Get_error_class())}): {exc}"
+    return f"{type(exc).__name__}: {exc}"
+
+
 def main(case: str) -> None:
     world = MPI.COMM_WORLD
     comm = mpicoll.Comm(world)
@@ -158,18 +175,18 @@ def main(case: str) -> None:
         return
     try:
         func(comm)
-        print(f"RESULT rank={comm.rank} ok", flush=True)
+        say(f"RESULT rank={comm.rank} ok")
     except Exception as exc:
-        print(f"RESULT rank={comm.rank} {type(exc).__name__}: {exc}", flush=True)
+        say(f"RESULT rank={comm.rank} {described(exc)}")
     if case.startswith("skipped"):
         return                # rank 0 gave up on a call rank 1 never made: the communicator is out of step
     x = np.full(3, comm.rank + 1.0)
     try:
         comm.Allreduce(MPI.IN_PLACE, x)
         assert x.tolist() == [3.0] * 3, x
-        print(f"NEXT rank={comm.rank} ok", flush=True)
+        say(f"NEXT rank={comm.rank} ok")
     except Exception as exc:
-        print(f"NEXT rank={comm.rank} {type(exc).__name__}: {exc}", flush=True)
+        say(f"NEXT rank={comm.rank} {described(exc)}")
 
 
 if __name__ == "__main__":

@@ -155,10 +155,14 @@ def test_osu_style_prints_osu_rows_for_every_kind_of_buffer(capsys, kind):
         assert m, line
         rows += 1
         avg, low, high, ratio = float(m[3]), float(m[4]), float(m[5]), float(m[7])
-        assert 0 < low <= avg <= high and int(m[6]) >= 1 and ratio > 0, line
+        assert 0 < low <= avg <= high and int(m[6]) >= 1, line
         if m[2] == "built-in":
             assert m[8] == "MPI library" and ratio == 1.0, line
-        else:   # what auto ran: one of the collective's algorithms ("-": no message at all, 0 bytes)
+            builtin_avg = avg
+        # 0.00 only where the ratio rounds to it: a 0-byte call that mpicoll sends nothing for against a built-in
+        # that still communicates (seen on MPICH at p = 5 on 2 cores: auto 0.60 us, the built-in over 120 us)
+        assert ratio > 0 or avg / builtin_avg < 0.005, line
+        if m[2] != "built-in":   # what auto ran: one of the collective's algorithms ("-": no message at all, 0 bytes)
             assert m[8] in registry.algorithms(collective) or (m[8] == "-" and m[1] == "0"), line
     assert rows == 2 * (3 * (len(colls) - 1) + 1), out     # built-in and auto, per size
 

@@ -189,23 +189,31 @@ def _growth(one, warmup: int, calls: int) -> int:
     return _resident() - base
 
 
+def _fresh_buffer(i: int):
+    """A new buffer of one of three kinds per call: a NumPy array, a bytearray, an anonymous mmap."""
+    return (np.full(2, 1.0), bytearray(8), mmap.mmap(-1, 64))[i % 3]
+
+
 def test_fresh_buffers_every_call_keep_memory_flat():
     comm = _comm()
     calls = 100_000
 
     def one(i: int) -> None:
-        kind = i % 3
-        if kind == 0:
-            x = np.full(2, 1.0)
-            comm.Allreduce(MPI.IN_PLACE, x)
-        elif kind == 1:
-            comm.Bcast(bytearray(8), root=0)
+        buf = _fresh_buffer(i)
+        if i % 3 == 0:
+            comm.Allreduce(MPI.IN_PLACE, buf)
+        elif i % 3 == 1:
+            comm.Bcast(buf, root=0)
         else:
-            comm.Bcast([mmap.mmap(-1, 64), 8, MPI.BYTE], root=0)
+            comm.Bcast([buf, 8, MPI.BYTE], root=0)
 
+    # What making the buffers alone costs, no call at all: nothing on Open MPI; with MPICH over UCX, UCX's
+    # hooks on mmap/munmap keep 144 bytes per mmap for good (docs/support.rst), which is not mpicoll's to free.
+    making = _growth(_fresh_buffer, warmup=3000, calls=calls)
     grown = _growth(one, warmup=3000, calls=calls)
     check(len(comm._state.plans) <= PLAN_CACHE_ENTRIES, f"{len(comm._state.plans)} cached plans")
-    check(grown < 4 * 1024 * 1024, f"resident memory grew by {grown} bytes over {calls} calls")
+    check(grown - making < 4 * 1024 * 1024,
+          f"resident memory grew by {grown} bytes over {calls} calls ({making} bytes for making the buffers alone)")
 
 
 def test_the_cache_is_bounded():
