@@ -22,7 +22,7 @@ FAMILIES = {"openmpi": ("mpi", ".venv-openmpi"), "mpich": ("mpich", ".venv-mpich
 
 def running_family() -> str:
     """The family of the ``mpirun`` this interpreter would launch with (``""`` if neither)."""
-    from mpicoll.mpirun import find_mpirun, mpi_family  # noqa: PLC0415 - the driver puts the repository on the path
+    from mpicoll.tools.mpirun import find_mpirun, mpi_family  # noqa: PLC0415 - the driver puts the repository on the path
 
     try:
         return mpi_family(find_mpirun())

@@ -16,7 +16,8 @@ import sys
 import time
 
 import pytest
-from mpicoll.mpirun import find_mpirun, is_open_mpi, mpi_family
+
+from mpicoll.tools.mpirun import find_mpirun, is_open_mpi, mpi_family
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CASES = os.path.join(ROOT, "tests", "fault", "cases.py")
