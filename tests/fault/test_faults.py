@@ -165,6 +165,15 @@ def test_watchdog_under_launch_aborts_the_job() -> None:
 
 # -- a user op that raises ends the job (as mpi4py does for MPI.Op.Create): no rank waits for the one that raised
 
+def _aborted_by_rank_1(out: str) -> None:
+    """No rank got past the call (no RESULT line), and the launcher says rank 1 aborted: Open MPI's mpirun
+    prints "MPI_ABORT was invoked on rank 1"; MPICH's line comes from the aborting rank itself and is
+    sometimes lost as hydra ends the job, so there the time and the status tell (asserted by the callers)."""
+    assert "RESULT" not in out, out[-3000:]
+    if is_open_mpi(find_mpirun()):
+        assert "MPI_ABORT was invoked on rank 1" in out, out[-3000:]
+
+
 @pytest.mark.parametrize("case", ["user_op_raises", "user_op_raises_nonblocking"])
 def test_raising_user_op_aborts_the_job_naming_op_rank_and_error(case: str) -> None:
     code, out, secs = launch(case, nprocs=3)
@@ -174,7 +183,7 @@ def test_raising_user_op_aborts_the_job_naming_op_rank_and_error(case: str) -> N
     assert line in out, out[-3000:]   # (mpirun may print its abort notice first, in the middle of a line)
     trace = out[out.index(line):]     # then the traceback, down to the user's function
     assert "Traceback (most recent call last)" in trace and ", in fail_on_rank_1\n" in trace, out[-3000:]
-    assert "MPI_ABORT was invoked on rank 1" in out and "RESULT" not in out, out[-3000:]
+    _aborted_by_rank_1(out)
     assert secs < 60, secs        # every rank sleeps 60 s after the call: the abort ended them
 
 
@@ -183,7 +192,7 @@ def test_raising_mpi_op_create_function_aborts_the_job_in_mpi4py(case: str) -> N
     code, out, secs = launch(case, nprocs=3)
     assert code != 0, out[-3000:]
     assert "ValueError: rank 1 cannot reduce" in out and "exception in user-defined reduction operation" in out
-    assert "MPI_ABORT was invoked on rank 1" in out and "RESULT" not in out, out[-3000:]
+    _aborted_by_rank_1(out)
     assert secs < 60, secs
 
 
