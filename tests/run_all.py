@@ -83,8 +83,9 @@ EXAMPLE_SIZES = (4, 2)  # world sizes every example runs at
 QUICK_UNIT = ["tests/unit/test_buffers_ops.py", "tests/unit/test_trees.py", "tests/unit/test_docs.py",
               "tests/unit/test_learner_tools.py", "tests/unit/test_scratch.py", "tests/unit/test_lazy_import.py",
               "tests/unit/test_callkey.py", "tests/unit/test_plan_cache.py", "tests/unit/test_compiled_path.py",
-              "-k", "not 24576"]
-QUICK_MPI = ["tests/mpi/test_allreduce.py", "tests/mpi/test_rooted.py", "tests/mpi/test_callpath.py"]
+              "tests/unit/test_config.py", "tests/unit/test_layers.py", "-k", "not 24576"]
+QUICK_MPI = ["tests/mpi/test_allreduce.py", "tests/mpi/test_rooted.py", "tests/mpi/test_callpath.py",
+             "tests/mpi/test_runtime.py"]
 EXAMPLE_TIMEOUT = 120   # seconds for one example run
 TORCH_SIZES = (2, 3, 4)  # world sizes the torch backend's tests run at
 
