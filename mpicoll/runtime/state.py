@@ -60,12 +60,10 @@ class CommState:
     devices : dict
         What the GPU transports keep for this communicator (node-local communicator, IPC
         windows): anything with a ``Free()`` or ``close()`` is released with the state.
-    signature : dict or None
-        The signature of the call being prepared (``MPICOLL_DEBUG``), see :func:`mpicoll.calls.debug_check`.
     """
 
     __slots__ = ("private", "rank", "size", "timeout", "debug", "agreed", "nodes", "tags", "plans",
-                 "request_plans", "entries", "slow_path", "devices", "signature", "__weakref__")
+                 "request_plans", "entries", "slow_path", "devices", "__weakref__")
 
     def __init__(self, private: MPI.Intracomm, agreed: Any, nodes: Nodes, *, timeout: float | None,
                  debug: int) -> None:
@@ -80,7 +78,6 @@ class CommState:
         self.entries: dict | None = self.plans.data if timeout is None and not debug else None
         self.slow_path: Callable[..., None] | None = None
         self.devices: dict[str, Any] = {}
-        self.signature: dict | None = None
 
     @property
     def careful(self) -> bool:
