@@ -30,8 +30,7 @@ import numpy as np
 from mpi4py import MPI
 
 from mpicoll.bench.report import Progress, human
-from mpicoll.bench.sweep import cores, statistics
-from mpicoll.bench.timing import batch_size, time_variants
+from mpicoll.bench.sweep import cores, time_all
 from mpicoll.bench.variants import BUILTIN, COLLECTIVES, PERSISTENT, Buffers, Collective, close
 from mpicoll.comm.comm import Comm
 from mpicoll.runtime.gpu.device import StandInArray
@@ -152,14 +151,7 @@ def measure_gpu(coll: Collective, comm: Comm, nbytes: int, dtype: np.dtype, xp: 
     src = xp.asarray(np.ones(max(1, nbytes // dtype.itemsize), dtype))
     dst = xp.asarray(np.zeros_like(bufs.copy_src))
     timed = {"memcpy": _synced(lambda: xp.copyto(dst, src), xp), **calls}
-    batch = {name: batch_size(fn, world) for name, fn in timed.items()}
-    for _ in range(warmup):
-        for fn in timed.values():
-            fn()
-    slowest = time_variants(timed, batch, iters, world)
-    for req in requests:
-        req.Free()
-    stats = statistics(timed, slowest, batch, checked, bufs.nbytes, coll.factor(p))
+    stats = time_all(timed, checked, requests, world, warmup, iters, bufs.nbytes, coll.factor(p))
     return {"bytes": bufs.nbytes, "count": bufs.count, "stats": stats}
 
 

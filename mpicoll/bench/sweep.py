@@ -72,6 +72,18 @@ def measure(coll: Collective, comm: Comm, nbytes: int, dtype: np.dtype, names: l
     copy_src, copy_dst = bufs.copy_src, bufs.copy_dst
     copy_fn = lambda: np.copyto(copy_dst, copy_src)  # noqa: E731
     timed = {"memcpy": copy_fn, **calls}
+    stats = time_all(timed, checked, requests, world, warmup, iters, bufs.nbytes, coll.factor(p))
+    for name, alg in ran.items():
+        stats[name]["ran"] = alg
+    for name, err in errors.items():
+        stats[name] = {"error": err}
+    return {"bytes": bufs.nbytes, "count": bufs.count, "stats": stats}
+
+
+def time_all(timed: dict[str, Callable[[], None]], checked: dict[str, bool], requests: list, world: Any,
+             warmup: int, iters: int, nbytes: int, factor: float) -> dict[str, dict[str, Any]]:
+    """Time every variant of one size (warm-up rounds, a batch size each, interleaved rounds; the slowest
+    rank's times), free the size's persistent requests, and give each variant's :func:`statistics`."""
     batch = {name: batch_size(fn, world) for name, fn in timed.items()}
     for _ in range(warmup):
         for fn in timed.values():
@@ -79,12 +91,7 @@ def measure(coll: Collective, comm: Comm, nbytes: int, dtype: np.dtype, names: l
     slowest = time_variants(timed, batch, iters, world)
     for req in requests:
         req.Free()
-    stats = statistics(timed, slowest, batch, checked, bufs.nbytes, coll.factor(p))
-    for name, alg in ran.items():
-        stats[name]["ran"] = alg
-    for name, err in errors.items():
-        stats[name] = {"error": err}
-    return {"bytes": bufs.nbytes, "count": bufs.count, "stats": stats}
+    return statistics(timed, slowest, batch, checked, nbytes, factor)
 
 
 def statistics(timed: dict[str, Callable[[], None]], slowest: np.ndarray, batch: dict[str, int],
