@@ -15,9 +15,9 @@ import os
 import sys
 
 import pytest
-from mpi4py import MPI
 
-WORLD = MPI.COMM_WORLD
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # tests/: ranks.py
+from ranks import WORLD, check, configure  # noqa: E402, F401  (check: the test modules take it from here)
 
 try:
     import torch  # noqa: F401
@@ -26,18 +26,7 @@ except ImportError:  # every test module skips itself (pytest.importorskip): not
 
 
 def pytest_configure(config):
-    prefix = os.environ.get("MPICOLL_JUNIT_PREFIX")
-    if prefix:
-        config.option.xmlpath = f"{prefix}{WORLD.rank}.xml"
-    if WORLD.rank != 0 and not os.environ.get("MPICOLL_TEST_ALL_RANKS"):
-        sys.stdout = open(os.devnull, "w")  # noqa: SIM115  (quiet ranks; reports still go to their XML)
-
-
-def check(ok: bool, message: str = "") -> None:
-    """Assert ``ok`` on every rank; fails everywhere, naming the ranks, if any rank is not ok."""
-    flags = WORLD.allgather((bool(ok), message))
-    bad = [r for r, (flag, _) in enumerate(flags) if not flag]
-    assert not bad, f"failed on ranks {bad}: " + "; ".join(f"rank {r}: {flags[r][1]}" for r in bad)
+    configure(config)
 
 
 def raises_everywhere(exc_type: type[BaseException], fn, match: str = "") -> None:
