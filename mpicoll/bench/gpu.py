@@ -22,7 +22,6 @@ figures say nothing about a GPU).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any
 
@@ -34,7 +33,7 @@ from mpicoll.bench.sweep import cores, time_all
 from mpicoll.bench.variants import BUILTIN, COLLECTIVES, PERSISTENT, Buffers, Collective, close
 from mpicoll.comm.comm import Comm
 from mpicoll.runtime.gpu.device import StandInArray
-from mpicoll.runtime.gpu.transport import node_local
+from mpicoll.runtime.gpu.transport import asked_for, node_local
 
 __all__ = ["run_bench_gpu", "GpuArrays"]
 
@@ -70,17 +69,11 @@ class GpuArrays:
 
 
 def _with_transport(transport: str, fn: Callable[[], None]) -> Callable[[], None]:
-    """``fn`` run with ``MPICOLL_GPU_TRANSPORT=transport`` (part of the plan cache key)."""
+    """``fn`` run with ``transport`` asked for (each variant has its own buffers, so its own plan, which
+    keeps the transport of its first run)."""
     def call() -> None:
-        old = os.environ.get("MPICOLL_GPU_TRANSPORT")
-        os.environ["MPICOLL_GPU_TRANSPORT"] = transport
-        try:
+        with asked_for(transport):
             fn()
-        finally:
-            if old is None:
-                del os.environ["MPICOLL_GPU_TRANSPORT"]
-            else:
-                os.environ["MPICOLL_GPU_TRANSPORT"] = old
     return call
 
 

@@ -57,6 +57,9 @@ def _run_plan(state: CommState, method: str, plan: Any, tag: int) -> None:
         return
     if plan is None:
         return
+    if plan.device is not None:         # device buffers: the plan's GPU transport runs the call (unwatched)
+        plan.runner(state.private)(tag)
+        return
     watchdog.execute(plan.rounds(), state.private, tag, method, state.timeout)
     if plan.finish is not None:
         plan.finish()

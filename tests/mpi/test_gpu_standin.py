@@ -162,14 +162,17 @@ def test_staged_pipeline_order(comm, gpu_env):
     check(bool(ok), f"{log}")
 
 
-def test_debug_2_reports_the_transport(comm, gpu_env, monkeypatch, capfd):
-    gpu_env("staged")
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_debug_2_reports_the_transport(comm, gpu_env, monkeypatch, capfd, transport):
+    gpu_env(transport)
     monkeypatch.setenv("MPICOLL_DEBUG", "2")
-    comm = mpicoll.Comm(WORLD.Dup())     # a communicator made in debug mode logs its calls
+    comm = mpicoll.Comm(WORLD.Dup())     # a communicator made in debug mode logs its calls (the careful path)
     x, y = make(np.ones(4)), make(np.zeros(4))
     comm.Allreduce(x, y)
     err = capfd.readouterr().err
-    check("transport staged" in err, err)
+    check(f"mpicoll[{comm.rank}]: allreduce" in err and f"blocking path: transport {transport}" in err, err)
+    check(np.array_equal(np.asarray(y), np.full(4, comm.size)), f"{y}")   # the careful path ran the transport
+    comm.Free()
 
 
 def test_transport_of_plan(comm, gpu_env):
@@ -186,11 +189,15 @@ def test_transport_of_plan(comm, gpu_env):
     WORLD.Barrier()
 
 
-def test_bench_device_standin(capsys):
+def test_bench_device_standin(monkeypatch, capfd):
     from mpicoll.bench import cli as bench
 
+    monkeypatch.setenv("MPICOLL_DEBUG", "2")
     results = bench.main(["allreduce", "bcast", "--device", "standin", "--sizes", "8,4K", "--iters", "2",
                           "--warmup", "0", "--quiet"])
+    err = capfd.readouterr().err
+    if WORLD.size > 1:   # each transport variant ran its own transport
+        check(all(f"blocking path: transport {t}" in err for t in ("ipc", "staged")), err[-2000:])
     variants = set(results[0]["sizes"][0]["stats"])
     check({"memcpy", "builtin", "by-hand", "staged", "ipc", "persistent"} <= variants, f"{variants}")
     bad = [(r["collective"], e["bytes"], n) for r in results for e in r["sizes"]

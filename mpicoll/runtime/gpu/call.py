@@ -139,7 +139,7 @@ class DeviceCall:
 
 def debug_line(call: DeviceCall, choice: Choice, path: str) -> str:
     """The line ``MPICOLL_DEBUG=2`` prints when a call's transport is chosen."""
-    rank = call.comm.Get_rank() if hasattr(call.comm, "Get_rank") else "?"
+    rank = getattr(call.comm, "rank", "?")
     return (f"mpicoll[{rank}]: {call.collective} ({call.schedule.algorithm}) on {call.device.name} buffers, "
             f"{path} path: transport {choice.name} ({choice.reason})")
 

@@ -21,6 +21,9 @@ expects host memory.
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,9 +31,29 @@ from mpi4py import MPI
 
 from mpicoll import config
 
-__all__ = ["Choice", "choose", "cuda_aware_mpi", "parse_alloc_kinds", "node_local", "TRANSPORTS"]
+__all__ = ["Choice", "choose", "asked_for", "cuda_aware_mpi", "parse_alloc_kinds", "node_local", "TRANSPORTS"]
 
 TRANSPORTS = config.GPU_TRANSPORTS
+
+#: the transport :func:`asked_for` names for the calls made inside it (None: the configuration's)
+_ASKED: ContextVar[str | None] = ContextVar("mpicoll_gpu_transport", default=None)
+
+
+@contextmanager
+def asked_for(name: str) -> Iterator[None]:
+    """Ask for transport ``name`` (as ``MPICOLL_GPU_TRANSPORT`` would) for the plans first run inside.
+
+    A plan keeps the transport chosen on its first run, so a benchmark times
+    several transports side by side on separate buffers without reading the
+    environment again (which would make every communicator's plans anew).
+    """
+    if name not in TRANSPORTS:
+        raise ValueError(f"GPU transport: expected one of {', '.join(TRANSPORTS)}, got {name!r}")
+    token = _ASKED.set(name)
+    try:
+        yield
+    finally:
+        _ASKED.reset(token)
 
 
 @dataclass(frozen=True)
@@ -48,6 +71,8 @@ def choose(comm: Any, *, blocking: bool, host_ops: bool, env: Any = None) -> Cho
     is True when the reduction must run on the host (a user op).
     """
     asked = (config.current() if env is None else config.read(env)).gpu_transport
+    if env is None and _ASKED.get() is not None:
+        asked = _ASKED.get()
     aware, why_aware = cuda_aware_mpi(env)
     if asked == "cuda-aware":
         if not aware:
