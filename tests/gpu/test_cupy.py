@@ -128,12 +128,12 @@ def test_ipc_handles_released_over_1000_calls(comm, gpu_env):
         y = cupy.zeros(n, cupy.float32)
         comm.Allreduce(x, y)
         ok &= bool(cupy.all(y == sum(range(comm.size)) + comm.size * i))
-    ipc = comm.__dict__["_ipc"]
-    check(ok, "wrong results")
+    ipc = comm._state.devices.get("ipc")
+    check(bool(ok) and ipc is not None, "wrong results or no IPC state")
     check(len(ipc.cache) <= max(comm.size - 1, 1), f"{len(ipc.cache)} mappings")
     check(ipc.cache.opens <= 4 * max(comm.size - 1, 1), f"{ipc.cache.opens} handles opened over 1000 calls")
     free_before = cupy.cuda.runtime.memGetInfo()[0]
+    comm._state.plans.clear()          # the plans' window views go first
     ipc.close()
-    comm.__dict__.pop("_plans", None)
-    comm.__dict__.pop("_ipc")
+    comm._state.devices.pop("ipc")
     check(cupy.cuda.runtime.memGetInfo()[0] >= free_before, "closing the IPC state freed no memory")
