@@ -100,6 +100,19 @@ class IpcWindows:
         self.exchanges = 0
         self._finalizer = weakref.finalize(self, _release, self.cache, [None])
 
+    def agree(self, nbytes: int | None) -> None:
+        """Swap handles (:meth:`exchange`) when any rank needs to, one small Allreduce (collective).
+
+        ``nbytes`` is the window size this rank's plan needs, or None when its
+        plan ran here before.  Plan caches hit and miss per rank (a rank that
+        reuses its buffers hits, a peer with new ones misses), so whether to
+        exchange is decided by all ranks together, never by one rank's cache.
+        """
+        need = np.array([-1 if nbytes is None else nbytes], np.int64)
+        self.comm.Allreduce(MPI.IN_PLACE, need, op=MPI.MAX)
+        if need[0] >= 0:
+            self.exchange(nbytes or 0)
+
     def exchange(self, nbytes: int) -> None:
         """Grow this rank's window to ``nbytes`` if needed and swap handles with every rank (collective)."""
         old = None
@@ -215,8 +228,8 @@ class IpcTransport:
 
     def execute(self, comm: MPI.Comm, tag: int = 0) -> None:
         """Run the collective once (blocking) on ``comm``."""
-        if self.epoch is None:
-            self.windows.exchange(self.nbytes)     # once per plan: the only handle exchange it does
+        # the plan's first run here needs its window; a handle exchange happens when any rank's does
+        self.windows.agree(self.nbytes if self.epoch is None else None)
         if self.epoch != self.windows.epoch:
             self._bind()
         stream = self.device.current_stream()
