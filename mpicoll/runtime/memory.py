@@ -97,7 +97,13 @@ def _dl_dtype(code: int, bits: int, lanes: int) -> tuple[np.dtype, int]:
 def cai_on_device(obj: Any) -> bool:
     """Whether a ``__cuda_array_interface__`` object's memory is device memory (not host memory)."""
     pointer = obj.__cuda_array_interface__["data"][0]
-    return bool(pointer) and _is_device_pointer(pointer)
+    if not pointer:   # an empty array has no memory to ask about: a GPU array library's arrays are device arrays
+        return type(obj).__module__.split(".")[0] in _GPU_ARRAY_LIBRARIES
+    return _is_device_pointer(pointer)
+
+
+#: the packages whose ``__cuda_array_interface__`` objects are device arrays even when empty (a null pointer)
+_GPU_ARRAY_LIBRARIES = ("cupy", "numba", "torch", "jax", "jaxlib", "pycuda")
 
 
 def cai_host_view(obj: Any) -> np.ndarray:
