@@ -86,7 +86,9 @@ class Comm(MPI.Intracomm):
     and a ``ValueError`` or ``TypeError`` (the classes of :mod:`mpicoll.errors`);
     an unsupported op for the dtype is a ``TypeError`` or ``ValueError``.  A
     check that fails on one rank only still lets the others finish (that rank
-    plays its part on scratch memory, then raises).  With ``MPICOLL_DEBUG=1``
+    plays its part on scratch memory with marked messages, then raises; every
+    rank whose result depends on its data raises :class:`~mpicoll.ArgumentError`
+    after playing its part, see :mod:`mpicoll.runtime.standin`).  With ``MPICOLL_DEBUG=1``
     the ranks first compare their arguments: disagreeing ones raise
     :class:`~mpicoll.MismatchError` on every rank, and a rank whose arguments
     were rejected makes the others raise :class:`~mpicoll.ArgumentError`.  With

@@ -19,7 +19,7 @@ from mpi4py import MPI
 from mpicoll import errors
 from mpicoll.runtime import datatypes, memory
 
-__all__ = ["Buffer", "VBuffer", "parse", "parse_v", "parse_blocks", "is_in_place", "as_count"]
+__all__ = ["Buffer", "VBuffer", "parse", "parse_v", "parse_blocks", "is_in_place", "as_count", "host_view"]
 
 
 @dataclass(frozen=True)
@@ -262,6 +262,16 @@ def _as_array(obj: Any, what: str) -> tuple[Any, Any]:
         return _flat(cupy.from_dlpack(obj), what), cupy
     raise errors.BufferTypeError(f"{what}: expected a buffer (NumPy array, bytes-like, DLPack or CUDA array), "
                                  f"got {type(obj).__name__}")
+
+
+def host_view(obj: Any) -> np.ndarray | None:
+    """A one-dimensional NumPy view of a host buffer of any kind mpi4py takes (NumPy, bytes-like, DLPack or
+    CUDA array interface over host memory), or None: device memory, or not a contiguous buffer."""
+    try:
+        array, xp = _as_array(obj, "buffer")
+    except (errors.MPIError, TypeError, ValueError, BufferError):
+        return None
+    return array if xp is np else None
 
 
 def _flat(arr: Any, what: str) -> Any:
