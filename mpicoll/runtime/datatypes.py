@@ -25,6 +25,7 @@ MPI cannot pack raises ``MPI.ERR_TYPE``.
 from __future__ import annotations
 
 import contextlib
+import math
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ import numpy as np
 from mpi4py import MPI
 
 from mpicoll import errors
+from mpicoll.runtime.memory import known_bounds
 
 __all__ = ["Typemap", "describe", "check_reducible", "Packed", "pack", "stage", "staging", "Staged"]
 
@@ -169,19 +171,27 @@ def pack(raw: np.ndarray, datatype: MPI.Datatype, typemap: Typemap, counts: list
          what: str, *, writable: bool) -> Packed:
     """Pack ``counts[i]`` elements of ``datatype`` at ``displs[i]`` extents of ``raw`` (bytes) for a call.
 
-    Every byte the datatype touches must lie inside ``raw`` (checked here: MPI
-    would read or write past the buffer).  A receive buffer (``writable``) is
-    unpacked when the call completes (see :func:`staging`).
+    Every byte the datatype touches must lie in the memory known to be around
+    ``raw``: the buffer, or the array it is a view of (checked here: MPI would
+    read or write past it); where that memory cannot be known (an
+    ``MPI.memory`` made from an address), mpicoll defers to MPI, as the
+    built-in does (see :func:`mpicoll.runtime.memory.known_bounds`).  A receive
+    buffer (``writable``) is unpacked when the call completes (see :func:`staging`).
     """
     tm = typemap
     if tm.extent <= 0 and any(counts):
         raise errors.DatatypeError(f"{what}: a datatype of extent {tm.extent} cannot describe consecutive elements")
+    around: tuple[float, float] | None = None   # the memory known around raw, found when a block leaves it
     for i, (count, displ) in enumerate(zip(counts, displs)):
         if not count:
             continue
         lo = displ * tm.extent + tm.true_lb
         hi = (displ + count - 1) * tm.extent + tm.true_lb + tm.true_extent
-        if lo < 0 or hi > raw.shape[0]:
+        if 0 <= lo and hi <= raw.shape[0]:
+            continue
+        if around is None:
+            around = known_bounds(raw) or (math.inf, math.inf)   # unknown: MPI's to say
+        if lo < -around[0] or hi > around[1]:
             block = f"block {i}: " if len(counts) > 1 else ""
             raise errors.CountError(f"{what}: {block}{count} elements of the datatype at displacement {displ} "
                                     f"span bytes {lo} .. {hi}, the buffer has {raw.shape[0]}")

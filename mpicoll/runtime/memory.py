@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["dlpack_on_device", "dlpack_host_view", "cai_on_device", "cai_host_view"]
+__all__ = ["dlpack_on_device", "dlpack_host_view", "cai_on_device", "cai_host_view", "known_bounds", "span_view"]
 
 _KDL_CPU, _KDL_CUDA_HOST = 1, 3          # DLDeviceType values whose memory the CPU can read
 _DL_CODES = {0: "i", 1: "u", 2: "f", 5: "c", 6: "b"}   # DLDataTypeCode -> NumPy kind (6: bool)
@@ -92,6 +92,51 @@ def _dl_dtype(code: int, bits: int, lanes: int) -> tuple[np.dtype, int]:
             except TypeError:
                 pass
     return np.dtype("B"), per
+
+
+def known_bounds(array: np.ndarray) -> tuple[int, int] | None:
+    """The memory known to lie around host ``array``: (bytes before its start, bytes from its start to the
+    end), or None where mpicoll cannot know (an ``MPI.memory`` made from an address, DLPack, CAI).
+
+    A message described by an address and a datatype may reach past the Python object that carries the
+    address (a view into a larger array, a memory object over part of a tensor): MPI takes it, and so does
+    mpicoll where the memory is known to be there, or cannot be known (then it defers to MPI, as the
+    built-in does).  What is known: the NumPy array that owns the memory a view lies in, and the
+    bytes-like object (``bytes``, ``bytearray``, ``array.array``, ``mmap``, a memory object over one)
+    behind it.
+    """
+    owner: Any = array
+    while isinstance(owner, np.ndarray) and owner.base is not None:
+        owner = owner.base
+    if isinstance(owner, memoryview):
+        owner = owner.obj
+    start = array.__array_interface__["data"][0]
+    if isinstance(owner, np.ndarray):
+        lo = owner.__array_interface__["data"][0]
+        return start - lo, lo + owner.nbytes - start
+    from mpi4py import MPI  # noqa: PLC0415 (this module needs no MPI otherwise)
+
+    if isinstance(owner, MPI.buffer):
+        if owner.obj is None:    # made from an address: its length says nothing of the memory around it
+            return None
+        lo, size = owner.address, owner.nbytes
+    else:
+        try:
+            raw = np.frombuffer(owner, np.uint8)
+        except (TypeError, ValueError, BufferError):
+            return None
+        lo, size = raw.__array_interface__["data"][0], raw.nbytes
+    return start - lo, lo + size - start
+
+
+def span_view(array: np.ndarray, start: int, stop: int, dtype: np.dtype) -> np.ndarray:
+    """``dtype`` elements over bytes ``start .. stop`` from the start of host ``array``, which may reach past
+    its end (the caller checked :func:`known_bounds`); writable where ``array`` is."""
+    from mpi4py import MPI  # noqa: PLC0415
+
+    address = array.__array_interface__["data"][0] + start
+    memory = MPI.memory.fromaddress(address, stop - start, readonly=not array.flags.writeable)
+    return np.frombuffer(memory, dtype)
 
 
 def cai_on_device(obj: Any) -> bool:
