@@ -22,6 +22,7 @@ from mpi4py import MPI
 from mpicoll.ir.layout import Layout
 from mpicoll.ir.schedule import Block, Reduce, Schedule, ScheduleError
 from mpicoll.runtime.compiled import extension
+from mpicoll.runtime.datatypes import byte_message
 from mpicoll.runtime.standin import continue_marked
 
 __all__ = ["bind", "execute", "for_mpi", "BoundRound"]
@@ -91,10 +92,11 @@ def for_mpi(bound: list[BoundRound]) -> list[BoundRound]:
     mpi4py reads that form faster than the array itself: the buffer object's
     export is cheap and the datatype is given, where a NumPy array exports a
     format that mpi4py then looks up (about 0.1 us less per message).  What a
-    plan run many times keeps; other messages (GPU arrays) stay as they are.
+    plan run many times keeps; other messages (GPU arrays) stay as they are.  A message of 2^31 bytes
+    or more is one element of a datatype of its size (:func:`~mpicoll.runtime.datatypes.byte_message`).
     """
     def spec(buf: Any) -> Any:
-        return [MPI.buffer(buf), MPI.BYTE] if type(buf) is np.ndarray else buf
+        return byte_message(buf) if type(buf) is np.ndarray else buf
 
     return [([(spec(buf), peer) for buf, peer in sends], [(spec(buf), peer) for buf, peer in recvs], steps)
             for sends, recvs, steps in bound]
