@@ -16,7 +16,8 @@ not handle itself).  The same extension runs the whole hit of a blocking call
 (:func:`mpicoll.comm.dispatch.run_blocking`).  A call's *shape*
 (:func:`shape_key`) is its key without the buffers' addresses.  Calls the key
 cannot describe (derived datatypes, user objects of unknown kind) get None:
-they are not cached.
+they are not cached.  A host DLPack tensor is keyed as the NumPy view of it
+that a plan binds (:func:`mpicoll.runtime.memory.dlpack_host_view`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from mpi4py import MPI
 
 from mpicoll.config import GENERATION
 from mpicoll.runtime import gpu as backends
+from mpicoll.runtime import memory
 from mpicoll.runtime.compiled import extension
 from mpicoll.runtime.ops import Op
 
@@ -81,6 +83,13 @@ def _memory(obj: Any, spans: list | None = None) -> tuple:
         return (_address(buf, spans), buf.nbytes, buf.readonly, element)
     if backends.on_device(obj):     # a GPU array: keyed by identity, kept alive by the entry (see held)
         return ("device", id(obj), obj.shape, obj.strides, obj.dtype, type(obj))
+    if getattr(t, "__dlpack__", None) is not None and not memory.dlpack_on_device(obj):
+        # a host DLPack tensor (torch on the CPU): keyed as the NumPy view a plan binds, one export per call
+        view = memory.dlpack_host_view(obj)
+        if not (view.flags.c_contiguous or view.flags.f_contiguous):
+            raise _Uncacheable
+        buf = _buffer(view)
+        return ("dlpack", _address(buf, spans), buf.nbytes, view.dtype)
     raise _Uncacheable
 
 

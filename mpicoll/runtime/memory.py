@@ -69,15 +69,27 @@ def dlpack_host_view(obj: Any) -> np.ndarray:
     dtype, per = _dl_dtype(tensor.dtype.code, tensor.dtype.bits, tensor.dtype.lanes)
     shape = tuple(tensor.shape[i] for i in range(tensor.ndim))
     strides = None if not tensor.strides else tuple(tensor.strides[i] * per for i in range(tensor.ndim))
-    if per != dtype.itemsize:  # an element type NumPy lacks: its bytes (as mpi4py's format "B")
-        shape, strides = shape + (per,), None if strides is None else strides + (1,)
     data = (tensor.data or 0) + tensor.byte_offset
-    interface = {"version": 3, "shape": shape, "typestr": dtype.str, "data": (data, False), "strides": strides}
-    return np.asarray(_Held(interface, capsule))
+    # the interface spells the element by its size; ml_dtypes' types (bfloat16, ...) are a view of that
+    interface = {"version": 3, "shape": shape, "typestr": dtype.str if dtype.isbuiltin == 1 else f"|V{per}",
+                 "data": (data, False), "strides": strides}
+    array = np.asarray(_Held(interface, capsule))
+    return array if array.dtype == dtype else array.view(dtype)
+
+
+#: DLDataTypeCode -> the ml_dtypes name of its 8- or 16-bit element (DLPack 1.1: kDLBfloat = 4, kDLFloat8_* = 7..14)
+_DL_ML_DTYPES = {(4, 16): "bfloat16", (7, 8): "float8_e3m4", (8, 8): "float8_e4m3", (9, 8): "float8_e4m3b11fnuz",
+                 (10, 8): "float8_e4m3fn", (11, 8): "float8_e4m3fnuz", (12, 8): "float8_e5m2",
+                 (13, 8): "float8_e5m2fnuz", (14, 8): "float8_e8m0fnu"}
 
 
 def _dl_dtype(code: int, bits: int, lanes: int) -> tuple[np.dtype, int]:
-    """The NumPy dtype of a DLPack data type and the bytes per element, read as mpi4py reads them."""
+    """The NumPy dtype of a DLPack data type and the bytes per element.
+
+    Every element type is itself: bfloat16 and the float8 types as ``ml_dtypes`` spells them (where it is
+    installed), so that they reduce as what they are.  A type NumPy cannot express is an opaque element of
+    its size (``V<bytes>``): data movement carries it, and a reduction refuses it (never one of its bytes).
+    """
     if code == 2 and lanes == 2 and bits in (32, 64, 8 * np.dtype(np.longdouble).itemsize):
         return np.dtype(np.clongdouble if bits > 64 else f"c{bits // 4}"), bits // 4
     per = (bits * lanes + 7) // 8
@@ -91,7 +103,15 @@ def _dl_dtype(code: int, bits: int, lanes: int) -> tuple[np.dtype, int]:
                 return np.dtype(f"{_DL_CODES[code]}{bits // 8}"), per
             except TypeError:
                 pass
-    return np.dtype("B"), per
+    name = _DL_ML_DTYPES.get((code, bits)) if lanes == 1 else None
+    if name is not None:
+        try:
+            import ml_dtypes  # noqa: PLC0415 (only for these element types)
+
+            return np.dtype(getattr(ml_dtypes, name)), per
+        except (ImportError, AttributeError):
+            pass
+    return np.dtype(f"V{per}"), per
 
 
 def known_bounds(array: np.ndarray) -> tuple[int, int] | None:
