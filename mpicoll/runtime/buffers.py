@@ -274,8 +274,9 @@ def _as_array(obj: Any, what: str) -> tuple[Any, Any]:
     except TypeError:
         pass
     if hasattr(obj, "__dlpack__"):
-        if not memory.dlpack_on_device(obj):
-            return _flat(memory.dlpack_host_view(obj), what), np
+        view = memory.dlpack_view(obj)
+        if view is not None:
+            return _flat(view, what), np
         import cupy  # noqa: PLC0415
 
         return _flat(cupy.from_dlpack(obj), what), cupy

@@ -4,9 +4,10 @@ mpi4py takes any DLPack producer or ``__cuda_array_interface__`` (CAI) object as
 buffer and hands its address to MPI.  mpicoll computes on host memory with NumPy,
 so it needs a NumPy view of such an object when its memory is host memory:
 
-- DLPack: ``__dlpack__()`` is called exactly once; the capsule is read (not
-  renamed) and kept alive by the view, so that the producer's own capsule
-  destructor frees the tensor when the view goes away, as mpi4py does.
+- DLPack: ``np.from_dlpack`` where NumPy has the element type; otherwise the
+  capsule of one more ``__dlpack__()`` is read (not renamed) and kept alive by
+  the view, so that the producer's own capsule destructor frees the tensor
+  when the view goes away, as mpi4py does.
 - CAI: the pointer is host memory when no CUDA driver is loadable, or when the
   driver says it is not device memory (``cuPointerGetAttribute``); a CUDA-aware
   test suite uses such objects over host memory.
@@ -20,7 +21,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["dlpack_on_device", "dlpack_host_view", "cai_on_device", "cai_host_view", "known_bounds", "span_view"]
+__all__ = ["dlpack_on_device", "dlpack_host_view", "dlpack_view", "cai_on_device", "cai_host_view", "known_bounds",
+           "span_view"]
 
 _KDL_CPU, _KDL_CUDA_HOST = 1, 3          # DLDeviceType values whose memory the CPU can read
 _DL_CODES = {0: "i", 1: "u", 2: "f", 5: "c", 6: "b"}   # DLDataTypeCode -> NumPy kind (6: bool)
@@ -36,8 +38,8 @@ class _DLDataType(ctypes.Structure):
 
 class _DLTensor(ctypes.Structure):
     _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int),
-                ("dtype", _DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
-                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+                ("dtype", _DLDataType), ("shape", ctypes.c_void_p), ("strides", ctypes.c_void_p),
+                ("byte_offset", ctypes.c_uint64)]
 
 
 _capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
@@ -63,12 +65,34 @@ def dlpack_on_device(obj: Any) -> bool:
 
 def dlpack_host_view(obj: Any) -> np.ndarray:
     """A NumPy view of a host DLPack producer; ``__dlpack__`` is called once, its capsule lives with the view."""
+    view = dlpack_view(obj)
+    if view is None:
+        raise BufferError("dlpack_host_view: the DLPack tensor is in device memory")
+    return view
+
+
+def dlpack_view(obj: Any) -> np.ndarray | None:
+    """A NumPy view of a DLPack producer whose memory the CPU can read, else None (device memory: the
+    caller exports it again to its device library).
+
+    NumPy's own reader (``np.from_dlpack``, compiled) takes the element types NumPy has; the others
+    (bfloat16, float8, types NumPy lacks) and device memory are read here from a second export, whose
+    capsule lives with the view; the device is read from the exported tensor.
+    """
+    try:
+        return np.from_dlpack(obj, copy=False)
+    except (TypeError, ValueError, RuntimeError, BufferError):
+        pass
     capsule = obj.__dlpack__()
     address = _capsule_pointer(capsule, b"dltensor")   # raises if the capsule was already consumed
     tensor = _DLTensor.from_address(address)  # a DLManagedTensor starts with its DLTensor
+    if tensor.device.device_type not in (_KDL_CPU, _KDL_CUDA_HOST):
+        return None
     dtype, per = _dl_dtype(tensor.dtype.code, tensor.dtype.bits, tensor.dtype.lanes)
-    shape = tuple(tensor.shape[i] for i in range(tensor.ndim))
-    strides = None if not tensor.strides else tuple(tensor.strides[i] * per for i in range(tensor.ndim))
+    ndim = tensor.ndim
+    shape = tuple((ctypes.c_int64 * ndim).from_address(tensor.shape)) if ndim else ()
+    strides = None if not tensor.strides else tuple(
+        s * per for s in (ctypes.c_int64 * ndim).from_address(tensor.strides))
     data = (tensor.data or 0) + tensor.byte_offset
     # the interface spells the element by its size; ml_dtypes' types (bfloat16, ...) are a view of that
     interface = {"version": 3, "shape": shape, "typestr": dtype.str if dtype.isbuiltin == 1 else f"|V{per}",
