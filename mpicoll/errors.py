@@ -121,7 +121,8 @@ class MismatchError(ValueError):
 
 
 class ArgumentError(ValueError):
-    """In debug mode: some rank's arguments were rejected, so every rank abandoned the call.
+    """Some rank's arguments were rejected, so this rank abandoned the call: in debug mode every rank, otherwise
+    every rank whose result depends on the rejected rank's data (see :mod:`mpicoll.runtime.standin`).
 
     ``collective`` names the call and ``errors`` maps each rank at fault to its error message.
     """

@@ -1,5 +1,5 @@
 """``mpicoll.Comm``: the communicator class, its per-communicator state, and the paths its calls take."""
 
-from mpicoll.comm.comm import Comm
+from mpicoll.comm.comm import Cartcomm, Comm, Distgraphcomm, Graphcomm
 
-__all__ = ["Comm"]
+__all__ = ["Comm", "Cartcomm", "Graphcomm", "Distgraphcomm"]

@@ -28,7 +28,7 @@ from mpicoll.comm.docs import document
 from mpicoll.runtime.requests import Prequest, Request
 from mpicoll.runtime.state import CommState
 
-__all__ = ["Comm"]
+__all__ = ["Comm", "Cartcomm", "Graphcomm", "Distgraphcomm"]
 
 _INFO = MPI.INFO_NULL
 # (handle, timeout, configuration generation): the state of a wrapped communicator, while a wrapper lives;
@@ -86,7 +86,9 @@ class Comm(MPI.Intracomm):
     and a ``ValueError`` or ``TypeError`` (the classes of :mod:`mpicoll.errors`);
     an unsupported op for the dtype is a ``TypeError`` or ``ValueError``.  A
     check that fails on one rank only still lets the others finish (that rank
-    plays its part on scratch memory, then raises).  With ``MPICOLL_DEBUG=1``
+    plays its part on scratch memory with marked messages, then raises; every
+    rank whose result depends on its data raises :class:`~mpicoll.ArgumentError`
+    after playing its part, see :mod:`mpicoll.runtime.standin`).  With ``MPICOLL_DEBUG=1``
     the ranks first compare their arguments: disagreeing ones raise
     :class:`~mpicoll.MismatchError` on every rank, and a rank whose arguments
     were rejected makes the others raise :class:`~mpicoll.ArgumentError`.  With
@@ -110,7 +112,9 @@ class Comm(MPI.Intracomm):
             raise TypeError(f"mpicoll.Comm wraps an MPI.Intracomm, got {type(comm).__name__}")
         if timeout is not None and not (isinstance(timeout, numbers.Real) and 0 < timeout < float("inf")):
             raise ValueError(f"timeout must be a positive number of seconds or None, got {timeout!r}")
-        self = super().__new__(cls, comm)
+        if cls is Comm and comm is not None:
+            cls = _class_of(comm)    # a topology communicator stays one (Cartcomm, Graphcomm, Distgraphcomm)
+        self = MPI.Intracomm.__new__(cls, comm)   # (Cartcomm.__new__ refuses a subclass with two bases)
         self._state = None
         if comm is None or comm == MPI.COMM_NULL:
             return self
@@ -133,10 +137,15 @@ class Comm(MPI.Intracomm):
 
     def _derive(self, comm: MPI.Intracomm) -> Comm:
         """``comm`` (made from this one by MPI) wrapped, with a state inherited from this one's."""
-        made = MPI.Intracomm.__new__(Comm, comm)  # the same handle, no new communicator
+        return Comm._derive_from(comm, self._state)
+
+    @staticmethod
+    def _derive_from(comm: MPI.Intracomm, parent: CommState | None) -> Comm:
+        """``comm`` wrapped as the class of its topology, with a state inherited from ``parent`` (made by
+        :func:`~mpicoll.comm.setup.derived`: no message beyond MPI's ``Idup``); wrapped anew without one."""
+        made = MPI.Intracomm.__new__(_class_of(comm), comm)  # the same handle, no new communicator
         made._state = None
         if comm != MPI.COMM_NULL:
-            parent = self._state
             made._state = _register(comm, setup.derived(comm, parent, parent.timeout) if parent is not None
                                     else setup.wrapped(comm, config.current().timeout))
         return made
@@ -371,6 +380,46 @@ class Comm(MPI.Intracomm):
     def Create_group(self, group: MPI.Group, tag: int = 0) -> Comm:
         return self._derive(MPI.Intracomm.Create_group(self, group, tag))
 
+    def Idup(self, info: MPI.Info | None = None) -> tuple[Comm, MPI.Request]:
+        """Duplicate the communicator as ``MPI_Comm_idup`` does, wrapped.
+
+        mpicoll makes the duplicate's state when the duplicate exists, so this waits for it: the request
+        returned is complete (a program that waits on it, as MPI requires before using the duplicate,
+        works unchanged)."""
+        dup, request = MPI.Intracomm.Idup(self, info) if info is not None else MPI.Intracomm.Idup(self)
+        request.Wait()
+        return self._derive(MPI.Intracomm(dup)), request
+
+    def Create_cart(self, dims: Any, periods: Any = None, reorder: bool = False) -> Comm:
+        return self._derive(MPI.Intracomm.Create_cart(self, dims, periods, reorder))
+
+    def Create_graph(self, index: Any, edges: Any, reorder: bool = False) -> Comm:
+        return self._derive(MPI.Intracomm.Create_graph(self, index, edges, reorder))
+
+    def Create_dist_graph_adjacent(self, sources: Any, destinations: Any, sourceweights: Any = None,
+                                   destweights: Any = None, info: MPI.Info = _INFO, reorder: bool = False) -> Comm:
+        return self._derive(MPI.Intracomm.Create_dist_graph_adjacent(
+            self, sources, destinations, sourceweights, destweights, info, reorder))
+
+    def Create_dist_graph(self, sources: Any, degrees: Any, destinations: Any, weights: Any = None,
+                          info: MPI.Info = _INFO, reorder: bool = False) -> Comm:
+        return self._derive(MPI.Intracomm.Create_dist_graph(self, sources, degrees, destinations, weights, info,
+                                                            reorder))
+
+    @classmethod
+    def Create_from_group(cls, group: MPI.Group, stringtag: str = "org.mpi4py", info: MPI.Info = _INFO,
+                          errhandler: MPI.Errhandler | None = None) -> Comm:
+        """``MPI_Comm_create_from_group``, wrapped: it inherits the state of ``MPI.COMM_WORLD``'s wrapper
+        when one was made (no message beyond MPI's own), else it is wrapped (collective over the group)."""
+        comm = MPI.Intracomm.Create_from_group(group, stringtag, info, errhandler)
+        if comm == MPI.COMM_NULL:
+            return Comm(None)
+        with _LOCK:
+            world = next((s for (h, _), s in _PREDEFINED.items() if h == MPI.COMM_WORLD.handle), None)
+        if world is None or world.private == MPI.COMM_NULL:
+            return Comm(comm)
+        return Comm._derive_from(comm, world)
+
     # -- the end of a communicator: everything mpicoll kept for it goes too ---------------------------------
 
     def Free(self) -> None:
@@ -398,6 +447,46 @@ class Comm(MPI.Intracomm):
 
 
 document(Comm)
+
+
+# -- topology communicators: mpi4py's classes (isinstance, every topology query) and mpicoll's collectives --
+
+
+class Cartcomm(Comm, MPI.Cartcomm):
+    """A Cartesian communicator (``MPI.Cartcomm``) whose collectives are mpicoll's.
+
+    Made by ``Create_cart`` on an :class:`Comm`, or by wrapping an ``MPI.Cartcomm``; ``Sub`` and ``Dup`` give
+    mpicoll communicators too, inheriting this one's state without a message beyond MPI's own.
+    """
+
+    __slots__ = ()
+
+    def Sub(self, remain_dims: Any) -> Cartcomm:
+        return self._derive(MPI.Cartcomm.Sub(self, remain_dims))
+
+
+class Graphcomm(Comm, MPI.Graphcomm):
+    """A graph communicator (``MPI.Graphcomm``) whose collectives are mpicoll's (the neighbourhood
+    collectives are MPI's own)."""
+
+    __slots__ = ()
+
+
+class Distgraphcomm(Comm, MPI.Distgraphcomm):
+    """A distributed graph communicator (``MPI.Distgraphcomm``) whose collectives are mpicoll's (the
+    neighbourhood collectives are MPI's own)."""
+
+    __slots__ = ()
+
+
+def _class_of(comm: MPI.Intracomm) -> type[Comm]:
+    """The mpicoll class of a communicator with ``comm``'s topology (none: :class:`Comm`)."""
+    if comm == MPI.COMM_NULL:
+        return Comm
+    return _TOPOLOGY_CLASSES.get(comm.Get_topology(), Comm)
+
+
+_TOPOLOGY_CLASSES: dict[int, type[Comm]] = {MPI.CART: Cartcomm, MPI.GRAPH: Graphcomm, MPI.DIST_GRAPH: Distgraphcomm}
 
 
 def _state_of(comm: MPI.Intracomm, timeout: float | None) -> CommState:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from mpicoll.calls.table import TABLE
-from mpicoll.runtime import nonblocking, requests, standin, watchdog
+from mpicoll.runtime import nonblocking, requests, standin
 from mpicoll.runtime.datatypes import staging
 from mpicoll.runtime.plan import Plan
 from mpicoll.runtime.state import CommState, Preparation
@@ -46,22 +46,23 @@ def stand_in(state: CommState, method: str, args: tuple, algorithm: str, tag: in
     """Play this rank's part of a call whose checks failed on scratch memory (see :mod:`mpicoll.runtime.standin`),
     so that its peers are not left waiting; the caller raises ``error`` next.
 
-    Every wait is watched: with the communicator's timeout, else ``standin.TIMEOUT`` seconds (a stand-in
-    that does not match what the peers do gives up instead of hanging)."""
+    Every message it sends is marked, so that every peer whose result depends on it raises too; every wait
+    is watched: with the communicator's timeout, else ``standin.TIMEOUT`` seconds (a stand-in that does not
+    match what the peers do gives up instead of hanging).  ``request``: the call was a nonblocking one (its
+    part is played here all the same, before its error is raised)."""
     limit = state.timeout or standin.TIMEOUT
 
     def run(plan: Plan | None) -> None:
+        if plan is None:
+            return
+        if plan.device is None:   # host memory: every message marked (see mpicoll.runtime.standin)
+            standin.run_marked(plan.rounds(), state.private, tag, 0, limit, method)
+            return
         req = requests.start(plan, state, tag)
         req.watch = (method, limit, state.rank)
         req.Wait()
 
-    def run_blocking(plan: Plan | None) -> None:
-        if nonblocking.outstanding() or plan is None:
-            run(plan)
-        else:
-            watchdog.execute(plan.rounds(), state.private, tag, method, limit)
-
     def prepare_candidate(name: str, *candidate: Any, algorithm: str) -> Plan | None:
         return prepare(state, name, candidate, algorithm)
 
-    standin.play(state, method, args, algorithm, error, prepare_candidate, run if request else run_blocking)
+    standin.play(state, method, args, algorithm, error, prepare_candidate, run)

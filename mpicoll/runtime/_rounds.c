@@ -18,6 +18,10 @@
  * reduction of a small block, where this object hands the keyword to the ufunc's
  * vectorcall as it is.
  *
+ * A round whose messages raise (a marked message arriving: see mpicoll.runtime.standin) is handed,
+ * with its index and the exception, to the function set by ``on_failure``, which raises what the call
+ * raises; a correct call never reaches it.
+ *
  * The module is optional: when it is not built, mpicoll uses the Python loop.
  */
 #define PY_SSIZE_T_CLEAN
@@ -25,6 +29,7 @@
 #include <stddef.h>   /* offsetof */
 
 static PyObject *exchange;   /* mpicoll.runtime.blocking._exchange(sends, recvs, comm, tag) */
+static PyObject *failed;     /* mpicoll.runtime.standin.continue_marked(bound, comm, tag, round, exc), or NULL */
 static PyObject *s_send, *s_recv, *s_sendrecv;
 static PyObject *out_kwnames;  /* ("out",): the keyword names of an out_call's call */
 
@@ -185,6 +190,29 @@ transfer(PyObject *comm, PyObject *sends, PyObject *recvs, PyObject *tag)
     return 0;
 }
 
+/* round r's messages raised: call failed(bound, comm, tag, r, exc), which raises (an exception stays set) */
+static void
+round_failed(PyObject *bound, PyObject *comm, PyObject *tag, Py_ssize_t r)
+{
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    PyErr_NormalizeException(&type, &value, &traceback);
+    if (traceback != NULL && value != NULL)
+        PyException_SetTraceback(value, traceback);
+    PyObject *index = PyLong_FromSsize_t(r);
+    PyObject *result = index == NULL ? NULL
+        : PyObject_CallFunctionObjArgs(failed, bound, comm, tag, index, value ? value : Py_None, NULL);
+    Py_XDECREF(index);
+    if (result != NULL) {   /* it returned: the round's own error stands */
+        Py_DECREF(result);
+        PyErr_Restore(type, value, traceback);
+        return;
+    }
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(traceback);
+}
+
 static PyObject *
 execute(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
 {
@@ -221,6 +249,8 @@ execute(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
         }
         Py_INCREF(round);
         rc = transfer(comm, PyTuple_GET_ITEM(round, 0), PyTuple_GET_ITEM(round, 1), tag);
+        if (rc < 0 && failed != NULL)
+            round_failed(bound, comm, tag, r);
         PyObject *steps = PyTuple_GET_ITEM(round, 2);
         for (Py_ssize_t s = 0; rc == 0 && s < PyList_GET_SIZE(steps); s++) {
             PyObject *result = PyObject_CallNoArgs(PyList_GET_ITEM(steps, s));
@@ -250,12 +280,28 @@ init(PyObject *self, PyObject *callable)
     Py_RETURN_NONE;
 }
 
+static PyObject *
+on_failure(PyObject *self, PyObject *callable)
+{
+    (void)self;
+    if (!PyCallable_Check(callable)) {
+        PyErr_SetString(PyExc_TypeError, "on_failure(function): function must be callable");
+        return NULL;
+    }
+    Py_INCREF(callable);
+    Py_XSETREF(failed, callable);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"execute", (PyCFunction)(void (*)(void))execute, METH_FASTCALL,
      "execute(bound, comm, tag=0)\n--\n\nRun bound rounds on comm, in order (as mpicoll.runtime.blocking._execute)."},
     {"init", init, METH_O,
      "init(exchange)\n--\n\nThe Python function that runs a round of several messages (mpicoll.runtime.blocking "
      "calls it once)."},
+    {"on_failure", on_failure, METH_O,
+     "on_failure(function)\n--\n\nThe Python function a round whose messages raised is handed to, as "
+     "function(bound, comm, tag, round, exc); it raises what the call raises."},
     {NULL, NULL, 0, NULL},
 };
 

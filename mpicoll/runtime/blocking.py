@@ -5,7 +5,9 @@ raw bytes, so any dtype travels, bfloat16 included; reductions see typed
 views).  :func:`execute` then runs the rounds: a round with exactly one send and
 one receive uses ``Sendrecv``, a lone send or receive uses ``Send``/``Recv``,
 anything else posts every receive and send nonblocking and waits for all; then
-the round's local steps run in order.
+the round's local steps run in order.  A round whose messages raise is handed
+to :func:`mpicoll.runtime.standin.continue_marked` (a peer's stand-in marked
+its messages; a correct call never gets there).
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from mpi4py import MPI
 from mpicoll.ir.layout import Layout
 from mpicoll.ir.schedule import Block, Reduce, Schedule, ScheduleError
 from mpicoll.runtime.compiled import extension
+from mpicoll.runtime.datatypes import byte_message
+from mpicoll.runtime.standin import continue_marked
 
 __all__ = ["bind", "execute", "for_mpi", "BoundRound"]
 
@@ -88,10 +92,11 @@ def for_mpi(bound: list[BoundRound]) -> list[BoundRound]:
     mpi4py reads that form faster than the array itself: the buffer object's
     export is cheap and the datatype is given, where a NumPy array exports a
     format that mpi4py then looks up (about 0.1 us less per message).  What a
-    plan run many times keeps; other messages (GPU arrays) stay as they are.
+    plan run many times keeps; other messages (GPU arrays) stay as they are.  A message of 2^31 bytes
+    or more is one element of a datatype of its size (:func:`~mpicoll.runtime.datatypes.byte_message`).
     """
     def spec(buf: Any) -> Any:
-        return [MPI.buffer(buf), MPI.BYTE] if type(buf) is np.ndarray else buf
+        return byte_message(buf) if type(buf) is np.ndarray else buf
 
     return [([(spec(buf), peer) for buf, peer in sends], [(spec(buf), peer) for buf, peer in recvs], steps)
             for sends, recvs, steps in bound]
@@ -140,20 +145,23 @@ def _execute(bound: list[BoundRound], comm: MPI.Comm, tag: int = 0) -> None:
     The definition of :func:`execute`, which is the same loop compiled
     (``mpicoll/_rounds.c``) when that was built, and this function otherwise.
     """
-    for sends, recvs, steps in bound:
-        if sends:
-            if len(sends) == 1 and not recvs:
-                comm.Send(sends[0][0], sends[0][1], tag)
-            elif len(sends) == 1 and len(recvs) == 1:
-                (sbuf, dest), (rbuf, source) = sends[0], recvs[0]
-                comm.Sendrecv(sbuf, dest, tag, rbuf, source, tag)
-            else:
-                _exchange(sends, recvs, comm, tag)
-        elif recvs:
-            if len(recvs) == 1:
-                comm.Recv(recvs[0][0], recvs[0][1], tag)
-            else:
-                _exchange(sends, recvs, comm, tag)
+    for index, (sends, recvs, steps) in enumerate(bound):
+        try:
+            if sends:
+                if len(sends) == 1 and not recvs:
+                    comm.Send(sends[0][0], sends[0][1], tag)
+                elif len(sends) == 1 and len(recvs) == 1:
+                    (sbuf, dest), (rbuf, source) = sends[0], recvs[0]
+                    comm.Sendrecv(sbuf, dest, tag, rbuf, source, tag)
+                else:
+                    _exchange(sends, recvs, comm, tag)
+            elif recvs:
+                if len(recvs) == 1:
+                    comm.Recv(recvs[0][0], recvs[0][1], tag)
+                else:
+                    _exchange(sends, recvs, comm, tag)
+        except MPI.Exception as exc:    # a marked message (a peer's stand-in): see mpicoll.runtime.standin
+            continue_marked(bound, comm, tag, index, exc)
         for step in steps:
             step()
 
@@ -166,9 +174,10 @@ def _exchange(sends: list[tuple[Any, int]], recvs: list[tuple[Any, int]], comm: 
 
 
 def _compiled_execute(rounds: Any) -> Callable[..., None]:
-    if rounds is None:
+    if rounds is None or not hasattr(rounds, "on_failure"):   # not built, or built from an older _rounds.c
         return _execute
     rounds.init(_exchange)
+    rounds.on_failure(continue_marked)
     return rounds.execute
 
 

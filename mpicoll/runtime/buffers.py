@@ -19,7 +19,7 @@ from mpi4py import MPI
 from mpicoll import errors
 from mpicoll.runtime import datatypes, memory
 
-__all__ = ["Buffer", "VBuffer", "parse", "parse_v", "parse_blocks", "is_in_place", "as_count"]
+__all__ = ["Buffer", "VBuffer", "parse", "parse_v", "parse_blocks", "is_in_place", "as_count", "host_view"]
 
 
 @dataclass(frozen=True)
@@ -77,11 +77,29 @@ def parse(spec: Any, what: str, *, writable: bool = False) -> Buffer:
     writable_array = _is_writable(array)
     units = array.shape[0] // factor
     count = units - displ if count is None else as_count(count, f"{what}: count")
-    if displ + count > units:
-        raise errors.CountError(f"{what}: count {count} at displacement {displ} needs {displ + count} "
-                                f"elements, the buffer has {units}")
-    view = array[displ * factor:(displ + count) * factor]
+    view = _elements(array, displ * factor, (displ + count) * factor, xp, what,
+                     f"count {count} at displacement {displ} needs {displ + count} elements", factor)
     return Buffer(view, array.dtype, count * factor, xp, writable_array, factor, datatype)
+
+
+def _elements(array: Any, lo: int, hi: int, xp: Any, what: str, needs: str, unit: int = 1) -> Any:
+    """Elements ``lo .. hi`` of ``array``, also past its end where the memory is known to be there or
+    cannot be known (an address with a datatype: MPI takes it, see :func:`mpicoll.runtime.memory.known_bounds`).
+
+    Raises
+    ------
+    CountError
+        The elements reach past the memory known to be there (``needs`` says what the call needs).
+    """
+    if hi <= array.shape[0]:
+        return array[lo:hi]
+    k = array.dtype.itemsize
+    bounds = memory.known_bounds(array) if xp is np else (0, array.nbytes)
+    if bounds is not None and hi * k > bounds[1]:
+        raise errors.CountError(f"{what}: {needs}, the buffer has {array.shape[0] // unit}" +
+                                ("" if bounds[1] == array.nbytes else
+                                 f" (the memory it lies in, {bounds[1] // (k * unit)})"))
+    return memory.span_view(array, lo * k, hi * k, array.dtype)
 
 
 def parse_blocks(spec: Any, what: str, blocks: int, *, writable: bool = False) -> Buffer:
@@ -160,10 +178,11 @@ def parse_v(spec: Any, what: str, blocks: int, *, writable: bool = False) -> VBu
         packed = datatypes.pack(array.view(np.uint8), datatype, tm, counts, displs, what, writable=writable)
         return VBuffer(packed.array, tm.element, tuple(c * tm.per for c in counts), packed.offsets, xp,
                        _is_writable(array), 1, _packed_type(tm, datatype))
-    for i, (c, d) in enumerate(zip(counts, displs)):
-        if d + c > units:
-            raise errors.CountError(f"{what}: block {i} (count {c} at displacement {d}) ends past the buffer's "
-                                    f"{units} elements")
+    end = max((d + c for c, d in zip(counts, displs) if c), default=0)
+    if end > units:   # past the object: also fine where the memory is there (see _elements)
+        i, c, d = next((i, c, d) for i, (c, d) in enumerate(zip(counts, displs)) if c and d + c == end)
+        array = _elements(array, 0, end * unit, xp, what,
+                          f"block {i} (count {c} at displacement {d}) needs {end} elements", unit)
     return VBuffer(array, array.dtype, tuple(c * unit for c in counts), tuple(d * unit for d in displs), xp,
                    _is_writable(array), unit, datatype)
 
@@ -255,13 +274,24 @@ def _as_array(obj: Any, what: str) -> tuple[Any, Any]:
     except TypeError:
         pass
     if hasattr(obj, "__dlpack__"):
-        if not memory.dlpack_on_device(obj):
-            return _flat(memory.dlpack_host_view(obj), what), np
+        view = memory.dlpack_view(obj)
+        if view is not None:
+            return _flat(view, what), np
         import cupy  # noqa: PLC0415
 
         return _flat(cupy.from_dlpack(obj), what), cupy
     raise errors.BufferTypeError(f"{what}: expected a buffer (NumPy array, bytes-like, DLPack or CUDA array), "
                                  f"got {type(obj).__name__}")
+
+
+def host_view(obj: Any) -> np.ndarray | None:
+    """A one-dimensional NumPy view of a host buffer of any kind mpi4py takes (NumPy, bytes-like, DLPack or
+    CUDA array interface over host memory), or None: device memory, or not a contiguous buffer."""
+    try:
+        array, xp = _as_array(obj, "buffer")
+    except (errors.MPIError, TypeError, ValueError, BufferError):
+        return None
+    return array if xp is np else None
 
 
 def _flat(arr: Any, what: str) -> Any:

@@ -16,7 +16,8 @@ not handle itself).  The same extension runs the whole hit of a blocking call
 (:func:`mpicoll.comm.dispatch.run_blocking`).  A call's *shape*
 (:func:`shape_key`) is its key without the buffers' addresses.  Calls the key
 cannot describe (derived datatypes, user objects of unknown kind) get None:
-they are not cached.
+they are not cached.  A DLPack tensor with a ``data_ptr()`` (torch) is keyed
+by identity and where its data lie, with no export.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from mpicoll.runtime.ops import Op
 __all__ = ["call_key", "shape_key", "held"]
 
 _PLAIN = (int, str, float, bool, type(None))
-_BUFFERS = frozenset((bytearray, bytes, memoryview, mmap.mmap, array.array))
+_BUFFERS = frozenset((bytearray, bytes, memoryview, mmap.mmap, array.array, MPI.buffer))   # MPI.memory too
 _IN_PLACE = MPI.IN_PLACE
 _buffer = MPI.buffer
 # mpi4py's predefined datatypes and reduction ops are module-level objects alive for the whole run:
@@ -81,6 +82,11 @@ def _memory(obj: Any, spans: list | None = None) -> tuple:
         return (_address(buf, spans), buf.nbytes, buf.readonly, element)
     if backends.on_device(obj):     # a GPU array: keyed by identity, kept alive by the entry (see held)
         return ("device", id(obj), obj.shape, obj.strides, obj.dtype, type(obj))
+    if getattr(t, "__dlpack__", None) is not None and getattr(t, "data_ptr", None) is not None:
+        # a DLPack tensor that says where its data lie (torch): keyed by identity (kept alive by the entry, see
+        # held), data pointer, shape and strides, so that a tensor given other storage or shape misses; a hit
+        # exports nothing (a DLPack export costs more than the whole call)
+        return ("dlpack", id(obj), t, obj.data_ptr(), tuple(obj.shape), obj.stride(), obj.dtype)
     raise _Uncacheable
 
 
@@ -210,7 +216,7 @@ def shape_key(method: str, args: Sequence[Any], algorithm: Any,
 def held(args: Sequence[Any], values: tuple[int, ...] = ()) -> list:
     """The objects the cache entry of a cacheable call keeps alive.
 
-    User-defined ops, GPU arrays and NumPy arrays' dtypes: the key names them by identity.
+    User-defined ops, GPU arrays, DLPack tensors and NumPy arrays' dtypes: the key names them by identity.
     """
     refs: list = []
     for i, a in enumerate(args):
@@ -220,7 +226,7 @@ def held(args: Sequence[Any], values: tuple[int, ...] = ()) -> list:
         if isinstance(obj, (MPI.Op, Op)):
             if id(obj) not in _PREDEFINED_OPS:
                 refs.append(obj)
-        elif backends.on_device(obj):
+        elif backends.on_device(obj) or getattr(type(obj), "__dlpack__", None) is not None:
             refs.append(obj)
         elif isinstance(obj, np.ndarray):
             refs.append(obj.dtype)   # the compiled key names a dtype by identity (small; no user memory)

@@ -3,13 +3,17 @@
 mpicoll's algorithms move and reduce one-dimensional NumPy arrays.  An MPI
 datatype given in a message spec (``[buf, count, datatype]``) becomes:
 
-- a **typed view** of the buffer when the datatype is *dense*: a predefined
-  type, or a chain of ``Dup``/``Create_contiguous`` over one (its elements are
-  its basic elements in order, without gaps);
+- a **typed view** of the buffer when the datatype is *dense*: its elements
+  are its basic elements in order, without gaps (a predefined type, a
+  ``Dup``/``Create_contiguous`` chain over one, and any vector, indexed,
+  struct or subarray whose blocks follow each other: see :func:`_in_order`);
+  this is also how messages of 2^31 elements or bytes and more travel, which
+  ``MPI_Pack`` (an ``int`` count in MPI 3) could not take;
 - a **packed copy** otherwise (vector, indexed, struct, subarray, resized, ...):
   MPI's own ``Datatype.Pack`` gathers the elements the datatype selects into a
   contiguous array before the call, and ``Datatype.Unpack`` scatters a received
-  result back into the user's buffer when the call completes.  Both sides of a
+  result back into the user's buffer when the call completes, in pieces of
+  fewer than 2^31 bytes (MPI 3's ``int`` sizes).  Both sides of a
   message may use different datatypes with the same type signature, as MPI
   allows, because only the packed elements travel.
 
@@ -25,6 +29,7 @@ MPI cannot pack raises ``MPI.ERR_TYPE``.
 from __future__ import annotations
 
 import contextlib
+import math
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -34,10 +39,11 @@ import numpy as np
 from mpi4py import MPI
 
 from mpicoll import errors
+from mpicoll.runtime.memory import known_bounds
 
-__all__ = ["Typemap", "describe", "check_reducible", "Packed", "pack", "stage", "staging", "Staged"]
+__all__ = ["Typemap", "describe", "check_reducible", "Packed", "pack", "stage", "staging", "Staged", "byte_message"]
 
-_DENSE_COMBINERS = ("NAMED", "DUP", "CONTIGUOUS")
+_INT_MAX = 2**31 - 1   # MPI 3's sizes are C ints (MPI_Pack has no large-count form before MPI 4)
 
 
 @dataclass(frozen=True)
@@ -88,21 +94,46 @@ def describe(datatype: MPI.Datatype, what: str) -> Typemap:
 
 
 def _signature(datatype: MPI.Datatype) -> tuple[list[MPI.Datatype], bool]:
-    """(the distinct predefined types of the type signature, whether it is a dense combiner chain)."""
+    """(the distinct predefined types of the type signature, whether its typemap is its bytes in order,
+    without gaps, from its true lower bound)."""
     if datatype.is_predefined:
         return [datatype], True
     base, combiner, params = datatype.decode()
     # decode() hands back new handles for derived constituents: free them once read
     parts = list(params.get("datatypes", ())) if combiner == "STRUCT" else [base]
     found: list[MPI.Datatype] = []
-    dense = combiner in _DENSE_COMBINERS and len(parts) == 1
+    tiles: list[tuple[bool, int]] = []    # per part: whether repeating it gives its bytes in order; its extent
     for part in parts:
-        sub, sub_dense = _signature(part)
-        dense = dense and sub_dense
+        sub, sub_in_order = _signature(part)
+        lb, extent = part.Get_extent()
+        true_lb, true_extent = part.Get_true_extent()
+        tiles.append((sub_in_order and lb == true_lb == 0 and extent == true_extent == part.Get_size(), extent))
         found.extend(t for t in sub if not any(t == f for f in found))
         if not part.is_predefined:
             part.Free()
-    return found, dense
+    return found, all(t for t, _ in tiles) and _in_order(combiner, params, [e for _, e in tiles])
+
+
+def _in_order(combiner: str, params: dict, extents: list[int]) -> bool:
+    """Whether a datatype made by ``combiner`` from parts that tile (each repeated gives its bytes in order,
+    ``extents``: theirs) has its bytes in order without gaps: what a typed view can stand for, however large
+    (a struct of ``vector(1, INT_MAX, INT_MAX)`` and one more element, a full subarray, ...)."""
+    if combiner in ("DUP", "CONTIGUOUS", "RESIZED"):
+        return True
+    if combiner == "VECTOR":
+        return params["count"] <= 1 or params["stride"] == params["blocklength"]
+    if combiner == "HVECTOR":
+        return params["count"] <= 1 or params["stride"] == params["blocklength"] * extents[0]
+    if combiner == "SUBARRAY":
+        return list(params["subsizes"]) == list(params["sizes"])
+    if combiner in ("INDEXED", "HINDEXED", "INDEXED_BLOCK", "HINDEXED_BLOCK", "STRUCT"):
+        displacements = list(params["displacements"])
+        lengths = params.get("blocklengths") or [params["blocklength"]] * len(displacements)
+        sizes = extents if combiner == "STRUCT" else extents * len(displacements)
+        unit = extents[0] if combiner in ("INDEXED", "INDEXED_BLOCK") else 1   # displacements in bytes or extents
+        blocks = [(d * unit, n * e) for d, n, e in zip(displacements, lengths, sizes) if n]
+        return all(start + size == after for (start, size), (after, _) in zip(blocks, blocks[1:]))
+    return False
 
 
 def _numpy(datatype: MPI.Datatype, what: str) -> np.dtype:
@@ -148,40 +179,59 @@ class Packed:
         address = self.raw.ctypes.data + displ * self.typemap.extent
         return MPI.buffer.fromaddress(address, count * self.typemap.extent)
 
-    def pack(self) -> None:
-        """Copy the selected elements of the user's buffer into ``array`` (MPI_Pack)."""
-        out = self.array.view(np.uint8)
+    def _pieces(self) -> Iterator[tuple[MPI.buffer, np.ndarray]]:
+        """(user memory, packed bytes) of each piece: every block split so that a piece's sizes fit an
+        ``int`` (``MPI_Pack`` in MPI 3: its count, its buffer size and its position), each piece packed
+        from position 0 of its own slice."""
+        packed = self.array.view(np.uint8)
+        itemsize, size = self.typemap.element.itemsize, self.typemap.per * self.typemap.element.itemsize
+        step = max(1, _INT_MAX // max(size, self.typemap.extent, 1))
         for count, displ, offset in zip(self.counts, self.displs, self.offsets):
-            if count:
-                self.datatype.Pack(self._user(count, displ), out, offset * self.typemap.element.itemsize,
-                                   MPI.COMM_SELF)
+            for first in range(0, count, step):
+                n = min(step, count - first)
+                start = offset * itemsize + first * size
+                yield self._user(n, displ + first), packed[start:start + n * size]
+
+    def pack(self) -> None:
+        """Copy the selected elements of the user's buffer into ``array`` (MPI_Pack, in pieces)."""
+        for user, out in self._pieces():
+            self.datatype.Pack(user, out, 0, MPI.COMM_SELF)
 
     def unpack(self) -> None:
-        """Copy ``array`` back into the selected elements of the user's buffer (MPI_Unpack)."""
-        src = self.array.view(np.uint8)
-        for count, displ, offset in zip(self.counts, self.displs, self.offsets):
-            if count:
-                self.datatype.Unpack(src, offset * self.typemap.element.itemsize, self._user(count, displ),
-                                     MPI.COMM_SELF)
+        """Copy ``array`` back into the selected elements of the user's buffer (MPI_Unpack, in pieces)."""
+        for user, src in self._pieces():
+            self.datatype.Unpack(src, 0, user, MPI.COMM_SELF)
 
 
 def pack(raw: np.ndarray, datatype: MPI.Datatype, typemap: Typemap, counts: list[int], displs: list[int],
          what: str, *, writable: bool) -> Packed:
     """Pack ``counts[i]`` elements of ``datatype`` at ``displs[i]`` extents of ``raw`` (bytes) for a call.
 
-    Every byte the datatype touches must lie inside ``raw`` (checked here: MPI
-    would read or write past the buffer).  A receive buffer (``writable``) is
-    unpacked when the call completes (see :func:`staging`).
+    Every byte the datatype touches must lie in the memory known to be around
+    ``raw``: the buffer, or the array it is a view of (checked here: MPI would
+    read or write past it); where that memory cannot be known (an
+    ``MPI.memory`` made from an address), mpicoll defers to MPI, as the
+    built-in does (see :func:`mpicoll.runtime.memory.known_bounds`).  A receive
+    buffer (``writable``) is unpacked when the call completes (see :func:`staging`).
     """
     tm = typemap
     if tm.extent <= 0 and any(counts):
         raise errors.DatatypeError(f"{what}: a datatype of extent {tm.extent} cannot describe consecutive elements")
+    if max(tm.per * tm.element.itemsize, tm.extent) > _INT_MAX and any(counts):
+        raise errors.DatatypeError(f"{what}: one element of this datatype spans {tm.extent} bytes, more than MPI's "
+                                   "Pack takes at once (2^31 - 1), and it is not contiguous (pass the data "
+                                   "contiguous, or use the MPI library's own collective)")
+    around: tuple[float, float] | None = None   # the memory known around raw, found when a block leaves it
     for i, (count, displ) in enumerate(zip(counts, displs)):
         if not count:
             continue
         lo = displ * tm.extent + tm.true_lb
         hi = (displ + count - 1) * tm.extent + tm.true_lb + tm.true_extent
-        if lo < 0 or hi > raw.shape[0]:
+        if 0 <= lo and hi <= raw.shape[0]:
+            continue
+        if around is None:
+            around = known_bounds(raw) or (math.inf, math.inf)   # unknown: MPI's to say
+        if lo < -around[0] or hi > around[1]:
             block = f"block {i}: " if len(counts) > 1 else ""
             raise errors.CountError(f"{what}: {block}{count} elements of the datatype at displacement {displ} "
                                     f"span bytes {lo} .. {hi}, the buffer has {raw.shape[0]}")
@@ -267,3 +317,33 @@ def _current() -> Staged:
     if not stack:
         raise RuntimeError("a non-contiguous MPI datatype can only be used in a call through mpicoll.Comm")
     return stack[-1]
+
+
+# -- messages of 2^31 bytes and more ---------------------------------------------------------------------
+
+#: one datatype of n bytes, by n: what a message of n >= 2^31 bytes is sent and received as (bounded: when
+#: full, it is emptied; the plans that hold a datatype keep it alive)
+_BYTES_TYPES: dict[int, MPI.Datatype] = {}
+_BYTES_TYPES_LIMIT = 64
+_CHUNK = 1 << 30
+
+
+def byte_message(view: np.ndarray) -> list:
+    """A message of the bytes of host ``view`` as MPI takes it: ``[buffer, MPI.BYTE]``, or, from 2^31 bytes
+    on (MPI 3's counts are C ints, and mpi4py on such a library has no large-count call), one element of a
+    datatype of that many bytes: a struct of 2^30-byte blocks and the rest.  Both sides of a message build the
+    same type signature (n bytes), so either may be received with ``[buffer, MPI.BYTE]`` where it fits."""
+    n = view.nbytes
+    if n <= _INT_MAX:
+        return [MPI.buffer(view), MPI.BYTE]
+    datatype = _BYTES_TYPES.get(n)
+    if datatype is None:
+        if len(_BYTES_TYPES) >= _BYTES_TYPES_LIMIT:
+            _BYTES_TYPES.clear()
+        chunks, rest = divmod(n, _CHUNK)
+        parts = [MPI.BYTE.Create_contiguous(_CHUNK)] + ([MPI.BYTE.Create_contiguous(rest)] if rest else [])
+        lengths, displs = [chunks] + ([1] if rest else []), [0] + ([chunks * _CHUNK] if rest else [])
+        datatype = _BYTES_TYPES[n] = MPI.Datatype.Create_struct(lengths, displs, parts).Commit()
+        for part in parts:
+            part.Free()
+    return [MPI.buffer(view), 1, datatype]

@@ -4,9 +4,10 @@ mpi4py takes any DLPack producer or ``__cuda_array_interface__`` (CAI) object as
 buffer and hands its address to MPI.  mpicoll computes on host memory with NumPy,
 so it needs a NumPy view of such an object when its memory is host memory:
 
-- DLPack: ``__dlpack__()`` is called exactly once; the capsule is read (not
-  renamed) and kept alive by the view, so that the producer's own capsule
-  destructor frees the tensor when the view goes away, as mpi4py does.
+- DLPack: ``np.from_dlpack`` where NumPy has the element type; otherwise the
+  capsule of one more ``__dlpack__()`` is read (not renamed) and kept alive by
+  the view, so that the producer's own capsule destructor frees the tensor
+  when the view goes away, as mpi4py does.
 - CAI: the pointer is host memory when no CUDA driver is loadable, or when the
   driver says it is not device memory (``cuPointerGetAttribute``); a CUDA-aware
   test suite uses such objects over host memory.
@@ -20,7 +21,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["dlpack_on_device", "dlpack_host_view", "cai_on_device", "cai_host_view"]
+__all__ = ["dlpack_on_device", "dlpack_host_view", "dlpack_view", "cai_on_device", "cai_host_view", "known_bounds",
+           "span_view"]
 
 _KDL_CPU, _KDL_CUDA_HOST = 1, 3          # DLDeviceType values whose memory the CPU can read
 _DL_CODES = {0: "i", 1: "u", 2: "f", 5: "c", 6: "b"}   # DLDataTypeCode -> NumPy kind (6: bool)
@@ -36,8 +38,8 @@ class _DLDataType(ctypes.Structure):
 
 class _DLTensor(ctypes.Structure):
     _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int),
-                ("dtype", _DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
-                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+                ("dtype", _DLDataType), ("shape", ctypes.c_void_p), ("strides", ctypes.c_void_p),
+                ("byte_offset", ctypes.c_uint64)]
 
 
 _capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
@@ -63,21 +65,55 @@ def dlpack_on_device(obj: Any) -> bool:
 
 def dlpack_host_view(obj: Any) -> np.ndarray:
     """A NumPy view of a host DLPack producer; ``__dlpack__`` is called once, its capsule lives with the view."""
+    view = dlpack_view(obj)
+    if view is None:
+        raise BufferError("dlpack_host_view: the DLPack tensor is in device memory")
+    return view
+
+
+def dlpack_view(obj: Any) -> np.ndarray | None:
+    """A NumPy view of a DLPack producer whose memory the CPU can read, else None (device memory: the
+    caller exports it again to its device library).
+
+    NumPy's own reader (``np.from_dlpack``, compiled) takes the element types NumPy has; the others
+    (bfloat16, float8, types NumPy lacks) and device memory are read here from a second export, whose
+    capsule lives with the view; the device is read from the exported tensor.
+    """
+    try:
+        return np.from_dlpack(obj, copy=False)
+    except (TypeError, ValueError, RuntimeError, BufferError):
+        pass
     capsule = obj.__dlpack__()
     address = _capsule_pointer(capsule, b"dltensor")   # raises if the capsule was already consumed
     tensor = _DLTensor.from_address(address)  # a DLManagedTensor starts with its DLTensor
+    if tensor.device.device_type not in (_KDL_CPU, _KDL_CUDA_HOST):
+        return None
     dtype, per = _dl_dtype(tensor.dtype.code, tensor.dtype.bits, tensor.dtype.lanes)
-    shape = tuple(tensor.shape[i] for i in range(tensor.ndim))
-    strides = None if not tensor.strides else tuple(tensor.strides[i] * per for i in range(tensor.ndim))
-    if per != dtype.itemsize:  # an element type NumPy lacks: its bytes (as mpi4py's format "B")
-        shape, strides = shape + (per,), None if strides is None else strides + (1,)
+    ndim = tensor.ndim
+    shape = tuple((ctypes.c_int64 * ndim).from_address(tensor.shape)) if ndim else ()
+    strides = None if not tensor.strides else tuple(
+        s * per for s in (ctypes.c_int64 * ndim).from_address(tensor.strides))
     data = (tensor.data or 0) + tensor.byte_offset
-    interface = {"version": 3, "shape": shape, "typestr": dtype.str, "data": (data, False), "strides": strides}
-    return np.asarray(_Held(interface, capsule))
+    # the interface spells the element by its size; ml_dtypes' types (bfloat16, ...) are a view of that
+    interface = {"version": 3, "shape": shape, "typestr": dtype.str if dtype.isbuiltin == 1 else f"|V{per}",
+                 "data": (data, False), "strides": strides}
+    array = np.asarray(_Held(interface, capsule))
+    return array if array.dtype == dtype else array.view(dtype)
+
+
+#: DLDataTypeCode -> the ml_dtypes name of its 8- or 16-bit element (DLPack 1.1: kDLBfloat = 4, kDLFloat8_* = 7..14)
+_DL_ML_DTYPES = {(4, 16): "bfloat16", (7, 8): "float8_e3m4", (8, 8): "float8_e4m3", (9, 8): "float8_e4m3b11fnuz",
+                 (10, 8): "float8_e4m3fn", (11, 8): "float8_e4m3fnuz", (12, 8): "float8_e5m2",
+                 (13, 8): "float8_e5m2fnuz", (14, 8): "float8_e8m0fnu"}
 
 
 def _dl_dtype(code: int, bits: int, lanes: int) -> tuple[np.dtype, int]:
-    """The NumPy dtype of a DLPack data type and the bytes per element, read as mpi4py reads them."""
+    """The NumPy dtype of a DLPack data type and the bytes per element.
+
+    Every element type is itself: bfloat16 and the float8 types as ``ml_dtypes`` spells them (where it is
+    installed), so that they reduce as what they are.  A type NumPy cannot express is an opaque element of
+    its size (``V<bytes>``): data movement carries it, and a reduction refuses it (never one of its bytes).
+    """
     if code == 2 and lanes == 2 and bits in (32, 64, 8 * np.dtype(np.longdouble).itemsize):
         return np.dtype(np.clongdouble if bits > 64 else f"c{bits // 4}"), bits // 4
     per = (bits * lanes + 7) // 8
@@ -91,7 +127,60 @@ def _dl_dtype(code: int, bits: int, lanes: int) -> tuple[np.dtype, int]:
                 return np.dtype(f"{_DL_CODES[code]}{bits // 8}"), per
             except TypeError:
                 pass
-    return np.dtype("B"), per
+    name = _DL_ML_DTYPES.get((code, bits)) if lanes == 1 else None
+    if name is not None:
+        try:
+            import ml_dtypes  # noqa: PLC0415 (only for these element types)
+
+            return np.dtype(getattr(ml_dtypes, name)), per
+        except (ImportError, AttributeError):
+            pass
+    return np.dtype(f"V{per}"), per
+
+
+def known_bounds(array: np.ndarray) -> tuple[int, int] | None:
+    """The memory known to lie around host ``array``: (bytes before its start, bytes from its start to the
+    end), or None where mpicoll cannot know (an ``MPI.memory`` made from an address, DLPack, CAI).
+
+    A message described by an address and a datatype may reach past the Python object that carries the
+    address (a view into a larger array, a memory object over part of a tensor): MPI takes it, and so does
+    mpicoll where the memory is known to be there, or cannot be known (then it defers to MPI, as the
+    built-in does).  What is known: the NumPy array that owns the memory a view lies in, and the
+    bytes-like object (``bytes``, ``bytearray``, ``array.array``, ``mmap``, a memory object over one)
+    behind it.
+    """
+    owner: Any = array
+    while isinstance(owner, np.ndarray) and owner.base is not None:
+        owner = owner.base
+    if isinstance(owner, memoryview):
+        owner = owner.obj
+    start = array.__array_interface__["data"][0]
+    if isinstance(owner, np.ndarray):
+        lo = owner.__array_interface__["data"][0]
+        return start - lo, lo + owner.nbytes - start
+    from mpi4py import MPI  # noqa: PLC0415 (this module needs no MPI otherwise)
+
+    if isinstance(owner, MPI.buffer):
+        if owner.obj is None:    # made from an address: its length says nothing of the memory around it
+            return None
+        lo, size = owner.address, owner.nbytes
+    else:
+        try:
+            raw = np.frombuffer(owner, np.uint8)
+        except (TypeError, ValueError, BufferError):
+            return None
+        lo, size = raw.__array_interface__["data"][0], raw.nbytes
+    return start - lo, lo + size - start
+
+
+def span_view(array: np.ndarray, start: int, stop: int, dtype: np.dtype) -> np.ndarray:
+    """``dtype`` elements over bytes ``start .. stop`` from the start of host ``array``, which may reach past
+    its end (the caller checked :func:`known_bounds`); writable where ``array`` is."""
+    from mpi4py import MPI  # noqa: PLC0415
+
+    address = array.__array_interface__["data"][0] + start
+    memory = MPI.memory.fromaddress(address, stop - start, readonly=not array.flags.writeable)
+    return np.frombuffer(memory, dtype)
 
 
 def cai_on_device(obj: Any) -> bool:

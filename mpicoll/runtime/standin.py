@@ -11,21 +11,44 @@ buffer as the collective relates them (Gather's root receives p blocks of the
 send count, Scatter's root sends p blocks of the receive count, ...).  The user's
 buffers are never written.  Then the original error is raised.
 
-Only the argument the error names (``"recvbuf: ..."``) is replaced, and only
-NumPy arrays (alone or first in an mpi4py buffer specification).  Where no
-stand-in can be derived (a v-collective's too-small buffer, a root that differs
-between ranks) the rank raises at once; ``MPICOLL_DEBUG=1`` catches those cases
-before any message, and ``MPICOLL_TIMEOUT`` ends any wait that remains.
+Only the argument the error names (``"recvbuf: ..."``) is replaced; the buffer
+may be of any kind mpi4py takes for host memory (NumPy, bytes-like, DLPack,
+CUDA array interface over host memory), alone or first in an mpi4py buffer
+specification.  Where no stand-in can be derived (a v-collective's too-small
+buffer, a root that differs between ranks, a non-root's ``MPI.IN_PLACE`` with no
+receive buffer to size it from) the rank raises at once; ``MPICOLL_DEBUG=1``
+catches those cases before any message, and ``MPICOLL_TIMEOUT`` ends any wait
+that remains.
+
+**Marks.**  A stand-in's data are scratch, so no rank may return a result made
+from them.  Every message a stand-in sends is *marked*: one byte longer than
+the schedule says.  A correct rank receives exactly the length its schedule
+says, so a marked message ends its receive with ``MPI_ERR_TRUNCATE``; nothing
+is checked on the way of a correct call, which therefore costs nothing more.
+The executor hands that error to :func:`continue_marked`: the rank finishes its
+schedule with every later message marked too (and every receive one byte
+longer, taking marked and plain messages alike), then raises
+:class:`~mpicoll.ArgumentError`.  So the mark spreads along the schedule: every
+rank whose result depends on the stand-in's data raises, after playing its part;
+a rank whose result does not depend on it returns normally.  (Marks travel
+through the blocking host executor; a nonblocking request or a GPU transport
+that receives a marked message raises MPI's truncation error instead.)
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from mpi4py import MPI
 
-__all__ = ["stand_in_args", "play", "TIMEOUT"]
+from mpicoll import errors
+from mpicoll.runtime.buffers import host_view
+from mpicoll.runtime.watchdog import CollectiveTimeout
+
+__all__ = ["stand_in_args", "play", "TIMEOUT", "run_marked", "continue_marked", "is_mark"]
 
 # seconds a stand-in may wait without progress when the communicator has no timeout of its own:
 # a stand-in that does not match what the peers do (their arguments are wrong too) gives up
@@ -39,20 +62,27 @@ _RECV_OVER_SEND: dict[str, Callable[[int], float]] = {
 _BUFFERS = ("buf", "sendbuf", "recvbuf")
 
 
+def _host_view(obj: Any) -> np.ndarray | None:
+    """A NumPy view of a host buffer of any kind mpi4py takes, or None (device memory, not a buffer)."""
+    if isinstance(obj, np.ndarray):
+        return obj
+    if obj is None or obj is MPI.IN_PLACE or isinstance(obj, (int, float, str)):
+        return None
+    return host_view(obj)
+
+
 def _array(spec: Any) -> np.ndarray | None:
-    """The NumPy array of a buffer argument (alone or first in a list/tuple spec), or None."""
-    if isinstance(spec, np.ndarray):
-        return spec
-    if isinstance(spec, (list, tuple)) and spec and isinstance(spec[0], np.ndarray):
-        return spec[0]
-    return None
+    """The host array of a buffer argument (alone or first in a list/tuple spec), or None."""
+    if isinstance(spec, (list, tuple)):
+        return _host_view(spec[0]) if spec else None
+    return _host_view(spec)
 
 
 def _with_array(spec: Any, array: np.ndarray) -> Any:
-    """``spec`` with its array replaced by ``array``."""
-    if isinstance(spec, np.ndarray):
-        return array
-    return type(spec)([array, *spec[1:]])
+    """``spec`` with its buffer replaced by ``array``."""
+    if isinstance(spec, (list, tuple)):
+        return type(spec)([array, *spec[1:]])
+    return array
 
 
 def stand_in_args(method: str, args: tuple, error: BaseException, size: int) -> list[tuple]:
@@ -68,7 +98,7 @@ def stand_in_args(method: str, args: tuple, error: BaseException, size: int) -> 
     if bad is not None:   # read-only, not contiguous, ...: a writable copy of the same elements
         candidates.append(_with_array(spec, np.array(bad.reshape(-1), order="C")))
     other = _array(args[1 - index]) if method != "Bcast" and len(args) > 1 else None
-    if other is not None and isinstance(args[1 - index], np.ndarray):
+    if other is not None and not isinstance(args[1 - index], (list, tuple)):
         ratio = _RECV_OVER_SEND.get(method, lambda p: 1)(size)
         count = other.size * ratio if index == 1 else other.size / ratio
         if count == int(count):
@@ -97,3 +127,66 @@ def play(comm: Any, method: str, args: tuple, algorithm: str, error: BaseExcepti
             pass
         return True
     return False
+
+
+# -- marks: a stand-in's messages are one byte longer, and so is every message that depends on them ------
+
+#: the byte that makes a message marked (its value is never read: the length is the mark)
+MARK = np.uint8(0x4D)
+
+
+def is_mark(exc: BaseException) -> bool:
+    """Whether ``exc`` (raised by a round's receive) is a marked message arriving: MPI's truncation error
+    (``MPI_ERR_IN_STATUS`` from a round of several messages, where each completed)."""
+    return isinstance(exc, MPI.Exception) and not isinstance(exc, errors.MPIError) and \
+        exc.Get_error_class() in (MPI.ERR_TRUNCATE, MPI.ERR_IN_STATUS)
+
+
+def _marked_copy(buf: Any) -> np.ndarray:
+    """The bytes of message ``buf`` (a host array or ``[MPI.buffer, MPI.BYTE]``) with the mark appended."""
+    data = np.frombuffer(buf[0], np.uint8) if isinstance(buf, list) else np.asarray(buf).view(np.uint8)
+    out = np.empty(data.size + 1, np.uint8)
+    out[:-1] = data.reshape(-1)
+    out[-1] = MARK
+    return out
+
+
+def _length(buf: Any) -> int:
+    return len(buf[0]) if isinstance(buf, list) else np.asarray(buf).nbytes
+
+
+def run_marked(bound: list, comm: MPI.Comm, tag: int, start: int = 0, limit: float = TIMEOUT,
+               what: str = "a call") -> None:
+    """Play rounds ``start ..`` of bound rounds (see :func:`mpicoll.runtime.blocking.bind`) marked: every
+    send one byte longer, every receive into scratch one byte longer (a plain or a marked message fits);
+    local steps are skipped (the data are scratch).  Raises :class:`~mpicoll.CollectiveTimeout` after
+    ``limit`` seconds without progress (the peers did something else)."""
+    rank = comm.Get_rank()
+    for t, (sends, recvs, _steps) in enumerate(bound[start:], start):
+        requests = [comm.Irecv(np.empty(_length(buf) + 1, np.uint8), peer, tag) for buf, peer in recvs]
+        requests += [comm.Isend(_marked_copy(buf), peer, tag) for buf, peer in sends]
+        last, spins = time.monotonic(), 0
+        while not MPI.Request.Testall(requests):
+            spins += 1
+            if time.monotonic() - last > limit:
+                for req in requests:
+                    if req != MPI.REQUEST_NULL:
+                        req.Cancel()
+                peers = sorted({p for _, p in recvs} | {p for _, p in sends})
+                raise CollectiveTimeout(what, t, peers, limit, rank)
+            if spins > 64:
+                time.sleep(0 if spins < 4096 else 0.0002)
+
+
+def continue_marked(bound: list, comm: MPI.Comm, tag: int, index: int, exc: BaseException) -> None:
+    """What a blocking executor does when round ``index`` of ``bound`` raised ``exc``: re-raise it, unless
+    it is a marked message arriving (:func:`is_mark`); then the round's messages are complete (MPI
+    completes every request of a failed ``Waitall``), the rest of the schedule is played marked, and
+    :class:`~mpicoll.ArgumentError` is raised."""
+    if not is_mark(exc):
+        raise exc
+    run_marked(bound, comm, tag, index + 1)
+    raise errors.ArgumentError(
+        f"rank {comm.Get_rank()}: a peer's arguments were rejected (it raised, after playing its part on "
+        "scratch memory), and this rank's result depends on that peer's data; this rank played its part "
+        "and abandoned the call") from exc
