@@ -51,7 +51,7 @@ from mpi4py import MPI
 from mpicoll import config
 from mpicoll.runtime import nonblocking
 
-__all__ = ["enabled", "running", "POLL_MIN", "POLL_MAX", "LINGER", "EXIT_GRACE"]
+__all__ = ["enabled", "running", "pause", "resume", "POLL_MIN", "POLL_MAX", "LINGER", "EXIT_GRACE"]
 
 POLL_MIN = 20e-6     # seconds between polls right after something moved
 POLL_MAX = 1e-3      # ... at most, while nothing moves
@@ -69,16 +69,20 @@ class _Thread:
         self.wakeup = threading.Event()
         self.asleep = False
         self.stopping = False
+        self.paused = False
         self.thread = threading.Thread(target=self.run, name="mpicoll-progress", daemon=True)
 
     def wake(self) -> None:
         """A request started: make sure the thread polls (what every request's start calls)."""
-        if self.asleep:
+        if self.asleep and not self.paused:
             self.wakeup.set()
 
     def run(self) -> None:
         delay, last_seen = POLL_MIN, time.monotonic()
         while not self.stopping:
+            if self.paused:
+                self.sleep()
+                continue
             requests = nonblocking.requests_outstanding()
             if requests:
                 last_seen = time.monotonic()
@@ -93,7 +97,7 @@ class _Thread:
         """Sleep until a request starts (the flag first, then the check: a start in between is seen)."""
         self.wakeup.clear()
         self.asleep = True
-        if not nonblocking.requests_outstanding() and not self.stopping:
+        if (self.paused or not nonblocking.requests_outstanding()) and not self.stopping:
             self.wakeup.wait()
         self.asleep = False
 
@@ -133,6 +137,24 @@ def first_request() -> None:
         progress = _STATE["thread"] = _Thread()
         progress.thread.start()
         hooks.append(progress.wake)
+
+
+def pause() -> None:
+    """Stop advancing requests from the progress thread until :func:`resume` (for measuring what it brings:
+    ``mpicoll.bench.overlap``); the thread sleeps, requests advance inside mpicoll's calls only."""
+    progress = _STATE["thread"]
+    if progress is not None:
+        progress.paused = True
+        while not progress.asleep:      # it finishes the poll it is in (a few microseconds)
+            time.sleep(POLL_MIN)
+
+
+def resume() -> None:
+    """Undo :func:`pause`."""
+    progress = _STATE["thread"]
+    if progress is not None:
+        progress.paused = False
+        progress.wakeup.set()
 
 
 def _at_exit() -> None:
