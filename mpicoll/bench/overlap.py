@@ -37,8 +37,8 @@ import numpy as np
 from mpi4py import MPI
 
 import mpicoll
-from mpicoll.runtime import progress
 from mpicoll.bench.report import human
+from mpicoll.runtime import progress
 from mpicoll.tools.units import parse_size
 
 __all__ = ["main", "VARIANTS"]
@@ -110,10 +110,11 @@ def measure(comm: mpicoll.Comm, collective: str, nbytes: int, repeat: int) -> di
         for v in VARIANTS:
             if v == "mpicoll, no thread":
                 progress.pause()
+            start = starts[v]
             try:
-                times[v]["comm"].append(_slowest(world, lambda: starts[v]().Wait()))
+                times[v]["comm"].append(_slowest(world, lambda: start().Wait()))   # noqa: B023 - called at once
                 times[v]["compute"].append(_slowest(world, lambda: _compute(passes, work)))
-                times[v]["both"].append(_slowest(world, lambda: both(starts[v])))
+                times[v]["both"].append(_slowest(world, lambda: both(start)))      # noqa: B023 - called at once
             finally:
                 progress.resume()
     return {v: {k: float(np.median(ts)) for k, ts in kinds.items()} for v, kinds in times.items()}
