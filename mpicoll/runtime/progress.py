@@ -53,7 +53,7 @@ from mpicoll.runtime import nonblocking
 
 __all__ = ["enabled", "running", "pause", "resume", "POLL_MIN", "POLL_MAX", "LINGER", "EXIT_GRACE"]
 
-POLL_MIN = 20e-6     # seconds between polls right after something moved
+POLL_MIN = 100e-6    # seconds between polls right after something moved
 POLL_MAX = 1e-3      # ... at most, while nothing moves
 LINGER = 0.01        # seconds the thread keeps polling after the last request finished
 EXIT_GRACE = 2.0     # seconds outstanding requests get to complete at exit
