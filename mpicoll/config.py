@@ -25,6 +25,8 @@ variable                   value                                                
 ``MPICOLL_CUDA_AWARE``     1 or 0: whether the MPI library takes device buffers            asked
 ``MPICOLL_GPU_SEGMENT``    bytes of the staged transport's pipeline unit (positive)        1 MiB
 ``MPICOLL_NO_EXTENSIONS``  1: run the Python definitions of the compiled hot path          0
+``MPICOLL_PROGRESS``       1 or 0: a thread advances outstanding requests (needs            1
+                           ``MPI_THREAD_MULTIPLE``; see ``docs/nonblocking.md``)
 =========================  ==============================================================  ===========
 """
 
@@ -55,6 +57,7 @@ class Config:
     cuda_aware: bool | None = None
     gpu_segment: int = 1 << 20
     no_extensions: bool = False
+    progress: bool = True      # a progress thread advances outstanding requests (mpicoll.runtime.progress)
 
 
 # -- one parser per kind of value ---------------------------------------------------------------------
@@ -161,6 +164,7 @@ def read(env: Mapping[str, str] | None = None) -> Config:
         cuda_aware=_flag(env, "MPICOLL_CUDA_AWARE"),
         gpu_segment=segment if segment is not None else 1 << 20,
         no_extensions=bool(_flag(env, "MPICOLL_NO_EXTENSIONS")),
+        progress=_flag(env, "MPICOLL_PROGRESS") is not False,
     )
 
 

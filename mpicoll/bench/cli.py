@@ -6,6 +6,7 @@ Run it like the OSU micro-benchmarks or nccl-tests::
     mpirun -n 2 python -m mpicoll.bench allreduce bcast --algorithms ring,auto --json out.json
     python -m mpicoll.launch -n 2 -m mpicoll.bench --style osu all --buffer mmap      # OSU's columns
     python -m mpicoll.launch -n 2 -m mpicoll.bench --style nccl allreduce --sizes 8:64M:2   # nccl-tests' columns
+    python -m mpicoll.launch -n 2 -m mpicoll.bench overlap     # nonblocking overlap (mpicoll.bench.overlap)
 
 ``--style table`` (the default): for every size, every algorithm of the
 collective, ``auto`` (with the algorithm it ran), the persistent ``*_init``
@@ -160,6 +161,11 @@ def main(argv: list[str] | None = None, comm: MPI.Intracomm | None = None) -> li
     ``comm`` (default ``MPI.COMM_WORLD``) is wrapped in :class:`mpicoll.Comm`
     unless it is one already (a test may pass a subclass of its own).
     """
+    if (sys.argv[1:] if argv is None else argv)[:1] == ["overlap"]:     # python -m mpicoll.bench overlap ...
+        from mpicoll.bench import overlap  # noqa: PLC0415 - its own command line
+
+        overlap.main((sys.argv[1:] if argv is None else argv)[1:])
+        return []
     ap = _parser()
     args = ap.parse_args(argv)
     if args.iters < 1 or args.warmup < 0:

@@ -79,7 +79,7 @@ def run(state: CommState, method: str, algorithm: str, args: tuple, tag: int, ke
 def start(state: CommState, method: str, args: tuple, algorithm: str, tag: int) -> Any:
     """A nonblocking collective on the careful path: its request carries the timeout into ``Wait``."""
     plan = _checked(state, method, args, algorithm, tag, request=True)
-    req = requests.start(plan, state, tag)
+    req = requests.start(plan, state, tag, keep=args)
     if state.timeout is not None:
         req.watch = (method, state.timeout, state.rank)
     if state.debug >= 2:

@@ -82,7 +82,7 @@ def start(comm: Any, method: str, args: tuple, algorithm: str) -> Request:
     except Exception as exc:
         stand_in(state, method, args, algorithm, tag, exc, request=True)
         raise
-    return requests.start(plan, state, tag, lent=lent)
+    return requests.start(plan, state, tag, lent=lent, keep=args)
 
 
 def _lend(state: CommState, method: str, args: tuple, algorithm: str) -> tuple[Plan | None, bool]:
@@ -120,7 +120,7 @@ def init(comm: Any, method: str, args: tuple, algorithm: str) -> Prequest:
         def rebuild() -> Plan | None:   # GPU buffers staged in, datatypes packed again, at every start
             plan.begin()
             return None
-    return requests.persistent(plan, state, tag, rebuild)
+    return requests.persistent(plan, state, tag, rebuild, keep=args)
 
 
 def _state(comm: Any) -> CommState:

@@ -191,12 +191,14 @@ MismatchError, ArgumentError, CollectiveTimeout
 
 _NONBLOCKING = """Nonblocking :meth:`{method}` (MPI_I{lower}).
 
-Same parameters as :meth:`{method}`; leave the buffers alone until the request completes.
+Same parameters as :meth:`{method}`; leave the buffers' contents alone until the request completes (the
+request keeps the buffers themselves alive).
 
 Returns
 -------
 Request
-    Complete it with ``Wait()``, ``Test()`` or ``mpicoll.Request.Waitall``.
+    An ``MPI.Request``: complete it with ``Wait()``, ``Test()``, or mpi4py's ``MPI.Request.Waitall`` and its
+    relatives, with mpi4py's own requests in the same list.
 """ + _RAISES
 
 _PERSISTENT = """Persistent :meth:`{method}` (MPI_{method}_init): bound once, run by every ``Start()``.
@@ -207,7 +209,8 @@ are bound once: their contents may change between starts, not their memory.
 Returns
 -------
 Prequest
-    Start it with ``Start()`` (or ``mpicoll.Prequest.Startall``), complete it like a :class:`Request`.
+    An ``MPI.Prequest``: start it with ``Start()`` or ``mpicoll.Prequest.Startall`` (not ``MPI.Prequest.Startall``,
+    which cannot start it), complete it like a :class:`Request`.
 """ + _RAISES
 
 

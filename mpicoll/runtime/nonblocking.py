@@ -1,21 +1,32 @@
-"""The nonblocking and persistent executor (the engine): a schedule advanced round by round by Test and Wait.
+"""The nonblocking and persistent executor (the engine): a schedule advanced round by round.
 
 A collective's bound rounds (see :func:`mpicoll.runtime.blocking.bind`) become a
 small state machine.  Starting it posts round 0's receives and sends; from then
-on, every ``Test`` or ``Wait`` on *any* mpicoll request of this process moves
-*every* started one forward as far as its messages allow: when all of a round's
-messages are complete, its local steps (reductions, copies) run and the next
-round is posted.  There is no thread: progress happens inside mpicoll's calls,
-the weak-progress model of MPI itself (see ``docs/nonblocking.md``).
+on, whoever advances it moves it as far as its messages allow: when all of a
+round's messages are complete, its local steps (reductions, copies) run and the
+next round is posted.  Two kinds of callers advance requests:
 
-The requests themselves (:class:`~mpicoll.runtime.requests.Request`,
-:class:`~mpicoll.runtime.requests.Prequest`) are in :mod:`mpicoll.runtime.requests`;
-this module holds their common state machine and the engine that advances them.
+- the caller's own mpicoll calls: every ``Test`` or ``Wait`` on *any* mpicoll
+  request of a thread moves *every* started request of that thread (the thread's
+  *engine*);
+- the progress thread (:mod:`mpicoll.runtime.progress`), while requests are
+  outstanding, so that they also complete while the program is inside another
+  library's call (an mpi4py ``Recv``, ``MPI.Request.Waitall``) or computing.
+
+Each engine has a lock (its *guard*): whoever advances a request holds its
+engine's guard, so the messages of one request are only ever tested or waited
+for by one thread at a time, as MPI requires.  A ``Wait`` holds it while it
+blocks; the progress thread only takes a guard that is free.
+
+Every request is an ``MPI.Request`` whose handle is an MPI generalized request
+(``MPI.Grequest``), started when the collective starts and completed when the
+engine finishes it: mpi4py's own functions (``MPI.Request.Waitall``, ``Testany``,
+``Get_status``...) see mpicoll's requests as requests of the MPI library.
 
 Why every request advances every other: rank 0 may wait on request B while
 rank 1 waits on request A; if a Wait moved only its own request, A would never
 finish on rank 0 and both would hang.  Likewise a blocking mpicoll collective
-called while requests are outstanding keeps them moving (see :func:`mpicoll.comm.dispatch.run_plan`).
+called while requests are outstanding keeps them moving (see :func:`mpicoll.comm.preparing.run_plan`).
 Each thread has its own engine: threads that use their own communicators never
 run each other's steps.
 
@@ -27,48 +38,64 @@ another.
 
 from __future__ import annotations
 
+import ctypes
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mpi4py import MPI
 
 from mpicoll.runtime import watchdog
 
-if TYPE_CHECKING:
-    pass
-
-__all__ = ["ACTIVE", "ELSEWHERE", "outstanding", "wait_mpi", "progress"]
+__all__ = ["ACTIVE", "ELSEWHERE", "outstanding", "wait_mpi", "progress", "requests_outstanding"]
 
 # request states
 _INACTIVE, _RUNNING, _COMPLETE, _FREED = 0, 1, 2, 3
 
 #: the started, unfinished mpicoll requests of the main thread (its engine, see _engine), and those of every
 #: other thread: the blocking hot path (mpicoll.comm.dispatch) reads both without a call, and takes the slow
-#: path while either is not empty
+#: path while either is not empty; the progress thread advances both
 ACTIVE: list[_Collective] = []
 ELSEWHERE: list[_Collective] = []
-_THREAD = threading.local()   # .engine: this thread's started, unfinished requests (see _engine)
+_THREAD = threading.local()   # .engine: this thread's started, unfinished requests; .guard: its lock (see _engine)
+_MAIN_GUARD = threading.Lock()
 _testall = MPI.Request.Testall
 _waitall = MPI.Request.Waitall
 _waitany = MPI.Request.Waitany
 _startall = MPI.Prequest.Startall
+_mpi_wait = MPI.Request.Wait
+_mpi_get_status = MPI.Request.Get_status
+_mpi_bool = MPI.Request.__bool__
+_grequest = MPI.Grequest.Start
+_addressof = MPI._addressof
+_HANDLE = MPI._sizeof(MPI.Request)
+_memmove = ctypes.memmove
+#: called when a request joins an engine: wakes the progress thread (set by mpicoll.runtime.progress)
+_WAKE: list[Callable[[], None]] = []
 
 
-class _Collective:
-    """One rank's share of one collective call, advanced round by round.
+class _Collective(MPI.Request):
+    """One rank's share of one collective call, advanced round by round; an ``MPI.Request`` to mpi4py.
 
     ``_steps[t]`` are round t's local steps; ``_post(t)`` starts round t's
     messages and returns their MPI requests (``_pending``).  ``finish`` runs when
     the collective completes; ``release`` when the engine is done with it,
-    completed or dropped by an error (a cached plan is given back).
+    completed or dropped by an error (a cached plan is given back).  ``_keep``
+    holds the call's arguments (the user's buffers) until the collective completes.
+
+    The MPI handle is a generalized request started with each run (:meth:`_arm`)
+    and completed by the engine (:meth:`_complete`); waiting for it (here, or in any
+    of mpi4py's functions) frees it, and the handle becomes ``MPI.REQUEST_NULL``.
     """
 
     __slots__ = ("_steps", "_nrounds", "_round", "_pending", "_finish", "_release", "_state", "tag", "watch",
-                 "_engine")
+                 "_engine", "_guard", "_greq", "_keep", "_error")
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> _Collective:
+        return MPI.Request.__new__(cls)   # mpi4py's constructor takes a request to copy, not ours' arguments
 
     def __init__(self, steps: list[list[Callable[[], None]]], finish: Callable[[], None] | None, tag: int,
-                 release: Callable[[], None] | None = None) -> None:
+                 release: Callable[[], None] | None = None, keep: Any = None) -> None:
         self._steps = steps
         self._nrounds = len(steps)
         self._round = 0
@@ -80,26 +107,54 @@ class _Collective:
         self.watch: tuple[str, float, int] | None = None   # (collective, timeout, rank): Wait under the watchdog
         # the requests advanced together with this one: those of the thread that made it (see _engine)
         self._engine: list[_Collective] = _engine()
+        self._guard: threading.Lock = _THREAD.guard
+        self._greq: MPI.Grequest | None = None
+        self._keep = keep
+        self._error: BaseException | None = None
 
     def _post(self, t: int) -> list[MPI.Request]:
         raise NotImplementedError
 
-    # -- the state machine ----------------------------------------------------
+    # -- the generalized request behind the handle ------------------------------------------------------
+
+    def _arm(self) -> None:
+        """Start this run's generalized request and make it this object's MPI handle."""
+        greq = self._greq = _grequest(self._query, None, self._cancelled)
+        _memmove(_addressof(self), _addressof(greq), _HANDLE)
+
+    def _query(self, status: MPI.Status) -> None:
+        """MPI asks for the status of the completed collective: empty, with an error if a step raised."""
+        _empty(status)
+        if self._error is not None:
+            status.Set_error(MPI.ERR_OTHER)
+
+    @staticmethod
+    def _cancelled(completed: bool) -> None:
+        raise RuntimeError("MPI_Cancel on a collective request is erroneous (MPI-4.1 section 6.12)")
+
+    # -- the state machine (the caller holds self._guard) -------------------------------------------
 
     def _launch(self) -> None:
         """Post round 0 (or finish at once when there is nothing to send)."""
-        self._state = _RUNNING
-        self._round = 0
-        if self._nrounds == 0:
-            self._complete()
-            return
-        self._enter()
-        self._pending = self._post(0)
-        if not self._pending:
-            self._advance(False)
+        with self._guard:
+            self._arm()
+            self._state = _RUNNING
+            self._round = 0
+            if self._nrounds == 0:
+                self._complete()
+                return
+            self._enter()
+            self._pending = self._post(0)
+            if not self._pending:
+                self._advance(False)
 
     def _advance(self, block: bool) -> bool:
-        """Run rounds while their messages are complete (waiting for them if ``block``); True when done."""
+        """Run rounds while their messages are complete (waiting for them if ``block``); True when done.
+
+        A step that raises (a user op) ends the request: it is completed with
+        the error, which its ``Wait`` or ``Test`` raises (the round's messages are
+        complete then, so nothing of it is left in flight).
+        """
         steps, t = self._steps, self._round
         while True:
             pending = self._pending
@@ -111,12 +166,11 @@ class _Collective:
             try:
                 for step in steps[t]:
                     step()
-            except BaseException:      # e.g. a user op raised: drop the request rather than retry it forever
-                self._leave()          # (this round's messages are complete: nothing of it is left in flight)
-                self._state, self._pending = _INACTIVE, []
-                if self._release is not None:
-                    self._release()
-                raise
+            except BaseException as exc:      # e.g. a user op raised: drop the request rather than retry it
+                self._leave()
+                self._error = exc
+                self._complete()
+                return True
             t += 1
             if t == self._nrounds:
                 engine = self._engine   # self._leave(), inline: the end of every run of a persistent request
@@ -129,11 +183,13 @@ class _Collective:
             self._pending = self._post(t)
 
     def _enter(self) -> None:
-        """Join the engine (another thread's also joins the list the hot path reads)."""
+        """Join the engine (another thread's also joins the list the hot path reads); wake the progress thread."""
         engine = self._engine
         engine.append(self)
         if engine is not ACTIVE:
             ELSEWHERE.append(self)
+        if _WAKE:
+            _WAKE[0]()
 
     def _leave(self) -> None:
         engine = self._engine
@@ -142,20 +198,51 @@ class _Collective:
             ELSEWHERE.remove(self)
 
     def _complete(self) -> None:
+        """The collective is done: finish it, let go of its buffers, and complete the MPI handle (last: another
+        thread that sees the state complete may wait on the handle at once)."""
         self._pending = []
-        self._state = _COMPLETE
-        if self._finish is not None:
-            self._finish()
-        if self._release is not None:
-            self._release()
+        try:
+            if self._finish is not None and self._error is None:
+                self._finish()
+        except BaseException as exc:
+            self._error = exc
+        finally:
+            if self._release is not None:
+                self._release()
+            self._keep = None          # the buffers are no longer read or written
+            self._state = _COMPLETE
+            self._greq.Complete()
+
+    def _settle(self, status: MPI.Status | None) -> None:
+        """The engine has completed the collective: free its handle (if no MPI call did), raise its error."""
+        error, self._error = self._error, None
+        try:
+            if _mpi_bool(self):
+                _mpi_wait(self, status)     # MPI frees the generalized request; the query fills ``status``
+            elif status is not None:
+                _empty(status)
+        except MPI.Exception:
+            if error is None:
+                raise
+            # the query reported the step's error (MPI_ERR_OTHER): raise the step's own exception instead
+        self._state = _INACTIVE
+        if error is not None:
+            raise error
 
     def _done(self) -> bool:
-        """Whether the engine has finished (progressing everything first); raise if freed."""
-        if self._state == _FREED:
-            raise RuntimeError(f"{self!r} was freed")
+        """Whether the engine has finished, progressing this thread's requests first (if no one else is)."""
         if self._state == _RUNNING:
-            progress(self._engine)
+            guard = self._guard
+            if guard.acquire(blocking=False):
+                try:
+                    progress(self._engine)
+                finally:
+                    guard.release()
         return self._state != _RUNNING
+
+    def _check_not_freed(self, doing: str) -> None:
+        if self._state == _FREED:
+            raise RuntimeError(f"{self!r} was freed: it cannot be {doing}")
 
     # -- mpi4py's names ---------------------------------------------------------
 
@@ -179,20 +266,25 @@ class _Collective:
         CollectiveTimeout
             The communicator has a timeout and the collective made no progress for that long.
         """
-        state = self._state
-        if state == _FREED:
-            raise RuntimeError(f"{self!r} was freed: it cannot be waited on")
-        if state == _RUNNING:
-            if self.watch is not None:      # a timeout was set: poll under the watchdog
-                watchdog.wait(self._done, lambda: list(self._engine), *self.watch)
-            elif len(self._engine) == 1:      # alone: block in MPI round by round, no polling
-                self._advance(True)
-            else:
-                _wait_until(lambda: self._state != _RUNNING, self._engine)
-        self._state = _INACTIVE
-        if status is not None:
+        self._check_not_freed("waited on")
+        if self._state == _RUNNING:
+            with self._guard:       # the progress thread keeps off this engine while the waiting thread drives it
+                if self._state == _RUNNING:
+                    self._wait_locked()
+        if self._state == _COMPLETE:
+            self._settle(status)
+        elif status is not None:
             _empty(status)
         return True
+
+    def _wait_locked(self) -> None:
+        engine = self._engine
+        if self.watch is not None:      # a timeout was set: poll under the watchdog
+            watchdog.wait(lambda: _progressed(self, engine), lambda: list(engine), *self.watch)
+        elif len(engine) == 1:          # alone: block in MPI round by round, no polling
+            self._advance(True)
+        else:
+            _wait_until(lambda: self._state != _RUNNING, engine)
 
     def Test(self, status: MPI.Status | None = None) -> bool:
         """Move every outstanding mpicoll request along, without blocking.
@@ -212,11 +304,48 @@ class _Collective:
         RuntimeError
             The request was freed.
         """
+        self._check_not_freed("tested")
         if not self._done():
             return False
-        self._state = _INACTIVE
-        _empty(status)
+        if self._state == _COMPLETE:
+            self._settle(status)
+        elif status is not None:
+            _empty(status)
         return True
+
+    def Get_status(self, status: MPI.Status | None = None) -> bool:
+        """Whether the collective is complete, without completing the request (``MPI_Request_get_status``).
+
+        Moves this thread's outstanding requests along first.  An inactive or null request is complete.
+        """
+        self._check_not_freed("queried")
+        if not self._done():
+            return False
+        if self._state == _COMPLETE and _mpi_bool(self):
+            return _mpi_get_status(self, status)
+        if status is not None:
+            _empty(status)
+        return True
+
+    def wait(self, status: MPI.Status | None = None) -> None:
+        """``Wait()``; a collective delivers no object, so None (mpi4py's lowercase form)."""
+        self.Wait(status)
+        return None
+
+    def test(self, status: MPI.Status | None = None) -> tuple[bool, None]:
+        """``(Test(), None)``: mpi4py's lowercase form (a collective delivers no object)."""
+        return self.Test(status), None
+
+    def Cancel(self) -> None:
+        """Refused: MPI makes cancelling a collective request erroneous (MPI-4.1 section 6.12).
+
+        Raises
+        ------
+        RuntimeError
+            Always; complete the request with ``Wait()`` instead.
+        """
+        raise RuntimeError(f"{self!r}: a collective request cannot be cancelled (MPI makes MPI_Cancel on it "
+                           "erroneous); complete it with Wait()")
 
     def Free(self) -> None:
         """Release the request.
@@ -226,19 +355,23 @@ class _Collective:
         RuntimeError
             The request is active: MPI forbids freeing an active collective request.
         """
-        if self._state in (_RUNNING, _COMPLETE):
+        if self._state == _RUNNING or (self._state == _COMPLETE and _mpi_bool(self)):
             raise RuntimeError(f"{self!r} is active: complete it with Wait() or Test() before Free()")
         self._state = _FREED
 
-    def __bool__(self) -> bool:
-        """As for ``MPI.Request``: false once completed (a null request) or freed."""
-        return self._state in (_RUNNING, _COMPLETE)
+    def free(self) -> None:
+        """``Free()`` unless freed already (mpi4py's lowercase form)."""
+        if self._state != _FREED:
+            self.Free()
 
     # class-level helpers, as MPI.Request has them; they accept MPI.Request objects too
 
     @staticmethod
     def Waitall(requests: Sequence[Any], statuses: list[MPI.Status] | None = None) -> bool:
         """Wait for every request (mpicoll's or MPI's) in ``requests``.
+
+        Unlike ``MPI.Request.Waitall``, this also works when the progress thread
+        is off (``MPICOLL_PROGRESS=0``): the calling thread drives mpicoll's requests.
 
         Parameters
         ----------
@@ -269,7 +402,7 @@ class _Collective:
         -------
         bool
         """
-        progress()
+        _poke()
         if not all(_is_complete(req) for req in requests):
             return False
         return _Collective.Waitall(requests, statuses)
@@ -292,8 +425,9 @@ class _Collective:
             index, flag = _Collective.Testany(requests, status)
             if flag:
                 return index
-            mine = [i for i, r in enumerate(requests) if isinstance(r, MPI.Request)]
-            k = _block_once([requests[i] for i in mine], status)
+            mine = [i for i, r in enumerate(requests) if not isinstance(r, _Collective)]
+            with _guard():
+                k = _block_once([requests[i] for i in mine], status)
             if k is not None:       # one of the MPI requests completed (MPI has completed it)
                 return mine[k]
 
@@ -312,7 +446,7 @@ class _Collective:
             ``(index, True)`` for a request completed now, ``(MPI.UNDEFINED, True)`` if none is active,
             otherwise ``(MPI.UNDEFINED, False)``; every outstanding request is moved along first.
         """
-        progress()
+        _poke()
         active = False
         for i, req in enumerate(requests):
             if not _is_active(req):
@@ -325,19 +459,29 @@ class _Collective:
 
     @staticmethod
     def Startall(requests: Iterable[Any]) -> None:
-        """Start every persistent request in ``requests``.
+        """Start every persistent request in ``requests``, mpicoll's or MPI's.
+
+        ``MPI.Prequest.Startall`` starts MPI's own persistent requests only
+        (``MPI_Startall`` cannot start a generalized request): pass lists that
+        hold mpicoll's here.
 
         Parameters
         ----------
-        requests : iterable of Prequest
+        requests : iterable of Prequest or MPI.Prequest
 
         Raises
         ------
         RuntimeError
             A request is freed or still active (see :meth:`Prequest.Start`).
         """
+        theirs = []
         for req in requests:
-            req.Start()
+            if isinstance(req, _Collective):
+                req.Start()
+            else:
+                theirs.append(req)
+        if theirs:
+            _startall(theirs)
 
 
 def _engine() -> list[_Collective]:
@@ -345,12 +489,21 @@ def _engine() -> list[_Collective]:
 
     Each thread has its own, so threads that call collectives on their own
     communicators never run each other's steps; a request waited on by another
-    thread still advances with the requests of the thread that made it.
+    thread still advances with the requests of the thread that made it.  Its
+    guard (``_THREAD.guard``) is held by whoever advances them.
     """
     engine = getattr(_THREAD, "engine", None)
     if engine is None:   # the main thread's is ACTIVE: a program without threads keeps one list
-        engine = _THREAD.engine = ACTIVE if threading.current_thread() is threading.main_thread() else []
+        main = threading.current_thread() is threading.main_thread()
+        engine = _THREAD.engine = ACTIVE if main else []
+        _THREAD.guard = _MAIN_GUARD if main else threading.Lock()
     return engine
+
+
+def _guard() -> threading.Lock:
+    """This thread's engine's lock."""
+    _engine()
+    return _THREAD.guard
 
 
 def outstanding() -> bool:
@@ -358,10 +511,58 @@ def outstanding() -> bool:
     return bool(_engine())
 
 
+def requests_outstanding() -> list[_Collective]:
+    """Every thread's started, unfinished requests (a snapshot)."""
+    return ACTIVE + ELSEWHERE
+
+
 def progress(engine: list[_Collective] | None = None) -> None:
-    """Move every outstanding request of ``engine`` (this thread's) as far as its messages allow, without blocking."""
+    """Move every outstanding request of ``engine`` (this thread's) as far as its messages allow, without blocking.
+
+    The caller holds the engine's guard, or is the engine's own thread (whose requests the progress
+    thread only advances under the guard: see :func:`advance_unowned`).
+    """
     for req in list(_engine() if engine is None else engine):
-        req._advance(False)
+        if req._state == _RUNNING:
+            req._advance(False)
+
+
+def _poke() -> None:
+    """Advance this thread's requests unless some thread is driving them already (its guard is taken)."""
+    guard = _guard()
+    if guard.acquire(blocking=False):
+        try:
+            progress()
+        finally:
+            guard.release()
+
+
+def advance_unowned(requests: Iterable[_Collective]) -> bool:
+    """Advance each of ``requests`` whose engine no one is driving now (its guard is free); True if any moved.
+
+    What the progress thread runs: it never waits for a guard, so a thread that
+    blocks in ``Wait`` keeps its engine to itself.
+    """
+    moved = False
+    for req in requests:
+        if not isinstance(req, _Collective):   # (a test's stand-in that makes the hot path take its slow path)
+            continue
+        guard = req._guard
+        if not guard.acquire(blocking=False):
+            continue
+        try:
+            if req._state == _RUNNING:
+                before = req._round
+                try:
+                    req._advance(False)
+                except BaseException as exc:   # an MPI error testing its messages: the request ends with it
+                    req._leave()
+                    req._error = exc
+                    req._complete()
+                moved = moved or req._state != _RUNNING or req._round != before
+        finally:
+            guard.release()
+    return moved
 
 
 def wait_mpi(request: MPI.Request) -> None:
@@ -370,6 +571,11 @@ def wait_mpi(request: MPI.Request) -> None:
 
 
 # -- helpers ---------------------------------------------------------------------------
+
+def _progressed(req: _Collective, engine: list[_Collective]) -> bool:
+    progress(engine)
+    return req._state != _RUNNING
+
 
 def _wait_until(done: Callable[[], bool], engine: list[_Collective]) -> None:
     """Progress ``engine`` until ``done()``, sleeping inside MPI (Waitany) rather than polling in Python."""
@@ -383,8 +589,9 @@ def _block_once(extra: Sequence[MPI.Request], status: MPI.Status | None = None,
                 engine: list[_Collective] | None = None) -> int | None:
     """Block until one message of some outstanding request, or one of ``extra``, completes.
 
-    Returns the index in ``extra`` of the request that completed (MPI has then
-    completed it, as ``Waitany`` does, filling ``status``), or None.
+    The caller holds the engine's guard.  Returns the index in ``extra`` of the
+    request that completed (MPI has then completed it, as ``Waitany`` does,
+    filling ``status``), or None.
     """
     internal = [q for req in (_engine() if engine is None else engine) for q in req._pending]
     if not internal and not any(extra):
@@ -397,12 +604,14 @@ def _wait_one(req: Any, status: MPI.Status | None) -> None:
     if isinstance(req, _Collective):
         req.Wait(status)
     elif isinstance(req, MPI.Request):
-        while _engine():      # keep this thread's mpicoll requests moving while the MPI request is not done
-            progress()
-            if req.Get_status():
-                break
-            if _block_once((req,), status) == 0:
-                return        # Waitany completed it
+        if _engine():
+            with _guard():
+                while _engine():      # keep this thread's mpicoll requests moving while the MPI request is not done
+                    progress()
+                    if req.Get_status():
+                        break
+                    if _block_once((req,), status) == 0:
+                        return        # Waitany completed it
         req.Wait(status)
     else:
         raise TypeError(f"expected a request, got {type(req).__name__}")
@@ -412,7 +621,7 @@ def _is_active(req: Any) -> bool:
     if isinstance(req, _Collective):
         if req._state == _FREED:
             raise RuntimeError(f"{req!r} was freed")
-        return req._state in (_RUNNING, _COMPLETE)
+        return req._state == _RUNNING or (req._state == _COMPLETE and _mpi_bool(req))
     return req != MPI.REQUEST_NULL
 
 

@@ -12,18 +12,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from mpi4py import MPI
 
+from mpicoll.runtime import progress
 from mpicoll.runtime.nonblocking import (
     _COMPLETE,
     _FREED,
     _INACTIVE,
     _RUNNING,
-    ACTIVE,
-    ELSEWHERE,
+    _WAKE,
     _Collective,
+    _mpi_bool,
     _startall,
 )
 
@@ -34,6 +35,8 @@ if TYPE_CHECKING:
 __all__ = ["Request", "Prequest", "start", "persistent"]
 
 
+_WAKE.append(progress.first_request)   # the first request's start decides whether the progress thread runs
+
 _NAMES = {_INACTIVE: "inactive", _RUNNING: "running", _COMPLETE: "complete", _FREED: "freed"}
 
 
@@ -43,9 +46,9 @@ class Request(_Collective):
     __slots__ = ("_rounds", "_irecv", "_isend")
 
     def __init__(self, rounds: list, comm: MPI.Comm | None, tag: int, finish: Callable[[], None] | None,
-                 steps: list[list[Callable[[], None]]] | None = None, release: Callable[[], None] | None = None
-                 ) -> None:
-        super().__init__([steps for _, _, steps in rounds] if steps is None else steps, finish, tag, release)
+                 steps: list[list[Callable[[], None]]] | None = None, release: Callable[[], None] | None = None,
+                 keep: Any = None) -> None:
+        super().__init__([steps for _, _, steps in rounds] if steps is None else steps, finish, tag, release, keep)
         self._rounds = rounds
         if comm is not None:
             self._irecv, self._isend = comm.Irecv, comm.Isend
@@ -59,7 +62,7 @@ class Request(_Collective):
         return f"<mpicoll.Request tag={self.tag} state={_NAMES[self._state]}>"
 
 
-class Prequest(_Collective):
+class Prequest(_Collective, MPI.Prequest):
     """A persistent collective (``comm.Allreduce_init(...)``): ``Start()``, then ``Wait()``/``Test()``, repeatedly.
 
     Everything is bound once at creation: the schedule's views of the buffers,
@@ -67,11 +70,12 @@ class Prequest(_Collective):
     The buffers' *contents* may change between starts, the buffers may not.
     """
 
-    __slots__ = ("_requests", "_rebuild", "_comm")
+    __slots__ = ("_requests", "_rebuild", "_comm", "_held")
 
     def __init__(self, plan: Plan | None, comm: Comm, tag: int,
-                 rebuild: Callable[[], Plan | None] | None = None) -> None:
+                 rebuild: Callable[[], Plan | None] | None = None, keep: Any = None) -> None:
         super().__init__([], None, tag)
+        self._held = keep       # the call's arguments: every start reads and writes their memory, until Free
         self._comm = comm
         self._rebuild = rebuild
         self._requests: list[list[MPI.Prequest]] = []
@@ -110,7 +114,7 @@ class Prequest(_Collective):
             The request was freed, or is still active (``Wait()`` or ``Test()`` it to completion first).
         """
         state = self._state
-        if state != _INACTIVE:
+        if state != _INACTIVE and not (state == _COMPLETE and not _mpi_bool(self)):   # (completed by MPI's Wait)
             raise RuntimeError(f"{self!r} cannot be started: " + ("it was freed" if state == _FREED else
                                "it is still active (Wait() or Test() it to completion first)"))
         if self._rebuild is not None:   # GPU buffers: stage the current device contents in
@@ -118,13 +122,12 @@ class Prequest(_Collective):
             if plan is not None:        # a fresh plan to bind; None: the binding stays
                 self._bind(plan)
         if self._nrounds and self._requests[0]:     # the common case, kept lean: Startall round 0
-            self._state, self._round = _RUNNING, 0
-            engine = self._engine   # self._enter(), inline: every start
-            engine.append(self)
-            if engine is not ACTIVE:
-                ELSEWHERE.append(self)
-            self._pending = reqs = self._requests[0]
-            _startall(reqs)
+            with self._guard:
+                self._arm()
+                self._state, self._round = _RUNNING, 0
+                self._pending = reqs = self._requests[0]
+                _startall(reqs)
+                self._enter()
         else:
             self._launch()
 
@@ -138,9 +141,10 @@ class Prequest(_Collective):
         """
         super().Free()
         self._free_requests()
+        self._held = None
 
     def __bool__(self) -> bool:
-        """As for ``MPI.Prequest``: true until freed."""
+        """As for ``MPI.Prequest``: true until freed (MPI's own functions see an inactive one as a null request)."""
         return self._state != _FREED
 
     def __repr__(self) -> str:
@@ -155,7 +159,7 @@ class Prequest(_Collective):
 
 # -- entry points used by mpicoll.Comm ------------------------------------------------
 
-def start(plan: Plan | None, comm: Comm, tag: int, lent: bool = False) -> Request:
+def start(plan: Plan | None, comm: Comm, tag: int, lent: bool = False, keep: Any = None) -> Request:
     """Start ``plan`` nonblocking on ``comm``'s private communicator with the call's ``tag``.
 
     ``mpicoll.Comm`` draws the tag before it checks the call's arguments, so that
@@ -164,16 +168,21 @@ def start(plan: Plan | None, comm: Comm, tag: int, lent: bool = False) -> Reques
     request runs its rounds bound once and marks it in use (:attr:`Plan.lent`)
     until it finishes or an error drops it (a user op that raised: the round's
     messages are complete then, so the plan is free to serve the next call).
+
+    ``keep`` (the call's arguments) is held by the request until the collective
+    completes: a cached plan views the user's memory by address only, so a
+    temporary buffer handed to the call (``comm.Iallreduce(np.ones(n), y)``)
+    would otherwise be freed while its messages are in flight.
     """
     if plan is None:
         req = Request([], None, tag, None)
     elif lent:
         plan.lent = True
         rounds, steps = plan.request_parts()
-        req = Request(rounds, comm.private, tag, None, steps, partial(_give_back, plan))
+        req = Request(rounds, comm.private, tag, None, steps, partial(_give_back, plan), keep)
     else:
         plan.begin()      # GPU buffers: stage the inputs in
-        req = Request(plan.bound(), comm.private, tag, plan.finish)
+        req = Request(plan.bound(), comm.private, tag, plan.finish, keep=keep)
     req._launch()
     return req
 
@@ -184,11 +193,11 @@ def _give_back(plan: Plan) -> None:
 
 
 def persistent(plan: Plan | None, comm: Comm, tag: int,
-               rebuild: Callable[[], Plan | None] | None = None) -> Prequest:
+               rebuild: Callable[[], Plan | None] | None = None, keep: Any = None) -> Prequest:
     """An inactive persistent request for ``plan`` on ``comm`` with a tag of its own for its whole life.
 
     ``rebuild`` runs at every ``Start`` (for GPU buffers: it stages the device
     buffers' current contents in) and returns a fresh plan to bind, or None to
     keep the binding made here.
     """
-    return Prequest(plan, comm, tag, rebuild)
+    return Prequest(plan, comm, tag, rebuild, keep)

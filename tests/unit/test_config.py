@@ -27,7 +27,7 @@ def test_algo_forces_the_first_item_of_each_collective(monkeypatch):
                                         ("MPICOLL_DEBUG", "yes"), ("MPICOLL_DEBUG", "3"),
                                         ("MPICOLL_NODE_SIZE", "0"), ("MPICOLL_GPU_TRANSPORT", "nvlink"),
                                         ("MPICOLL_CUDA_AWARE", "true"), ("MPICOLL_GPU_SEGMENT", "1M"),
-                                        ("MPICOLL_NO_EXTENSIONS", "yes")])
+                                        ("MPICOLL_NO_EXTENSIONS", "yes"), ("MPICOLL_PROGRESS", "off")])
 def test_malformed_values_are_errors_naming_the_variable(monkeypatch, name, value):
     monkeypatch.setenv(name, value)
     with pytest.raises(ValueError, match=name):
@@ -44,3 +44,8 @@ def test_values_and_reload(monkeypatch):
     config.reload()
     assert config.generation() == generation + 1 and config.current() == settings
     assert config.read({"MPICOLL_TIMEOUT": "2.5"}).timeout == 2.5
+
+
+def test_progress_is_on_unless_set_to_0():
+    assert config.read({}).progress and config.read({"MPICOLL_PROGRESS": "1"}).progress
+    assert not config.read({"MPICOLL_PROGRESS": "0"}).progress

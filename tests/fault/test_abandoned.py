@@ -1,0 +1,72 @@
+"""Requests abandoned at exit end cleanly; without the progress thread the caller still drives them (issue 25).
+
+Each test runs ``tests/fault/abandoned.py CASE`` on 2 processes through ``python -m mpicoll.launch`` with a
+time limit: a hang fails the test and the job is killed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CASES = os.path.join(ROOT, "tests", "fault", "abandoned.py")
+LIMIT = 60          # seconds; each case ends in a few seconds (the exit grace is 2 s)
+
+
+def launch(case: str, **env_vars: str) -> tuple[int, str, float]:
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), **env_vars)
+    for name in ("MPICOLL_DEBUG", "MPICOLL_TIMEOUT", "MPICOLL_PROGRESS"):
+        if name not in env_vars:
+            env.pop(name, None)
+    cmd = [sys.executable, "-m", "mpicoll.launch", "-n", "2", CASES, case]
+    t0 = time.monotonic()
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=LIMIT)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        pytest.fail(f"{case}: no end after {LIMIT} s (a hang)\n{out[-3000:]}")
+    return proc.returncode, out, time.monotonic() - t0
+
+
+def results(out: str) -> dict[int, str]:
+    found = {int(m.group(1)): m.group(2) for m in re.finditer(r"^RESULT rank=(\d) (.*)$", out, re.M)}
+    assert sorted(found) == [0, 1], out[-3000:]
+    return found
+
+
+@pytest.mark.parametrize("progress", ["1", "0"])
+def test_requests_never_waited_for_complete_at_exit(progress):
+    """Every rank starts collectives and exits: the exit gives them time to complete (the thread, or the exit
+    itself drives them), no warning, a clean end."""
+    code, out, _ = launch("exit_unwaited", MPICOLL_PROGRESS=progress)
+    assert code == 0 and set(results(out).values()) == {"started"}, out[-3000:]
+    assert "never completed" not in out, out[-3000:]
+
+
+def test_a_request_its_peers_never_join_is_reported_at_exit():
+    code, out, seconds = launch("exit_abandoned_alone")
+    assert set(results(out).values()) == {"started"}, out[-3000:]
+    assert re.search(r"mpicoll: rank 0 exits with 1 collective request\(s\) never completed", out), out[-3000:]
+    assert seconds < LIMIT
+
+
+def test_progress_off_the_caller_drives_requests():
+    code, out, _ = launch("progress_off", MPICOLL_PROGRESS="0")
+    assert code == 0, out[-3000:]
+    assert set(results(out).values()) == {"thread=False ok=True warned=False"}, out[-3000:]
+
+
+def test_without_thread_multiple_a_warning_and_the_caller_drives_requests():
+    code, out, _ = launch("serialized")
+    assert code == 0, out[-3000:]
+    assert set(results(out).values()) == {"thread=False ok=True warned=True"}, out[-3000:]
