@@ -82,7 +82,7 @@ def _memory(obj: Any, spans: list | None = None) -> tuple:
         return (_address(buf, spans), buf.nbytes, buf.readonly, element)
     if backends.on_device(obj):     # a GPU array: keyed by identity, kept alive by the entry (see held)
         return ("device", id(obj), obj.shape, obj.strides, obj.dtype, type(obj))
-    if getattr(t, "__dlpack__", None) is not None and getattr(t, "data_ptr", None) is not None:
+    if _keyed_by_identity(t):
         # a DLPack tensor that says where its data lie (torch): keyed by identity (kept alive by the entry, see
         # held), data pointer, shape and strides, so that a tensor given other storage or shape misses; a hit
         # exports nothing (a DLPack export costs more than the whole call)
@@ -213,6 +213,11 @@ def shape_key(method: str, args: Sequence[Any], algorithm: Any,
     return _call_key(method, args, algorithm, values, spans), spans
 
 
+def _keyed_by_identity(t: type) -> bool:
+    """A DLPack tensor type that says where its data lie (torch's ``data_ptr()``); NumPy arrays are not."""
+    return getattr(t, "__dlpack__", None) is not None and getattr(t, "data_ptr", None) is not None
+
+
 def held(args: Sequence[Any], values: tuple[int, ...] = ()) -> list:
     """The objects the cache entry of a cacheable call keeps alive.
 
@@ -226,7 +231,7 @@ def held(args: Sequence[Any], values: tuple[int, ...] = ()) -> list:
         if isinstance(obj, (MPI.Op, Op)):
             if id(obj) not in _PREDEFINED_OPS:
                 refs.append(obj)
-        elif backends.on_device(obj) or getattr(type(obj), "__dlpack__", None) is not None:
+        elif backends.on_device(obj) or _keyed_by_identity(type(obj)):
             refs.append(obj)
         elif isinstance(obj, np.ndarray):
             refs.append(obj.dtype)   # the compiled key names a dtype by identity (small; no user memory)
