@@ -199,14 +199,37 @@ def figure(outdir: str, collective: str, algorithm: str, params: dict[str, Any])
             "(click for full size)</figcaption></figure>\n\n")
 
 
+PARAMETERS = {"root": "the root rank (0 <= root < p)",
+              "segments": "how many pieces the vector is pipelined in (auto chooses it from the message size)",
+              "nodes": "which ranks share a node (from the hosts, or ``MPICOLL_NODE_SIZE``)"}
+
+
+def properties(collective: str, algorithm: str) -> str:
+    """The registry's declared properties of the algorithm, in words (the unit tests check each one)."""
+    alg = registry.get(collective, algorithm)
+    items = []
+    if get_spec(collective).reduces:
+        items.append(f"Rank order of the reduction: {alg.order_claim()}.")
+    if alg.rotates:
+        items.append("Rotation: rank r's schedule is rank 0's with every peer and block shifted by r, so "
+                     "the cost model costs rank 0 alone.")
+    if alg.scratch:
+        items.append("Scratch buffers: " + "; ".join(f"``{name}``, {decl.role}" for name, decl in alg.scratch.items())
+                     + ".")
+    else:
+        items.append("Scratch buffers: none (it works in the caller's buffers).")
+    if alg.params:
+        items.append("Parameters: " + "; ".join(f"``{p}``, {PARAMETERS[p]}" for p in alg.params) + ".")
+    return ("**Properties** (declared in the registry; the unit tests prove each symbolically):\n\n"
+            + "\n".join(f"* {item}" for item in items))
+
+
 def algorithm_section(outdir: str, collective: str, algorithm: str) -> str:
     alg = registry.get(collective, algorithm)
     params = {"root": 0} if "root" in alg.params else {}
     text = f".. _{collective}-{algorithm}:\n\n" + _title(algorithm, "-") + "\n" + docstring(collective, algorithm)
     text += "\n\n"
-    if get_spec(collective).reduces:
-        text += ("**Reduction order:** keeps rank order (safe for non-commutative ops) at p = 4: "
-                 f"{'yes' if alg.keeps_order(P) else 'no'}.\n\n")
+    text += properties(collective, algorithm) + "\n\n"
     text += figure(outdir, collective, algorithm, params)
     args = "".join(f", {k}={v!r}" for k, v in params.items())
     text += f"**Schedule** (``print(mpicoll.schedules({collective!r}, {algorithm!r}, {P}{args}))``):\n\n"

@@ -8,6 +8,7 @@ import re
 import pytest
 
 from mpicoll.families import registry
+from mpicoll.ir.contracts import spec as get_spec
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CASES = [(c, a) for c in registry.collectives() for a in registry.algorithms(c)]
@@ -54,4 +55,63 @@ def test_generated_sections_have_every_part(tmp_path):
     assert "**Schedule**" in text and "**State after each round**" in text and "Worked example" in text
     assert (tmp_path / "_mpicoll" / "allreduce-ring-p4.png").exists()
     bcast = pages.algorithm_section(str(tmp_path), "bcast", "binomial")
-    assert "Reduction order" not in bcast and "op = SUM" not in bcast
+    assert "Rank order" not in bcast and "op = SUM" not in bcast
+
+
+def _pages():
+    pytest.importorskip("sphinx")
+    import sys
+
+    sys.path.insert(0, str(ROOT / "docs" / "_ext"))
+    try:
+        import mpicoll_pages
+    finally:
+        sys.path.pop(0)
+    return mpicoll_pages
+
+
+# A paragraph's claim about rank order: kept (positive) or not (negative).
+NEGATIVE = re.compile(r"not (combined )?in rank order|out of rank order|rank order is lost|loses? (the )?rank order|"
+                      r"commutative ops only", re.I)
+POSITIVE = re.compile(r"in rank order|keeps? rank order|rank order is kept", re.I)
+
+
+@pytest.mark.parametrize(("collective", "algorithm"), CASES)
+def test_prose_about_rank_order_agrees_with_the_registry(collective, algorithm):
+    """What 'When it wins' and 'Limitations' say about rank order holds at every p the tests prove (2..17).
+
+    The registry's claim (:meth:`Algorithm.keeps_order`) is itself proved by test_schedules.py's
+    ordered-mode verification in both directions.
+    """
+    alg = registry.get(collective, algorithm)
+    kept = [alg.keeps_order(p) for p in range(2, 18)]
+    doc = " ".join((alg.build.__doc__ or "").split())
+    for label in ("When it wins:", "Limitations:"):
+        para = doc.split(label, 1)[1].split(".  ", 1)[0] if label in doc else ""
+        para = re.split(r"(When it wins:|Limitations:|Cost:)", para)[0]
+        if NEGATIVE.search(para):
+            assert not any(kept), f"{label} says rank order is not kept, the registry keeps it at some p"
+        elif POSITIVE.search(para):
+            assert all(kept), f"{label} says rank order is kept, the registry does not at every p"
+
+
+@pytest.mark.parametrize(("collective", "algorithm"), CASES)
+def test_pages_state_the_registry_properties_and_no_private_names(collective, algorithm):
+    pages = _pages()
+    alg = registry.get(collective, algorithm)
+    props = pages.properties(collective, algorithm)
+    if get_spec(collective).reduces:
+        assert alg.order_claim() in props
+    assert ("Rotation:" in props) == alg.rotates
+    for name in alg.scratch:
+        assert f"``{name}``" in props
+    text = pages.docstring(collective, algorithm) + props
+    assert not re.findall(r"(?<![\w.])_[A-Za-z]\w*", text), "a private name on a page"
+
+
+def test_order_claims_read_like_the_registry():
+    dbt = registry.get("allreduce", "double_binary_tree")
+    assert dbt.order_claim().startswith("kept at even p only")
+    assert registry.get("allreduce", "ring").order_claim().startswith("not kept")
+    assert registry.get("allreduce", "recursive_doubling").order_claim().startswith("kept at every p")
+    assert registry.get("reduce_scatter_block", "recursive_halving").order_claim().startswith("kept for p <= 3")
