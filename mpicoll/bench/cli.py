@@ -55,10 +55,11 @@ from mpicoll.bench import styles
 from mpicoll.bench.report import Progress, human, plot, rows, table, write_csv
 from mpicoll.bench.sweep import cores, run_bench
 from mpicoll.bench.tune import tune, write_tuning
-from mpicoll.bench.variants import AUTO, BUILTIN, COLLECTIVES, PERSISTENT, Collective
+from mpicoll.bench.variants import AUTO, BUILTIN, COLLECTIVES, PERSISTENT, Collective, variants
 from mpicoll.comm.comm import Comm
 from mpicoll.selection import choose as selection
 from mpicoll.selection import tuning
+from mpicoll.tools.cli import Parser
 from mpicoll.tools.units import parse_size
 
 # the names of the module this one was split from, for the programs and tests that use them
@@ -88,7 +89,7 @@ def parse_sizes(text: str) -> list[int]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m mpicoll.bench", description=__doc__.split("\n\n")[0],
+    ap = Parser(prog="python -m mpicoll bench", description=__doc__.split("\n\n")[0],
                                  epilog="--style osu / nccl: see the module docstrings of mpicoll.bench.cli and "
                                         "mpicoll.bench.styles for the columns")
     ap.add_argument("collectives", nargs="*", default=["allreduce"],
@@ -182,10 +183,18 @@ def main(argv: list[str] | None = None, comm: MPI.Intracomm | None = None) -> li
         return results
     if args.buffer != "numpy" or args.root != 0:
         ap.error("--buffer and --root are options of --style osu and --style nccl")
-    names = list(COLLECTIVES) if args.collectives == ["all"] else args.collectives
+    names = list(COLLECTIVES) if args.collectives == ["all"] else [n.lower() for n in args.collectives]
     dtype = args.dtype or "float64"
     if args.tune:
         algorithms = None
+    for name in names:   # every rank finds a wrong name here, before any message
+        if name not in COLLECTIVES:
+            ap.error(f"unknown collective {name!r}; choose from {', '.join(COLLECTIVES)} or all")
+        if args.device == "cpu":
+            try:
+                variants(COLLECTIVES[name], wrapped.size, algorithms)
+            except ValueError as exc:
+                ap.error(str(exc))
     if args.device != "cpu":
         from mpicoll.bench.gpu import run_bench_gpu  # noqa: PLC0415 - imports CuPy when --device gpu
 

@@ -17,12 +17,14 @@ from mpicoll.analysis.cost import Cost, Machine, cost, lower_bound
 from mpicoll.analysis.symbolic import verify
 from mpicoll.families import registry
 from mpicoll.ir.contracts import spec as get_spec
+from mpicoll.ir.schedule import ScheduleSet
 from mpicoll.ir.schedule import ScheduleError
 from mpicoll.selection import choose as selection
 
 __all__ = ["show", "check_cases", "verify_all", "model", "ModelResult", "draw", "calibrate", "SWEEP_SIZES"]
 
 SWEEP_SIZES = (*range(1, 65), 127, 128)
+SHOW_RANKS = 64   # columns of a table that still reads on a wide screen; more: one rank at a time
 
 
 def show(collective: str, algorithm: str, size: int, rank: int | None = None, **params: Any) -> str:
@@ -31,10 +33,20 @@ def show(collective: str, algorithm: str, size: int, rank: int | None = None, **
         raise ValueError(f"-p/size: expected a positive number of ranks, got {size}")
     if rank is not None and not 0 <= rank < size:
         raise ValueError(f"--rank: expected 0 <= rank < {size}, got {rank}")
+    if rank is None and size > SHOW_RANKS:
+        raise ValueError(f"-p: a table of every rank is readable for up to {SHOW_RANKS} ranks, got {size}; "
+                         f"show one rank's column: python -m mpicoll show {collective} {algorithm} -p {size} --rank 0")
     alg = registry.get(collective, algorithm)
     params = _default_params(alg, size, params)
-    sset = registry.schedules(collective, algorithm, size, **params)
-    return sset.table(None if rank is None else [rank])
+    if rank is None:
+        return registry.schedules(collective, algorithm, size, **params).table()
+    # one rank: only its schedule is built (at p = 1024 building all of them takes seconds)
+    one = registry.schedule(collective, algorithm, rank, size, **params)
+    lines = ScheduleSet((one,)).table().split("\n")
+    lines[0] = f"{collective} / {algorithm}: p = {size}, {one.nblocks} blocks; rank {rank}"
+    head = next(i for i, line in enumerate(lines) if line.startswith("round"))
+    lines[head] = lines[head].replace("rank 0", f"rank {rank}")
+    return "\n".join(lines)
 
 
 def _default_params(alg: registry.Algorithm, size: int, params: dict[str, Any]) -> dict[str, Any]:
