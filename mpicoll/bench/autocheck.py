@@ -24,12 +24,12 @@ import sys
 from typing import Any
 
 from mpicoll.bench.cli import parse_sizes
-from mpicoll.tools.cli import Parser, guarded
 from mpicoll.bench.report import human
 from mpicoll.bench.sweep import run_bench
 from mpicoll.bench.variants import AUTO, BUILTIN, COLLECTIVES, PERSISTENT
 from mpicoll.comm.comm import Comm
 from mpicoll.families import registry
+from mpicoll.tools.cli import Parser, guarded
 
 __all__ = ["ratios", "report", "main"]
 

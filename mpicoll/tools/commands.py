@@ -17,8 +17,7 @@ from mpicoll.analysis.cost import Cost, Machine, cost, lower_bound
 from mpicoll.analysis.symbolic import verify
 from mpicoll.families import registry
 from mpicoll.ir.contracts import spec as get_spec
-from mpicoll.ir.schedule import ScheduleSet
-from mpicoll.ir.schedule import ScheduleError
+from mpicoll.ir.schedule import ScheduleError, ScheduleSet
 from mpicoll.selection import choose as selection
 
 __all__ = ["show", "check_cases", "verify_all", "model", "ModelResult", "draw", "calibrate", "SWEEP_SIZES"]
