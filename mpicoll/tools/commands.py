@@ -19,6 +19,8 @@ from mpicoll.families import registry
 from mpicoll.ir.contracts import spec as get_spec
 from mpicoll.ir.schedule import ScheduleError, ScheduleSet
 from mpicoll.selection import choose as selection
+from mpicoll.selection import tuning
+from mpicoll.selection.tuning import Shared
 
 __all__ = ["show", "check_cases", "verify_all", "model", "ModelResult", "draw", "calibrate", "SWEEP_SIZES"]
 
@@ -168,6 +170,7 @@ class ModelResult:
     auto: str | None
     seconds: float
     auto_unknown: str = ""   # why ``auto`` is None (a module it needs could not be imported)
+    tuned: str = ""          # what this machine's tuning file makes auto run instead, and which file
 
     def table(self) -> str:
         lines = [f"{self.collective}, p = {self.size}, {self.nbytes} bytes, constants: {self.machine.name}"
@@ -182,7 +185,10 @@ class ModelResult:
                          f"{_fmt(c.reduction):>12}{c.rounds:>8}  {ratio:7.2f}{mark}"
                          + ("  (sampled ranks)" if c.sampled else ""))
         lines.append(f"  {'lower bound':<22}{_fmt(self.bound):>12}")
-        lines.append(f"  auto chooses: {self.auto}" + (f" ({self.auto_unknown})" if self.auto_unknown else ""))
+        lines.append(f"  auto chooses: {self.auto}" + (f" ({self.auto_unknown})" if self.auto_unknown else
+                                                        " (with these constants and no tuning file)"))
+        if self.tuned:
+            lines.append(f"  on this machine auto runs {self.tuned}")
         return "\n".join(lines)
 
 
@@ -213,15 +219,20 @@ def model(collective: str, size: int, nbytes: int, machine: Machine,
         alg = registry.get(collective, name)
         _, params = selection.choose(collective, name, size=size, nbytes=nbytes, count=max(1, nbytes // 8))
         costs[name] = cost(collective, name, size, nbytes, machine, **_default_params(alg, size, params))
-    auto, unknown = None, ""
-    try:
-        auto, _ = selection.choose(collective, "auto", size=size, nbytes=nbytes, count=max(1, nbytes // 8))
+    auto, unknown, tuned = None, "", ""
+    count = max(1, nbytes // 8)
+    try:   # auto with these constants and no tuning file; then what this machine's tuning file would do
+        auto, _ = selection.choose(collective, "auto", size=size, nbytes=nbytes, count=count,
+                                   agreed=Shared.make(machine, machine.name, {}))
+        band = selection.tuned_choice(collective, size, nbytes) if count >= size else None
+        if band is not None:
+            tuned = f"{band}, decided by the tuning file {tuning.tuning_path()} (bench --tune measured it)"
     except ImportError as exc:   # the "auto" rules sit next to the calls, which import mpi4py
         unknown = f"unknown without {exc.name or 'mpi4py'}"
     except (KeyError, ValueError):
         pass
     return ModelResult(collective, size, nbytes, machine, costs, lower_bound(collective, size, nbytes, machine),
-                       auto, time.perf_counter() - t0, unknown)
+                       auto, time.perf_counter() - t0, unknown, tuned)
 
 
 def draw(collective: str, algorithm: str, size: int, path: str, **params: Any) -> str:
