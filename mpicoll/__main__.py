@@ -94,10 +94,12 @@ def _parser() -> argparse.ArgumentParser:
     m = sub.add_parser("model", help="predicted time of each algorithm (alpha-beta-gamma on the schedules)")
     m.add_argument("collective")
     m.add_argument("--algorithms", help="comma-separated algorithm names (default: all)")
-    m.add_argument("-p", type=_positive, required=True, help="number of ranks")
-    m.add_argument("--bytes", type=_nbytes, required=True, dest="nbytes",
+    m.add_argument("-p", type=_positive, help="number of ranks (needed unless --map)")
+    m.add_argument("--bytes", type=_nbytes, dest="nbytes",
                    help="bytes per rank, e.g. 8, 64K, 1M (the whole vector for gather, scatter, allgather, "
-                        "reduce-scatter, alltoall)")
+                        "reduce-scatter, alltoall; needed unless --map)")
+    m.add_argument("--map", action="store_true",
+                   help="which algorithm wins at p = 2 .. 4096 and 8 B .. 256 MiB (a table; -p, --bytes not needed)")
     m.add_argument("--alpha", type=float, help="seconds per message")
     m.add_argument("--beta", type=float, help="seconds per byte")
     m.add_argument("--gamma", type=float, help="seconds per byte reduced")
@@ -222,6 +224,15 @@ def _run(ns: argparse.Namespace) -> int:
         algs = [a.strip() for a in ns.algorithms.split(",")] if ns.algorithms else None
         for a in algs or []:
             _names(ns.collective, a)
+        if ns.map:
+            if ns.p is not None or ns.nbytes is not None:
+                raise ValueError("--map costs its own grid of p and bytes: drop -p and --bytes")
+            grid = tools.scale_map(ns.collective, _machine(ns), algorithms=algs,
+                                   progress=_progress(time.perf_counter()))
+            print(json.dumps({f"{p},{n}": dict(c) for (p, n), c in grid.cells.items()}) if ns.json else grid.table())
+            return 0
+        if ns.p is None or ns.nbytes is None:
+            raise ValueError("-p and --bytes are needed (or --map for a table of p and bytes)")
         res = tools.model(ns.collective, ns.p, ns.nbytes, _machine(ns), algs,
                           progress=_progress(time.perf_counter()))
         if ns.json:

@@ -328,7 +328,71 @@ class SupportDirective(_Rst):
         return self.render(support_table())
 
 
+# ---------------------------------------------------------------- which algorithm at my scale
+def _machine(name: str):
+    """A preset by name; ``default-local`` is the built-in local constants (not the builder's calibration)."""
+    from mpicoll.analysis.presets import DEFAULT_LOCAL, preset
+
+    return DEFAULT_LOCAL if name == "default-local" else preset(name)
+
+
+def scale_map_figure(grid: Any, path: str) -> None:
+    """The map: one square per (p, bytes), coloured by the winning algorithm, its name written in it."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from mpicoll.analysis.draw import palette
+    from mpicoll.tools.commands import _bytes
+
+    names = sorted({grid.winner(p, n) for p in grid.ranks for n in grid.sizes})
+    colour = dict(zip(names, palette(len(names))))
+    fig, ax = plt.subplots(figsize=(1.6 * len(grid.sizes) + 1.5, 0.62 * len(grid.ranks) + 1.4))
+    for i, p in enumerate(grid.ranks):
+        for j, n in enumerate(grid.sizes):
+            win = grid.winner(p, n)
+            ax.add_patch(plt.Rectangle((j, i), 1, 1, color=colour[win], alpha=0.55))
+            ax.text(j + 0.5, i + 0.5, win.replace("_", " "), ha="center", va="center", fontsize=8, wrap=True)
+    ax.set_xlim(0, len(grid.sizes))
+    ax.set_ylim(0, len(grid.ranks))
+    ax.set_xticks([j + 0.5 for j in range(len(grid.sizes))], [_bytes(n) for n in grid.sizes])
+    ax.set_yticks([i + 0.5 for i in range(len(grid.ranks))], [str(p) for p in grid.ranks])
+    ax.set_xlabel("bytes per rank")
+    ax.set_ylabel("processes p")
+    ax.set_title(f"{grid.collective}: fastest by the cost model\nconstants: {grid.machine.name}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+class ScaleMapDirective(_Rst):
+    """``.. mpicoll-scale-map:: COLLECTIVE PRESET [ALGORITHM,ALGORITHM...]``: the map, the table, the assumptions."""
+
+    required_arguments = 2
+    optional_arguments = 1
+
+    def run(self) -> list[nodes.Node]:
+        from mpicoll.tools.commands import scale_map
+
+        collective, name = self.arguments[:2]
+        algs = self.arguments[2].split(",") if len(self.arguments) > 2 else None
+        grid = scale_map(collective, _machine(name), algorithms=algs)
+        folder = os.path.join(self.env.app.outdir, "_mpicoll")
+        os.makedirs(folder, exist_ok=True)
+        png = f"scale-{collective}-{name}-{len(algs or [])}.png"
+        scale_map_figure(grid, os.path.join(folder, png))
+        command = f"python -m mpicoll model {collective} --map --preset {name.replace('default-local', 'local')}"
+        command += f" --algorithms {self.arguments[2]}" if algs else ""
+        text = (".. raw:: html\n\n"
+                f"   <figure class=\"mpicoll-figure mpicoll-wide\"><a href=\"{{root}}_mpicoll/{png}\">"
+                f"<img src=\"{{root}}_mpicoll/{png}\" alt=\"which {collective} algorithm wins where\"></a>"
+                f"<figcaption>{command}</figcaption></figure>\n\n")
+        return self.render(text + f"``{command}`` prints:\n\n" + _literal(grid.table()))
+
+
 def setup(app: Any) -> dict[str, Any]:
+    app.add_directive("mpicoll-scale-map", ScaleMapDirective)
     app.add_directive("mpicoll-support", SupportDirective)
     app.add_directive("mpicoll-concept", ConceptDirective)
     app.add_directive("mpicoll-algorithms", AlgorithmsDirective)

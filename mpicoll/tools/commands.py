@@ -8,12 +8,14 @@ here.
 from __future__ import annotations
 
 import os
+import textwrap
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from mpicoll.analysis.cost import Cost, Machine, cost, lower_bound
+from mpicoll.analysis.presets import describe
 from mpicoll.analysis.symbolic import verify
 from mpicoll.families import registry
 from mpicoll.ir.contracts import spec as get_spec
@@ -22,7 +24,8 @@ from mpicoll.selection import choose as selection
 from mpicoll.selection import tuning
 from mpicoll.selection.tuning import Shared
 
-__all__ = ["show", "check_cases", "verify_all", "model", "ModelResult", "draw", "calibrate", "SWEEP_SIZES"]
+__all__ = ["show", "check_cases", "verify_all", "model", "ModelResult", "scale_map", "ScaleMap", "draw", "calibrate",
+           "SWEEP_SIZES"]
 
 SWEEP_SIZES = (*range(1, 65), 127, 128)
 SHOW_RANKS = 64   # columns of a table that still reads on a wide screen; more: one rank at a time
@@ -185,6 +188,8 @@ class ModelResult:
                          f"{_fmt(c.reduction):>12}{c.rounds:>8}  {ratio:7.2f}{mark}"
                          + ("  (sampled ranks)" if c.sampled else ""))
         lines.append(f"  {'lower bound':<22}{_fmt(self.bound):>12}")
+        for line in describe(self.machine):
+            lines += textwrap.wrap(line, 110, initial_indent="  assumed: ", subsequent_indent=" " * 11)
         lines.append(f"  auto chooses: {self.auto}" + (f" ({self.auto_unknown})" if self.auto_unknown else
                                                         " (with these constants and no tuning file)"))
         if self.tuned:
@@ -216,9 +221,7 @@ def model(collective: str, size: int, nbytes: int, machine: Machine,
     for i, name in enumerate(names):
         if progress is not None:
             progress(name, i, len(names))
-        alg = registry.get(collective, name)
-        _, params = selection.choose(collective, name, size=size, nbytes=nbytes, count=max(1, nbytes // 8))
-        costs[name] = cost(collective, name, size, nbytes, machine, **_default_params(alg, size, params))
+        costs[name] = _cost(collective, name, size, nbytes, machine)
     auto, unknown, tuned = None, "", ""
     count = max(1, nbytes // 8)
     try:   # auto with these constants and no tuning file; then what this machine's tuning file would do
@@ -233,6 +236,70 @@ def model(collective: str, size: int, nbytes: int, machine: Machine,
         pass
     return ModelResult(collective, size, nbytes, machine, costs, lower_bound(collective, size, nbytes, machine),
                        auto, time.perf_counter() - t0, unknown, tuned)
+
+
+MAP_RANKS = (2, 8, 64, 512, 4096)   # beyond, one cell takes minutes (hierarchical at 24,576: ~25 s a size)
+MAP_BYTES = (8, 1 << 10, 64 << 10, 1 << 20, 16 << 20, 256 << 20)
+
+
+@dataclass
+class ScaleMap:
+    """Which algorithm the cost model says is fastest for each (p, bytes): ``cells[p, n]`` = [(name, s), ...]."""
+
+    collective: str
+    machine: Machine
+    ranks: tuple[int, ...]
+    sizes: tuple[int, ...]
+    cells: dict[tuple[int, int], list[tuple[str, float]]]
+
+    def winner(self, p: int, nbytes: int) -> str:
+        return self.cells[p, nbytes][0][0]
+
+    def table(self) -> str:
+        """Rows p, columns bytes; each cell the winner and how much slower the runner-up is."""
+        head = f"{'p':>7} | " + " | ".join(f"{_bytes(n):>24}" for n in self.sizes)
+        lines = [f"{self.collective}: the fastest algorithm by the cost model, constants: {self.machine.name} "
+                 "(in brackets: how much slower the runner-up is)", head, "-" * len(head)]
+        for p in self.ranks:
+            cells = []
+            for n in self.sizes:
+                ranked = self.cells[p, n]
+                ratio = ranked[1][1] / ranked[0][1] if len(ranked) > 1 and ranked[0][1] > 0 else float("nan")
+                cells.append(f"{ranked[0][0]} (x{ratio:.2g})".rjust(24))
+            lines.append(f"{p:>7} | " + " | ".join(cells))
+        for line in describe(self.machine):
+            lines += textwrap.wrap(line, 110, initial_indent="assumed: ", subsequent_indent=" " * 9)
+        return "\n".join(lines)
+
+
+def _bytes(n: int) -> str:
+    for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            return f"{n // scale} {unit}"
+    return f"{n} B"
+
+
+def scale_map(collective: str, machine: Machine, ranks: Iterable[int] = MAP_RANKS, sizes: Iterable[int] = MAP_BYTES,
+              algorithms: Iterable[str] | None = None,
+              progress: Callable[[str, int, int], None] | None = None) -> ScaleMap:
+    """Cost every algorithm at every (p, bytes) of the grid; each cell's algorithms fastest first."""
+    ranks, sizes = tuple(ranks), tuple(sizes)
+    names = list(algorithms) if algorithms else registry.algorithms(collective)
+    cells = {}
+    for i, p in enumerate(ranks):
+        if progress is not None:
+            progress(f"p = {p}", i, len(ranks))
+        for n in sizes:
+            cells[p, n] = sorted(((name, _cost(collective, name, p, n, machine).time) for name in names),
+                                 key=lambda item: item[1])
+    return ScaleMap(collective, machine, ranks, sizes, cells)
+
+
+def _cost(collective: str, name: str, size: int, nbytes: int, machine: Machine) -> Cost:
+    """The cost model's time of one algorithm with the parameters "auto" would give it (segments)."""
+    alg = registry.get(collective, name)
+    _, params = selection.choose(collective, name, size=size, nbytes=nbytes, count=max(1, nbytes // 8))
+    return cost(collective, name, size, nbytes, machine, **_default_params(alg, size, params))
 
 
 def draw(collective: str, algorithm: str, size: int, path: str, **params: Any) -> str:

@@ -115,3 +115,20 @@ def test_order_claims_read_like_the_registry():
     assert registry.get("allreduce", "ring").order_claim().startswith("not kept")
     assert registry.get("allreduce", "recursive_doubling").order_claim().startswith("kept at every p")
     assert registry.get("reduce_scatter_block", "recursive_halving").order_claim().startswith("kept for p <= 3")
+
+
+def test_the_scale_page_sentences_match_the_model():
+    """docs/scale.rst's sentences about the ring/tree map (nccl-summit) hold for the model."""
+    from mpicoll.analysis.presets import NCCL_SUMMIT
+    from mpicoll.tools.commands import scale_map
+
+    page = (ROOT / "docs" / "scale.rst").read_text()
+    assert "ring wins on 2 and 8 processes and the tree from 64 on, by 34" in page
+    grid = scale_map("allreduce", NCCL_SUMMIT, ranks=(2, 8, 64, 512, 4096), sizes=(8, 256 << 20),
+                     algorithms=("ring", "double_binary_tree"))
+    assert [grid.winner(p, 8) for p in grid.ranks] == ["ring", "ring"] + ["double_binary_tree"] * 3
+    ring, tree = (dict(grid.cells[4096, 8])[a] for a in ("ring", "double_binary_tree"))
+    assert round(ring / tree) == 34
+    for p in grid.ranks:
+        slow, fast = grid.cells[p, 256 << 20][1][1], grid.cells[p, 256 << 20][0][1]
+        assert slow / fast < 1.2

@@ -128,3 +128,18 @@ def test_bench_usage_errors_under_mpi_are_one_line_on_one_rank(argv, expected):
     err = proc.stderr + proc.stdout
     assert proc.returncode == 2
     assert err.count(expected) == 1 and "Traceback" not in err and "MPI_ABORT" not in err
+
+
+def test_the_nccl_summit_figures_quoted_in_presets_hold():
+    """mpicoll.analysis.presets quotes the model's tree times against NCCL's published ones."""
+    from mpicoll.analysis.presets import NCCL_SUMMIT
+
+    assert cost("allreduce", "double_binary_tree", 96, 8, NCCL_SUMMIT).time == pytest.approx(114e-6, rel=0.01)
+    assert cost("allreduce", "double_binary_tree", 24576, 8, NCCL_SUMMIT).time == pytest.approx(277e-6, rel=0.01)
+
+
+def test_model_states_the_assumptions_of_its_constants(capsys):
+    assert main(["model", "allreduce", "-p", "96", "--bytes", "8", "--preset", "nccl-summit"]) == 0
+    out = capsys.readouterr().out
+    assert "double_binary_tree: alpha 5.1 us per message between nodes instead of 0.9 us" in out
+    assert "every other algorithm pays the ring's 0.9 us" in out and "proxy thread" in out
