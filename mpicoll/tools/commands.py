@@ -24,8 +24,8 @@ from mpicoll.selection import choose as selection
 from mpicoll.selection import tuning
 from mpicoll.selection.tuning import Shared
 
-__all__ = ["show", "check_cases", "verify_all", "model", "ModelResult", "scale_map", "ScaleMap", "draw", "calibrate",
-           "SWEEP_SIZES"]
+__all__ = ["show", "check_cases", "count_cases", "verify_all", "model", "ModelResult", "scale_map", "ScaleMap",
+           "draw", "calibrate", "SWEEP_SIZES"]
 
 SWEEP_SIZES = (*range(1, 65), 127, 128)
 SHOW_RANKS = 64   # columns of a table that still reads on a wide screen; more: one rank at a time
@@ -126,6 +126,15 @@ def verify_all(collectives: Iterable[str] | None = None, algorithms: Iterable[st
                     for place in forms:
                         yield Checked(coll, name, size, params, place)
                     del sset
+
+
+def count_cases(sizes: Iterable[int] = SWEEP_SIZES) -> tuple[int, int, int]:
+    """(algorithms, collectives, cases) that ``python -m mpicoll verify`` checks at ``sizes``, without checking."""
+    sizes = list(sizes)
+    cases = sum(len(check_cases(coll, name, size)) * (2 if get_spec(coll).in_place else 1)
+                for coll in registry.collectives() for name in registry.algorithms(coll) for size in sizes)
+    algorithms = sum(len(registry.algorithms(c)) for c in registry.collectives())
+    return algorithms, len(registry.collectives()), cases
 
 
 PARALLEL_FROM = 512  # from this size on, the two forms are checked in two processes

@@ -132,3 +132,23 @@ def test_the_scale_page_sentences_match_the_model():
     for p in grid.ranks:
         slow, fast = grid.cells[p, 256 << 20][1][1], grid.cells[p, 256 << 20][0][1]
         assert slow / fast < 1.2
+
+
+def test_readme_algorithm_table_lists_every_registered_algorithm():
+    """Each row "A, B / C | x, y / z" maps collectives A and B to x, y and C to z: exactly the registry's."""
+    listed = {}
+    for line in (ROOT / "README.md").read_text().splitlines():
+        if line.startswith("| ") and not line.startswith(("| collective", "|---")):
+            label, algs = [cell.strip() for cell in line.strip("|").split("|")]
+            for colls, names in zip(label.split(" / "), algs.split(" / ")):
+                for coll in colls.split(", "):
+                    listed[coll.lower()] = sorted(names.split(", "))
+    assert listed == {c: sorted(registry.algorithms(c)) for c in registry.collectives()}
+
+
+def test_counts_in_the_tooling_page_are_the_registry_s():
+    from mpicoll.tools.commands import count_cases
+
+    algorithms, collectives, cases = count_cases()
+    text = " ".join((ROOT / "docs" / "tooling.md").read_text().split())
+    assert f"({algorithms} algorithms of {collectives} collectives, {cases:,} cases)" in text
