@@ -106,7 +106,8 @@ def concept_page(name: str) -> str:
     title, call, torch_name, what, bound, before, after = CONCEPTS[name]
     text = _title(title) + "\n" + what + "\n\n"
     text += f"mpi4py / mpicoll: ``{call}``; PyTorch: ``torch.distributed.{torch_name}``.\n\n"
-    text += f"Least possible time (any algorithm; n = bytes of the whole vector): {bound}.\n\n"
+    text += (f"Least possible time (any algorithm; n = bytes of the whole vector): {bound} "
+             "(alpha, beta, gamma: the :ref:`glossary <glossary>`).\n\n")
     blocky = name in ("allreduce", "reduce_scatter", "alltoall")
     legend = "letter = block, digit = whose data" if blocky else "xr = rank r's data, ? or - = undefined"
     text += f"Before, on {P} ranks ({legend}):\n\n"
@@ -182,7 +183,7 @@ def worked_example(collective: str, algorithm: str, params: dict[str, Any]) -> s
             f"schedule on {P} ranks in one process{op}:\n\n" + _literal("\n".join(lines)))
 
 
-def figure(outdir: str, collective: str, algorithm: str, params: dict[str, Any]) -> str:
+def figure(outdir: str, collective: str, algorithm: str, params: dict[str, Any], scroll: bool = False) -> str:
     """Draw the algorithm at P ranks into ``outdir/_mpicoll`` (once) and return raw HTML showing it."""
     from mpicoll.analysis.draw import draw
 
@@ -193,8 +194,8 @@ def figure(outdir: str, collective: str, algorithm: str, params: dict[str, Any])
     if not os.path.exists(path):
         draw(collective, algorithm, P, path, **params)
     return (".. raw:: html\n\n"
-            f"   <figure class=\"mpicoll-figure\"><a href=\"{{root}}_mpicoll/{name}\">"
-            f"<img src=\"{{root}}_mpicoll/{name}\" alt=\"{collective} {algorithm} space-time diagram\"></a>"
+            f"   <figure class=\"mpicoll-figure{' mpicoll-scroll' if scroll else ''}\">"
+            f"<a href=\"{{root}}_mpicoll/{name}\"><img src=\"{{root}}_mpicoll/{name}\" alt=\"{collective} {algorithm} space-time diagram\"></a>"
             f"<figcaption>python -m mpicoll draw {collective} {algorithm} -p {P} -o {name} "
             "(click for full size)</figcaption></figure>\n\n")
 
@@ -224,6 +225,22 @@ def properties(collective: str, algorithm: str) -> str:
             + "\n".join(f"* {item}" for item in items))
 
 
+def trees_figure(outdir: str, size: int) -> str:
+    """The double binary tree's two trees at ``size`` ranks, drawn as trees (once per build)."""
+    from mpicoll.analysis.draw import draw_trees
+
+    name = f"double-binary-trees-p{size}.png"
+    path = os.path.join(outdir, "_mpicoll", name)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    if not os.path.exists(path):
+        draw_trees(size, path)
+    return (".. raw:: html\n\n"
+            f"   <figure class=\"mpicoll-figure\"><img src=\"{{root}}_mpicoll/{name}\" "
+            f"alt=\"the two trees of the double binary tree at p = {size}\">"
+            f"<figcaption>The two trees at p = {size} (mpicoll.analysis.draw.draw_trees({size}, path))"
+            "</figcaption></figure>\n\n")
+
+
 def algorithm_section(outdir: str, collective: str, algorithm: str) -> str:
     alg = registry.get(collective, algorithm)
     params = {"root": 0} if "root" in alg.params else {}
@@ -231,6 +248,8 @@ def algorithm_section(outdir: str, collective: str, algorithm: str) -> str:
     text += "\n\n"
     text += properties(collective, algorithm) + "\n\n"
     text += figure(outdir, collective, algorithm, params)
+    if algorithm == "double_binary_tree":
+        text += trees_figure(outdir, 8)
     args = "".join(f", {k}={v!r}" for k, v in params.items())
     text += f"**Schedule** (``print(mpicoll.schedules({collective!r}, {algorithm!r}, {P}{args}))``):\n\n"
     text += _literal(str(mpicoll.schedules(collective, algorithm, P, **params)))
@@ -278,7 +297,7 @@ class ConceptDirective(_Rst):
         params = {"root": 0} if "root" in registry.get(key, alg).params else {}
         text = concept_page(name).split("\n", 2)[2]  # without the title (the page has it)
         text += f"\nOne way to do it: the ``{alg}`` algorithm (:ref:`{key}-{alg}`).\n\n"
-        return self.render(text + figure(self.env.app.outdir, key, alg, params))
+        return self.render(text + figure(self.env.app.outdir, key, alg, params, scroll=True))
 
 
 class AlgorithmsDirective(_Rst):
@@ -287,7 +306,10 @@ class AlgorithmsDirective(_Rst):
     def run(self) -> list[nodes.Node]:
         collective = self.arguments[0]
         out = self.env.app.outdir
-        text = "".join(algorithm_section(out, collective, a) for a in mpicoll.algorithms(collective))
+        text = ("Costs below are in p ranks, n bytes and the machine's constants alpha (per message), beta "
+                "(per byte sent) and gamma (per byte reduced): see the :ref:`glossary <glossary>`; "
+                ":ref:`scale` compares the algorithms at every scale.\n\n")
+        text += "".join(algorithm_section(out, collective, a) for a in mpicoll.algorithms(collective))
         return self.render(text)
 
 

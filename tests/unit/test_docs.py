@@ -152,3 +152,11 @@ def test_counts_in_the_tooling_page_are_the_registry_s():
     algorithms, collectives, cases = count_cases()
     text = " ".join((ROOT / "docs" / "tooling.md").read_text().split())
     assert f"({algorithms} algorithms of {collectives} collectives, {cases:,} cases)" in text
+
+
+def test_every_page_that_uses_alpha_links_the_glossary():
+    pages = [p for p in (ROOT / "docs").rglob("*") if p.suffix in (".rst", ".md") and "_build" not in p.parts]
+    using = [p for p in pages if re.search(r"\balpha\b", p.read_text()) and p.name != "glossary.rst"]
+    assert using and [str(p) for p in using if "glossary" not in p.read_text()] == []
+    pages_ext = _pages()
+    assert "glossary" in pages_ext.concept_page("allreduce")
