@@ -10,7 +10,6 @@ matplotlib (``pip install "mpicoll[plot]"``).
 from __future__ import annotations
 
 import textwrap
-
 from typing import Any
 
 from mpicoll.analysis.trace import holdings, latest, trace
