@@ -195,7 +195,8 @@ def figure(outdir: str, collective: str, algorithm: str, params: dict[str, Any],
         draw(collective, algorithm, P, path, **params)
     return (".. raw:: html\n\n"
             f"   <figure class=\"mpicoll-figure{' mpicoll-scroll' if scroll else ''}\">"
-            f"<a href=\"{{root}}_mpicoll/{name}\"><img src=\"{{root}}_mpicoll/{name}\" alt=\"{collective} {algorithm} space-time diagram\"></a>"
+            f"<a href=\"{{root}}_mpicoll/{name}\"><img src=\"{{root}}_mpicoll/{name}\" "
+            f"alt=\"{collective} {algorithm} space-time diagram\"></a>"
             f"<figcaption>python -m mpicoll draw {collective} {algorithm} -p {P} -o {name} "
             "(click for full size)</figcaption></figure>\n\n")
 
