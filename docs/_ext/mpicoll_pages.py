@@ -383,7 +383,9 @@ def scale_map_figure(grid: Any, path: str) -> None:
     ax.set_yticks([i + 0.5 for i in range(len(grid.ranks))], [str(p) for p in grid.ranks])
     ax.set_xlabel("bytes per rank")
     ax.set_ylabel("processes p")
-    ax.set_title(f"{grid.collective}: fastest by the cost model\nconstants: {grid.machine.name}", fontsize=10)
+    costed = sorted(name for name, _ in grid.cells[grid.ranks[0], grid.sizes[0]])
+    among = "" if len(costed) == len(mpicoll.algorithms(grid.collective)) else f" of {', '.join(costed)}"
+    ax.set_title(f"{grid.collective}: fastest{among} by the cost model\nconstants: {grid.machine.name}", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
