@@ -160,3 +160,11 @@ def test_every_page_that_uses_alpha_links_the_glossary():
     assert using and [str(p) for p in using if "glossary" not in p.read_text()] == []
     pages_ext = _pages()
     assert "glossary" in pages_ext.concept_page("allreduce")
+
+
+def test_no_hedging_about_what_exists():
+    """Pages say what the code does, not "(when present)", "work in progress" or "where available"."""
+    hedges = re.compile(r"when present|work in progress|where available|when `?mpicoll\.[\w.]+`? exists", re.I)
+    pages = [p for p in (ROOT / "docs").rglob("*") if p.suffix in (".rst", ".md") and "_build" not in p.parts]
+    found = [f"{p.name}: {m.group(0)}" for p in [*pages, ROOT / "README.md"] for m in hedges.finditer(p.read_text())]
+    assert found == []
