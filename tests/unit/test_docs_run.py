@@ -106,8 +106,8 @@ def run(argv: list[str], cwd: str, timeout: float = 300) -> subprocess.Completed
 
 @pytest.mark.parametrize("page, kind, what", cases())
 def test_page_block_runs(page, kind, what, tmp_path):
-    if kind == "shell":
-        proc = run(python_command(what), str(tmp_path))
+    if kind == "shell":   # a full benchmark sweep takes minutes, more on a busy machine
+        proc = run(python_command(what), str(tmp_path), timeout=1800 if any(x in what for x in SLOW) else 300)
     else:
         code, before = what
         script = re.search(r"``?([\w.]+\.py)``?", before)   # "Save this as ``sum.py`` and run it with ... -n 4"
