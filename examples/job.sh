@@ -3,15 +3,23 @@
 #
 #   sbatch examples/job.sh                 # on a cluster (edit the #SBATCH lines)
 #   bash examples/job.sh                   # on a workstation: NPROCS processes (default 4)
+#   PYTHON=/path/to/python bash examples/job.sh   # another interpreter than .venv/bin/python
 #
 #SBATCH --job-name=mpicoll-examples
 #SBATCH --nodes=1
 #SBATCH --ntasks=4
 #SBATCH --time=00:10:00
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "${SLURM_SUBMIT_DIR:-$(dirname "$0")/..}"   # sbatch runs a copy of this script: start where it was submitted
 
-PYTHON=${PYTHON:-python3}     # the Python that has mpicoll (e.g. .venv/bin/python)
+# The Python that has mpicoll: $PYTHON if set, else the README's .venv, else the active environment's python3.
+if [[ -z "${PYTHON:-}" ]]; then
+    if [[ -x .venv/bin/python ]]; then PYTHON=.venv/bin/python; else PYTHON=python3; fi
+fi
+if ! "$PYTHON" -c "import mpicoll" 2>/dev/null; then
+    echo "examples/job.sh: $PYTHON cannot import mpicoll; install it (README's first command) or set PYTHON=" >&2
+    exit 2
+fi
 if [[ -n "${SLURM_JOB_ID:-}" ]]; then
     run() { srun --mpi=pmix "$PYTHON" "$@"; }                         # Slurm starts one task per rank
 else

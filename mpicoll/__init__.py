@@ -59,4 +59,5 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    """The public names (``dir(mpicoll)``): what ``__all__`` exports, not this module's own imports."""
+    return sorted(__all__)

@@ -1,13 +1,17 @@
-"""``python -m mpicoll``: show, verify, model, draw and calibrate any algorithm.
+"""``python -m mpicoll``: every tool of mpicoll, one subcommand each.
 
     python -m mpicoll show allreduce ring -p 4 [--rank 2]
     python -m mpicoll verify [allreduce [ring]] [-p 1024 ...]
     python -m mpicoll model allreduce -p 96 --bytes 8 --preset nccl-summit [--json]   (--bytes 1M also)
     python -m mpicoll draw allreduce ring -p 4 -o ring.png
-    mpirun -n 2 python -m mpicoll calibrate [-o FILE]
+    python -m mpicoll launch -n 4 -m mpicoll.examples.allreduce        (= python -m mpicoll.launch)
+    python -m mpicoll.launch -n 2 -m mpicoll calibrate [-o FILE]
+    python -m mpicoll.launch -n 2 -m mpicoll bench allreduce --sizes 8:64M     (= python -m mpicoll.bench)
+    python -m mpicoll.launch -n 2 -m mpicoll osu                       (= python -m mpicoll.bench.osu)
+    python -m mpicoll.launch -n 2 -m mpicoll autocheck                 (= python -m mpicoll.bench.autocheck)
 
 Every mistake in the arguments is answered with one line naming the valid
-choices (exit status 2), never a traceback.
+choices, printed by one rank (exit status 2), never a traceback.
 """
 
 from __future__ import annotations
@@ -24,6 +28,15 @@ from mpicoll.analysis.presets import PRESETS
 from mpicoll.families import registry
 from mpicoll.ir.schedule import ScheduleError
 from mpicoll.tools import commands as tools
+from mpicoll.tools.cli import Parser, guarded, usage_error
+
+# subcommands that are programs of their own: name -> (module with main(argv), help line)
+PROGRAMS = {
+    "bench": ("mpicoll.bench.cli", "time mpicoll's collectives against the MPI library's (run under launch -n P)"),
+    "osu": ("mpicoll.bench.osu", "mpi4py's OSU latency demos with the built-in and with mpicoll.Comm"),
+    "autocheck": ("mpicoll.bench.autocheck", "how close algorithm='auto' comes to the fastest algorithm"),
+    "launch": ("mpicoll.launch", "run a program on N processes with the MPI found next to this Python"),
+}
 
 
 def _positive(text: str) -> int:
@@ -54,9 +67,10 @@ def _nbytes(text: str) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m mpicoll", description=__doc__.splitlines()[0])
+    ap = Parser(prog="python -m mpicoll", description="Every tool of mpicoll, one subcommand each "
+                "(python -m mpicoll COMMAND --help for its options).")
     ap.add_argument("--version", action="version", version=f"mpicoll {__version__}")
-    sub = ap.add_subparsers(dest="command", required=True)
+    sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     s = sub.add_parser("show", help="print a schedule as a rounds x ranks table")
     s.add_argument("collective")
@@ -80,10 +94,12 @@ def _parser() -> argparse.ArgumentParser:
     m = sub.add_parser("model", help="predicted time of each algorithm (alpha-beta-gamma on the schedules)")
     m.add_argument("collective")
     m.add_argument("--algorithms", help="comma-separated algorithm names (default: all)")
-    m.add_argument("-p", type=_positive, required=True, help="number of ranks")
-    m.add_argument("--bytes", type=_nbytes, required=True, dest="nbytes",
+    m.add_argument("-p", type=_positive, help="number of ranks (needed unless --map)")
+    m.add_argument("--bytes", type=_nbytes, dest="nbytes",
                    help="bytes per rank, e.g. 8, 64K, 1M (the whole vector for gather, scatter, allgather, "
-                        "reduce-scatter, alltoall)")
+                        "reduce-scatter, alltoall; needed unless --map)")
+    m.add_argument("--map", action="store_true",
+                   help="which algorithm wins at p = 2 .. 4096 and 8 B .. 256 MiB (a table; -p, --bytes not needed)")
     m.add_argument("--alpha", type=float, help="seconds per message")
     m.add_argument("--beta", type=float, help="seconds per byte")
     m.add_argument("--gamma", type=float, help="seconds per byte reduced")
@@ -107,6 +123,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="measure alpha, beta, gamma and the executor overheads (run under mpirun -n 2)")
     c.add_argument("-o", "--output", help="also write the constants to this file")
     c.add_argument("--json", action="store_true", help="print the constants as JSON (seconds, seconds per byte)")
+    for name, (_, what) in PROGRAMS.items():   # listed here; main() hands their arguments to their own parser
+        sub.add_parser(name, help=what + f" ({name} --help for its options)", add_help=False)
     return ap
 
 
@@ -116,13 +134,14 @@ def _machine(ns: argparse.Namespace):
 
     given = [ns.alpha, ns.beta, ns.gamma]
     if ns.preset and any(x is not None for x in given):
-        raise SystemExit("model: give either --preset or --alpha/--beta/--gamma, not both")
+        raise ValueError("give either --preset or --alpha, --beta and --gamma, not both")
     if ns.preset:
         machine = preset(ns.preset)
     elif all(x is not None for x in given):
         machine = Machine(ns.alpha, ns.beta, ns.gamma, name="command line")
     elif any(x is not None for x in given):
-        raise SystemExit("model: --alpha, --beta and --gamma go together")
+        raise ValueError("--alpha, --beta and --gamma go together (seconds per message, per byte sent, per byte "
+                         "reduced), or name a --preset")
     else:
         machine = preset("local")
     if ns.ranks_per_node is not None:
@@ -165,7 +184,10 @@ def _progress(start: float):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ns = _parser().parse_args(argv)
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] in PROGRAMS:
+        return _program(args[0], args[1:])
+    ns = _parser().parse_args(args)
     try:
         return _run(ns)
     except BrokenPipeError:  # ``python -m mpicoll show ... | head``: the reader left; say nothing more
@@ -173,8 +195,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         return 1
     except (ValueError, TypeError, ImportError, OSError) as exc:
-        print(f"python -m mpicoll {ns.command}: {exc}", file=sys.stderr)
+        usage_error(f"python -m mpicoll {ns.command}", str(exc))
         return 2
+
+
+def _program(name: str, argv: list[str]) -> int:
+    """Run a subcommand that is a program of its own (``bench``, ``osu``, ...) with its arguments."""
+    import importlib
+
+    module = importlib.import_module(PROGRAMS[name][0])
+    if name == "launch":
+        return module.main(argv)
+    status = module.main(argv)
+    return status if isinstance(status, int) else 0
 
 
 def _run(ns: argparse.Namespace) -> int:
@@ -191,6 +224,15 @@ def _run(ns: argparse.Namespace) -> int:
         algs = [a.strip() for a in ns.algorithms.split(",")] if ns.algorithms else None
         for a in algs or []:
             _names(ns.collective, a)
+        if ns.map:
+            if ns.p is not None or ns.nbytes is not None:
+                raise ValueError("--map costs its own grid of p and bytes: drop -p and --bytes")
+            grid = tools.scale_map(ns.collective, _machine(ns), algorithms=algs,
+                                   progress=_progress(time.perf_counter()))
+            print(json.dumps({f"{p},{n}": dict(c) for (p, n), c in grid.cells.items()}) if ns.json else grid.table())
+            return 0
+        if ns.p is None or ns.nbytes is None:
+            raise ValueError("-p and --bytes are needed (or --map for a table of p and bytes)")
         res = tools.model(ns.collective, ns.p, ns.nbytes, _machine(ns), algs,
                           progress=_progress(time.perf_counter()))
         if ns.json:
@@ -262,4 +304,4 @@ def _span(sizes: list[int]) -> str:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(guarded(main))

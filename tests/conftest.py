@@ -37,3 +37,16 @@ def monkeypatch(monkeypatch: pytest.MonkeyPatch):
     yield _Reloading(monkeypatch)
     monkeypatch.undo()
     config.reload()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--run-slow", action="store_true", help="also run the tests marked slow (long commands)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--run-slow"):
+        return
+    skip = pytest.mark.skip(reason="slow: pytest --run-slow runs it")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)

@@ -106,7 +106,8 @@ def concept_page(name: str) -> str:
     title, call, torch_name, what, bound, before, after = CONCEPTS[name]
     text = _title(title) + "\n" + what + "\n\n"
     text += f"mpi4py / mpicoll: ``{call}``; PyTorch: ``torch.distributed.{torch_name}``.\n\n"
-    text += f"Least possible time (any algorithm; n = bytes of the whole vector): {bound}.\n\n"
+    text += (f"Least possible time (any algorithm; n = bytes of the whole vector): {bound} "
+             "(alpha, beta, gamma: the :ref:`glossary <glossary>`).\n\n")
     blocky = name in ("allreduce", "reduce_scatter", "alltoall")
     legend = "letter = block, digit = whose data" if blocky else "xr = rank r's data, ? or - = undefined"
     text += f"Before, on {P} ranks ({legend}):\n\n"
@@ -182,7 +183,7 @@ def worked_example(collective: str, algorithm: str, params: dict[str, Any]) -> s
             f"schedule on {P} ranks in one process{op}:\n\n" + _literal("\n".join(lines)))
 
 
-def figure(outdir: str, collective: str, algorithm: str, params: dict[str, Any]) -> str:
+def figure(outdir: str, collective: str, algorithm: str, params: dict[str, Any], scroll: bool = False) -> str:
     """Draw the algorithm at P ranks into ``outdir/_mpicoll`` (once) and return raw HTML showing it."""
     from mpicoll.analysis.draw import draw
 
@@ -193,10 +194,52 @@ def figure(outdir: str, collective: str, algorithm: str, params: dict[str, Any])
     if not os.path.exists(path):
         draw(collective, algorithm, P, path, **params)
     return (".. raw:: html\n\n"
-            f"   <figure class=\"mpicoll-figure\"><a href=\"{{root}}_mpicoll/{name}\">"
-            f"<img src=\"{{root}}_mpicoll/{name}\" alt=\"{collective} {algorithm} space-time diagram\"></a>"
+            f"   <figure class=\"mpicoll-figure{' mpicoll-scroll' if scroll else ''}\">"
+            f"<a href=\"{{root}}_mpicoll/{name}\"><img src=\"{{root}}_mpicoll/{name}\" "
+            f"alt=\"{collective} {algorithm} space-time diagram\"></a>"
             f"<figcaption>python -m mpicoll draw {collective} {algorithm} -p {P} -o {name} "
             "(click for full size)</figcaption></figure>\n\n")
+
+
+PARAMETERS = {"root": "the root rank (0 <= root < p)",
+              "segments": "how many pieces the vector is pipelined in (auto chooses it from the message size)",
+              "nodes": "which ranks share a node (from the hosts, or ``MPICOLL_NODE_SIZE``)"}
+
+
+def properties(collective: str, algorithm: str) -> str:
+    """The registry's declared properties of the algorithm, in words (the unit tests check each one)."""
+    alg = registry.get(collective, algorithm)
+    items = []
+    if get_spec(collective).reduces:
+        items.append(f"Rank order of the reduction: {alg.order_claim()}.")
+    if alg.rotates:
+        items.append("Rotation: rank r's schedule is rank 0's with every peer and block shifted by r, so "
+                     "the cost model costs rank 0 alone.")
+    if alg.scratch:
+        items.append("Scratch buffers: " + "; ".join(f"``{name}``, {decl.role}" for name, decl in alg.scratch.items())
+                     + ".")
+    else:
+        items.append("Scratch buffers: none (it works in the caller's buffers).")
+    if alg.params:
+        items.append("Parameters: " + "; ".join(f"``{p}``, {PARAMETERS[p]}" for p in alg.params) + ".")
+    return ("**Properties** (declared in the registry; the unit tests prove each symbolically):\n\n"
+            + "\n".join(f"* {item}" for item in items))
+
+
+def trees_figure(outdir: str, size: int) -> str:
+    """The double binary tree's two trees at ``size`` ranks, drawn as trees (once per build)."""
+    from mpicoll.analysis.draw import draw_trees
+
+    name = f"double-binary-trees-p{size}.png"
+    path = os.path.join(outdir, "_mpicoll", name)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    if not os.path.exists(path):
+        draw_trees(size, path)
+    return (".. raw:: html\n\n"
+            f"   <figure class=\"mpicoll-figure\"><img src=\"{{root}}_mpicoll/{name}\" "
+            f"alt=\"the two trees of the double binary tree at p = {size}\">"
+            f"<figcaption>The two trees at p = {size} (mpicoll.analysis.draw.draw_trees({size}, path))"
+            "</figcaption></figure>\n\n")
 
 
 def algorithm_section(outdir: str, collective: str, algorithm: str) -> str:
@@ -204,10 +247,10 @@ def algorithm_section(outdir: str, collective: str, algorithm: str) -> str:
     params = {"root": 0} if "root" in alg.params else {}
     text = f".. _{collective}-{algorithm}:\n\n" + _title(algorithm, "-") + "\n" + docstring(collective, algorithm)
     text += "\n\n"
-    if get_spec(collective).reduces:
-        text += ("**Reduction order:** keeps rank order (safe for non-commutative ops) at p = 4: "
-                 f"{'yes' if alg.keeps_order(P) else 'no'}.\n\n")
+    text += properties(collective, algorithm) + "\n\n"
     text += figure(outdir, collective, algorithm, params)
+    if algorithm == "double_binary_tree":
+        text += trees_figure(outdir, 8)
     args = "".join(f", {k}={v!r}" for k, v in params.items())
     text += f"**Schedule** (``print(mpicoll.schedules({collective!r}, {algorithm!r}, {P}{args}))``):\n\n"
     text += _literal(str(mpicoll.schedules(collective, algorithm, P, **params)))
@@ -255,7 +298,7 @@ class ConceptDirective(_Rst):
         params = {"root": 0} if "root" in registry.get(key, alg).params else {}
         text = concept_page(name).split("\n", 2)[2]  # without the title (the page has it)
         text += f"\nOne way to do it: the ``{alg}`` algorithm (:ref:`{key}-{alg}`).\n\n"
-        return self.render(text + figure(self.env.app.outdir, key, alg, params))
+        return self.render(text + figure(self.env.app.outdir, key, alg, params, scroll=True))
 
 
 class AlgorithmsDirective(_Rst):
@@ -264,7 +307,10 @@ class AlgorithmsDirective(_Rst):
     def run(self) -> list[nodes.Node]:
         collective = self.arguments[0]
         out = self.env.app.outdir
-        text = "".join(algorithm_section(out, collective, a) for a in mpicoll.algorithms(collective))
+        text = ("Costs below are in p ranks, n bytes and the machine's constants alpha (per message), beta "
+                "(per byte sent) and gamma (per byte reduced): see the :ref:`glossary <glossary>`; "
+                ":ref:`scale` compares the algorithms at every scale.\n\n")
+        text += "".join(algorithm_section(out, collective, a) for a in mpicoll.algorithms(collective))
         return self.render(text)
 
 
@@ -305,7 +351,73 @@ class SupportDirective(_Rst):
         return self.render(support_table())
 
 
+# ---------------------------------------------------------------- which algorithm at my scale
+def _machine(name: str):
+    """A preset by name; ``default-local`` is the built-in local constants (not the builder's calibration)."""
+    from mpicoll.analysis.presets import DEFAULT_LOCAL, preset
+
+    return DEFAULT_LOCAL if name == "default-local" else preset(name)
+
+
+def scale_map_figure(grid: Any, path: str) -> None:
+    """The map: one square per (p, bytes), coloured by the winning algorithm, its name written in it."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from mpicoll.analysis.draw import palette
+    from mpicoll.tools.commands import _bytes
+
+    names = sorted({grid.winner(p, n) for p in grid.ranks for n in grid.sizes})
+    colour = dict(zip(names, palette(len(names))))
+    fig, ax = plt.subplots(figsize=(1.6 * len(grid.sizes) + 1.5, 0.62 * len(grid.ranks) + 1.4))
+    for i, p in enumerate(grid.ranks):
+        for j, n in enumerate(grid.sizes):
+            win = grid.winner(p, n)
+            ax.add_patch(plt.Rectangle((j, i), 1, 1, color=colour[win], alpha=0.55))
+            ax.text(j + 0.5, i + 0.5, win.replace("_", " "), ha="center", va="center", fontsize=8, wrap=True)
+    ax.set_xlim(0, len(grid.sizes))
+    ax.set_ylim(0, len(grid.ranks))
+    ax.set_xticks([j + 0.5 for j in range(len(grid.sizes))], [_bytes(n) for n in grid.sizes])
+    ax.set_yticks([i + 0.5 for i in range(len(grid.ranks))], [str(p) for p in grid.ranks])
+    ax.set_xlabel("bytes per rank")
+    ax.set_ylabel("processes p")
+    costed = sorted(name for name, _ in grid.cells[grid.ranks[0], grid.sizes[0]])
+    among = "" if len(costed) == len(mpicoll.algorithms(grid.collective)) else f" of {', '.join(costed)}"
+    ax.set_title(f"{grid.collective}: fastest{among} by the cost model\nconstants: {grid.machine.name}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+class ScaleMapDirective(_Rst):
+    """``.. mpicoll-scale-map:: COLLECTIVE PRESET [ALGORITHM,ALGORITHM...]``: the map, the table, the assumptions."""
+
+    required_arguments = 2
+    optional_arguments = 1
+
+    def run(self) -> list[nodes.Node]:
+        from mpicoll.tools.commands import scale_map
+
+        collective, name = self.arguments[:2]
+        algs = self.arguments[2].split(",") if len(self.arguments) > 2 else None
+        grid = scale_map(collective, _machine(name), algorithms=algs)
+        folder = os.path.join(self.env.app.outdir, "_mpicoll")
+        os.makedirs(folder, exist_ok=True)
+        png = f"scale-{collective}-{name}-{len(algs or [])}.png"
+        scale_map_figure(grid, os.path.join(folder, png))
+        command = f"python -m mpicoll model {collective} --map --preset {name.replace('default-local', 'local')}"
+        command += f" --algorithms {self.arguments[2]}" if algs else ""
+        text = (".. raw:: html\n\n"
+                f"   <figure class=\"mpicoll-figure mpicoll-wide\"><a href=\"{{root}}_mpicoll/{png}\">"
+                f"<img src=\"{{root}}_mpicoll/{png}\" alt=\"which {collective} algorithm wins where\"></a>"
+                f"<figcaption>{command}</figcaption></figure>\n\n")
+        return self.render(text + f"``{command}`` prints:\n\n" + _literal(grid.table()))
+
+
 def setup(app: Any) -> dict[str, Any]:
+    app.add_directive("mpicoll-scale-map", ScaleMapDirective)
     app.add_directive("mpicoll-support", SupportDirective)
     app.add_directive("mpicoll-concept", ConceptDirective)
     app.add_directive("mpicoll-algorithms", AlgorithmsDirective)

@@ -9,6 +9,7 @@ matplotlib (``pip install "mpicoll[plot]"``).
 
 from __future__ import annotations
 
+import textwrap
 from typing import Any
 
 from mpicoll.analysis.trace import holdings, latest, trace
@@ -29,6 +30,10 @@ def _pyplot() -> Any:
 
 
 MAX_RANKS = 32        # more rows than this are unreadable on a page
+# the phases of composed algorithms: (first round, name) for p ranks, marked on their drawings
+PHASES = {
+    ("allreduce", "ring"): lambda p: [(0, "reduce-scatter"), (p - 1, "all-gather")],
+}
 MAX_CELLS = 1100      # block squares per row (columns x blocks): a ring at p = 16 has 31 x 16 = 496
 
 
@@ -93,7 +98,7 @@ def draw(collective: str, algorithm: str, size: int, path: str, **params: Any) -
     ncols = tr.nrounds + 1
     labels = size * ncols * shown <= 2500  # numbers in the squares while they stay readable
     fig_w = min(40.0, 1.5 + ncols * colw * 0.9)
-    fig_h = min(24.0, 1.4 + size * 0.62)
+    fig_h = min(24.0, 1.9 + size * 0.62)
     fig, ax = plt.subplots(figsize=(fig_w, fig_h))
 
     def y(rank: int) -> float:
@@ -151,9 +156,58 @@ def draw(collective: str, algorithm: str, size: int, path: str, **params: Any) -
         what = "blocks colored by block, shade and number = ranks whose contributions they hold"
     else:
         what = "blocks colored by their destination block, number = the rank they come from (recv, else scratch)"
+    phases = PHASES.get((collective, algorithm), lambda p: [])(size)
+    for start, name in phases:   # a dashed line before the phase's first round, its name above the arrows
+        x = start * colw + strip + gap / 2 if start else -0.2
+        if start:
+            ax.axvline(x, color="0.4", linestyle="--", linewidth=0.8)
+        ax.text(x + 0.15, y(0) + 0.95, f"{name} \u2192", ha="left", va="bottom", fontsize=8, color="0.25",
+                style="italic")
     title = f"{collective} / {algorithm}, p = {size}: {what}; arrows = messages (label: block)"
-    ax.set_title(title, fontsize=9)
-    fig.subplots_adjust(left=0.5 / fig_w + 0.03, right=0.99, top=1 - 0.6 / fig_h, bottom=0.02)
+    lines = textwrap.wrap(title, max(40, int(fig_w * 13)))   # about 13 characters per inch at 9 points
+    ax.set_title("\n".join(lines), fontsize=9)
+    top = (0.45 + 0.17 * len(lines) + (0.25 if phases else 0)) / fig_h
+    fig.subplots_adjust(left=0.5 / fig_w + 0.03, right=0.99, top=1 - top, bottom=0.02)
     fig.savefig(path, dpi=min(130, int(4000 / fig_w)))
+    plt.close(fig)
+    return str(path)
+
+
+def draw_trees(size: int, path: str) -> str:
+    """Draw the two binary trees of the double binary tree over ``size`` ranks, side by side, as trees.
+
+    Ranks sit in rank order from left to right at the depth of their tree; a rank drawn
+    filled has children in that tree.  The leaves of one tree are inner ranks of the
+    other, so that summed over both trees every rank has at most two children.
+    """
+    from mpicoll.families.trees import tree
+
+    if not 1 <= size <= MAX_RANKS:
+        raise ValueError(f"-p: the trees are readable for 1 to {MAX_RANKS} ranks, got {size}")
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(max(6.0, 1.0 + 0.9 * size), 3.4))
+    for which, ax in enumerate(axes):
+        tr = tree(size, which)
+        for r in range(size):
+            for c in tr.children[r]:
+                ax.plot([r, c], [-tr.depth[r], -tr.depth[c]], color="0.45", linewidth=1.2, zorder=1)
+        for r in range(size):
+            inner = bool(tr.children[r])
+            ax.scatter([r], [-tr.depth[r]], s=420, zorder=2, edgecolors="0.2",
+                       color=palette(2)[which] if inner else "white")
+            ax.text(r, -tr.depth[r], str(r), ha="center", va="center", fontsize=9, zorder=3,
+                    color="white" if inner else "black")
+        how = "" if which == 0 else (" (tree 0 mirrored: r -> p-1-r)" if size % 2 == 0 else
+                                     " (tree 0 shifted: r -> r+1 mod p)")
+        ax.set_title(f"tree {which}{how}, root {tr.root}", fontsize=9)
+        ax.set_xlim(-0.7, size - 0.3)
+        ax.set_ylim(-max(tr.depth) - 0.6, 0.6)
+        ax.axis("off")
+    lines = textwrap.wrap(f"double binary tree, p = {size}: each half of the data is reduced up one tree and "
+                          "broadcast back down it; filled = has children in that tree (over both trees every rank "
+                          "has at most two children)", max(40, int(fig.get_figwidth() * 13)))
+    fig.suptitle("\n".join(lines), fontsize=9)
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.07 * len(lines)))
+    fig.savefig(path, dpi=110)
     plt.close(fig)
     return str(path)

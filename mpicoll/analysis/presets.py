@@ -17,15 +17,18 @@ about 68 + 14.5 lg(nodes) us.  Derivation, with the model of
   terms negligible).  The published slope is 0.90 us per step (179 us / 190
   steps at 96 ranks, 44.4 ms / 49,150 steps at 24,576): alpha_inter = 0.9 us.
 * The double binary tree with one segment takes 2 ceil(lg p) rounds (14 at 96
-  ranks, 30 at 24,576), again each with an inter-node message.  The published
-  tree time grows by 14.5 us per doubling of the nodes, i.e. 7.25 us per round,
-  eight times the ring's step: NCCL 2.4's tree crossed the network through its
-  proxy thread at every hop, while the ring's low-latency protocol pipelines
-  steps.  No schedule can show that, so, like NCCL's own tuning tables (a
-  per-hop latency per algorithm and protocol), the preset carries a separate
-  inter-node alpha for the tree algorithms.  Least squares in relative error
-  over 96 .. 24,576 ranks (x2 steps) gives 8.6 us: 120 us at 96 (published
-  128, -6%) and 258 us at 24,576 (published 247, +4.5%).
+  ranks, 30 at 24,576), in most of which a rank's messages cross a node
+  boundary.  The published tree time grows by 14.5 us per doubling of the
+  nodes, several times the ring's step: NCCL 2.4's tree crossed the network
+  through its proxy thread at every hop, while the ring's low-latency protocol
+  pipelines steps.  No schedule can show that, so, like NCCL's own tuning
+  tables (a per-hop latency per algorithm and protocol), the preset carries a
+  separate inter-node alpha for the tree algorithms: 5.1 us, which puts the
+  model at 114 us at 96 ranks (published 128 us, -11%) and 277 us at 24,576
+  (published 247 us, +12%); ``tests/unit/test_learner_tools.py`` checks these
+  figures.  Every other algorithm keeps the ring's 0.9 us per hop, a price
+  NCCL 2.4 never measured for them (``python -m mpicoll model`` says so under
+  its table).
 * Intra-node constants are nominal NVLink figures (0.6 us, 50 GB/s), beta
   inter is one EDR InfiniBand rail (12.5 GB/s), gamma a GPU's reduction
   (1 / 400 GB/s).  They do not move the 8-byte figures.
@@ -43,7 +46,7 @@ from pathlib import Path
 from mpicoll import config
 from mpicoll.analysis.cost import Machine
 
-__all__ = ["preset", "PRESETS", "calibration_path", "DEFAULT_LOCAL", "NCCL_SUMMIT"]
+__all__ = ["preset", "PRESETS", "WHY", "describe", "calibration_path", "DEFAULT_LOCAL", "NCCL_SUMMIT"]
 
 TREES = ("double_binary_tree",)
 
@@ -100,6 +103,48 @@ def load_local(path: str | os.PathLike | None = None) -> Machine:
 
 
 PRESETS = ("local", "nccl-summit")
+
+#: why a preset's constants are what they are, printed wherever its numbers are (``model``, the docs)
+WHY = {
+    "nccl-summit": ("fitted to NCCL 2.4's published 8-byte all-reduce on Summit (6 GPUs per node): the ring's "
+                    "0.9 us per step; the tree's hops cost more than the ring's because NCCL 2.4's tree crossed "
+                    "the network through a proxy thread at every hop, so, like NCCL's own tuning tables, the "
+                    "preset gives the tree algorithms their own per-hop latency.  A model of that machine, not "
+                    "of this one."),
+    "local": "measured on this machine by python -m mpicoll calibrate (or its built-in default when none ran).",
+}
+
+
+def describe(machine: Machine) -> list[str]:
+    """The assumptions behind a machine's numbers, one line each: what ``model`` prints under its table."""
+    def us(seconds: float) -> str:
+        return f"{seconds * 1e6:.3g} us"
+
+    def rate(per_byte: float) -> str:
+        return f"{1 / per_byte / 1e9:.3g} GB/s" if per_byte > 0 else "free"
+
+    between = "between nodes" if machine.ranks_per_node else "between any two ranks"
+    lines = [f"alpha {us(machine.alpha)} per message, beta {rate(machine.beta)} {between}; "
+             f"gamma {rate(machine.gamma)} reduced"]
+    if machine.ranks_per_node:
+        a_in, b_in = machine.constants("")[2:]
+        lines.append(f"{machine.ranks_per_node} ranks per node: alpha {us(a_in)}, beta {rate(b_in)} inside a node")
+    for name, alpha in machine.alpha_by_algorithm.items():
+        lines.append(f"{name}: alpha {us(alpha)} per message between nodes instead of {us(machine.alpha)}")
+    if machine.alpha_by_algorithm:
+        lines.append(f"every other algorithm pays the ring's {us(machine.alpha)} per hop between nodes: the "
+                     "library these constants describe may have no such algorithm, so their times say what "
+                     "the schedule would cost there, not what was measured")
+    over = [(machine.message_overhead, "per message"), (machine.step_overhead, "per local step"),
+            (machine.round_overhead, "per round")]
+    if any(v for v, _ in over):
+        lines.append("the Python executor's own costs: " + ", ".join(f"{us(v)} {what}" for v, what in over))
+    if not machine.duplex:
+        lines.append("a rank's sends and receives take turns (not duplex)")
+    key = "nccl-summit" if machine.name == "nccl-summit" else "local" if machine.name.startswith("local") else ""
+    if key:
+        lines.append(f"why: {WHY[key]}")
+    return lines
 
 
 def preset(name: str) -> Machine:

@@ -1,20 +1,13 @@
-"""``python -m mpicoll.bench``: see :mod:`mpicoll.bench.cli`.
+"""``python -m mpicoll.bench`` (also ``python -m mpicoll bench``): see :mod:`mpicoll.bench.cli`.
 
-An uncaught error on one rank aborts the job: it must not leave the others waiting.
+A usage error is found by every rank before any message: rank 0 prints one line and every
+rank exits with status 2 (:func:`mpicoll.tools.cli.run`).  Any other uncaught error on one
+rank aborts the job: it must not leave the others waiting.
 """
 
 import sys
-import traceback
-
-from mpi4py import MPI
 
 from mpicoll.bench.cli import main
+from mpicoll.tools.cli import guarded
 
-try:
-    main()
-except SystemExit:
-    raise
-except BaseException:
-    traceback.print_exc()
-    sys.stderr.flush()
-    MPI.COMM_WORLD.Abort(1)
+sys.exit(guarded(main))

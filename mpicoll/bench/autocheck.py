@@ -19,7 +19,6 @@ algorithms whose schedules coincide at this p differ by noise alone.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from typing import Any
@@ -30,6 +29,7 @@ from mpicoll.bench.sweep import run_bench
 from mpicoll.bench.variants import AUTO, BUILTIN, COLLECTIVES, PERSISTENT
 from mpicoll.comm.comm import Comm
 from mpicoll.families import registry
+from mpicoll.tools.cli import Parser, guarded
 
 __all__ = ["ratios", "report", "main"]
 
@@ -91,7 +91,7 @@ def report(rows: list[dict[str, Any]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
-    ap = argparse.ArgumentParser(prog="python -m mpicoll.bench.autocheck", description=__doc__.split("\n\n")[0])
+    ap = Parser(prog="python -m mpicoll autocheck", description=__doc__.split("\n\n")[0])
     ap.add_argument("collectives", nargs="*", default=list(COLLECTIVES),
                     help=f"default: all of {', '.join(COLLECTIVES)}")
     ap.add_argument("--sizes", default="8:16M", help="as the bench's (default 8:16M, every factor 4)")
@@ -111,11 +111,15 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     from mpi4py import MPI  # noqa: PLC0415
 
     comm = Comm(MPI.COMM_WORLD)
-    sizes = parse_sizes(args.sizes)
-    results = []
+    try:
+        sizes = parse_sizes(args.sizes)
+    except ValueError as exc:
+        ap.error(str(exc))
     for name in args.collectives:
         if name not in COLLECTIVES:
             ap.error(f"unknown collective {name!r}; choose from {', '.join(COLLECTIVES)}")
+    results = []
+    for name in args.collectives:
         algs = [AUTO, *registry.algorithms(name)]
         results += run_bench(comm, [name], sizes, algorithms=algs, iters=args.iters, warmup=args.warmup,
                                    progress=False)
@@ -130,4 +134,4 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(guarded(main))

@@ -10,7 +10,7 @@ Run it like the OSU micro-benchmarks or nccl-tests::
 
 ``--style table`` (the default): for every size, every algorithm of the
 collective, ``auto`` (with the algorithm it ran), the persistent ``*_init``
-form (when :mod:`mpicoll.runtime.nonblocking` exists) and the built-in
+form and the built-in
 collective are timed in the same run, interleaved round by round on the same
 warm buffers, next to ``np.copyto`` of the same size (the memory-copy bandwidth
 of this machine, the physical reference).  A round times a batch of back-to-back
@@ -34,7 +34,9 @@ and the ``# Avg bus bandwidth`` line.
 
 ``--tune`` measures, for each collective at this process count, which
 algorithm is fastest at each size and writes the crossovers to the tuning file
-that "auto" consults (``$MPICOLL_TUNING``, else ``~/.config/mpicoll/tuning.json``).
+that "auto" consults (``--tuning-file``, else ``$MPICOLL_TUNING``, else
+``~/.config/mpicoll/tuning.json``), naming the file and the bands it wrote.
+The bands cover the measured sizes only: outside them auto decides as before.
 
 The command line is here; the work is in :mod:`mpicoll.bench.variants` (what
 is timed), :mod:`mpicoll.bench.sweep` (the timing), :mod:`mpicoll.bench.report`
@@ -55,11 +57,12 @@ from mpi4py import MPI
 from mpicoll.bench import styles
 from mpicoll.bench.report import Progress, human, plot, rows, table, write_csv
 from mpicoll.bench.sweep import cores, run_bench
-from mpicoll.bench.tune import tune, write_tuning
-from mpicoll.bench.variants import AUTO, BUILTIN, COLLECTIVES, PERSISTENT, Collective
+from mpicoll.bench.tune import describe_tuning, tune, write_tuning
+from mpicoll.bench.variants import AUTO, BUILTIN, COLLECTIVES, PERSISTENT, Collective, variants
 from mpicoll.comm.comm import Comm
 from mpicoll.selection import choose as selection
 from mpicoll.selection import tuning
+from mpicoll.tools.cli import Parser
 from mpicoll.tools.units import parse_size
 
 # the names of the module this one was split from, for the programs and tests that use them
@@ -89,7 +92,7 @@ def parse_sizes(text: str) -> list[int]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m mpicoll.bench", description=__doc__.split("\n\n")[0],
+    ap = Parser(prog="python -m mpicoll bench", description=__doc__.split("\n\n")[0],
                                  epilog="--style osu / nccl: see the module docstrings of mpicoll.bench.cli and "
                                         "mpicoll.bench.styles for the columns")
     ap.add_argument("collectives", nargs="*", default=["allreduce"],
@@ -188,10 +191,18 @@ def main(argv: list[str] | None = None, comm: MPI.Intracomm | None = None) -> li
         return results
     if args.buffer != "numpy" or args.root != 0:
         ap.error("--buffer and --root are options of --style osu and --style nccl")
-    names = list(COLLECTIVES) if args.collectives == ["all"] else args.collectives
+    names = list(COLLECTIVES) if args.collectives == ["all"] else [n.lower() for n in args.collectives]
     dtype = args.dtype or "float64"
     if args.tune:
         algorithms = None
+    for name in names:   # every rank finds a wrong name here, before any message
+        if name not in COLLECTIVES:
+            ap.error(f"unknown collective {name!r}; choose from {', '.join(COLLECTIVES)} or all")
+        if args.device == "cpu":
+            try:
+                variants(COLLECTIVES[name], wrapped.size, algorithms)
+            except ValueError as exc:
+                ap.error(str(exc))
     if args.device != "cpu":
         from mpicoll.bench.gpu import run_bench_gpu  # noqa: PLC0415 - imports CuPy when --device gpu
 
@@ -216,7 +227,10 @@ def main(argv: list[str] | None = None, comm: MPI.Intracomm | None = None) -> li
             path = args.tuning_file or tuning.tuning_path()
             found = tune(results)
             write_tuning(found, path)
-            print(f"# tuning: wrote {json.dumps(found)} to {path}")
+            print(f"# tuning: wrote {path}; from now on algorithm='auto' follows it at these sizes:")
+            print(describe_tuning(found))
+            print(f"# (sizes not measured are left to auto's model; delete {path} or set MPICOLL_TUNING "
+                  "elsewhere to undo; MPICOLL_DEBUG=2 reports each call it decides)")
     wrapped.Barrier()
     if args.tune:
         selection.reload_tuning()

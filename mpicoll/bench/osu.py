@@ -22,7 +22,6 @@ size, 0 B).
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import inspect
 import io
@@ -33,7 +32,10 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import mpi4py
 from mpi4py import MPI
+
+from mpicoll.tools.cli import Parser, guarded
 
 #: the collective demos of mpi4py's sdist (``demo/osu_<name>.py``), in the order they run by default
 DEMOS = ("bcast", "gather", "scatter", "allgather", "alltoall", "alltoallv", "barrier")
@@ -174,7 +176,7 @@ def format_demo(name: str, builtin: Table, mpicoll: Table) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m mpicoll.bench.osu", description=__doc__.split("\n\n")[0])
+    parser = Parser(prog="python -m mpicoll osu", description=__doc__.split("\n\n")[0])
     parser.add_argument("names", nargs="*", default=list(DEMOS),
                         help=f"demos to run: <name>, osu_<name> or osu_<name>.py of mpi4py's demo/ "
                              f"(default: {' '.join(DEMOS)})")
@@ -187,13 +189,17 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--iters and --repeat must be >= 1, --max-size >= 0")
     world = MPI.COMM_WORLD
     if world.Get_size() < 2:
-        parser.error("the OSU demos need at least two processes: python -m mpicoll.launch -n 2 -m mpicoll.bench.osu")
+        parser.error("the OSU demos need at least two processes: python -m mpicoll.launch -n 2 -m mpicoll osu")
     directory = demo_dir(world)
     names = [demo_name(name) for name in ns.names]
-    demos = [load_demo(directory, name) for name in names]
+    try:   # every rank looks in the same folder, so every rank finds a wrong name
+        demos = [load_demo(directory, name) for name in names]
+    except ValueError as exc:
+        parser.error(str(exc))
     rank0 = world.Get_rank() == 0
     if rank0:
-        print(f"# mpi4py {MPI.Get_library_version().splitlines()[0]!r}; OSU demos from {directory}")
+        library = MPI.Get_library_version().replace("\x00", "").strip().splitlines()[0]   # Open MPI: a NUL at the end
+        print(f"# {library}; mpi4py {mpi4py.__version__}; OSU demos from {directory}")
         print(f"# built-in MPI.COMM_WORLD vs mpicoll.Comm(MPI.COMM_WORLD), p = {world.Get_size()}, "
               f"repeat = {ns.repeat}; ratio = mpicoll / built-in", flush=True)
     every: dict[str, dict[int, float]] = {}
@@ -210,4 +216,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(guarded(main))

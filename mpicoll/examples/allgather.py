@@ -26,7 +26,7 @@ def main() -> int:
     before = world.gather(mine)
     if rank == 0:
         show_states("before Allgather (each rank has its own block):", before)
-    ok = True
+    ok, verdicts, shown = True, [], None
     for algorithm in mpicoll.algorithms("allgather"):
         out = np.zeros(2 * size, dtype=np.int64)
         comm.Allgather(mine, out, algorithm=algorithm)
@@ -34,9 +34,12 @@ def main() -> int:
         ok &= same
         after = world.gather(out)
         if rank == 0:
-            print(f"\n{algorithm}: {'matches' if same else 'DIFFERS FROM'} the built-in")
+            verdicts.append(f"  {algorithm}: {'matches' if same else 'DIFFERS FROM'} the built-in")
             if algorithm == "ring":
-                show_states("after Allgather (every rank has every block):", after)
+                shown = ("after Allgather (every rank has every block):", after)
+    if rank == 0 and shown is not None:
+        show_states(*shown)
+        print("every algorithm against the built-in:", *verdicts, sep="\n")
     if rank == 0:
         print("\nThe ring's schedule (print(mpicoll.schedules('allgather', 'ring', p))):\n")
         print(mpicoll.schedules("allgather", "ring", size))

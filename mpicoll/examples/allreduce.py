@@ -1,4 +1,4 @@
-"""All-reduce six ways, checked against MPI's own, and the ring explained step by step.
+"""All-reduce every way mpicoll has, checked against MPI's own, and the ring explained round by round.
 
 Run:  mpirun -n 4 python -m mpicoll.examples.allreduce      (any N >= 1)
   or: python -m mpicoll.launch -n 4 -m mpicoll.examples.allreduce
@@ -24,7 +24,7 @@ LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
 
 def ring_walkthrough(size: int) -> str:
-    """The ring all-reduce for ``size`` ranks as chunk labels, step by step."""
+    """The ring all-reduce for ``size`` ranks as chunk labels, round by round (round t is step t + 1 of 2(p-1))."""
     plan = mpicoll.schedules("allreduce", "ring", size)
     # what each rank's chunk c holds: a set of contributing ranks, shown as a0+a1+...
     holds = [[{r} for _ in range(size)] for r in range(size)]
@@ -36,7 +36,7 @@ def ring_walkthrough(size: int) -> str:
              "(letter = chunk, digit = whose contribution it includes)"]
     for t in range(plan.nrounds):
         phase = "reduce-scatter" if t < size - 1 else "all-gather"
-        lines.append(f"\nstep {t + 1} ({phase}):")
+        lines.append(f"\nround {t} of 0 .. {plan.nrounds - 1} ({phase}):")
         arrivals = []
         for r in range(size):
             rnd = plan[r].rounds[t]
@@ -47,7 +47,7 @@ def ring_walkthrough(size: int) -> str:
         for dst, c, ranks in arrivals:
             adds = any(isinstance(st, Reduce) for st in plan[dst].rounds[t].steps)
             holds[dst][c] = holds[dst][c] | ranks if adds else ranks
-    lines.append("\nafter the last step every rank holds every chunk complete:")
+    lines.append("\nafter the last round every rank holds every chunk complete:")
     for r in range(size):
         lines.append(f"  rank {r}: " + "  ".join(label(c, holds[r][c]) for c in range(size)))
     return "\n".join(lines)
@@ -62,7 +62,8 @@ def main() -> None:
     world.Allreduce(x, expected)                         # MPI's own, for comparison
     if rank == 0:
         print(f"{size} ranks; rank r contributes [10r, 10r+1, ..., 10r+7]")
-        print(f"MPI built-in Allreduce gives {expected}\n")
+        print(f"MPI built-in Allreduce gives {expected}")
+        print(f"mpicoll's {len(mpicoll.algorithms('allreduce'))} all-reduce algorithms on the same data:")
     for algorithm in mpicoll.algorithms("allreduce"):
         out = np.empty_like(x)
         comm.Allreduce(x, out, op=MPI.SUM, algorithm=algorithm)

@@ -26,7 +26,7 @@ def main() -> int:
     before = world.gather(x)
     if rank == 0:
         show_states("before Alltoall (row r = rank r's blocks, one per destination):", before)
-    ok = True
+    ok, verdicts, shown = True, [], None
     for algorithm in mpicoll.algorithms("alltoall"):
         out = np.zeros_like(x)
         comm.Alltoall(x, out, algorithm=algorithm)
@@ -34,9 +34,12 @@ def main() -> int:
         ok &= same
         after = world.gather(out)
         if rank == 0:
-            print(f"\n{algorithm}: {'matches' if same else 'DIFFERS FROM'} the built-in")
+            verdicts.append(f"  {algorithm}: {'matches' if same else 'DIFFERS FROM'} the built-in")
             if algorithm == "pairwise":
-                show_states("after (the transpose: rank j holds 10 r + j from every r):", after)
+                shown = ("after (the transpose: rank j holds 10 r + j from every r):", after)
+    if rank == 0 and shown is not None:
+        show_states(*shown)
+        print("every algorithm against the built-in:", *verdicts, sep="\n")
     if rank == 0:
         print("\nBruck's schedule (rotate, lg p packed exchanges, rotate back):\n")
         print(mpicoll.schedules("alltoall", "bruck", size))

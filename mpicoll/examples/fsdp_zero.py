@@ -41,16 +41,25 @@ def main() -> None:
     w_shard = padded[rank * shard_len:(rank + 1) * shard_len].copy()   # all this rank keeps between steps
     v_shard = np.zeros(shard_len)                                      # momentum: sharded too
     full_w, full_g, g_shard, loss = np.empty_like(padded), np.zeros_like(padded), np.empty(shard_len), np.empty(1)
-    losses = []
-    for _ in range(STEPS):
+    losses, calls = [], []
+    for step in range(STEPS):
         comm.Allgather(w_shard, full_w)                                # 1. gather the parameters
         local_loss, full_g[:_mlp.NPARAMS] = _mlp.loss_and_grad(full_w[:_mlp.NPARAMS], x[mine], y[mine])
         comm.Reduce_scatter_block(full_g, g_shard, op=MPI.SUM)        # 3. my shard of the summed gradient
         comm.Allreduce(np.array([local_loss]), loss, op=MPI.SUM)       # (only for printing the loss)
+        if step < 3:   # what this step moved, as the calls' arguments say
+            calls.append(f"step {step}: Allgather {w_shard.size} -> {full_w.size} floats, "
+                         f"Reduce_scatter_block {full_g.size} -> {g_shard.size} floats, loss {loss[0] / SAMPLES:.6f}")
         losses.append(loss[0] / SAMPLES)
         v_shard = MOMENTUM * v_shard + g_shard / SAMPLES               # 4. update my shard only
         w_shard = w_shard - LR * v_shard
     reference = _mlp.train_single(STEPS, LR, SAMPLES, momentum=MOMENTUM)
+    nbytes = full_w.nbytes
+    least = 2 * (size - 1) * nbytes // size if size > 1 else 0
+    say(comm, "Each step's collectives (the first three steps; every step makes the same two calls):", *calls,
+        f"per step each rank must receive at least (p-1)/p n = {least // 2} bytes in the all-gather and send "
+        f"as much in the reduce-scatter: {least} bytes in all, what one all-reduce of the {nbytes}-byte "
+        "gradient needs (2 (p-1)/p n), so sharding costs no extra bandwidth")
     say(comm, f"{_mlp.NPARAMS} parameters (+{padded.size - _mlp.NPARAMS} padding) over {size} ranks: "
               f"each rank keeps {2 * shard_len} numbers of parameters + momentum between steps "
               f"instead of {2 * _mlp.NPARAMS}",

@@ -6,7 +6,8 @@ Run on 2 emulated hosts with 1 Gbit/s links (needs root or user namespaces)::
     python -m mpicoll.launch --emulate-hosts 2 --link-rate 1gbit -n 4 -m mpicoll calibrate
     python -m mpicoll.launch --emulate-hosts 2 --link-rate 1gbit -n 4 -m mpicoll.examples.hierarchical_allreduce
 
-or anywhere, pretending blocks of 2 ranks are nodes::
+or anywhere, pretending blocks of k ranks are nodes (on one host without
+``MPICOLL_NODE_SIZE`` the example emulates nodes of 2 ranks itself, and says so)::
 
     MPICOLL_NODE_SIZE=2 python -m mpicoll.launch -n 4 -m mpicoll.examples.hierarchical_allreduce
 
@@ -38,6 +39,7 @@ import numpy as np
 from mpi4py import MPI
 
 import mpicoll
+from mpicoll import config
 from mpicoll.analysis.cost import cost
 from mpicoll.examples._common import check, say
 from mpicoll.families import registry
@@ -74,15 +76,35 @@ def timed(comm: mpicoll.Comm, x: np.ndarray, out: np.ndarray, algorithm: str, re
     return times
 
 
+def wrapped_with_nodes(world: MPI.Intracomm) -> tuple[mpicoll.Comm, bool]:
+    """``world`` wrapped; on one host, with nodes of 2 ranks emulated (``MPICOLL_NODE_SIZE=2``): (comm, emulated)."""
+    comm = mpicoll.Comm(world)
+    if comm.size < 2 or nodes.is_multi_node(comm.size, comm.node_layout):
+        return comm, False
+    os.environ["MPICOLL_NODE_SIZE"] = "2" if comm.size > 2 else "1"   # every rank sets the same
+    config.reload()                          # communicators wrapped from now on see the variable
+    try:
+        return mpicoll.Comm(world.Dup()), True
+    finally:
+        del os.environ["MPICOLL_NODE_SIZE"]
+        config.reload()
+
+
 def main() -> None:
     world = MPI.COMM_WORLD
-    comm = mpicoll.Comm(world)
+    comm, emulated = wrapped_with_nodes(world)
     p, rank = comm.size, comm.rank
     nbytes = int(os.environ.get("MPICOLL_EXAMPLE_BYTES", 16 << 20)) // 8 * 8
     reps = max(1, int(os.environ.get("MPICOLL_EXAMPLE_REPS", 5)))
     layout = comm.node_layout
     hosts = world.gather(MPI.Get_processor_name())
     groups = nodes.groups(p, layout)
+    if emulated:
+        say(world, f"All {p} ranks are on one host, where ring and hierarchical would send nothing between "
+                   f"nodes; this run emulates nodes of {len(groups[0])} rank(s) (as MPICOLL_NODE_SIZE="
+                   f"{len(groups[0])} would).",
+            "The byte counts below are those of the emulated nodes; the times are all shared memory, so they",
+            "cannot show what a network would cost (the docstring shows how to emulate slow links).")
     say(world, f"{p} ranks on {len(groups)} node(s): " + "; ".join(
         f"node {n} = ranks {list(g)} ({hosts[g[0]] if hosts else ''})" for n, g in enumerate(groups)),
         f"all-reduce of {nbytes / 2**20:.3g} MiB of float64, {reps} timed repetitions")

@@ -26,7 +26,7 @@ def main() -> int:
     before = world.gather(x)
     if rank == 0:
         show_states("before Reduce_scatter_block (one number per block):", before)
-    ok = True
+    ok, verdicts, shown = True, [], None
     for algorithm in mpicoll.algorithms("reduce_scatter_block"):
         out = np.zeros(1, dtype=np.int64)
         comm.Reduce_scatter_block(x, out, algorithm=algorithm)
@@ -34,14 +34,18 @@ def main() -> int:
         ok &= same
         after = world.gather(out)
         if rank == 0:
-            print(f"\n{algorithm}: {'matches' if same else 'DIFFERS FROM'} the built-in")
+            verdicts.append(f"  {algorithm}: {'matches' if same else 'DIFFERS FROM'} the built-in")
             if algorithm == "ring":
-                show_states("after (rank j has block j summed over all ranks):", after)
+                shown = ("after (rank j has block j summed over all ranks):", after)
+    if rank == 0 and shown is not None:
+        show_states(*shown)
+        print("every algorithm against the built-in:", *verdicts, sep="\n")
     # uneven: rank j receives j + 1 elements; the input is cut accordingly
     counts = [j + 1 for j in range(size)]
     y = np.arange(sum(counts), dtype=np.int64) + 100 * rank
     ref = np.empty(counts[rank], dtype=np.int64)
     world.Reduce_scatter(y, ref, counts)
+    verdicts, shown = [], None
     for algorithm in mpicoll.algorithms("reduce_scatter"):
         out = np.zeros(counts[rank], dtype=np.int64)
         comm.Reduce_scatter(y, out, counts, algorithm=algorithm)
@@ -50,9 +54,12 @@ def main() -> int:
         after = world.gather(out)
         if rank == 0:
             verdict = "matches" if same else "DIFFERS FROM"
-            print(f"\nReduce_scatter (counts {counts}) {algorithm}: {verdict} the built-in")
+            verdicts.append(f"  {algorithm}: {verdict} the built-in")
             if algorithm == "pairwise":
-                show_states("after:", after)
+                shown = (f"\nafter Reduce_scatter with counts {counts} (rank j gets j + 1 sums):", after)
+    if rank == 0 and shown is not None:
+        show_states(*shown)
+        print("every algorithm against the built-in:", *verdicts, sep="\n")
     if rank == 0:
         print("\nThe ring's schedule:\n")
         print(mpicoll.schedules("reduce_scatter_block", "ring", size))

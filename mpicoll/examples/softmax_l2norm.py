@@ -26,14 +26,14 @@ from mpicoll.examples._common import check, say
 LENGTH = 1001
 
 
-def distributed_softmax(comm: MPI.Comm, shard: np.ndarray) -> np.ndarray:
-    """Softmax of the whole vector, returned for this rank's shard."""
+def distributed_softmax(comm: MPI.Comm, shard: np.ndarray) -> tuple[np.ndarray, float, float]:
+    """Softmax of the whole vector for this rank's shard, the global max and the denominator."""
     m = np.array(shard.max() if shard.size else -np.inf)
     comm.Allreduce(MPI.IN_PLACE, m, op=MPI.MAX)           # global max, for numerical safety
     e = np.exp(shard - m)
     denom = np.array(e.sum())
     comm.Allreduce(MPI.IN_PLACE, denom, op=MPI.SUM)       # global sum of exponentials
-    return e / denom
+    return e / denom, float(m), float(denom)
 
 
 def distributed_l2_normalize(comm: MPI.Comm, shard: np.ndarray) -> tuple[np.ndarray, float]:
@@ -47,12 +47,19 @@ def distributed_l2_normalize(comm: MPI.Comm, shard: np.ndarray) -> tuple[np.ndar
 def main() -> None:
     comm = mpicoll.Comm(MPI.COMM_WORLD)
     rank, size = comm.rank, comm.size
-    full = np.random.default_rng(0).standard_normal(LENGTH) * 30   # large values: naive exp would overflow
+    full = np.random.default_rng(0).standard_normal(LENGTH) * 30   # large values: exp(x) alone would reach about 1e40
     shard = np.array_split(full, size)[rank]
-    print(f"rank {rank}: shard of {shard.size} elements, local max {shard.max():.2f}", flush=True)
+    shards = comm.gather(f"rank {rank}: elements {shard.size:4d}, local max {shard.max():7.2f}")
+    say(comm, *(shards or []))
 
-    soft = distributed_softmax(comm, shard)
+    soft, m, denom = distributed_softmax(comm, shard)
+    say(comm, f"global max m = {m:.2f} (the largest local max; one Allreduce with MAX)",
+        f"denominator sum_j exp(x_j - m) = {denom:.6f} (one Allreduce with SUM of the local sums)",
+        "without subtracting m, exp(x_j) would overflow for x_j above about 709" if m > 709 else
+        f"subtracting m keeps every exp() <= 1 (exp({m:.0f}) alone would be {np.exp(m):.3g})")
     e = np.exp(full - full.max())
+    check(comm, m == full.max() and bool(np.isclose(denom, e.sum(), rtol=1e-12)),
+          "the global max and denominator equal NumPy's on the whole vector")
     reference = np.array_split(e / e.sum(), size)[rank]
     check(comm, bool(np.allclose(soft, reference, rtol=1e-12, atol=0)),
           "sharded softmax equals the whole-vector softmax")

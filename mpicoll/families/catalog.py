@@ -43,6 +43,25 @@ class Algorithm:
         nblocks, rounds = self.build(rank, size, **params)
         return nblocks, tuple(rounds)
 
+    def order_claim(self, largest: int = 64) -> str:
+        """The registry's claim about rank order in words, e.g. ``"kept at even p only"``.
+
+        Read off :meth:`keeps_order` at p = 2 .. ``largest``; the unit tests prove the claim
+        symbolically (an algorithm that claims order is verified in ordered mode, one that
+        does not must fail it), so a page that prints this sentence cannot contradict them.
+        """
+        kept = [p for p in range(2, largest + 1) if self.keeps_order(p)]
+        if len(kept) == largest - 1:
+            return "kept at every p (right for non-commutative operations)"
+        if not kept:
+            return "not kept for p >= 2 (commutative operations only; auto never picks it for others)"
+        if kept == list(range(2, largest + 1, 2)):
+            return "kept at even p only (auto never picks it for a non-commutative operation at odd p)"
+        if kept == list(range(2, kept[-1] + 1)):
+            return (f"kept for p <= {kept[-1]} only (auto never picks it for a non-commutative operation "
+                    "at larger p)")
+        return f"kept at p = {', '.join(map(str, kept))} only (of 2 .. {largest})"
+
     @property
     def summary(self) -> str:
         doc = (self.build.__doc__ or "").strip()

@@ -76,7 +76,7 @@ def reduce(rank: int, size: int, root: int = 0):
 
     When p is not a power of two the extra ranks fold in first (:class:`Fold`);
     if the root is one that sat out, its partner root + 1 collects the result
-    and hands it over in one last step.  Rank order is kept throughout.  Unlike
+    and hands it over in one last step.  Unlike
     the other reduce algorithms this one uses ``recv`` as scratch at non-root
     ranks too (the halving helpers accumulate there), so the call binds a
     scratch array as ``recv`` there.
@@ -85,7 +85,7 @@ def reduce(rank: int, size: int, root: int = 0):
 
     When it wins: Medium and large messages (MPICH's reduce for long vectors).
 
-    Limitations: Not in rank order.
+    Limitations: Every rank takes part in the arithmetic even though only the root needs the result.
     """
     tl, fold = Timeline(), Fold(rank, size)
     whole = (0, fold.pof2)

@@ -86,8 +86,7 @@ def allreduce(rank: int, size: int, segments: int = 1):
     When it wins: Small and medium messages on many ranks (NCCL's tree algorithm): logarithmic latency and
     bandwidth within a constant of the ring's.
 
-    Limitations: Reduces out of rank order; needs segments to pipeline, and each segment costs an alpha per
-    tree level.
+    Limitations: Needs segments to pipeline, and each segment costs an alpha per tree level.
     """
     tl = Timeline()
     k = max(1, segments)

@@ -69,8 +69,8 @@ def allreduce(rank: int, size: int, nodes: Nodes = None):
     """Intra-node reduce-scatter, inter-node ring all-reduce per shard, intra-node all-gather.
 
     The data is m shards of L blocks each (m L blocks; block j L + q is part q
-    of shard j).  Local rank i of a node of s ranks owns the shards of
-    :func:`_shards`.
+    of shard j).  Local rank i of a node of s ranks owns shards floor(i m / s)
+    up to floor((i + 1) m / s), m being the largest node's size (at least one each).
 
     1. Rounds 0 .. m-2: a ring reduce-scatter over the node's s ranks (as
        :func:`mpicoll.families.ring.reduce_scatter_steps`, s - 1 steps, each
@@ -89,8 +89,8 @@ def allreduce(rank: int, size: int, nodes: Nodes = None):
     When it wins: Large messages on several nodes with more than one rank each: a node sends 2 (L-1)/L n
     bytes (a flat ring's boundary rank alone sends 2 (p-1)/p n), and every rank shares the network work.
 
-    Limitations: Commutative ops only (shards are summed around rings); on uneven nodes a rank of a small
-    node owns several shards and so carries more of the network traffic.
+    Limitations: Shards are summed around rings, so the sum is not combined in rank order; on uneven nodes a
+    rank of a small node owns several shards and so carries more of the network traffic.
     """
     members, _, n, i = _layout(rank, size, nodes)
     g = groups(size, nodes)
@@ -183,7 +183,7 @@ def reduce(rank: int, size: int, root: int = 0, nodes: Nodes = None):
     When it wins: Small and medium messages on several nodes: each node sends its partial result over the
     network once.
 
-    Limitations: Rank order only for consecutive-rank nodes (claimed for p <= 2); not pipelined.
+    Limitations: Not pipelined.
     """
     members, leaders, n, i = _layout(rank, size, nodes)  # leaders: each node's lowest rank
     acc = "recv" if rank == root else "acc"

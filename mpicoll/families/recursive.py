@@ -77,8 +77,7 @@ def allreduce_recursive_doubling(rank: int, size: int):
 
     When it wins: Small messages: the fewest rounds of any all-reduce.
 
-    Limitations: Every step moves the whole vector, so it loses to Rabenseifner and the ring as n grows; not
-    in rank order.
+    Limitations: Every step moves the whole vector, so it loses to Rabenseifner and the ring as n grows.
     """
     tl, fold = Timeline(), Fold(rank, size)
     whole = (0, 1)
@@ -175,7 +174,7 @@ def allreduce_rabenseifner(rank: int, size: int):
     When it wins: Medium and large messages: logarithmic latency with the optimal bandwidth term (MPICH and
     Open MPI use it above a few KiB).
 
-    Limitations: Not in rank order; one past a power of two the fold steps double its bandwidth term.
+    Limitations: One past a power of two the fold steps double its bandwidth term.
     """
     tl, fold = Timeline(), Fold(rank, size)
     whole = (0, fold.pof2)
@@ -246,13 +245,13 @@ def reduce_scatter_block_recursive_halving(rank: int, size: int):
     [i, i + 1), that is blocks [edge(i), edge(i + 1)): its own block, written to
     ``recv``, and for a folded pair also the sitter's, which the last round hands
     back.  Partial sums live in scratch (``acc``).  The first step pairs ranks
-    p'/2 apart, so rank order is lost once p' >= 4.
+    p'/2 apart, so the blocks are not combined in rank order once p' >= 4.
 
     Cost: lg p alpha + (p-1)/p n (beta + gamma) for p a power of two; otherwise 2 more steps.
 
     When it wins: Small and medium messages.
 
-    Limitations: Not in rank order; p not a power of two costs two fold steps.
+    Limitations: p not a power of two costs two fold steps.
     """
     tl, fold = Timeline(), Fold(rank, size)
     t = 1 if fold.extra else 0

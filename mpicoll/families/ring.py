@@ -105,7 +105,7 @@ def reduce_scatter(rank: int, size: int):
 
     When it wins: Large messages: the bandwidth and reduction terms are the lower bound.
 
-    Limitations: Latency grows linearly with p; not in rank order.
+    Limitations: Latency grows linearly with p.
     """
     tl = Timeline()
     reduce_scatter_steps(tl, 0, rank, size, acc="acc", out="recv")

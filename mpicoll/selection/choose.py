@@ -148,7 +148,8 @@ def _decide(collective: str, *, size: int, nbytes: int, count: int, commutative:
     if count >= size:
         tuned = _band(agreed.bands(collective, size), collective, size, nbytes, commutative)
         if tuned:
-            return tuned, "the tuning file"
+            tuning.tell(collective, size, nbytes, tuned, agreed.tuning_from)
+            return tuned, agreed.tuning_from
     rule = _auto(collective)(size=size, nbytes=nbytes, count=count, commutative=commutative)
     if size < 2:
         return rule, "algorithm"

@@ -19,15 +19,17 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import sys
 from dataclasses import dataclass
 from typing import Any
 
 from mpicoll import config
 from mpicoll.analysis.cost import Machine
 
-__all__ = ["Shared", "Bands", "local", "forget", "tuning_path", "tuning_file"]
+__all__ = ["Shared", "Bands", "local", "forget", "tell", "tuning_path", "tuning_file"]
 
-Bands = tuple[tuple[int | None, str], ...]   # (upper bound in bytes or None, algorithm), by increasing size
+# (upper bound in bytes or None, algorithm or None: not measured there), by increasing size
+Bands = tuple[tuple[int | None, str | None], ...]
 _KEYS: dict[tuple, Any] = {}    # constants -> the small number that names them in decision caches
 _KEY_ENTRIES = 1024
 
@@ -38,14 +40,16 @@ class Shared:
 
     ``machine`` holds the cost-model constants (calibrated, or the built-in
     default), ``source`` says where they came from, ``tuning`` maps a
-    collective and a process count to the tuning file's bands, and ``key``
-    identifies the constants in caches (equal constants, equal key).
+    collective and a process count to the tuning file's bands, ``key``
+    identifies the constants in caches (equal constants, equal key), and
+    ``tuning_from`` names the tuning file (what "auto" says when a band decided).
     """
 
     machine: Machine
     source: str
     tuning: dict[str, dict[int, Bands]]
     key: Any
+    tuning_from: str = "the tuning file"
 
     def bands(self, collective: str, size: int) -> Bands | None:
         """The tuning file's bands for ``collective`` at ``size`` ranks, if it has any."""
@@ -62,10 +66,11 @@ class Shared:
             key = full
             if len(_KEYS) < _KEY_ENTRIES:
                 key = _KEYS[full] = len(_KEYS)
-        return cls(machine, source, bands, key)
+        return cls(machine, source, bands, key, where)
 
     def to_json(self) -> str:
         return json.dumps({"machine": dataclasses.asdict(self.machine), "source": self.source,
+                           "tuning_from": self.tuning_from,
                            "tuning": {c: {str(p): [list(b) for b in rows] for p, rows in by_p.items()}
                                       for c, by_p in self.tuning.items()}})
 
@@ -74,7 +79,8 @@ class Shared:
         data = json.loads(text)
         if "error" in data:
             raise ValueError(data["error"])
-        return cls.make(Machine(**data["machine"]), data["source"], data["tuning"])
+        return cls.make(Machine(**data["machine"]), data["source"], data["tuning"],
+                        data.get("tuning_from", "the tuning file"))
 
 
 def _mapping(value: Any, where: str) -> dict:
@@ -89,10 +95,10 @@ def _bands(rows: Any, where: str) -> Bands:
     for row in rows if isinstance(rows, list) else [None]:
         ok = isinstance(row, (list, tuple)) and len(row) == 2
         upper, name = row if ok else (None, None)
-        if not ok or not isinstance(name, str) or not (upper is None or (isinstance(upper, int)
+        if not ok or not (name is None or isinstance(name, str)) or not (upper is None or (isinstance(upper, int)
                                                                            and not isinstance(upper, bool))):
-            raise ValueError(f"{where}: expected [[upper bytes (an integer) or null, algorithm name], ...], got "
-                             f"{json.dumps(rows)[:80]}")
+            raise ValueError(f"{where}: expected [[upper bytes (an integer) or null, algorithm name or null], ...], "
+                             f"got {json.dumps(rows)[:80]}")
         out.append((upper, name))
     return tuple(out)
 
@@ -139,6 +145,19 @@ def local() -> Shared:
         machine, source = DEFAULT_LOCAL, f"built-in preset {DEFAULT_LOCAL.name!r}"
     shared = _READ["local"] = Shared.make(machine, source, tuning_file(), f"the tuning file {tuning_path()}")
     return shared
+
+
+_TOLD: set[tuple] = set()   # the tuning decisions MPICOLL_DEBUG=2 has reported (bounded below)
+
+
+def tell(collective: str, size: int, nbytes: int, name: str, where: str) -> None:
+    """``MPICOLL_DEBUG=2``: say, once per collective, p, size and file, that a tuning file chose ``name``."""
+    key = (collective, size, nbytes, name, where)
+    if config.current().debug < 2 or key in _TOLD or len(_TOLD) > 4096:
+        return
+    _TOLD.add(key)
+    sys.stderr.write(f"mpicoll INFO pid {os.getpid()}: {collective} auto -> {name} at p = {size}, {nbytes} bytes: "
+                     f"decided by {where} (not the cost model)\n")
 
 
 def forget() -> None:

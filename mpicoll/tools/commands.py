@@ -8,21 +8,27 @@ here.
 from __future__ import annotations
 
 import os
+import textwrap
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from mpicoll.analysis.cost import Cost, Machine, cost, lower_bound
+from mpicoll.analysis.presets import describe
 from mpicoll.analysis.symbolic import verify
 from mpicoll.families import registry
 from mpicoll.ir.contracts import spec as get_spec
-from mpicoll.ir.schedule import ScheduleError
+from mpicoll.ir.schedule import ScheduleError, ScheduleSet
 from mpicoll.selection import choose as selection
+from mpicoll.selection import tuning
+from mpicoll.selection.tuning import Shared
 
-__all__ = ["show", "check_cases", "verify_all", "model", "ModelResult", "draw", "calibrate", "SWEEP_SIZES"]
+__all__ = ["show", "check_cases", "count_cases", "verify_all", "model", "ModelResult", "scale_map", "ScaleMap",
+           "draw", "calibrate", "SWEEP_SIZES"]
 
 SWEEP_SIZES = (*range(1, 65), 127, 128)
+SHOW_RANKS = 64   # columns of a table that still reads on a wide screen; more: one rank at a time
 
 
 def show(collective: str, algorithm: str, size: int, rank: int | None = None, **params: Any) -> str:
@@ -31,10 +37,20 @@ def show(collective: str, algorithm: str, size: int, rank: int | None = None, **
         raise ValueError(f"-p/size: expected a positive number of ranks, got {size}")
     if rank is not None and not 0 <= rank < size:
         raise ValueError(f"--rank: expected 0 <= rank < {size}, got {rank}")
+    if rank is None and size > SHOW_RANKS:
+        raise ValueError(f"-p: a table of every rank is readable for up to {SHOW_RANKS} ranks, got {size}; "
+                         f"show one rank's column: python -m mpicoll show {collective} {algorithm} -p {size} --rank 0")
     alg = registry.get(collective, algorithm)
     params = _default_params(alg, size, params)
-    sset = registry.schedules(collective, algorithm, size, **params)
-    return sset.table(None if rank is None else [rank])
+    if rank is None:
+        return registry.schedules(collective, algorithm, size, **params).table()
+    # one rank: only its schedule is built (at p = 1024 building all of them takes seconds)
+    one = registry.schedule(collective, algorithm, rank, size, **params)
+    lines = ScheduleSet((one,)).table().split("\n")
+    lines[0] = f"{collective} / {algorithm}: p = {size}, {one.nblocks} blocks; rank {rank}"
+    head = next(i for i, line in enumerate(lines) if line.startswith("round"))
+    lines[head] = lines[head].replace("rank 0", f"rank {rank}")
+    return "\n".join(lines)
 
 
 def _default_params(alg: registry.Algorithm, size: int, params: dict[str, Any]) -> dict[str, Any]:
@@ -112,6 +128,15 @@ def verify_all(collectives: Iterable[str] | None = None, algorithms: Iterable[st
                     del sset
 
 
+def count_cases(sizes: Iterable[int] = SWEEP_SIZES) -> tuple[int, int, int]:
+    """(algorithms, collectives, cases) that ``python -m mpicoll verify`` checks at ``sizes``, without checking."""
+    sizes = list(sizes)
+    cases = sum(len(check_cases(coll, name, size)) * (2 if get_spec(coll).in_place else 1)
+                for coll in registry.collectives() for name in registry.algorithms(coll) for size in sizes)
+    algorithms = sum(len(registry.algorithms(c)) for c in registry.collectives())
+    return algorithms, len(registry.collectives()), cases
+
+
 PARALLEL_FROM = 512  # from this size on, the two forms are checked in two processes
 
 
@@ -157,6 +182,7 @@ class ModelResult:
     auto: str | None
     seconds: float
     auto_unknown: str = ""   # why ``auto`` is None (a module it needs could not be imported)
+    tuned: str = ""          # what this machine's tuning file makes auto run instead, and which file
 
     def table(self) -> str:
         lines = [f"{self.collective}, p = {self.size}, {self.nbytes} bytes, constants: {self.machine.name}"
@@ -171,7 +197,12 @@ class ModelResult:
                          f"{_fmt(c.reduction):>12}{c.rounds:>8}  {ratio:7.2f}{mark}"
                          + ("  (sampled ranks)" if c.sampled else ""))
         lines.append(f"  {'lower bound':<22}{_fmt(self.bound):>12}")
-        lines.append(f"  auto chooses: {self.auto}" + (f" ({self.auto_unknown})" if self.auto_unknown else ""))
+        for line in describe(self.machine):
+            lines += textwrap.wrap(line, 110, initial_indent="  assumed: ", subsequent_indent=" " * 11)
+        lines.append(f"  auto chooses: {self.auto}" + (f" ({self.auto_unknown})" if self.auto_unknown else
+                                                        " (with these constants and no tuning file)"))
+        if self.tuned:
+            lines.append(f"  on this machine auto runs {self.tuned}")
         return "\n".join(lines)
 
 
@@ -199,18 +230,85 @@ def model(collective: str, size: int, nbytes: int, machine: Machine,
     for i, name in enumerate(names):
         if progress is not None:
             progress(name, i, len(names))
-        alg = registry.get(collective, name)
-        _, params = selection.choose(collective, name, size=size, nbytes=nbytes, count=max(1, nbytes // 8))
-        costs[name] = cost(collective, name, size, nbytes, machine, **_default_params(alg, size, params))
-    auto, unknown = None, ""
-    try:
-        auto, _ = selection.choose(collective, "auto", size=size, nbytes=nbytes, count=max(1, nbytes // 8))
+        costs[name] = _cost(collective, name, size, nbytes, machine)
+    auto, unknown, tuned = None, "", ""
+    count = max(1, nbytes // 8)
+    try:   # auto with these constants and no tuning file; then what this machine's tuning file would do
+        auto, _ = selection.choose(collective, "auto", size=size, nbytes=nbytes, count=count,
+                                   agreed=Shared.make(machine, machine.name, {}))
+        band = selection.tuned_choice(collective, size, nbytes) if count >= size else None
+        if band is not None:
+            tuned = f"{band}, decided by the tuning file {tuning.tuning_path()} (bench --tune measured it)"
     except ImportError as exc:   # the "auto" rules sit next to the calls, which import mpi4py
         unknown = f"unknown without {exc.name or 'mpi4py'}"
     except (KeyError, ValueError):
         pass
     return ModelResult(collective, size, nbytes, machine, costs, lower_bound(collective, size, nbytes, machine),
-                       auto, time.perf_counter() - t0, unknown)
+                       auto, time.perf_counter() - t0, unknown, tuned)
+
+
+MAP_RANKS = (2, 8, 64, 512, 4096)   # beyond, one cell takes minutes (hierarchical at 24,576: ~25 s a size)
+MAP_BYTES = (8, 1 << 10, 64 << 10, 1 << 20, 16 << 20, 256 << 20)
+
+
+@dataclass
+class ScaleMap:
+    """Which algorithm the cost model says is fastest for each (p, bytes): ``cells[p, n]`` = [(name, s), ...]."""
+
+    collective: str
+    machine: Machine
+    ranks: tuple[int, ...]
+    sizes: tuple[int, ...]
+    cells: dict[tuple[int, int], list[tuple[str, float]]]
+
+    def winner(self, p: int, nbytes: int) -> str:
+        return self.cells[p, nbytes][0][0]
+
+    def table(self) -> str:
+        """Rows p, columns bytes; each cell the winner and how much slower the runner-up is."""
+        head = f"{'p':>7} | " + " | ".join(f"{_bytes(n):>24}" for n in self.sizes)
+        lines = [f"{self.collective}: the fastest algorithm by the cost model, constants: {self.machine.name} "
+                 "(in brackets: how much slower the runner-up is)", head, "-" * len(head)]
+        for p in self.ranks:
+            cells = []
+            for n in self.sizes:
+                ranked = self.cells[p, n]
+                ratio = ranked[1][1] / ranked[0][1] if len(ranked) > 1 and ranked[0][1] > 0 else float("nan")
+                cells.append(f"{ranked[0][0]} (x{ratio:.2g})".rjust(24))
+            lines.append(f"{p:>7} | " + " | ".join(cells))
+        for line in describe(self.machine):
+            lines += textwrap.wrap(line, 110, initial_indent="assumed: ", subsequent_indent=" " * 9)
+        return "\n".join(lines)
+
+
+def _bytes(n: int) -> str:
+    for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            return f"{n // scale} {unit}"
+    return f"{n} B"
+
+
+def scale_map(collective: str, machine: Machine, ranks: Iterable[int] = MAP_RANKS, sizes: Iterable[int] = MAP_BYTES,
+              algorithms: Iterable[str] | None = None,
+              progress: Callable[[str, int, int], None] | None = None) -> ScaleMap:
+    """Cost every algorithm at every (p, bytes) of the grid; each cell's algorithms fastest first."""
+    ranks, sizes = tuple(ranks), tuple(sizes)
+    names = list(algorithms) if algorithms else registry.algorithms(collective)
+    cells = {}
+    for i, p in enumerate(ranks):
+        if progress is not None:
+            progress(f"p = {p}", i, len(ranks))
+        for n in sizes:
+            cells[p, n] = sorted(((name, _cost(collective, name, p, n, machine).time) for name in names),
+                                 key=lambda item: item[1])
+    return ScaleMap(collective, machine, ranks, sizes, cells)
+
+
+def _cost(collective: str, name: str, size: int, nbytes: int, machine: Machine) -> Cost:
+    """The cost model's time of one algorithm with the parameters "auto" would give it (segments)."""
+    alg = registry.get(collective, name)
+    _, params = selection.choose(collective, name, size=size, nbytes=nbytes, count=max(1, nbytes // 8))
+    return cost(collective, name, size, nbytes, machine, **_default_params(alg, size, params))
 
 
 def draw(collective: str, algorithm: str, size: int, path: str, **params: Any) -> str:

@@ -86,11 +86,15 @@ def test_tune_writes_bands_that_auto_then_uses(tmp_path, monkeypatch):
                    comm=WORLD)
         with open(path) as fh:
             bands = json.load(fh)["allreduce"][str(WORLD.size)]
-        check(bands[-1][0] is None and all(name in registry.algorithms("allreduce") for _, name in bands))
-        check(selection.tuned_choice("allreduce", WORLD.size, 8) == bands[0][1])
-        check(selection.tuned_choice("allreduce", WORLD.size, 1 << 30) == bands[-1][1])
+        # bands over the measured sizes only: none below 8 B, none above 64 KiB
+        check(bands[0] == [8, None] and bands[-1] == [None, None] and bands[-2][0] == (64 << 10) + 1)
+        check(all(name in registry.algorithms("allreduce") for _, name in bands[1:-1]))
+        check(selection.tuned_choice("allreduce", WORLD.size, 8) == bands[1][1])
+        check(selection.tuned_choice("allreduce", WORLD.size, 64 << 10) == bands[-2][1])
+        check(selection.tuned_choice("allreduce", WORLD.size, 4) is None)
+        check(selection.tuned_choice("allreduce", WORLD.size, 1 << 30) is None)
         name, _ = selection.choose("allreduce", "auto", size=WORLD.size, nbytes=8, count=WORLD.size)
-        check(name == bands[0][1])
+        check(name == bands[1][1])
         # a non-commutative op never gets a tuned algorithm that reorders
         for nbytes in (8, 1 << 30):
             tuned = selection.tuned_choice("allreduce", WORLD.size, nbytes, commutative=False)

@@ -99,3 +99,11 @@ def test_every_public_name_resolves(name: str) -> None:
 def test_unknown_name_is_an_attribute_error() -> None:
     with pytest.raises(AttributeError, match="no_such_name"):
         mpicoll.no_such_name  # noqa: B018
+
+
+def test_dir_lists_the_public_names_only():
+    import mpicoll
+
+    names = dir(mpicoll)
+    assert "Comm" in names and "algorithms" in names and "__version__" in names
+    assert not {"annotations", "importlib", "Any", "TYPE_CHECKING"} & set(names)

@@ -60,6 +60,8 @@ def test_rotated_cost_equals_costing_every_rank(collective, algorithm, machine):
     (["model", "allreduce", "-p", "4", "--bytes", "8", "--algorithms", "ring,nope"], "no algorithm 'nope'"),
     (["draw", "allreduce", "ring", "-p", "4", "-o", "/no/such/folder/x.png"], "does not exist"),
     (["draw", "allreduce", "ring", "-p", "64", "-o", "x.png"], "python -m mpicoll show allreduce ring -p 64"),
+    (["show", "allreduce", "ring", "-p", "100000"], "--rank 0"),
+    (["model", "allreduce", "-p", "4", "--bytes", "8", "--alpha", "1e-6"], "go together"),
 ])
 def test_user_mistakes_get_one_line_with_the_choices(argv, expected, capsys):
     assert main(argv) == 2
@@ -94,3 +96,50 @@ def test_model_at_24576_ranks_costs_the_ring_exactly_and_fast():
     start = time.process_time()
     c = cost("allreduce", "ring", 24576, 8, preset("nccl-summit"))
     assert time.process_time() - start < 30 and not c.sampled and c.rounds == 2 * (24576 - 1)
+
+
+def test_help_lists_every_subcommand(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    for name in ("show", "verify", "model", "draw", "calibrate", "bench", "osu", "autocheck", "launch"):
+        assert f"    {name}" in out, name
+
+
+def test_show_one_rank_builds_only_its_schedule():
+    from mpicoll.tools import commands
+
+    one = commands.show("allreduce", "ring", 100_000, rank=7)
+    assert one.startswith("allreduce / ring: p = 100000") and "rank 7" in one and "send send[6] to 8" in one
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["bench", "allreduc"], "unknown collective 'allreduc'"),
+    (["bench", "--algorithms", "rng"], "has no algorithm(s) rng"),
+    (["bench", "--style", "osu", "bcst"], "unknown collective(s) bcst"),
+])
+def test_bench_usage_errors_under_mpi_are_one_line_on_one_rank(argv, expected):
+    """Every rank finds the mistake before any message; rank 0 says it once, nobody calls MPI_Abort."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "mpicoll.launch", "-n", "2", "-m", "mpicoll", *argv, "--quiet"],
+                          capture_output=True, text=True, timeout=120)
+    err = proc.stderr + proc.stdout
+    assert proc.returncode == 2
+    assert err.count(expected) == 1 and "Traceback" not in err and "MPI_ABORT" not in err
+
+
+def test_the_nccl_summit_figures_quoted_in_presets_hold():
+    """mpicoll.analysis.presets quotes the model's tree times against NCCL's published ones."""
+    from mpicoll.analysis.presets import NCCL_SUMMIT
+
+    assert cost("allreduce", "double_binary_tree", 96, 8, NCCL_SUMMIT).time == pytest.approx(114e-6, rel=0.01)
+    assert cost("allreduce", "double_binary_tree", 24576, 8, NCCL_SUMMIT).time == pytest.approx(277e-6, rel=0.01)
+
+
+def test_model_states_the_assumptions_of_its_constants(capsys):
+    assert main(["model", "allreduce", "-p", "96", "--bytes", "8", "--preset", "nccl-summit"]) == 0
+    out = capsys.readouterr().out
+    assert "double_binary_tree: alpha 5.1 us per message between nodes instead of 0.9 us" in out
+    assert "every other algorithm pays the ring's 0.9 us" in out and "proxy thread" in out

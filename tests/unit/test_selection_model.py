@@ -128,6 +128,36 @@ def test_precedence_environment_then_tuning_then_model(files, monkeypatch):
     assert selection.choose("allreduce", "auto", size=5, nbytes=8000, count=1000)[0] == model
 
 
+def test_bands_cover_only_the_measured_sizes_and_debug_2_names_the_file(files, monkeypatch, capsys):
+    from mpicoll.bench.tune import bands
+
+    rows = bands([(8, "binomial")])            # bench --sizes 8 --tune: a rule for 8-byte calls only
+    assert rows == [[8, None], [9, "binomial"], [None, None]]
+    assert bands([(1 << 10, "linear"), (1 << 20, "ring")])[1:3] == [[32768, "linear"], [(1 << 20) + 1, "ring"]]
+    (files / "tuning.json").write_text(json.dumps({"allreduce": {"4": [[64, None], [128, "linear"],
+                                                                        [None, None]]}}))
+    monkeypatch.setenv("MPICOLL_DEBUG", "2")
+    selection.reload_tuning()
+    model_choice = selection.choose("allreduce", "auto", size=4, nbytes=1 << 26, count=1 << 23)[0]
+    assert model_choice != "linear"
+    assert selection.choose("allreduce", "auto", size=4, nbytes=32, count=4)[0] != "linear"   # below: not measured
+    assert "tuning file" not in capsys.readouterr().err
+    assert selection.choose("allreduce", "auto", size=4, nbytes=96, count=12)[0] == "linear"
+    err = capsys.readouterr().err
+    assert f"decided by the tuning file {files / 'tuning.json'}" in err and "auto -> linear" in err
+
+
+def test_model_says_when_a_tuning_file_decides(files):
+    from mpicoll.analysis.presets import preset
+    from mpicoll.tools import commands
+
+    (files / "tuning.json").write_text(json.dumps({"allreduce": {"4": [[None, "linear"]]}}))
+    selection.reload_tuning()
+    text = commands.model("allreduce", 4, 1 << 20, preset("local")).table()
+    assert f"on this machine auto runs linear, decided by the tuning file {files / 'tuning.json'}" in text
+    assert "no tuning file" in text
+
+
 def test_rule_tables_beyond_the_model(files):
     p = costed.MODEL_LIMIT + 1
     for collective in ("allreduce", "bcast", "alltoall"):
