@@ -5,14 +5,11 @@ sends a message of n >= 2^31 bytes as one element of an n-byte datatype, and a d
 order (a struct of ``vector(1, INT_MAX, INT_MAX)`` and one element, as a distributed-tensor library builds
 for its large counts) as a typed view, never through ``MPI_Pack``.
 
-Slow and memory-hungry (about 2.2 GB per buffer): run only at 2 processes and with ``MPICOLL_LARGE_TESTS=1``
-(``python -m mpicoll.launch -n 2 -m pytest tests/mpi/test_large_counts.py --with-mpi``); never in the quick
-suite.
+Slow and memory-hungry (about 2.2 GB per buffer): marked slow, run only at 2 processes
+(``python -m mpicoll.launch -n 2 -m pytest tests/mpi/test_large_counts.py --with-mpi --run-slow``).
 """
 
 from __future__ import annotations
-
-import os
 
 import numpy as np
 import pytest
@@ -26,8 +23,7 @@ INT_MAX = 2**31 - 1
 
 pytestmark = [
     pytest.mark.mpi, pytest.mark.slow,
-    pytest.mark.skipif(P != 2 or not os.environ.get("MPICOLL_LARGE_TESTS"),
-                       reason="over 2 GiB per buffer: 2 processes and MPICOLL_LARGE_TESTS=1 only"),
+    pytest.mark.skipif(P != 2, reason="over 2 GiB per buffer: at 2 processes only"),
 ]
 
 
