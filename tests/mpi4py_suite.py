@@ -194,6 +194,7 @@ def main() -> int:
     parser.add_argument("--report", help="write PREFIX<rank>.json")
     parser.add_argument("--timeout", type=float, default=300, help="seconds per test before aborting the job")
     parser.add_argument("-k", help="only test methods whose name contains this")
+    parser.add_argument("--modules", default=",".join(MODULES), help="test_cco_* modules (default: %(default)s)")
     parser.add_argument("-v", action="store_true", help="one line per test on rank 0")
     ns = parser.parse_args()
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -203,7 +204,7 @@ def main() -> int:
     import mpicoll
 
     rank = MPI.COMM_WORLD.Get_rank()
-    tests = suite(directory, mpicoll.Comm, pattern=ns.k)
+    tests = suite(directory, mpicoll.Comm, tuple(ns.modules.split(",")), pattern=ns.k)
     stream = sys.stderr if rank == 0 else open(os.devnull, "w")  # noqa: SIM115
     runner = unittest.TextTestRunner(stream=stream, verbosity=2 if ns.v else 1, resultclass=Result)
 

@@ -22,6 +22,7 @@ from typing import Any
 from mpi4py import MPI
 
 from mpicoll import config
+from mpicoll.calls import objects
 from mpicoll.comm import careful, setup
 from mpicoll.comm.dispatch import fast_miss, init, run_blocking, start
 from mpicoll.comm.docs import document
@@ -345,6 +346,49 @@ class Comm(MPI.Intracomm):
         self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, info: MPI.Info = _INFO, *, algorithm: str = "auto"
     ) -> Prequest:
         return init(self, "Exscan", (sendbuf, recvbuf, op), algorithm)
+
+    # -- the lowercase object collectives: mpi4py's signatures on mpicoll's schedules (mpicoll.calls.objects) --
+
+    def barrier(self, *, algorithm: str = "auto") -> None:
+        """Block until every rank has called it (``Barrier``: no object moves)."""
+        objects.barrier(self, algorithm)
+
+    def bcast(self, obj: Any, root: int = 0, *, algorithm: str = "auto") -> Any:
+        """Broadcast the Python object ``obj`` from ``root``; every rank (the root too) gets an unpickled copy."""
+        return objects.bcast(self, obj, root, algorithm)
+
+    def gather(self, sendobj: Any, root: int = 0, *, algorithm: str = "auto") -> list[Any] | None:
+        """Gather every rank's object at ``root`` as a list in rank order (None elsewhere)."""
+        return objects.gather(self, sendobj, root, algorithm)
+
+    def scatter(self, sendobj: Any, root: int = 0, *, algorithm: str = "auto") -> Any:
+        """Scatter the root's sequence of size objects (None: all None): rank i gets item i."""
+        return objects.scatter(self, sendobj, root, algorithm)
+
+    def allgather(self, sendobj: Any, *, algorithm: str = "auto") -> list[Any]:
+        """Every rank's object, as a list in rank order, on every rank."""
+        return objects.allgather(self, sendobj, algorithm)
+
+    def alltoall(self, sendobj: Any, *, algorithm: str = "auto") -> list[Any]:
+        """Item j of rank i's sequence of size objects becomes item i of rank j's list."""
+        return objects.alltoall(self, sendobj, algorithm)
+
+    def reduce(self, sendobj: Any, op: Any = MPI.SUM, root: int = 0, *, algorithm: str = "auto") -> Any:
+        """``op`` (an ``MPI.Op`` or a callable ``op(a, b)``) over every rank's object in rank order, at ``root``
+        (None elsewhere)."""
+        return objects.reduce(self, sendobj, op, root, algorithm)
+
+    def allreduce(self, sendobj: Any, op: Any = MPI.SUM, *, algorithm: str = "auto") -> Any:
+        """``op`` over every rank's object in rank order, on every rank."""
+        return objects.allreduce(self, sendobj, op, algorithm)
+
+    def scan(self, sendobj: Any, op: Any = MPI.SUM, *, algorithm: str = "auto") -> Any:
+        """On rank i, ``op`` over the objects of ranks 0 .. i."""
+        return objects.scan(self, sendobj, op, algorithm)
+
+    def exscan(self, sendobj: Any, op: Any = MPI.SUM, *, algorithm: str = "auto") -> Any:
+        """On rank i > 0, ``op`` over the objects of ranks 0 .. i - 1; None on rank 0."""
+        return objects.exscan(self, sendobj, op, algorithm)
 
     # -- derived communicators: mpicoll's too, inheriting this one's state without a message -----------------
 
