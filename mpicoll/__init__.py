@@ -42,7 +42,8 @@ _LAZY = {
 }
 
 __all__ = [
-    "Comm", "Request", "Prequest", "Op", "MismatchError", "ArgumentError", "PeerFailure", "CollectiveTimeout", "MessageSizeError",
+    "Comm", "Request", "Prequest", "Op", "MismatchError", "ArgumentError", "PeerFailure",
+    "CollectiveTimeout", "MessageSizeError",
     "algorithms", "collectives", "schedule", "schedules",
     "Block", "Send", "Recv", "Reduce", "Copy", "Round", "Schedule", "ScheduleSet", "ScheduleError",
     "__version__",

@@ -21,7 +21,7 @@ from typing import Any
 
 from mpi4py import MPI
 
-__all__ = ["MismatchError", "ArgumentError", "PeerFailure",
+__all__ = ["MismatchError", "ArgumentError", "PeerFailure", "TopologyError",
            "MPIError", "RootError", "CountError", "CountTypeError", "TypeMismatchError", "DatatypeError",
            "OpError", "OpTypeError", "BufferValueError", "BufferTypeError", "TruncateError", "ArgError"]
 
@@ -72,6 +72,12 @@ class DatatypeError(MPIError, ValueError):
     """An invalid datatype (``MPI.ERR_TYPE``)."""
 
     ERROR_CLASS = MPI.ERR_TYPE
+
+
+class TopologyError(MPIError, ValueError):
+    """A neighbourhood collective on a communicator without a virtual topology (``MPI.ERR_TOPOLOGY``)."""
+
+    ERROR_CLASS = MPI.ERR_TOPOLOGY
 
 
 class OpError(MPIError, ValueError):

@@ -199,9 +199,20 @@ def figure(outdir: str, collective: str, algorithm: str, params: dict[str, Any])
             "(click for full size)</figcaption></figure>\n\n")
 
 
+def example_params(alg: Any) -> dict[str, Any]:
+    """The parameters a page shows an algorithm with: root 0; a neighbourhood's topology: a 2 x 2 grid,
+    periodic along its rows only (so both a doubled neighbour and MPI.PROC_NULL edges show)."""
+    from mpicoll.ir.topology import Cart
+
+    params: dict[str, Any] = {"root": 0} if "root" in alg.params else {}
+    if "topology" in alg.params:
+        params["topology"] = Cart((2, P // 2), (False, True))
+    return params
+
+
 def algorithm_section(outdir: str, collective: str, algorithm: str) -> str:
     alg = registry.get(collective, algorithm)
-    params = {"root": 0} if "root" in alg.params else {}
+    params = example_params(alg)
     text = f".. _{collective}-{algorithm}:\n\n" + _title(algorithm, "-") + "\n" + docstring(collective, algorithm)
     text += "\n\n"
     if get_spec(collective).reduces:

@@ -347,6 +347,63 @@ class Comm(MPI.Intracomm):
     ) -> Prequest:
         return init(self, "Exscan", (sendbuf, recvbuf, op), algorithm)
 
+    # -- neighbourhood collectives: any wrapped communicator with a virtual topology (mpicoll.calls._neighbors) --
+
+    def Neighbor_allgather(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> None:
+        run_blocking(self, "Neighbor_allgather", algorithm, sendbuf, recvbuf)
+
+    def Ineighbor_allgather(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> Request:
+        return start(self, "Neighbor_allgather", (sendbuf, recvbuf), algorithm)
+
+    def Neighbor_allgather_init(
+        self, sendbuf: Any, recvbuf: Any, info: MPI.Info = _INFO, *, algorithm: str = "auto"
+    ) -> Prequest:
+        return init(self, "Neighbor_allgather", (sendbuf, recvbuf), algorithm)
+
+    def Neighbor_allgatherv(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> None:
+        run_blocking(self, "Neighbor_allgatherv", algorithm, sendbuf, recvbuf)
+
+    def Ineighbor_allgatherv(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> Request:
+        return start(self, "Neighbor_allgatherv", (sendbuf, recvbuf), algorithm)
+
+    def Neighbor_allgatherv_init(
+        self, sendbuf: Any, recvbuf: Any, info: MPI.Info = _INFO, *, algorithm: str = "auto"
+    ) -> Prequest:
+        return init(self, "Neighbor_allgatherv", (sendbuf, recvbuf), algorithm)
+
+    def Neighbor_alltoall(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> None:
+        run_blocking(self, "Neighbor_alltoall", algorithm, sendbuf, recvbuf)
+
+    def Ineighbor_alltoall(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> Request:
+        return start(self, "Neighbor_alltoall", (sendbuf, recvbuf), algorithm)
+
+    def Neighbor_alltoall_init(
+        self, sendbuf: Any, recvbuf: Any, info: MPI.Info = _INFO, *, algorithm: str = "auto"
+    ) -> Prequest:
+        return init(self, "Neighbor_alltoall", (sendbuf, recvbuf), algorithm)
+
+    def Neighbor_alltoallv(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> None:
+        run_blocking(self, "Neighbor_alltoallv", algorithm, sendbuf, recvbuf)
+
+    def Ineighbor_alltoallv(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> Request:
+        return start(self, "Neighbor_alltoallv", (sendbuf, recvbuf), algorithm)
+
+    def Neighbor_alltoallv_init(
+        self, sendbuf: Any, recvbuf: Any, info: MPI.Info = _INFO, *, algorithm: str = "auto"
+    ) -> Prequest:
+        return init(self, "Neighbor_alltoallv", (sendbuf, recvbuf), algorithm)
+
+    def Neighbor_alltoallw(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> None:
+        run_blocking(self, "Neighbor_alltoallw", algorithm, sendbuf, recvbuf)
+
+    def Ineighbor_alltoallw(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> Request:
+        return start(self, "Neighbor_alltoallw", (sendbuf, recvbuf), algorithm)
+
+    def Neighbor_alltoallw_init(
+        self, sendbuf: Any, recvbuf: Any, info: MPI.Info = _INFO, *, algorithm: str = "auto"
+    ) -> Prequest:
+        return init(self, "Neighbor_alltoallw", (sendbuf, recvbuf), algorithm)
+
     # -- the lowercase object collectives: mpi4py's signatures on mpicoll's schedules (mpicoll.calls.objects) --
 
     def barrier(self, *, algorithm: str = "auto") -> None:
@@ -389,6 +446,14 @@ class Comm(MPI.Intracomm):
     def exscan(self, sendobj: Any, op: Any = MPI.SUM, *, algorithm: str = "auto") -> Any:
         """On rank i > 0, ``op`` over the objects of ranks 0 .. i - 1; None on rank 0."""
         return objects.exscan(self, sendobj, op, algorithm)
+
+    def neighbor_allgather(self, sendobj: Any, *, algorithm: str = "auto") -> list[Any]:
+        """The in-neighbours' objects, in the virtual topology's order (None from ``MPI.PROC_NULL``)."""
+        return objects.neighbor_allgather(self, sendobj, algorithm)
+
+    def neighbor_alltoall(self, sendobj: Any, *, algorithm: str = "auto") -> list[Any]:
+        """Item k of ``sendobj`` to out-neighbour k; item k of the result from in-neighbour k."""
+        return objects.neighbor_alltoall(self, sendobj, algorithm)
 
     # -- derived communicators: mpicoll's too, inheriting this one's state without a message -----------------
 

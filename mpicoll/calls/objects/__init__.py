@@ -27,10 +27,12 @@ from mpicoll.calls.objects.collectives import (
     bcast,
     exscan,
     gather,
+    neighbor_allgather,
+    neighbor_alltoall,
     reduce,
     scan,
     scatter,
 )
 
 __all__ = ["bcast", "gather", "scatter", "allgather", "alltoall", "reduce", "allreduce", "scan", "exscan",
-           "barrier", "choose", "suitable"]
+           "barrier", "neighbor_allgather", "neighbor_alltoall", "choose", "suitable"]

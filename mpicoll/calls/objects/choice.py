@@ -23,6 +23,7 @@ alltoall      pairwise (each object travels once)
 reduce        binomial
 allreduce     recursive_doubling (ceil(lg p) + 2 rounds, ordered)
 scan, exscan  recursive_doubling
+neighbor_*    direct (one message per edge of the virtual topology)
 ============  ==========================================================
 """
 
@@ -57,6 +58,10 @@ def suitable(collective: str, size: int, ordered: bool = False, **params: Any) -
 
 def choose(collective: str, algorithm: str, size: int, ordered: bool = False, **params: Any) -> str:
     """The algorithm a call runs: ``algorithm`` checked (ValueError naming the choices), or "auto"'s."""
+    if collective.startswith("neighbor_"):   # one round along the topology's edges: its one algorithm
+        if algorithm not in ("auto", "direct"):
+            raise ValueError(f"algorithm: {collective} has one algorithm, 'direct' (or 'auto'), got {algorithm!r}")
+        return "direct"
     if algorithm == "auto":
         if collective == "allgather":
             return "recursive_doubling" if size & (size - 1) == 0 else "bruck"

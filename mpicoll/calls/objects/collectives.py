@@ -24,6 +24,7 @@ from mpi4py import MPI
 
 from mpicoll import errors
 from mpicoll.calls._checks import check_root
+from mpicoll.calls._neighbors import degrees, topology_of
 from mpicoll.calls.objects import engine
 from mpicoll.calls.objects.choice import choose
 from mpicoll.calls.objects.slots import Failed, pickled
@@ -31,7 +32,7 @@ from mpicoll.families import registry
 from mpicoll.runtime.state import BLOCKING, CommState
 
 __all__ = ["bcast", "gather", "scatter", "allgather", "alltoall", "reduce", "allreduce", "scan", "exscan",
-           "barrier", "ordered"]
+           "barrier", "neighbor_allgather", "neighbor_alltoall", "ordered"]
 
 
 def ordered(op: Any) -> bool:
@@ -214,3 +215,32 @@ def exscan(comm: Any, sendobj: Any, op: Callable | MPI.Op = MPI.SUM, algorithm: 
         call.check()
         return None
     return call.result(0)
+
+
+def neighbor_allgather(comm: Any, sendobj: Any, algorithm: str = "auto") -> list:
+    """``comm.neighbor_allgather(sendobj)``: the in-neighbours' objects in the topology's order (None from an
+    ``MPI.PROC_NULL`` neighbour)."""
+    state = _state(comm)
+    topology = topology_of(state.private, "neighbor_allgather")
+    call = _Call(state, "neighbor_allgather", algorithm, topology=topology)
+    call.put("send", 0, sendobj)
+    call.run()
+    return [call.result(k) for k in range(degrees(topology, state.rank)[0])]
+
+
+def neighbor_alltoall(comm: Any, sendobj: Any, algorithm: str = "auto") -> list:
+    """``comm.neighbor_alltoall(sendobj)``: object k of the sequence to out-neighbour k; object k of the result
+    from in-neighbour k (None from an ``MPI.PROC_NULL`` neighbour)."""
+    state = _state(comm)
+    topology = topology_of(state.private, "neighbor_alltoall")
+    indegree, outdegree = degrees(topology, state.rank)
+    call = _Call(state, "neighbor_alltoall", algorithm, topology=topology)
+    items, exc = _items(sendobj, outdegree, "sendobj")
+    call.fail(exc)
+    for k, item in enumerate(items):
+        if exc is None:
+            call.put("send", k, item)
+        else:
+            call.bufs["send"][k] = Failed(state.rank)
+    call.run()
+    return [call.result(k) for k in range(indegree)]
