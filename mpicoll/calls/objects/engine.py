@@ -8,10 +8,12 @@ its message into them.  Local steps work per block: a copy shares the bytes
 live object an op could change), a reduction sets ``out = op(left, right)``,
 left being the lower ranks' part, as mpi4py's own reductions call the op.
 
-:func:`run` posts a round's sends, then takes its receives as they come
-(a matched probe gives each message's length, so no size travels ahead), then
-waits for the sends and runs the round's steps: the blocking executor's order,
-on the communicator's private duplicate and the call's own tag.
+:func:`run` posts a round's sends, then takes its receives (a matched probe
+gives each message's length, so no size travels ahead), then waits for the
+sends and runs the round's steps: the blocking executor's order, on the
+communicator's private duplicate and the call's own tag.  Receives block in
+``Mprobe`` in listed order; with a timeout, or while mpicoll's nonblocking
+requests are outstanding (they must keep moving), they are polled instead.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from mpi4py import MPI
 from mpicoll.analysis.lockstep import run_lockstep
 from mpicoll.calls.objects.slots import Failed, Slot, frame, unframe, value
 from mpicoll.ir.schedule import Block, Copy, Reduce, Schedule
+from mpicoll.runtime.nonblocking import outstanding, progress
 from mpicoll.runtime.watchdog import CollectiveTimeout, _idle
 
 __all__ = ["Buffers", "buffers", "run", "simulate", "Steps"]
@@ -78,7 +81,17 @@ def run(schedule: Schedule, bufs: Buffers, steps: Steps, comm: MPI.Comm, tag: in
     status = MPI.Status()
     for t, rnd in enumerate(schedule.rounds):
         sends = [comm.Isend(frame(bufs[b.buf][b.lo:b.hi]), peer, tag) for peer, b in rnd.sends]
-        waiting = list(rnd.recvs)   # from each peer, messages arrive in the order they are listed
+        if timeout is None and not outstanding():
+            # every rank posted its round's sends before blocking here: taking the receives in listed
+            # order, each in a blocking matched probe, cannot deadlock (and does not yield the core)
+            for peer, block in rnd.recvs:
+                msg = comm.Mprobe(peer, tag, status)
+                data = bytearray(status.Get_count(MPI.BYTE))
+                msg.Recv([data, MPI.BYTE])
+                _store(bufs[block.buf], block, unframe(data))
+            waiting = []
+        else:
+            waiting = list(rnd.recvs)   # from each peer, messages arrive in the order they are listed
         last, spins = time.monotonic(), 0
         while waiting:
             taken = None
@@ -99,6 +112,7 @@ def run(schedule: Schedule, bufs: Buffers, steps: Steps, comm: MPI.Comm, tag: in
                 last, spins = time.monotonic(), 0
                 continue
             spins += 1
+            progress()   # mpicoll's own outstanding requests keep moving meanwhile
             if timeout is not None and time.monotonic() - last > timeout:
                 raise CollectiveTimeout(schedule.collective, t, sorted({p for p, _ in waiting}), timeout,
                                         schedule.rank)
