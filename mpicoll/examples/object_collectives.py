@@ -55,9 +55,9 @@ def main() -> None:
     for n in (1, 1000, 100_000):
         x = np.full(n, 1.0 + rank)
         out = np.empty_like(x)
-        buf = timed(world, lambda: comm.Allreduce(x, out, op=MPI.SUM))
-        ours = timed(world, lambda: comm.allreduce(x, op=MPI.SUM))
-        theirs = timed(world, lambda: world.allreduce(x, op=MPI.SUM))
+        buf = timed(world, lambda x=x, out=out: comm.Allreduce(x, out, op=MPI.SUM))
+        ours = timed(world, lambda x=x: comm.allreduce(x, op=MPI.SUM))
+        theirs = timed(world, lambda x=x: world.allreduce(x, op=MPI.SUM))
         check(world, np.array_equal(comm.allreduce(x, op=MPI.SUM), out), f"n={n}: object and buffer results agree")
         say(world, f"  n={n:>7}: Allreduce {buf:.2e}   mpicoll allreduce {ours:.2e} ({ours / buf:.1f}x)   "
                    f"mpi4py allreduce {theirs:.2e} ({theirs / buf:.1f}x)")
