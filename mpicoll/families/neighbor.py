@@ -24,16 +24,18 @@ Listing order decides which message is which between the same two ranks
 A rank that is its own neighbour (a periodic dimension of one rank, a graph
 self-loop) copies instead of messaging: its i-th self-send (in the order
 above) fills its i-th self-receive.  A ``None`` neighbour (``MPI_PROC_NULL``)
-gets no message and its receive block is left untouched.
+gets no message and its receive block is left untouched.  Without a
+topology (``topology=None``, e.g. ``mpicoll.schedules("neighbor_alltoall",
+"direct", 4)``) the schedules are drawn for a periodic ring of the p ranks.
 """
 
 from __future__ import annotations
 
 from mpicoll.families.catalog import register
 from mpicoll.ir.schedule import Block, Timeline
-from mpicoll.ir.topology import Topology
+from mpicoll.ir.topology import Cart, Topology
 
-__all__ = ["send_order"]
+__all__ = ["send_order", "ring"]
 
 
 def send_order(topology: Topology, ndest: int) -> list[int]:
@@ -43,8 +45,14 @@ def send_order(topology: Topology, ndest: int) -> list[int]:
     return list(range(ndest))
 
 
-def _edges(tl: Timeline, rank: int, topology: Topology, send_block) -> int:
+def ring(topology: Topology | None, size: int) -> Topology:
+    """``topology``, or a periodic ring of ``size`` ranks where none is given."""
+    return Cart((size,), (True,)) if topology is None else topology
+
+
+def _edges(tl: Timeline, rank: int, size: int, topology: Topology | None, send_block) -> int:
     """Post every edge's message in round 0; returns the rank's nblocks (the degree, at least 1)."""
+    topology = ring(topology, size)
     sources, destinations = topology.neighbors(rank)
     own_sends = []
     for k in send_order(topology, len(destinations)):
@@ -65,7 +73,7 @@ def _edges(tl: Timeline, rank: int, topology: Topology, send_block) -> int:
 
 
 @register("neighbor_alltoall", "direct", params=("topology",), any_size=True)
-def alltoall(rank: int, size: int, topology: Topology):
+def alltoall(rank: int, size: int, topology: Topology | None = None):
     """One round: send block k to destinations[k], receive block k from sources[k].
 
     Cost: alpha + beta * (bytes sent), one message per edge.
@@ -73,12 +81,12 @@ def alltoall(rank: int, size: int, topology: Topology):
     When it wins: Always (the only algorithm): every edge's message is independent.
     """
     tl = Timeline()
-    nblocks = _edges(tl, rank, topology, lambda k: Block("send", k, k + 1))
+    nblocks = _edges(tl, rank, size, topology, lambda k: Block("send", k, k + 1))
     return nblocks, tl.rounds()
 
 
 @register("neighbor_allgather", "direct", params=("topology",), any_size=True)
-def allgather(rank: int, size: int, topology: Topology):
+def allgather(rank: int, size: int, topology: Topology | None = None):
     """One round: send block 0 to every destination, receive block k from sources[k].
 
     Cost: alpha + beta * (bytes sent), one message per edge.
@@ -86,5 +94,5 @@ def allgather(rank: int, size: int, topology: Topology):
     When it wins: Always (the only algorithm): every edge's message is independent.
     """
     tl = Timeline()
-    nblocks = _edges(tl, rank, topology, lambda k: Block("send", 0, 1))
+    nblocks = _edges(tl, rank, size, topology, lambda k: Block("send", 0, 1))
     return nblocks, tl.rounds()

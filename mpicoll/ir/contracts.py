@@ -256,14 +256,22 @@ BARRIER = Spec(
 
 # -- neighbourhood collectives (mpicoll.ir.topology): block k of recv comes from sources[k] --------------------
 
+def _topology(topology: Any, p: int) -> Any:
+    """The topology a neighbourhood schedule was built for: a periodic ring of p ranks when none is given."""
+    from mpicoll.ir.topology import Cart  # noqa: PLC0415 - a sibling module, only for these contracts
+
+    return Cart((p,), (True,)) if topology is None else topology
+
+
 def _neighbor_in(r: int, p: int, nb: int, topology: Any = None, allgather: bool = False, **_: Any) -> dict:
-    _, destinations = topology.neighbors(r)
+    _, destinations = _topology(topology, p).neighbors(r)
     return {"send": [own(r, 0)] if allgather else [own(r, k) for k in range(len(destinations))]}
 
 
 def _neighbor_out(r: int, p: int, nb: int, topology: Any = None, allgather: bool = False, **_: Any) -> dict:
     from mpicoll.ir.topology import matching_send  # noqa: PLC0415 - a sibling module, only for these contracts
 
+    topology = _topology(topology, p)
     sources, _ = topology.neighbors(r)
     return {"recv": [None if src is None else own(src, 0 if allgather else matching_send(topology, r, k))
                      for k, src in enumerate(sources)]}
