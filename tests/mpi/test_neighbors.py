@@ -32,8 +32,6 @@ def topologies():
          WORLD.Create_dist_graph_adjacent([(R + 1) % P] * 2 + [R], [(R - 1) % P] * 2 + [R])),
         ("dist graph, weighted", WORLD.Create_dist_graph([R], [1], [(R + 2) % P], [5])),
         ("dist graph, empty", WORLD.Create_dist_graph_adjacent([], [])),
-        ("dist graph, rank 0 hears the others", WORLD.Create_dist_graph_adjacent(
-            list(range(1, P)) if R == 0 else [], [0] if R else [])),
     ]
 
 
@@ -58,8 +56,7 @@ def test_fixed_size_match_builtin(topos, kind, form):
             send = np.arange((outd if kind == "alltoall" else 1) * n, dtype="i") + 1000 * R
             want = np.full(ind * n, SENTINEL, "i")
             got = want.copy()
-            if n:   # (Open MPI 5.0.11's own, with count 0 on a one-way graph, takes the next call's message)
-                getattr(topo, f"Neighbor_{kind}")(send, want)
+            getattr(topo, f"Neighbor_{kind}")(send, want)
             method = f"Neighbor_{kind}"
             if form == "blocking":
                 getattr(comm, method)(send, got)
@@ -112,6 +109,23 @@ def test_objects_match_mpi4py(topos):
         check(comm.neighbor_allgather({"r": R}) == topo.neighbor_allgather({"r": R}), f"{name} neighbor_allgather")
         items = [(R, k) for k in range(outd)]
         check(comm.neighbor_alltoall(items) == topo.neighbor_alltoall(items), f"{name} neighbor_alltoall")
+
+
+def test_one_way_graph():
+    """Rank 0 hears every other rank, which hear nobody (Open MPI 5.0.11's built-in never completes this one on
+    rank 0, so the expected values are written out)."""
+    topo = WORLD.Create_dist_graph_adjacent(list(range(1, P)) if R == 0 else [], [0] if R else [])
+    comm = mpicoll.Comm(topo)
+    for n in (0, 1, 3):
+        got = np.full((P - 1) * n if R == 0 else 0, SENTINEL, "i")
+        comm.Neighbor_allgather(np.full(n, R, "i"), got)
+        want = np.repeat(np.arange(1, P, dtype="i"), n) if R == 0 else got
+        check(np.array_equal(got, want), f"n={n}: {got}")
+        got[:] = SENTINEL
+        comm.Neighbor_alltoall(np.full(n if R else 0, R, "i"), got)
+        check(np.array_equal(got, want), f"alltoall n={n}: {got}")
+    check(comm.neighbor_allgather(R) == (list(range(1, P)) if R == 0 else []), "neighbor_allgather")
+    comm.Free()
 
 
 def test_proc_null_blocks_untouched():
