@@ -21,7 +21,7 @@ from typing import Any
 
 from mpi4py import MPI
 
-__all__ = ["MismatchError", "ArgumentError",
+__all__ = ["MismatchError", "ArgumentError", "PeerFailure", "TopologyError",
            "MPIError", "RootError", "CountError", "CountTypeError", "TypeMismatchError", "DatatypeError",
            "OpError", "OpTypeError", "BufferValueError", "BufferTypeError", "TruncateError", "ArgError"]
 
@@ -72,6 +72,12 @@ class DatatypeError(MPIError, ValueError):
     """An invalid datatype (``MPI.ERR_TYPE``)."""
 
     ERROR_CLASS = MPI.ERR_TYPE
+
+
+class TopologyError(MPIError, ValueError):
+    """A neighbourhood collective on a communicator without a virtual topology (``MPI.ERR_TOPOLOGY``)."""
+
+    ERROR_CLASS = MPI.ERR_TOPOLOGY
 
 
 class OpError(MPIError, ValueError):
@@ -130,3 +136,16 @@ class ArgumentError(ValueError):
     def __init__(self, message: str, collective: str = "", errors: dict[int, str] | None = None):
         super().__init__(message)
         self.collective, self.errors = collective, errors or {}
+
+
+class PeerFailure(RuntimeError):
+    """A result depends on a contribution that failed on another rank (an object that would not pickle, an op
+    that raised, a root's bad argument); that rank raises the original error.
+
+    ``collective`` names the call and ``rank`` the rank where it failed.
+    """
+
+    def __init__(self, collective: str, rank: int) -> None:
+        super().__init__(f"{collective}: the result depends on a contribution that failed on rank {rank} "
+                         "(that rank raises the error)")
+        self.collective, self.rank = collective, rank

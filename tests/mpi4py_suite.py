@@ -38,7 +38,57 @@ import unittest
 from collections import Counter
 from typing import Any
 
-MODULES = ("test_cco_buf", "test_cco_vec", "test_cco_nb_buf", "test_cco_nb_vec", "test_cco_pr_buf", "test_cco_pr_vec")
+MODULES = ("test_cco_buf", "test_cco_vec", "test_cco_nb_buf", "test_cco_nb_vec", "test_cco_pr_buf", "test_cco_pr_vec",
+           "test_cco_obj", "test_cco_ngh_buf", "test_cco_ngh_obj", "test_cco_pr_ngh_buf", "test_cco_buf_inter",
+           "test_cco_vec_inter", "test_cco_obj_inter")   # every test_cco_* module of mpi4py 4.1.2
+
+# what the census counts: mpi4py's own collectives and point-to-point calls, by method name
+_COLLECTIVES = {m for base in ("Barrier", "Bcast", "Gather", "Gatherv", "Scatter", "Scatterv", "Allgather",
+                               "Allgatherv", "Alltoall", "Alltoallv", "Alltoallw", "Reduce", "Allreduce",
+                               "Reduce_scatter", "Reduce_scatter_block", "Scan", "Exscan", "Neighbor_allgather",
+                               "Neighbor_allgatherv", "Neighbor_alltoall", "Neighbor_alltoallv",
+                               "Neighbor_alltoallw")
+                for m in (base, "I" + base[0].lower() + base[1:], base + "_init")}
+_COLLECTIVES |= {"barrier", "bcast", "gather", "scatter", "allgather", "alltoall", "reduce", "allreduce", "scan",
+                 "exscan", "neighbor_allgather", "neighbor_alltoall"}
+_P2P = {"Send", "Ssend", "Bsend", "Rsend", "Isend", "Issend", "Ibsend", "Irsend", "Send_init", "Sendrecv",
+        "Sendrecv_replace", "send", "ssend", "bsend", "isend", "issend", "ibsend", "sendrecv"}
+# communicators a test makes through MPI, not mpicoll: every collective on them is MPI's own
+_MADE_BY_MPI = {"Create_cart", "Create_graph", "Create_dist_graph", "Create_dist_graph_adjacent",
+                "Create_intercomm"}
+CENSUS: Counter = Counter()   # (module, what) -> calls
+
+
+def counted(comm_type: type) -> type:
+    """A subclass of ``comm_type`` that counts, per test module, the calls on it that resolve to mpi4py's own
+    collectives or point-to-point sends (not overridden by ``comm_type``), and the communicators it makes
+    through MPI's topology and intercommunicator constructors."""
+    own = {name for klass in comm_type.__mro__ if not klass.__module__.startswith("mpi4py")
+           for name in vars(klass)}
+
+    def __getattribute__(self: Any, name: str) -> Any:  # noqa: N807
+        if name in _COLLECTIVES or name in _P2P or name in _MADE_BY_MPI:
+            where = _current_module()
+            if name in _MADE_BY_MPI and name not in own:
+                CENSUS[where, "comms made by MPI"] += 1
+            elif name in _COLLECTIVES and name not in own:
+                CENSUS[where, "MPI collectives"] += 1
+            elif name in _P2P and name not in own:
+                CENSUS[where, "p2p sends"] += 1
+        return comm_type.__getattribute__(self, name)
+
+    return type(comm_type.__name__, (comm_type,), {"__getattribute__": __getattribute__})
+
+
+def _current_module() -> str:
+    """The test_cco_* module whose test is running (from the stack)."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        name = frame.f_globals.get("__name__", "")
+        if name.startswith("test_cco"):
+            return name
+        frame = frame.f_back
+    return "-"
 
 
 def test_dir(version: str | None = None) -> str:
@@ -54,14 +104,19 @@ def wrapped(cls: type, comm_type: type) -> type:
     Class-level communicators are wrapped once; those that ``setUp`` makes (the
     dups) are wrapped after it, and freed by the test's own ``tearDown``.
     """
-    attrs: dict[str, Any] = {"__module__": cls.__module__, "__qualname__": cls.__qualname__,
-                             "COMM": comm_type(cls.COMM)}
+    from mpi4py import MPI
+
+    attrs: dict[str, Any] = {"__module__": cls.__module__, "__qualname__": cls.__qualname__}
+    names = [n for n in ("COMM", "BASECOMM") if isinstance(getattr(cls, n, None), MPI.Intracomm)]
+    for n in names:
+        attrs[n] = comm_type(getattr(cls, n))
 
     def setUp(self: Any) -> None:  # noqa: N802 - unittest's name
         cls.setUp(self)
-        comm = self.__dict__.get("COMM")
-        if comm is not None and not isinstance(comm, comm_type):
-            self.COMM = comm_type(comm)
+        for n in names:
+            comm = self.__dict__.get(n)
+            if comm is not None and not isinstance(comm, comm_type):
+                setattr(self, n, comm_type(comm))
 
     attrs["setUp"] = setUp
     for name in dir(cls):
@@ -222,6 +277,7 @@ def main() -> int:
     parser.add_argument("--report", help="write PREFIX<rank>.json")
     parser.add_argument("--timeout", type=float, default=300, help="seconds per test before aborting the job")
     parser.add_argument("-k", help="only test methods whose name contains this")
+    parser.add_argument("--modules", default=",".join(MODULES), help="test_cco_* modules (default: %(default)s)")
     parser.add_argument("-v", action="store_true", help="one line per test on rank 0")
     ns = parser.parse_args()
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -231,7 +287,8 @@ def main() -> int:
     import mpicoll
 
     rank = MPI.COMM_WORLD.Get_rank()
-    tests = suite(directory, mpicoll.Comm, pattern=ns.k)
+    present = tuple(m for m in ns.modules.split(",") if os.path.exists(os.path.join(directory, m + ".py")))
+    tests = suite(directory, counted(mpicoll.Comm), present, pattern=ns.k)
     stream = sys.stderr if rank == 0 else open(os.devnull, "w")  # noqa: SIM115
     runner = unittest.TextTestRunner(stream=stream, verbosity=2 if ns.v else 1, resultclass=Result)
 
@@ -247,7 +304,9 @@ def main() -> int:
             json.dump({"tests": result.testsRun, "failed": len(failed), "skipped": len(result.skipped),
                        "seconds": time.time() - t0,
                        "backends": {b: {"cases": n, "failed": _FAILED[(b, False)], "skipped": _FAILED[(b, True)]}
-                                    for b, n in sorted(_SUBTESTS.items())}}, fh)
+                                    for b, n in sorted(_SUBTESTS.items())},
+                       "modules": present,
+                       "census": {f"{m}|{what}": n for (m, what), n in sorted(CENSUS.items())}}, fh)
     return 0 if result.wasSuccessful() else 1
 
 

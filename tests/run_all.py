@@ -236,8 +236,22 @@ def run_mpi4py_suites(env: dict[str, str], tmp: str, sizes: tuple[int, ...], onl
             worst = max(rep["backends"].get(backend, {}).get("failed", 0) for rep in reports)
             print(f"    {backend:20s} {n['cases']:6d} cases (backend x type code x test), {worst:4d} failed "
                   f"checks, {n['skipped']:4d} skipped", flush=True)
+        print_census(reports)
         rows.append((f"mpi4py np={size}", passed, failed, first["skipped"], time.time() - t0))
     return rows
+
+
+def print_census(reports: list[dict]) -> None:
+    """Per test module, the most any rank counted of calls that reached MPI's own collectives or sent
+    point-to-point messages outside mpicoll's schedules (on the communicators the suite wraps), and of
+    communicators the tests made through MPI (topologies, intercommunicators: all their collectives are MPI's)."""
+    modules = reports[0].get("modules", []) if reports else []
+    for module in modules:
+        counts = {what: max(rep.get("census", {}).get(f"{module}|{what}", 0) for rep in reports)
+                  for what in ("MPI collectives", "p2p sends", "comms made by MPI")}
+        print(f"    {module:22s} calls to MPI's own collectives {counts['MPI collectives']:5d}, point-to-point sends "
+              f"outside mpicoll {counts['p2p sends']:5d}, communicators made by MPI {counts['comms made by MPI']:4d}",
+              flush=True)
 
 
 def run_torch_tests(env: dict[str, str], tmp: str, extra: list[str]) -> list[tuple[str, int, int, int, float]]:

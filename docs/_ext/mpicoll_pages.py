@@ -203,7 +203,8 @@ def figure(outdir: str, collective: str, algorithm: str, params: dict[str, Any],
 
 PARAMETERS = {"root": "the root rank (0 <= root < p)",
               "segments": "how many pieces the vector is pipelined in (auto chooses it from the message size)",
-              "nodes": "which ranks share a node (from the hosts, or ``MPICOLL_NODE_SIZE``)"}
+              "nodes": "which ranks share a node (from the hosts, or ``MPICOLL_NODE_SIZE``)",
+              "topology": "the communicator's virtual topology (its neighbours, in MPI's order)"}
 
 
 def properties(collective: str, algorithm: str) -> str:
@@ -242,9 +243,20 @@ def trees_figure(outdir: str, size: int) -> str:
             "</figcaption></figure>\n\n")
 
 
+def example_params(alg: Any) -> dict[str, Any]:
+    """The parameters a page shows an algorithm with: root 0; a neighbourhood's topology: a 2 x 2 grid,
+    periodic along its rows only (so both a doubled neighbour and MPI.PROC_NULL edges show)."""
+    from mpicoll.ir.topology import Cart
+
+    params: dict[str, Any] = {"root": 0} if "root" in alg.params else {}
+    if "topology" in alg.params:
+        params["topology"] = Cart((2, P // 2), (False, True))
+    return params
+
+
 def algorithm_section(outdir: str, collective: str, algorithm: str) -> str:
     alg = registry.get(collective, algorithm)
-    params = {"root": 0} if "root" in alg.params else {}
+    params = example_params(alg)
     text = f".. _{collective}-{algorithm}:\n\n" + _title(algorithm, "-") + "\n" + docstring(collective, algorithm)
     text += "\n\n"
     text += properties(collective, algorithm) + "\n\n"

@@ -32,7 +32,8 @@ class Collective:
 
 METHODS = ("Barrier", "Bcast", "Reduce", "Allreduce", "Gather", "Gatherv", "Scatter", "Scatterv", "Allgather",
            "Allgatherv", "Reduce_scatter_block", "Reduce_scatter", "Alltoall", "Alltoallv", "Alltoallw", "Scan",
-           "Exscan")
+           "Exscan", "Neighbor_allgather", "Neighbor_allgatherv", "Neighbor_alltoall", "Neighbor_alltoallv",
+           "Neighbor_alltoallw")
 
 
 def _table() -> dict[str, Collective]:

@@ -171,6 +171,48 @@ recvbuf : buffer specification
 op : MPI.Op or mpicoll.Op, default MPI.SUM
     The reduction; a predefined op must be defined for the dtype.
 """),
+    'Neighbor_allgather': (
+        "Send ``sendbuf`` to every out-neighbour; block k of ``recvbuf`` from in-neighbour k (MPI_Neighbor_allgather).",
+        """\
+sendbuf : buffer specification
+    This rank's block (no ``MPI.IN_PLACE``).
+recvbuf : buffer specification
+    indegree blocks of sendbuf's size, in the topology's neighbour order; a block whose neighbour is
+    ``MPI.PROC_NULL`` stays untouched.
+"""),
+    'Neighbor_allgatherv': (
+        "Neighbor_allgather with a count and displacement per in-neighbour (MPI_Neighbor_allgatherv).",
+        """\
+sendbuf : buffer specification
+    This rank's block (no ``MPI.IN_PLACE``).
+recvbuf : v-variant buffer specification
+    One block per in-neighbour, in the topology's neighbour order.
+"""),
+    'Neighbor_alltoall': (
+        "Block k of ``sendbuf`` to out-neighbour k, block k of ``recvbuf`` from in-neighbour k "
+        "(MPI_Neighbor_alltoall).",
+        """\
+sendbuf : buffer specification
+    outdegree equal blocks (no ``MPI.IN_PLACE``).
+recvbuf : buffer specification
+    indegree blocks of the same size; a block whose neighbour is ``MPI.PROC_NULL`` stays untouched.
+"""),
+    'Neighbor_alltoallv': (
+        "Neighbor_alltoall with a count and displacement per neighbour (MPI_Neighbor_alltoallv).",
+        """\
+sendbuf : v-variant buffer specification
+    One block per out-neighbour (no ``MPI.IN_PLACE``).
+recvbuf : v-variant buffer specification
+    One block per in-neighbour.
+"""),
+    'Neighbor_alltoallw': (
+        "Neighbor_alltoallv with a datatype per neighbour and byte displacements (MPI_Neighbor_alltoallw).",
+        """\
+sendbuf : [buf, counts, displs, datatypes]
+    One block per out-neighbour (no ``MPI.IN_PLACE``).
+recvbuf : [buf, counts, displs, datatypes]
+    One block per in-neighbour.
+"""),
 }
 
 _ALGORITHM = """\

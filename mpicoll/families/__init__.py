@@ -16,6 +16,7 @@ from mpicoll.families import (  # noqa: F401
     dissemination,
     hierarchical,
     linear,
+    neighbor,
     pairwise,
     recursive,
     ring,

@@ -31,6 +31,7 @@ class Algorithm:
     params: tuple[str, ...]
     rotates: bool = False
     scratch: dict[str, Scratch] = field(default_factory=dict, compare=False)
+    any_size: bool = False   # built at p = 1 too (a neighbourhood: a rank may be its own neighbour)
 
     def keeps_order(self, size: int) -> bool:
         """Whether the algorithm reduces in rank order at ``size`` ranks (non-commutative ops)."""
@@ -38,7 +39,7 @@ class Algorithm:
 
     def rounds(self, rank: int, size: int, **params: Any) -> tuple[int, tuple[Round, ...]]:
         """``(nblocks, rounds)`` of ``rank``: the builder's for p >= 2, :func:`trivial`'s for p = 1."""
-        if size == 1:
+        if size == 1 and not self.any_size:
             return trivial(self.collective, **params)
         nblocks, rounds = self.build(rank, size, **params)
         return nblocks, tuple(rounds)
@@ -73,7 +74,7 @@ _REGISTRY: dict[str, dict[str, Algorithm]] = {}
 
 def register(collective: str, name: str, *, keeps_order: bool | Callable[[int], bool] = True,
              params: tuple[str, ...] = (), rotates: bool = False,
-             scratch: dict[str, Scratch] | None = None) -> Callable[[Build], Build]:
+             scratch: dict[str, Scratch] | None = None, any_size: bool = False) -> Callable[[Build], Build]:
     """Decorator: register ``build`` as algorithm ``name`` of ``collective``.
 
     ``keeps_order`` says whether reductions happen in rank order (a bool, or a
@@ -85,6 +86,7 @@ def register(collective: str, name: str, *, keeps_order: bool | Callable[[int], 
     ``scratch`` declares every buffer other than ``send`` and ``recv`` that
     ``build`` may name, with its role and layout (:class:`~mpicoll.ir.schedule.Scratch`);
     binding, simulating or checking a schedule that names any other buffer raises.
+    ``any_size``: ``build`` makes the one-rank schedule too (else it comes from the contract).
     """
     order = keeps_order if callable(keeps_order) else (lambda size, _k=bool(keeps_order): _k)
     declared = dict(scratch or {})
@@ -98,7 +100,7 @@ def register(collective: str, name: str, *, keeps_order: bool | Callable[[int], 
 
     def deco(build: Build) -> Build:
         _REGISTRY.setdefault(collective, {})[name] = Algorithm(collective, name, build, order, params, rotates,
-                                                               declared)
+                                                               declared, any_size)
         return build
 
     return deco

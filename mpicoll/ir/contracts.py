@@ -254,12 +254,45 @@ BARRIER = Spec(
     simulate=_barrier,
 )
 
+# -- neighbourhood collectives (mpicoll.ir.topology): block k of recv comes from sources[k] --------------------
+
+def _topology(topology: Any, p: int) -> Any:
+    """The topology a neighbourhood schedule was built for: a periodic ring of p ranks when none is given."""
+    from mpicoll.ir.topology import Cart  # noqa: PLC0415 - a sibling module, only for these contracts
+
+    return Cart((p,), (True,)) if topology is None else topology
+
+
+def _neighbor_in(r: int, p: int, nb: int, topology: Any = None, allgather: bool = False, **_: Any) -> dict:
+    _, destinations = _topology(topology, p).neighbors(r)
+    return {"send": [own(r, 0)] if allgather else [own(r, k) for k in range(len(destinations))]}
+
+
+def _neighbor_out(r: int, p: int, nb: int, topology: Any = None, allgather: bool = False, **_: Any) -> dict:
+    from mpicoll.ir.topology import matching_send  # noqa: PLC0415 - a sibling module, only for these contracts
+
+    topology = _topology(topology, p)
+    sources, _ = topology.neighbors(r)
+    return {"recv": [None if src is None else own(src, 0 if allgather else matching_send(topology, r, k))
+                     for k, src in enumerate(sources)]}
+
+
+NEIGHBOR_ALLGATHER = Spec(
+    "neighbor_allgather", reduces=False, in_place=False, params=("topology",),
+    inputs=lambda r, p, nb, **kw: _neighbor_in(r, p, nb, allgather=True, **kw),
+    outputs=lambda r, p, nb, **kw: _neighbor_out(r, p, nb, allgather=True, **kw),
+)
+NEIGHBOR_ALLTOALL = Spec(
+    "neighbor_alltoall", reduces=False, in_place=False, params=("topology",),
+    inputs=_neighbor_in, outputs=_neighbor_out,
+)
+
 # the v and w variants have their fixed-size sibling's contract, with blocks of any size
 SPECS: dict[str, Spec] = {s.name: s for s in (
     ALLREDUCE, REDUCE, SCAN, EXSCAN, REDUCE_SCATTER_BLOCK, replace(REDUCE_SCATTER_BLOCK, name="reduce_scatter"),
     ALLGATHER, replace(ALLGATHER, name="allgatherv"), ALLTOALL, replace(ALLTOALL, name="alltoallv"),
     replace(ALLTOALL, name="alltoallw"), BCAST, GATHER, replace(GATHER, name="gatherv"), SCATTER,
-    replace(SCATTER, name="scatterv"), BARRIER)}
+    replace(SCATTER, name="scatterv"), BARRIER, NEIGHBOR_ALLGATHER, NEIGHBOR_ALLTOALL)}
 
 
 def spec(collective: str) -> Spec:

@@ -121,6 +121,8 @@ class TestOneRank:
             raise AssertionError(f"{collective}/{algorithm} built at size {size}")
 
         alg = registry.get(collective, algorithm)
+        if alg.any_size:
+            pytest.skip("a neighbourhood's one-rank schedule depends on its topology (self-loops), not a contract")
         monkeypatch.setitem(registry._REGISTRY[collective], algorithm, replace(alg, build=refuse))
         registry._schedule.cache_clear()
         try:
@@ -134,6 +136,8 @@ class TestOneRank:
     def test_trivial_schedules_follow_the_contracts(self):
         copy = (Round(steps=(Copy(Block("recv", 0, 1), Block("send", 0, 1)),)),)
         for collective in registry.collectives():
+            if collective.startswith("neighbor_"):   # built at p = 1 too (any_size)
+                continue
             params = {"root": 0} if "root" in contract(collective).params else {}
             nothing = collective in ("barrier", "bcast", "exscan")  # no output, the root's own, undefined
             assert registry.trivial(collective, **params) == (1, () if nothing else copy), collective

@@ -105,6 +105,8 @@ def test_ring_allreduce_terms_are_exactly_the_textbook_ones(size):
 
 @pytest.mark.parametrize("collective,algorithm", CASES)
 def test_no_algorithm_beats_the_lower_bound(collective, algorithm):
+    if collective.startswith("neighbor_"):
+        pytest.skip("a neighbourhood's lower bound depends on its topology")
     for size in (1, 2, 3, 5, 8, 13, 64):
         for n in (8, 4096, 1 << 20):
             for machine in (M, NCCL_SUMMIT):

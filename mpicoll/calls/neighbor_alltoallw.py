@@ -1,0 +1,28 @@
+"""Neighbor_alltoallw: Neighbor_alltoallv with a datatype per neighbour; blocks move as bytes (packed by MPI
+where a datatype is not dense), as :mod:`mpicoll.calls.alltoallw` moves them."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from mpicoll.calls import _neighbors
+from mpicoll.calls.alltoallw import as_bytes, parse_w
+from mpicoll.runtime.plan import Plan
+
+if TYPE_CHECKING:
+    from mpicoll.runtime.state import Preparation
+
+
+def prepare(comm: Preparation, sendbuf: Any, recvbuf: Any, *, algorithm: str | None) -> Plan | None:
+    """Check a ``Neighbor_alltoallw`` call and bind its schedule over byte blocks."""
+    _neighbors.no_in_place(sendbuf, "Neighbor_alltoallw")
+    topology = _neighbors.topology_of(comm.private, "Neighbor_alltoallw")
+    indegree, outdegree = _neighbors.degrees(topology, comm.rank)
+    send = parse_w(sendbuf, "sendbuf", outdegree)
+    recv = parse_w(recvbuf, "recvbuf", indegree, writable=True)
+    recv_array, recv_layout = as_bytes(recv, "recvbuf", writable=True)
+    send_array, send_layout = as_bytes(send, "sendbuf", writable=False)
+    return _neighbors.bind(comm, "Neighbor_alltoallw", topology, algorithm, send_array, send_layout, recv_array,
+                           recv_layout, np.dtype(np.uint8))

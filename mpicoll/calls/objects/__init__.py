@@ -1,0 +1,38 @@
+"""The lowercase object collectives (``bcast``, ``gather``, ..., ``exscan``), by hand, on the same schedules.
+
+mpi4py's lowercase collectives move any picklable Python object.  mpicoll runs
+them on the schedules of the buffer collectives (:mod:`mpicoll.families`): a
+block of a schedule holds one whole object, pickled once with mpi4py's own
+``MPI.pickle`` (so a user's ``MPI.pickle.__init__(dumps, loads, protocol)``
+settings hold) and forwarded as bytes; a message carries the blocks it names
+in one frame (their lengths, then their bytes), and a receiver learns the
+length from a matched probe, so no size is sent ahead.  Reductions apply the
+op as mpi4py does, ``op(lower ranks, higher ranks)``, on unpickled objects.
+
+- :mod:`~mpicoll.calls.objects.slots`: what a block holds, and a message's frame;
+- :mod:`~mpicoll.calls.objects.engine`: one rank's schedule run on slots (MPI),
+  and all ranks' schedules run in one process (no MPI: tests and learners);
+- :mod:`~mpicoll.calls.objects.choice`: which algorithms suit objects, and the
+  "auto" rule;
+- :mod:`~mpicoll.calls.objects.collectives`: the ten calls, as ``mpicoll.Comm``
+  runs them.
+"""
+
+from mpicoll.calls.objects.choice import choose, suitable
+from mpicoll.calls.objects.collectives import (
+    allgather,
+    allreduce,
+    alltoall,
+    barrier,
+    bcast,
+    exscan,
+    gather,
+    neighbor_allgather,
+    neighbor_alltoall,
+    reduce,
+    scan,
+    scatter,
+)
+
+__all__ = ["bcast", "gather", "scatter", "allgather", "alltoall", "reduce", "allreduce", "scan", "exscan",
+           "barrier", "neighbor_allgather", "neighbor_alltoall", "choose", "suitable"]

@@ -1,0 +1,246 @@
+"""The lowercase collectives of ``mpicoll.Comm``: mpi4py's signatures and results, mpicoll's schedules.
+
+Each call checks what every rank can see (the root), chooses the algorithm
+(:mod:`~mpicoll.calls.objects.choice`), fills its blocks with pickled objects,
+runs the schedule on the private duplicate with a fresh tag
+(:mod:`~mpicoll.calls.objects.engine`) and unpickles its result.  Results are
+mpi4py's: every object a rank gets is unpickled afresh (the root of ``bcast``
+or ``gather`` gets a copy of its own object too), non-roots get ``None``, and
+rank 0 of ``exscan`` gets ``None``.
+
+A failure one rank meets (an object that does not pickle, a root's sequence of
+the wrong length, an op that raises) does not leave the others waiting: that
+rank plays its part with a failed block, which travels like data, then raises
+the error; a rank whose result depends on that block raises
+:class:`~mpicoll.errors.PeerFailure`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from mpi4py import MPI
+
+from mpicoll import errors
+from mpicoll.calls._checks import check_root
+from mpicoll.calls._neighbors import degrees, topology_of
+from mpicoll.calls.objects import engine
+from mpicoll.calls.objects.choice import choose
+from mpicoll.calls.objects.slots import Failed, pickled
+from mpicoll.families import registry
+from mpicoll.runtime.state import BLOCKING, CommState
+
+__all__ = ["bcast", "gather", "scatter", "allgather", "alltoall", "reduce", "allreduce", "scan", "exscan",
+           "barrier", "neighbor_allgather", "neighbor_alltoall", "ordered"]
+
+
+def ordered(op: Any) -> bool:
+    """Whether ``op`` must be applied in rank order: any callable but a commutative ``MPI.Op``."""
+    return not (isinstance(op, MPI.Op) and op != MPI.OP_NULL and op.Is_commutative())
+
+
+class _Call:
+    """One object collective on one rank: its schedule, its blocks, and what failed here."""
+
+    def __init__(self, state: CommState, collective: str, algorithm: str, op: Any = None, **params: Any) -> None:
+        self.state, self.collective = state, collective
+        rank, size = state.rank, state.size
+        is_ordered = op is not None and ordered(op)
+        if "nodes" not in params:
+            params["nodes"] = state.nodes
+        self.name = choose(collective, algorithm, size, is_ordered, **params)
+        alg = registry.get(collective, self.name)
+        self.schedule = registry.schedule(collective, self.name, rank, size,
+                                          **{k: v for k, v in params.items() if k in alg.params})
+        self.bufs = engine.buffers(self.schedule)
+        self.steps = engine.Steps(self.bufs, op, rank)
+        self.error: BaseException | None = None
+
+    def put(self, buf: str, block: int, obj: Any) -> None:
+        """Block ``block`` of ``buf`` holds ``obj``, pickled (or fails here if it cannot be)."""
+        slot, exc = pickled(obj, self.state.rank)
+        self.fail(exc)
+        self.bufs[buf][block] = slot
+
+    def fail(self, exc: BaseException | None) -> None:
+        if exc is not None and self.error is None:
+            self.error = exc
+
+    def run(self) -> None:
+        state = self.state
+        if state.private == MPI.COMM_NULL:
+            raise ValueError("the communicator was freed")
+        engine.run(self.schedule, self.bufs, self.steps, state.private, state.next_tag(BLOCKING), state.timeout)
+        self.fail(self.steps.error)
+
+    def result(self, block: int, buf: str = "recv") -> Any:
+        """The object block ``block`` holds, after raising this rank's own failure or a peer's."""
+        self.check()
+        slot = self.bufs[buf][block]
+        if isinstance(slot, Failed):
+            raise errors.PeerFailure(self.collective, slot.rank)
+        return None if slot is None else slot.load()
+
+    def check(self) -> None:
+        if self.error is not None:
+            raise self.error
+
+
+def _state(comm: Any) -> CommState:
+    state = comm._state
+    if state is None:
+        raise ValueError("the communicator is MPI.COMM_NULL")
+    return state
+
+
+def _items(obj: Any, size: int, what: str) -> tuple[list, BaseException | None]:
+    """A root's (or an alltoall's) ``size`` objects, as mpi4py reads them (None: ``size`` Nones)."""
+    if obj is None:
+        return [None] * size, None
+    try:
+        items = list(obj)
+    except TypeError as exc:
+        return [None] * size, exc
+    if len(items) != size:
+        return [None] * size, errors.CountError(f"{what}: expecting {size} items, got {len(items)}")
+    return items, None
+
+
+def barrier(comm: Any, algorithm: str = "auto") -> None:
+    """``comm.barrier()``: mpicoll's ``Barrier`` (no object moves)."""
+    comm.Barrier(algorithm=algorithm)
+
+
+def bcast(comm: Any, obj: Any, root: int = 0, algorithm: str = "auto") -> Any:
+    """``comm.bcast(obj, root)``: the root's object, unpickled on every rank (the root's too)."""
+    state = _state(comm)
+    root = check_root(root, state.size, "bcast")
+    call = _Call(state, "bcast", algorithm, root=root)
+    if state.rank == root:
+        call.put("recv", 0, obj)
+    call.run()
+    return call.result(0)
+
+
+def gather(comm: Any, sendobj: Any, root: int = 0, algorithm: str = "auto") -> list | None:
+    """``comm.gather(sendobj, root)``: at the root, every rank's object in rank order; None elsewhere."""
+    state = _state(comm)
+    root = check_root(root, state.size, "gather")
+    call = _Call(state, "gather", algorithm, root=root)
+    call.put("send", state.rank, sendobj)
+    call.run()
+    if state.rank != root:
+        call.check()
+        return None
+    return [call.result(b) for b in range(state.size)]
+
+
+def scatter(comm: Any, sendobj: Any, root: int = 0, algorithm: str = "auto") -> Any:
+    """``comm.scatter(sendobj, root)``: object r of the root's sequence of p objects, on rank r."""
+    state = _state(comm)
+    root = check_root(root, state.size, "scatter")
+    call = _Call(state, "scatter", algorithm, root=root)
+    if state.rank == root:
+        items, exc = _items(sendobj, state.size, "sendobj")
+        call.fail(exc)
+        for b, item in enumerate(items):
+            if exc is None:
+                call.put("send", b, item)
+            else:   # the root's sequence was wrong: every rank's block says so
+                call.bufs["send"][b] = Failed(state.rank)
+    call.run()
+    return call.result(state.rank)
+
+
+def allgather(comm: Any, sendobj: Any, algorithm: str = "auto") -> list:
+    """``comm.allgather(sendobj)``: every rank's object, in rank order, on every rank."""
+    state = _state(comm)
+    call = _Call(state, "allgather", algorithm)
+    call.put("send", state.rank, sendobj)
+    call.run()
+    return [call.result(b) for b in range(state.size)]
+
+
+def alltoall(comm: Any, sendobj: Any, algorithm: str = "auto") -> list:
+    """``comm.alltoall(sendobj)``: object r of rank j's sequence becomes object j of rank r's result."""
+    state = _state(comm)
+    call = _Call(state, "alltoall", algorithm)
+    items, exc = _items(sendobj, state.size, "sendobj")
+    call.fail(exc)
+    for b, item in enumerate(items):
+        if exc is None:
+            call.put("send", b, item)
+        else:
+            call.bufs["send"][b] = Failed(state.rank)
+    call.run()
+    return [call.result(b) for b in range(state.size)]
+
+
+def _reduction(comm: Any, collective: str, sendobj: Any, op: Any, algorithm: str, **params: Any) -> _Call:
+    state = _state(comm)
+    if not callable(op):
+        raise errors.OpError(f"op: {collective} needs an MPI.Op or a callable op(a, b), got {op!r}")
+    call = _Call(state, collective, algorithm, op, **params)
+    call.put("send", 0, sendobj)
+    call.run()
+    return call
+
+
+def reduce(comm: Any, sendobj: Any, op: Callable | MPI.Op = MPI.SUM, root: int = 0,
+           algorithm: str = "auto") -> Any:
+    """``comm.reduce(sendobj, op, root)``: ``op`` over the ranks' objects in rank order, at the root."""
+    root = check_root(root, _state(comm).size, "reduce")
+    call = _reduction(comm, "reduce", sendobj, op, algorithm, root=root)
+    if comm._state.rank != root:
+        call.check()
+        return None
+    return call.result(0)
+
+
+def allreduce(comm: Any, sendobj: Any, op: Callable | MPI.Op = MPI.SUM, algorithm: str = "auto") -> Any:
+    """``comm.allreduce(sendobj, op)``: ``op`` over the ranks' objects in rank order, on every rank."""
+    return _reduction(comm, "allreduce", sendobj, op, algorithm).result(0)
+
+
+def scan(comm: Any, sendobj: Any, op: Callable | MPI.Op = MPI.SUM, algorithm: str = "auto") -> Any:
+    """``comm.scan(sendobj, op)``: on rank r, ``op`` over the objects of ranks 0 .. r."""
+    return _reduction(comm, "scan", sendobj, op, algorithm).result(0)
+
+
+def exscan(comm: Any, sendobj: Any, op: Callable | MPI.Op = MPI.SUM, algorithm: str = "auto") -> Any:
+    """``comm.exscan(sendobj, op)``: on rank r > 0, ``op`` over the objects of ranks 0 .. r - 1; None on rank 0."""
+    call = _reduction(comm, "exscan", sendobj, op, algorithm)
+    if comm._state.rank == 0:
+        call.check()
+        return None
+    return call.result(0)
+
+
+def neighbor_allgather(comm: Any, sendobj: Any, algorithm: str = "auto") -> list:
+    """``comm.neighbor_allgather(sendobj)``: the in-neighbours' objects in the topology's order (None from an
+    ``MPI.PROC_NULL`` neighbour)."""
+    state = _state(comm)
+    topology = topology_of(state.private, "neighbor_allgather")
+    call = _Call(state, "neighbor_allgather", algorithm, topology=topology)
+    call.put("send", 0, sendobj)
+    call.run()
+    return [call.result(k) for k in range(degrees(topology, state.rank)[0])]
+
+
+def neighbor_alltoall(comm: Any, sendobj: Any, algorithm: str = "auto") -> list:
+    """``comm.neighbor_alltoall(sendobj)``: object k of the sequence to out-neighbour k; object k of the result
+    from in-neighbour k (None from an ``MPI.PROC_NULL`` neighbour)."""
+    state = _state(comm)
+    topology = topology_of(state.private, "neighbor_alltoall")
+    indegree, outdegree = degrees(topology, state.rank)
+    call = _Call(state, "neighbor_alltoall", algorithm, topology=topology)
+    items, exc = _items(sendobj, outdegree, "sendobj")
+    call.fail(exc)
+    for k, item in enumerate(items):
+        if exc is None:
+            call.put("send", k, item)
+        else:
+            call.bufs["send"][k] = Failed(state.rank)
+    call.run()
+    return [call.result(k) for k in range(indegree)]

@@ -1,0 +1,154 @@
+"""Running a schedule on objects: one rank over MPI (:func:`run`), or all ranks in one process (:func:`simulate`).
+
+Each buffer of the schedule (``send``, ``recv``, the algorithm's scratch) is a
+list of ``nblocks`` slots (:mod:`~mpicoll.calls.objects.slots`).  A send of
+blocks ``lo..hi-1`` frames those slots into one message; a receive unframes
+its message into them.  Local steps work per block: a copy shares the bytes
+(an object held only as itself is pickled first, so that no two blocks share a
+live object an op could change), a reduction sets ``out = op(left, right)``,
+left being the lower ranks' part, as mpi4py's own reductions call the op.
+
+:func:`run` posts a round's sends, then takes its receives (a matched probe
+gives each message's length, so no size travels ahead), then waits for the
+sends and runs the round's steps: the blocking executor's order, on the
+communicator's private duplicate and the call's own tag.  Receives block in
+``Mprobe`` in listed order; with a timeout, or while mpicoll's nonblocking
+requests are outstanding (they must keep moving), they are polled instead.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from mpi4py import MPI
+
+from mpicoll.analysis.lockstep import run_lockstep
+from mpicoll.calls.objects.slots import Failed, Slot, frame, unframe, value
+from mpicoll.ir.schedule import Block, Copy, Reduce, Schedule
+from mpicoll.runtime.nonblocking import outstanding, progress
+from mpicoll.runtime.watchdog import CollectiveTimeout, _idle
+
+__all__ = ["Buffers", "buffers", "run", "simulate", "Steps"]
+
+Buffers = dict[str, list]
+
+
+def buffers(schedule: Schedule) -> Buffers:
+    """Empty slot lists for every buffer ``schedule`` names."""
+    return {name: [None] * schedule.nblocks for name in schedule.buffers() | {"send", "recv"}}
+
+
+class Steps:
+    """The local steps of one rank: copies and reductions on its slots, failures remembered."""
+
+    def __init__(self, bufs: Buffers, op: Callable[[Any, Any], Any] | None, rank: int) -> None:
+        self.bufs, self.op, self.rank = bufs, op, rank
+        self.error: BaseException | None = None   # this rank's own failure (raised after its part)
+
+    def copy(self, step: Copy) -> None:
+        out, src = self.bufs[step.out.buf], self.bufs[step.src.buf]
+        for i in range(step.out.hi - step.out.lo):
+            slot = src[step.src.lo + i]
+            if slot is not None and slot.data is None and not isinstance(slot, Failed):
+                slot = Slot(slot.pickle())
+            out[step.out.lo + i] = slot
+
+    def reduce(self, step: Reduce) -> None:
+        out, left, right = (self.bufs[b.buf] for b in (step.out, step.left, step.right))
+        for i in range(step.out.hi - step.out.lo):
+            out[step.out.lo + i] = self.combine(left[step.left.lo + i], right[step.right.lo + i])
+
+    def combine(self, left: Slot | None, right: Slot | None) -> Slot | None:
+        """``op(left, right)`` as a new slot; a failed operand or a raising op gives a failed slot."""
+        for slot in (left, right):
+            if isinstance(slot, Failed):
+                return slot
+        if left is None or right is None:   # (a schedule never reduces an empty block)
+            return left if right is None else right
+        try:
+            return Slot(obj=self.op(value(left), value(right)))
+        except Exception as exc:   # the op raised: the ranks that need this result raise as well
+            if self.error is None:
+                self.error = exc
+            return Failed(self.rank)
+
+
+def run(schedule: Schedule, bufs: Buffers, steps: Steps, comm: MPI.Comm, tag: int,
+        timeout: float | None = None) -> None:
+    """Run ``schedule`` on ``bufs`` over ``comm`` (the private duplicate) with ``tag``."""
+    status = MPI.Status()
+    for t, rnd in enumerate(schedule.rounds):
+        sends = [comm.Isend(frame(bufs[b.buf][b.lo:b.hi]), peer, tag) for peer, b in rnd.sends]
+        if timeout is None and not outstanding():
+            # every rank posted its round's sends before blocking here: taking the receives in listed
+            # order, each in a blocking matched probe, cannot deadlock (and does not yield the core)
+            for peer, block in rnd.recvs:
+                msg = comm.Mprobe(peer, tag, status)
+                data = bytearray(status.Get_count(MPI.BYTE))
+                msg.Recv([data, MPI.BYTE])
+                _store(bufs[block.buf], block, unframe(data))
+            waiting = []
+        else:
+            waiting = list(rnd.recvs)   # from each peer, messages arrive in the order they are listed
+        last, spins = time.monotonic(), 0
+        while waiting:
+            taken = None
+            seen: set[int] = set()
+            for i, (peer, block) in enumerate(waiting):
+                if peer in seen:
+                    continue
+                seen.add(peer)
+                msg = comm.Improbe(peer, tag, status)
+                if msg is not None:
+                    data = bytearray(status.Get_count(MPI.BYTE))
+                    msg.Recv([data, MPI.BYTE])
+                    _store(bufs[block.buf], block, unframe(data))
+                    taken = i
+                    break
+            if taken is not None:
+                del waiting[taken]
+                last, spins = time.monotonic(), 0
+                continue
+            spins += 1
+            progress()   # mpicoll's own outstanding requests keep moving meanwhile
+            if timeout is not None and time.monotonic() - last > timeout:
+                raise CollectiveTimeout(schedule.collective, t, sorted({p for p, _ in waiting}), timeout,
+                                        schedule.rank)
+            _idle(spins)
+        MPI.Request.Waitall(sends)
+        for step in rnd.steps:
+            (steps.reduce if isinstance(step, Reduce) else steps.copy)(step)
+
+
+def _store(buf: list, block: Block, slots: list) -> None:
+    if len(slots) != block.hi - block.lo:
+        raise RuntimeError(f"object collective: a message of {len(slots)} blocks for {block} "
+                           "(do the ranks agree on the call and its algorithm?)")
+    buf[block.lo:block.hi] = slots
+
+
+class _Domain:
+    """Every rank's slots, for :func:`mpicoll.analysis.lockstep.run_lockstep`."""
+
+    def __init__(self, ranks: list[tuple[Buffers, Steps]]) -> None:
+        self.ranks = ranks
+
+    def read(self, rank: int, block: Block) -> list:
+        return unframe(frame(self.ranks[rank][0][block.buf][block.lo:block.hi]))   # as it travels
+
+    def write(self, rank: int, block: Block, payload: list) -> None:
+        _store(self.ranks[rank][0][block.buf], block, payload)
+
+    def reduce(self, rank: int, step: Reduce) -> None:
+        self.ranks[rank][1].reduce(step)
+
+    def copy(self, rank: int, step: Copy) -> None:
+        self.ranks[rank][1].copy(step)
+
+
+def simulate(schedules: Sequence[Schedule], ranks: list[tuple[Buffers, Steps]]) -> None:
+    """Run all ranks' ``schedules`` in this process on their ``(buffers, steps)``: no MPI (messages are
+    framed and unframed as they would travel)."""
+    run_lockstep(schedules, _Domain(ranks))

@@ -1,0 +1,168 @@
+"""The lowercase object collectives of mpicoll.Comm against mpi4py's own on the same objects."""
+
+from __future__ import annotations
+
+import operator
+import threading
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+import mpicoll
+from mpicoll.calls.objects import choice
+
+from conftest import WORLD, check
+
+pytestmark = pytest.mark.mpi
+
+P, R = WORLD.size, WORLD.rank
+ROOTED = ("bcast", "gather", "scatter", "reduce")
+
+
+def algorithms(collective: str, ordered: bool = False) -> list[str]:
+    params = {"root": 0} if collective in ROOTED else {}
+    return ["auto", *choice.suitable(collective, P, ordered, **params)]
+
+
+def obj(rank: int):
+    return {"rank": rank, "payload": np.arange(rank + 3), "text": "x" * (rank * 100)}
+
+
+def same(a, b) -> bool:
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if isinstance(a, np.ndarray):
+        return np.array_equal(a, b)
+    return a == b
+
+
+@pytest.mark.parametrize("root", sorted({0, P - 1}))
+def test_rooted_match_mpi4py(comm, root):
+    for name in algorithms("bcast"):
+        got = comm.bcast(obj(R) if R == root else None, root, algorithm=name)
+        check(same(got, WORLD.bcast(obj(R) if R == root else None, root)), f"bcast/{name}")
+    for name in algorithms("gather"):
+        check(same(comm.gather(obj(R), root, algorithm=name), WORLD.gather(obj(R), root)), f"gather/{name}")
+    for name in algorithms("scatter"):
+        items = [obj(j) for j in range(P)] if R == root else None
+        check(same(comm.scatter(items, root, algorithm=name), WORLD.scatter(items, root)), f"scatter/{name}")
+
+
+def test_all_to_all_kinds_match_mpi4py(comm):
+    for name in algorithms("allgather"):
+        check(same(comm.allgather(obj(R), algorithm=name), WORLD.allgather(obj(R))), f"allgather/{name}")
+    for name in algorithms("alltoall"):
+        items = [(R, j, "y" * j) for j in range(P)]
+        check(same(comm.alltoall(items, algorithm=name), WORLD.alltoall(items)), f"alltoall/{name}")
+
+
+OPS = [MPI.SUM, MPI.PROD, MPI.MAX, MPI.MIN, MPI.MAXLOC, MPI.MINLOC, MPI.REPLACE, MPI.NO_OP, MPI.LAND, MPI.LOR,
+       MPI.LXOR, MPI.BAND, MPI.BOR, MPI.BXOR]
+
+
+@pytest.mark.parametrize("method", ["reduce", "allreduce", "scan", "exscan"])
+def test_reductions_match_mpi4py(comm, method):
+    for op in OPS:
+        mine = (R * 3 % 5, R) if op in (MPI.MAXLOC, MPI.MINLOC) else R + 1
+        for name in algorithms(method, ordered=True):
+            args = (mine, op, 0) if method == "reduce" else (mine, op)
+            got = getattr(comm, method)(*args, algorithm=name)
+            check(got == getattr(WORLD, method)(*args), f"{method}/{name} with {op}")
+
+
+@pytest.mark.parametrize("method", ["reduce", "allreduce", "scan", "exscan"])
+def test_non_commutative_callables_in_rank_order(comm, method):
+    user_op = MPI.Op.Create(lambda a, b, _t=None: a + b, commute=False)
+    try:
+        for op in (operator.add, user_op):
+            for name in algorithms(method, ordered=True):
+                got = getattr(comm, method)([R], op, algorithm=name)
+                check(got == getattr(WORLD, method)([R], op), f"{method}/{name}: {got}")
+    finally:
+        user_op.Free()
+
+
+def test_results_are_copies(comm):
+    """As in mpi4py, the root's own object comes back unpickled: a new object, not the one it sent."""
+    mine = [R]
+    check(comm.bcast(mine, 0) is not mine, "bcast returned the root's own object")
+    check(comm.allgather(mine)[R] is not mine, "allgather returned this rank's own object")
+    check(comm.allreduce(mine, operator.add) is not mine or P > 1, "allreduce returned the object it was given")
+
+
+def test_bad_root_everywhere_raises_before_any_message(comm):
+    for method, args in (("bcast", (1,)), ("gather", (1,)), ("scatter", (None,)), ("reduce", (1, MPI.SUM))):
+        for root in (-1, P):
+            with pytest.raises(MPI.Exception) as info:
+                getattr(comm, method)(*args, root=root)
+            check(info.value.Get_error_class() == MPI.ERR_ROOT, f"{method}: {info.value}")
+    check(comm.allgather(R) == list(range(P)), "the communicator is still usable")
+
+
+def test_bad_input_on_one_rank_raises_everywhere_that_depends_on_it(comm):
+    """The root's scatter sequence has the wrong length: the root raises its error, the others PeerFailure."""
+    items = list(range(P + 1))
+    with pytest.raises((ValueError, mpicoll.PeerFailure)) as info:
+        comm.scatter(items if R == 0 else None, 0)
+    check(isinstance(info.value, mpicoll.PeerFailure) == (R != 0), f"rank {R}: {info.value!r}")
+    check(comm.allgather(R) == list(range(P)), "the communicator is still usable afterwards")
+
+
+def test_unpicklable_object_on_one_rank(comm):
+    mine = (lambda: 0) if R == P - 1 else R
+    with pytest.raises(Exception) as info:
+        comm.allgather(mine)
+    check(isinstance(info.value, mpicoll.PeerFailure) == (R != P - 1), f"rank {R}: {info.value!r}")
+    check(comm.bcast("ok", 0) == "ok", "the communicator is still usable afterwards")
+
+
+def test_raising_op_spreads_to_dependents(comm):
+    def op(a, b):
+        if b == P - 1:
+            raise ZeroDivisionError("op")
+        return a + b
+    if P == 1:
+        check(comm.scan(0, op) == 0, "one rank never applies the op")
+        return
+    with pytest.raises((ZeroDivisionError, mpicoll.PeerFailure)):
+        comm.allreduce(R, op)
+    check(comm.allreduce(1) == P, "the communicator is still usable afterwards")
+
+
+def test_derived_and_topology_communicators(comm):
+    half = comm.Split(R % 2, R)
+    check(half.allgather(R) == [r for r in range(P) if r % 2 == R % 2], "Split's allgather")
+    cart = mpicoll.Comm(WORLD.Create_cart([P], periods=[True]))
+    check(cart.allreduce([R], operator.add) == list(range(P)), "a Cartesian communicator's allreduce")
+    check(cart.bcast("c", root=P - 1) == "c", "a Cartesian communicator's bcast")
+    cart.Free()
+    half.Free()
+
+
+def test_threads_each_on_their_own_communicator(comm):
+    comms = [comm.Dup() for _ in range(3)]
+    results: dict[int, object] = {}
+
+    def work(i: int) -> None:
+        c = comms[i]
+        results[i] = [c.allreduce(R * (i + 1)) for _ in range(20)][-1], c.gather(i, root=0)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for i in range(3):
+        total, gathered = results[i]
+        check(total == (i + 1) * P * (P - 1) // 2, f"thread {i}: {total}")
+        check(gathered == ([i] * P if R == 0 else None), f"thread {i}: {gathered}")
+    for c in comms:
+        c.Free()
+
+
+def test_null_communicator():
+    with pytest.raises(ValueError):
+        mpicoll.Comm().bcast(1)
