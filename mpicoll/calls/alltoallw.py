@@ -24,6 +24,7 @@ datatypes) are sent and then replaced, through scratch as for Alltoall.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -55,6 +56,7 @@ class WBuffer:
     types: tuple[MPI.Datatype, ...]
     maps: tuple[datatypes.Typemap, ...]
     bottom: bool = False   # ``MPI.BOTTOM``: the datatypes hold absolute addresses
+    owned: tuple[MPI.Datatype, ...] = ()   # datatypes made for this call (freed with the blocks using them)
 
     @property
     def nbytes(self) -> tuple[int, ...]:
@@ -109,10 +111,16 @@ def _parse_bottom(counts: Any, displs: Any, types: Any, what: str, size: int) ->
     types = _datatypes(types, size, what)
     maps = [datatypes.describe(t, f"{what}: datatypes[{j}]") for j, t in enumerate(types)]
     displs = [0] * size if displs is None else _per_rank(displs, size, f"{what}: displs")
-    if any(displs):
-        raise errors.BufferValueError(f"{what}: with MPI.BOTTOM mpicoll needs byte displacements 0 (the "
-                                      f"datatypes carry the addresses), got {displs}")
-    return WBuffer(np.empty(0, np.uint8), tuple(counts), tuple(displs), tuple(types), tuple(maps), bottom=True)
+    # a block at an absolute address: ``counts[j]`` elements of ``types[j]`` from byte ``displs[j]`` are one
+    # element of a struct type placing them there (freed with the block that packs it, see _BottomBlock)
+    for j, (c, d) in enumerate(zip(counts, displs)):
+        if c and d:
+            types[j] = MPI.Datatype.Create_struct([c], [d], [types[j]]).Commit()
+            counts[j] = 1
+            maps[j] = datatypes.describe(types[j], f"{what}: datatypes[{j}]")
+    owned = tuple(t for t, d in zip(types, displs) if d)
+    return WBuffer(np.empty(0, np.uint8), tuple(counts), (0,) * size, tuple(types), tuple(maps), bottom=True,
+                   owned=owned)
 
 
 class _BottomBlock:
@@ -179,6 +187,8 @@ def as_bytes(buf: WBuffer, what: str, *, writable: bool) -> tuple[np.ndarray, La
             continue
         if buf.bottom:
             block: Any = _BottomBlock(c, t, packed[off:off + n])
+            if any(t is o for o in buf.owned):
+                weakref.finalize(block, t.Free)
         else:   # block j: the user's bytes from displs[j], packed into packed[off : off + n]
             block = datatypes.Packed(buf.raw[d:], t, m, (c,), (0,), packed[off:off + n], (0,))
         block.pack()
