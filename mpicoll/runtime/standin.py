@@ -187,6 +187,7 @@ def continue_marked(bound: list, comm: MPI.Comm, tag: int, index: int, exc: Base
         raise exc
     run_marked(bound, comm, tag, index + 1)
     raise errors.ArgumentError(
-        f"rank {comm.Get_rank()}: a peer's arguments were rejected (it raised, after playing its part on "
-        "scratch memory), and this rank's result depends on that peer's data; this rank played its part "
-        "and abandoned the call") from exc
+        f"rank {comm.Get_rank()}: a message was longer than this rank expected (MPI_ERR_TRUNCATE): a peer's "
+        "arguments were rejected (it raised, after playing its part on scratch memory, with its messages "
+        "marked), or the ranks' calls do not match; this rank's result depends on that peer's data, so it "
+        "played its part and abandoned the call") from exc

@@ -114,11 +114,12 @@ def test_mismatch_debug_labelled_on_every_rank(case: str, field: str) -> None:
 
 @pytest.mark.parametrize("case", ["count_mismatch", "dtype_mismatch", "algorithm_mismatch"])
 def test_mismatch_default_errors_and_next_call_works(case: str) -> None:
-    """Without debug mode a mismatch in sizes surfaces as an MPI error on a rank; it must not hang."""
+    """Without debug mode a mismatch in sizes surfaces as an error on a rank (MPI's truncation, or the stand-in
+    deadline of a rank that went on after it: "made no progress"); it must not hang."""
     code, out, _ = launch(case)
     assert code == 0, out[-3000:]
     result = outcomes(out, "RESULT")
-    assert any("MPI_ERR_TRUNCATE" in r for r in result.values()), result
+    assert any("MPI_ERR_TRUNCATE" in r or "made no progress" in r for r in result.values()), result
     check_next(out)
 
 

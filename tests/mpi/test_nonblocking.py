@@ -165,7 +165,8 @@ METHODS = sorted(CASES)
 
 def test_the_table_covers_every_registered_collective():
     names = {m.lower() for m in CASES}
-    missing = [c for c in mpicoll.families.registry.collectives() if c not in names]
+    # the neighbourhood collectives need a topology: their I* and _init forms are tested in test_neighbors.py
+    missing = [c for c in mpicoll.families.registry.collectives() if c not in names and not c.startswith("neighbor_")]
     assert not missing, f"add these collectives to CASES: {missing}"
 
 
