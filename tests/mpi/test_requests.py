@@ -112,6 +112,9 @@ def test_mpi_waitall_on_a_mix(comm):
     check(statuses[1].Get_source() == (RANK - 1) % P, "the receive's status")
 
 
+@pytest.mark.skipif(MPI.Get_library_version().startswith("MPICH"),
+                    reason="MPICH 5.0.2 asserts (request_impl.c:778, 'kind != GREQUEST') when mpi4py's lowercase "
+                           "waitall meets a generalized request: a limitation of that MPI, see docs/nonblocking.md")
 def test_mpi_lowercase_waitall_and_request_null_in_the_list(comm):
     reqs, expect = mixed(comm, 12)
     MPI.Request.waitall([MPI.REQUEST_NULL, *reqs])
