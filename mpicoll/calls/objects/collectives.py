@@ -63,6 +63,17 @@ class _Call:
         self.fail(exc)
         self.bufs[buf][block] = slot
 
+    def put_sequence(self, sendobj: Any, count: int) -> None:
+        """Block k of ``send`` holds object k of ``sendobj``, a sequence of ``count`` objects; a wrong sequence
+        fails here and every block says so (the ranks that read them raise ``PeerFailure``)."""
+        items, exc = _items(sendobj, count, "sendobj")
+        self.fail(exc)
+        for k, item in enumerate(items):
+            if exc is None:
+                self.put("send", k, item)
+            else:
+                self.bufs["send"][k] = Failed(self.state.rank)
+
     def fail(self, exc: BaseException | None) -> None:
         if exc is not None and self.error is None:
             self.error = exc
@@ -142,13 +153,7 @@ def scatter(comm: Any, sendobj: Any, root: int = 0, algorithm: str = "auto") -> 
     root = check_root(root, state.size, "scatter")
     call = _Call(state, "scatter", algorithm, root=root)
     if state.rank == root:
-        items, exc = _items(sendobj, state.size, "sendobj")
-        call.fail(exc)
-        for b, item in enumerate(items):
-            if exc is None:
-                call.put("send", b, item)
-            else:   # the root's sequence was wrong: every rank's block says so
-                call.bufs["send"][b] = Failed(state.rank)
+        call.put_sequence(sendobj, state.size)
     call.run()
     return call.result(state.rank)
 
@@ -166,13 +171,7 @@ def alltoall(comm: Any, sendobj: Any, algorithm: str = "auto") -> list:
     """``comm.alltoall(sendobj)``: object r of rank j's sequence becomes object j of rank r's result."""
     state = _state(comm)
     call = _Call(state, "alltoall", algorithm)
-    items, exc = _items(sendobj, state.size, "sendobj")
-    call.fail(exc)
-    for b, item in enumerate(items):
-        if exc is None:
-            call.put("send", b, item)
-        else:
-            call.bufs["send"][b] = Failed(state.rank)
+    call.put_sequence(sendobj, state.size)
     call.run()
     return [call.result(b) for b in range(state.size)]
 
@@ -235,12 +234,6 @@ def neighbor_alltoall(comm: Any, sendobj: Any, algorithm: str = "auto") -> list:
     topology = topology_of(state.private, "neighbor_alltoall")
     indegree, outdegree = degrees(topology, state.rank)
     call = _Call(state, "neighbor_alltoall", algorithm, topology=topology)
-    items, exc = _items(sendobj, outdegree, "sendobj")
-    call.fail(exc)
-    for k, item in enumerate(items):
-        if exc is None:
-            call.put("send", k, item)
-        else:
-            call.bufs["send"][k] = Failed(state.rank)
+    call.put_sequence(sendobj, outdegree)
     call.run()
     return [call.result(k) for k in range(indegree)]
