@@ -20,7 +20,7 @@ from mpicoll.families.registry import algorithms, collectives, schedule, schedul
 from mpicoll.ir.schedule import Block, Copy, Recv, Reduce, Round, Schedule, ScheduleError, ScheduleSet, Send
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time these come from __getattr__ below
-    from mpicoll.comm.comm import Comm
+    from mpicoll.comm.comm import Comm, Intercomm
     from mpicoll.errors import ArgumentError, MismatchError, PeerFailure
     from mpicoll.runtime.ops import Op
     from mpicoll.runtime.requests import Prequest, Request
@@ -31,6 +31,7 @@ __version__ = "0.1.0"
 # the names that need mpi4py, and the module each comes from (imported on first access)
 _LAZY = {
     "Comm": ".comm",
+    "Intercomm": ".comm",
     "Request": ".runtime.requests",
     "Prequest": ".runtime.requests",
     "Op": ".runtime.ops",
@@ -42,7 +43,7 @@ _LAZY = {
 }
 
 __all__ = [
-    "Comm", "Request", "Prequest", "Op", "MismatchError", "ArgumentError", "PeerFailure",
+    "Comm", "Intercomm", "Request", "Prequest", "Op", "MismatchError", "ArgumentError", "PeerFailure",
     "CollectiveTimeout", "MessageSizeError",
     "algorithms", "collectives", "schedule", "schedules",
     "Block", "Send", "Recv", "Reduce", "Copy", "Round", "Schedule", "ScheduleSet", "ScheduleError",

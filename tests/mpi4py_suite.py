@@ -98,11 +98,13 @@ def test_dir(version: str | None = None) -> str:
     return sdist_dir("test", "arrayimpl.py", version)
 
 
-def wrapped(cls: type, comm_type: type) -> type:
+def wrapped(cls: type, comm_type: type, inter_type: type | None = None) -> type:
     """A subclass of mpi4py's test class ``cls`` whose ``COMM`` is a ``comm_type`` over mpi4py's communicator.
 
     Class-level communicators are wrapped once; those that ``setUp`` makes (the
-    dups) are wrapped after it, and freed by the test's own ``tearDown``.
+    dups) are wrapped after it, and freed by the test's own ``tearDown``.  The
+    ``INTERCOMM`` that the intercommunicator tests' ``setUp`` makes (with MPI's own
+    ``Create_intercomm``) becomes an ``inter_type`` the same way.
     """
     from mpi4py import MPI
 
@@ -117,6 +119,9 @@ def wrapped(cls: type, comm_type: type) -> type:
             comm = self.__dict__.get(n)
             if comm is not None and not isinstance(comm, comm_type):
                 setattr(self, n, comm_type(comm))
+        inter = self.__dict__.get("INTERCOMM")
+        if inter_type is not None and isinstance(inter, MPI.Intercomm) and not isinstance(inter, inter_type):
+            self.INTERCOMM = inter_type(inter)
 
     attrs["setUp"] = setUp
     for name in dir(cls):
@@ -164,8 +169,8 @@ def _checked(method: Any) -> Any:
     return checked
 
 
-def suite(directory: str, comm_type: type, names: tuple[str, ...] = MODULES, pattern: str | None = None
-          ) -> unittest.TestSuite:
+def suite(directory: str, comm_type: type, names: tuple[str, ...] = MODULES, pattern: str | None = None,
+          inter_type: type | None = None) -> unittest.TestSuite:
     """Every concrete test class of ``names`` that derives from one of their ``BaseTest*`` mixins, wrapped."""
     if directory not in sys.path:
         sys.path.insert(0, directory)
@@ -183,7 +188,7 @@ def suite(directory: str, comm_type: type, names: tuple[str, ...] = MODULES, pat
         for attr, cls in sorted(vars(module).items()):
             if (isinstance(cls, type) and attr.startswith("Test") and issubclass(cls, unittest.TestCase)
                     and issubclass(cls, mixins)):
-                out.addTests(loader.loadTestsFromTestCase(wrapped(cls, comm_type)))
+                out.addTests(loader.loadTestsFromTestCase(wrapped(cls, comm_type, inter_type)))
     return out
 
 
@@ -288,7 +293,7 @@ def main() -> int:
 
     rank = MPI.COMM_WORLD.Get_rank()
     present = tuple(m for m in ns.modules.split(",") if os.path.exists(os.path.join(directory, m + ".py")))
-    tests = suite(directory, counted(mpicoll.Comm), present, pattern=ns.k)
+    tests = suite(directory, counted(mpicoll.Comm), present, pattern=ns.k, inter_type=counted(mpicoll.Intercomm))
     stream = sys.stderr if rank == 0 else open(os.devnull, "w")  # noqa: SIM115
     runner = unittest.TextTestRunner(stream=stream, verbosity=2 if ns.v else 1, resultclass=Result)
 

@@ -23,13 +23,13 @@ from mpi4py import MPI
 
 from mpicoll import config
 from mpicoll.calls import objects
-from mpicoll.comm import careful, setup
+from mpicoll.comm import careful, inter, inter_objects, setup
 from mpicoll.comm.dispatch import fast_miss, init, run_blocking, start
 from mpicoll.comm.docs import document
 from mpicoll.runtime.requests import Prequest, Request
 from mpicoll.runtime.state import CommState
 
-__all__ = ["Comm", "Cartcomm", "Graphcomm", "Distgraphcomm"]
+__all__ = ["Comm", "Cartcomm", "Graphcomm", "Distgraphcomm", "Intercomm"]
 
 _INFO = MPI.INFO_NULL
 # (handle, timeout, configuration generation): the state of a wrapped communicator, while a wrapper lives;
@@ -109,10 +109,11 @@ class Comm(MPI.Intracomm):
     __slots__ = ("_state",)
 
     def __new__(cls, comm: MPI.Intracomm | None = None, *, timeout: float | None = None) -> Comm:
+        if cls is Comm and isinstance(comm, MPI.Intercomm):
+            return Intercomm(comm, timeout=timeout)    # type: ignore[return-value]
         if comm is not None and (not isinstance(comm, MPI.Intracomm) or isinstance(comm, MPI.Intercomm)):
-            raise TypeError(f"mpicoll.Comm wraps an MPI.Intracomm, got {type(comm).__name__}")
-        if timeout is not None and not (isinstance(timeout, numbers.Real) and 0 < timeout < float("inf")):
-            raise ValueError(f"timeout must be a positive number of seconds or None, got {timeout!r}")
+            raise TypeError(f"mpicoll.Comm wraps an MPI.Intracomm or an MPI.Intercomm, got {type(comm).__name__}")
+        _check_timeout(timeout)
         if cls is Comm and comm is not None:
             cls = _class_of(comm)    # a topology communicator stays one (Cartcomm, Graphcomm, Distgraphcomm)
         self = MPI.Intracomm.__new__(cls, comm)   # (Cartcomm.__new__ refuses a subclass with two bases)
@@ -505,6 +506,13 @@ class Comm(MPI.Intracomm):
     def Create_graph(self, index: Any, edges: Any, reorder: bool = False) -> Comm:
         return self._derive(MPI.Intracomm.Create_graph(self, index, edges, reorder))
 
+    def Create_intercomm(self, local_leader: int, peer_comm: MPI.Intracomm, remote_leader: int,
+                         tag: int = 0) -> Intercomm:
+        """``MPI_Intercomm_create``, wrapped: an :class:`Intercomm` with this communicator's timeout (its state is
+        made over both groups, which all call this)."""
+        made = MPI.Intracomm.Create_intercomm(self, local_leader, peer_comm, remote_leader, tag)
+        return Intercomm(made, timeout=self.timeout)
+
     def Create_dist_graph_adjacent(self, sources: Any, destinations: Any, sourceweights: Any = None,
                                    destweights: Any = None, info: MPI.Info = _INFO, reorder: bool = False) -> Comm:
         return self._derive(MPI.Intracomm.Create_dist_graph_adjacent(
@@ -588,6 +596,11 @@ class Distgraphcomm(Comm, MPI.Distgraphcomm):
     __slots__ = ()
 
 
+def _check_timeout(timeout: Any) -> None:
+    if timeout is not None and not (isinstance(timeout, numbers.Real) and 0 < timeout < float("inf")):
+        raise ValueError(f"timeout must be a positive number of seconds or None, got {timeout!r}")
+
+
 def _class_of(comm: MPI.Intracomm) -> type[Comm]:
     """The mpicoll class of a communicator with ``comm``'s topology (none: :class:`Comm`)."""
     if comm == MPI.COMM_NULL:
@@ -618,3 +631,285 @@ def _register(comm: MPI.Intracomm, state: CommState) -> CommState:
         if comm.handle in (MPI.COMM_WORLD.handle, MPI.COMM_SELF.handle):
             _PREDEFINED[comm.handle, state.timeout] = state
     return state
+
+
+# -- intercommunicators: mpi4py's class (every query, Merge) and mpicoll's collectives ----------------------
+
+
+class Intercomm(MPI.Intercomm):
+    """Wrap ``comm`` (an ``MPI.Intercomm``) so that its collectives are mpicoll's.
+
+    ``mpicoll.Comm(intercomm)`` gives one, as does :meth:`Comm.Create_intercomm`.
+    Wrapping is collective over *both* groups.  The collectives take mpi4py's
+    arguments and follow MPI's intercommunicator rules (``root=MPI.ROOT`` at the
+    root, ``MPI.PROC_NULL`` at the rest of its group, the root's rank in the
+    remote group elsewhere; every all-kind call gives each group what the other
+    contributed); each is written as stages of one group's mpicoll collectives and
+    exchanges between the groups (:mod:`mpicoll.comm.inter`), blocking, ``I*``
+    and ``*_init``, and the lowercase object collectives too
+    (:mod:`mpicoll.comm.inter_objects`).  ``Merge`` and ``Dup`` give mpicoll
+    communicators.  Host buffers only; ``MPI.IN_PLACE`` is erroneous, as in MPI.
+
+    Parameters
+    ----------
+    comm : MPI.Intercomm, optional
+        The intercommunicator to wrap; ``None`` gives a null one.
+    timeout : float, optional
+        As for :class:`Comm`.
+
+    Examples
+    --------
+    >>> world = mpicoll.Comm(MPI.COMM_WORLD)
+    >>> color = world.rank % 2
+    >>> half = world.Split(color)
+    >>> inter = half.Create_intercomm(0, world, 1 - color)
+    >>> y = np.empty(3); inter.Allreduce(np.ones(3), y)   # y: the other group's sum
+    """
+
+    __slots__ = ("_state",)
+
+    def __new__(cls, comm: MPI.Intercomm | None = None, *, timeout: float | None = None) -> Intercomm:
+        if comm is not None and not isinstance(comm, MPI.Intercomm):
+            raise TypeError(f"mpicoll.Intercomm wraps an MPI.Intercomm, got {type(comm).__name__}")
+        _check_timeout(timeout)
+        self = MPI.Intercomm.__new__(cls, comm)
+        self._state = None
+        if comm is None or comm == MPI.COMM_NULL:
+            return self
+        if timeout is None:
+            timeout = comm.timeout if isinstance(comm, Intercomm) else config.current().timeout
+        if isinstance(comm, Intercomm) and comm._state is not None and comm.timeout == timeout:
+            self._state = comm._state
+        else:
+            self._state = setup.intercomm(comm, None if timeout is None else float(timeout),
+                                          lambda c, t: Comm(c, timeout=t), lambda c, parent: parent._derive(c))
+        return self
+
+    @property
+    def timeout(self) -> float | None:
+        """As for :attr:`Comm.timeout`."""
+        return self._state.timeout if self._state is not None else None
+
+    # -- the collectives: one line each -----------------------------------------------------------------
+
+    def Barrier(self) -> None:
+        inter.run(self, "Barrier", ())
+
+    def Ibarrier(self) -> Request:
+        return inter.start(self, "Barrier", ())
+
+    def Barrier_init(self, info: MPI.Info = _INFO) -> Prequest:
+        return inter.init(self, "Barrier", ())
+
+    def Bcast(self, buf: Any, root: int = 0) -> None:
+        inter.run(self, "Bcast", (buf, root))
+
+    def Ibcast(self, buf: Any, root: int = 0) -> Request:
+        return inter.start(self, "Bcast", (buf, root))
+
+    def Bcast_init(self, buf: Any, root: int = 0, info: MPI.Info = _INFO) -> Prequest:
+        return inter.init(self, "Bcast", (buf, root))
+
+    def Gather(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
+        inter.run(self, "Gather", (sendbuf, recvbuf, root))
+
+    def Igather(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> Request:
+        return inter.start(self, "Gather", (sendbuf, recvbuf, root))
+
+    def Gather_init(self, sendbuf: Any, recvbuf: Any, root: int = 0, info: MPI.Info = _INFO) -> Prequest:
+        return inter.init(self, "Gather", (sendbuf, recvbuf, root))
+
+    def Gatherv(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
+        inter.run(self, "Gatherv", (sendbuf, recvbuf, root))
+
+    def Igatherv(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> Request:
+        return inter.start(self, "Gatherv", (sendbuf, recvbuf, root))
+
+    def Gatherv_init(self, sendbuf: Any, recvbuf: Any, root: int = 0, info: MPI.Info = _INFO) -> Prequest:
+        return inter.init(self, "Gatherv", (sendbuf, recvbuf, root))
+
+    def Scatter(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
+        inter.run(self, "Scatter", (sendbuf, recvbuf, root))
+
+    def Iscatter(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> Request:
+        return inter.start(self, "Scatter", (sendbuf, recvbuf, root))
+
+    def Scatter_init(self, sendbuf: Any, recvbuf: Any, root: int = 0, info: MPI.Info = _INFO) -> Prequest:
+        return inter.init(self, "Scatter", (sendbuf, recvbuf, root))
+
+    def Scatterv(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
+        inter.run(self, "Scatterv", (sendbuf, recvbuf, root))
+
+    def Iscatterv(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> Request:
+        return inter.start(self, "Scatterv", (sendbuf, recvbuf, root))
+
+    def Scatterv_init(self, sendbuf: Any, recvbuf: Any, root: int = 0, info: MPI.Info = _INFO) -> Prequest:
+        return inter.init(self, "Scatterv", (sendbuf, recvbuf, root))
+
+    def Reduce(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, root: int = 0) -> None:
+        inter.run(self, "Reduce", (sendbuf, recvbuf, op, root))
+
+    def Ireduce(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, root: int = 0) -> Request:
+        return inter.start(self, "Reduce", (sendbuf, recvbuf, op, root))
+
+    def Reduce_init(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, root: int = 0,
+                    info: MPI.Info = _INFO) -> Prequest:
+        return inter.init(self, "Reduce", (sendbuf, recvbuf, op, root))
+
+    def Allreduce(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM) -> None:
+        inter.run(self, "Allreduce", (sendbuf, recvbuf, op))
+
+    def Iallreduce(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM) -> Request:
+        return inter.start(self, "Allreduce", (sendbuf, recvbuf, op))
+
+    def Allreduce_init(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, info: MPI.Info = _INFO) -> Prequest:
+        return inter.init(self, "Allreduce", (sendbuf, recvbuf, op))
+
+    def Allgather(self, sendbuf: Any, recvbuf: Any) -> None:
+        inter.run(self, "Allgather", (sendbuf, recvbuf))
+
+    def Iallgather(self, sendbuf: Any, recvbuf: Any) -> Request:
+        return inter.start(self, "Allgather", (sendbuf, recvbuf))
+
+    def Allgather_init(self, sendbuf: Any, recvbuf: Any, info: MPI.Info = _INFO) -> Prequest:
+        return inter.init(self, "Allgather", (sendbuf, recvbuf))
+
+    def Allgatherv(self, sendbuf: Any, recvbuf: Any) -> None:
+        inter.run(self, "Allgatherv", (sendbuf, recvbuf))
+
+    def Iallgatherv(self, sendbuf: Any, recvbuf: Any) -> Request:
+        return inter.start(self, "Allgatherv", (sendbuf, recvbuf))
+
+    def Allgatherv_init(self, sendbuf: Any, recvbuf: Any, info: MPI.Info = _INFO) -> Prequest:
+        return inter.init(self, "Allgatherv", (sendbuf, recvbuf))
+
+    def Alltoall(self, sendbuf: Any, recvbuf: Any) -> None:
+        inter.run(self, "Alltoall", (sendbuf, recvbuf))
+
+    def Ialltoall(self, sendbuf: Any, recvbuf: Any) -> Request:
+        return inter.start(self, "Alltoall", (sendbuf, recvbuf))
+
+    def Alltoall_init(self, sendbuf: Any, recvbuf: Any, info: MPI.Info = _INFO) -> Prequest:
+        return inter.init(self, "Alltoall", (sendbuf, recvbuf))
+
+    def Alltoallv(self, sendbuf: Any, recvbuf: Any) -> None:
+        inter.run(self, "Alltoallv", (sendbuf, recvbuf))
+
+    def Ialltoallv(self, sendbuf: Any, recvbuf: Any) -> Request:
+        return inter.start(self, "Alltoallv", (sendbuf, recvbuf))
+
+    def Alltoallv_init(self, sendbuf: Any, recvbuf: Any, info: MPI.Info = _INFO) -> Prequest:
+        return inter.init(self, "Alltoallv", (sendbuf, recvbuf))
+
+    def Alltoallw(self, sendbuf: Any, recvbuf: Any) -> None:
+        inter.run(self, "Alltoallw", (sendbuf, recvbuf))
+
+    def Ialltoallw(self, sendbuf: Any, recvbuf: Any) -> Request:
+        return inter.start(self, "Alltoallw", (sendbuf, recvbuf))
+
+    def Alltoallw_init(self, sendbuf: Any, recvbuf: Any, info: MPI.Info = _INFO) -> Prequest:
+        return inter.init(self, "Alltoallw", (sendbuf, recvbuf))
+
+    def Reduce_scatter_block(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM) -> None:
+        inter.run(self, "Reduce_scatter_block", (sendbuf, recvbuf, op))
+
+    def Ireduce_scatter_block(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM) -> Request:
+        return inter.start(self, "Reduce_scatter_block", (sendbuf, recvbuf, op))
+
+    def Reduce_scatter_block_init(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM,
+                                  info: MPI.Info = _INFO) -> Prequest:
+        return inter.init(self, "Reduce_scatter_block", (sendbuf, recvbuf, op))
+
+    def Reduce_scatter(self, sendbuf: Any, recvbuf: Any, recvcounts: Any = None, op: Any = MPI.SUM) -> None:
+        inter.run(self, "Reduce_scatter", (sendbuf, recvbuf, recvcounts, op))
+
+    def Ireduce_scatter(self, sendbuf: Any, recvbuf: Any, recvcounts: Any = None, op: Any = MPI.SUM) -> Request:
+        return inter.start(self, "Reduce_scatter", (sendbuf, recvbuf, recvcounts, op))
+
+    def Reduce_scatter_init(self, sendbuf: Any, recvbuf: Any, recvcounts: Any = None, op: Any = MPI.SUM,
+                            info: MPI.Info = _INFO) -> Prequest:
+        return inter.init(self, "Reduce_scatter", (sendbuf, recvbuf, recvcounts, op))
+
+    # -- the lowercase object collectives --------------------------------------------------------------
+
+    def barrier(self) -> None:
+        """Block until every rank of both groups has called it."""
+        inter_objects.barrier(self)
+
+    def bcast(self, obj: Any, root: int = 0) -> Any:
+        """The root's object on every rank of the other group (None in the root's group)."""
+        return inter_objects.bcast(self, obj, root)
+
+    def gather(self, sendobj: Any, root: int = 0) -> list[Any] | None:
+        """At the root, the other group's objects in rank order (None elsewhere)."""
+        return inter_objects.gather(self, sendobj, root)
+
+    def scatter(self, sendobj: Any, root: int = 0) -> Any:
+        """Item i of the root's sequence on rank i of the other group (None in the root's group)."""
+        return inter_objects.scatter(self, sendobj, root)
+
+    def allgather(self, sendobj: Any) -> list[Any]:
+        """The other group's objects, in rank order."""
+        return inter_objects.allgather(self, sendobj)
+
+    def alltoall(self, sendobj: Any) -> list[Any]:
+        """Item j of this rank's sequence to rank j of the other group; item j of the result from it."""
+        return inter_objects.alltoall(self, sendobj)
+
+    def reduce(self, sendobj: Any, op: Any = MPI.SUM, root: int = 0) -> Any:
+        """At the root, ``op`` over the other group's objects in rank order (None elsewhere)."""
+        return inter_objects.reduce(self, sendobj, op, root)
+
+    def allreduce(self, sendobj: Any, op: Any = MPI.SUM) -> Any:
+        """``op`` over the other group's objects in rank order."""
+        return inter_objects.allreduce(self, sendobj, op)
+
+    # -- derived communicators ---------------------------------------------------------------------------
+
+    def Dup(self, info: MPI.Info | None = None) -> Intercomm:
+        made = MPI.Intercomm.Dup(self, info) if info is not None else MPI.Intercomm.Dup(self)
+        return self._derive(MPI.Intercomm(made))
+
+    def Clone(self) -> Intercomm:
+        return self.Dup()
+
+    def Dup_with_info(self, info: MPI.Info) -> Intercomm:
+        return self._derive(MPI.Intercomm(MPI.Intercomm.Dup_with_info(self, info)))
+
+    def _derive(self, comm: MPI.Intercomm) -> Intercomm:
+        """``comm`` (a duplicate of this one) wrapped, its state duplicated from this one's (MPI's ``Dup`` only)."""
+        made = MPI.Intercomm.__new__(Intercomm, comm)
+        made._state = None
+        state = self._state
+        if state is not None and comm != MPI.COMM_NULL:
+            made._state = inter.InterState(state.merged.Dup(), state.local.Dup(), state.remote)
+        return made
+
+    def Merge(self, high: bool = False) -> Comm:
+        """``MPI_Intercomm_merge``, wrapped: an :class:`Comm` of both groups, its state derived from this one's
+        (no message beyond MPI's own)."""
+        merged = MPI.Intercomm.Merge(self, high)
+        return Comm._derive_from(merged, self._state.merged._state if self._state is not None else None)
+
+    # -- the end of a communicator -------------------------------------------------------------------------
+
+    def Free(self) -> None:
+        """Free the intercommunicator and mpicoll's communicators for it."""
+        self._release()
+        MPI.Intercomm.Free(self)
+
+    def Disconnect(self) -> None:
+        """Disconnect the intercommunicator (MPI_Comm_disconnect) and free mpicoll's communicators for it."""
+        self._release()
+        MPI.Intercomm.Disconnect(self)
+
+    def _release(self) -> None:
+        state, self._state = self._state, None
+        if state is not None:
+            state.release()
+
+    def __repr__(self) -> str:
+        if self == MPI.COMM_NULL:
+            return "mpicoll.Intercomm(COMM_NULL)"
+        return (f"mpicoll.Intercomm(rank={self.Get_rank()}, size={self.Get_size()}, "
+                f"remote_size={self.Get_remote_size()})")

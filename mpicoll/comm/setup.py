@@ -11,7 +11,11 @@ point every rank reaches whatever the arguments of its later calls:
   then one allgather of each rank's host name, with rank 0's data attached;
 - **derived** (``Dup``, ``Split``, ``Create``, ... of an ``mpicoll.Comm``,
   already collective in MPI): ``Idup`` only; the data are the parent's, and the
-  node layout follows from the parent's by translating ranks.
+  node layout follows from the parent's by translating ranks;
+- **an intercommunicator** (``mpicoll.Intercomm(inter)`` or ``Create_intercomm``,
+  collective over both groups): ``Merge`` into one communicator of both groups,
+  wrapped as above, and ``Split`` of that into this rank's group, derived from it
+  (:func:`intercomm`).
 
 So preparing a call never sends a message, the first nonblocking call returns
 at once, and a rank whose arguments are wrong still finds its peers in the
@@ -22,17 +26,19 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 from mpi4py import MPI
 
 from mpicoll import config
+from mpicoll.comm.inter import InterState
 from mpicoll.ir.nodes import Nodes, normalized, restricted
 from mpicoll.runtime.state import CommState
 from mpicoll.selection import tuning
 
-__all__ = ["wrapped", "derived", "check_thread_level"]
+__all__ = ["wrapped", "derived", "intercomm", "check_thread_level"]
 
 
 def check_thread_level() -> None:
@@ -81,6 +87,29 @@ def derived(comm: MPI.Intracomm, parent: CommState, timeout: float | None) -> Co
         members = comm.group.Translate_ranks(list(range(comm.Get_size())), parent.private.group)
         nodes = restricted(parent.size, parent.nodes, members)
     return CommState(private, parent.agreed, nodes, timeout=timeout, debug=settings.debug)
+
+
+def intercomm(comm: MPI.Intercomm, timeout: float | None, wrap: Callable[[MPI.Intracomm, float | None], Any],
+              derive: Callable[[MPI.Intracomm, Any], Any]) -> InterState:
+    """The state of intercommunicator ``comm`` (collective over both groups).
+
+    The two groups merged (``wrap``: an ``mpicoll.Comm`` made as :func:`wrapped` makes one) carry the
+    agreement and the messages between groups; this rank's group, split from it (``derive``: made as
+    :func:`derived` makes one), the local stages.  Which group comes first in the merge does not matter:
+    every rank learns where each remote rank landed.
+    """
+    check_thread_level()
+    joined = MPI.Intercomm.Merge(comm, False)
+    groups = [comm.Get_group(), comm.Get_remote_group(), joined.Get_group()]
+    try:
+        mine = MPI.Group.Translate_ranks(groups[0], list(range(groups[0].Get_size())), groups[2])
+        remote = MPI.Group.Translate_ranks(groups[1], list(range(groups[1].Get_size())), groups[2])
+    finally:
+        for group in groups:
+            group.Free()
+    part = joined.Split(0 if min(mine) < min(remote) else 1, comm.Get_rank())
+    merged = wrap(joined, timeout)
+    return InterState(merged, derive(part, merged), tuple(remote))
 
 
 def _duplicate(comm: MPI.Intracomm, timeout: float | None) -> MPI.Intracomm:

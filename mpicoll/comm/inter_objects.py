@@ -1,0 +1,198 @@
+"""The lowercase object collectives of an intercommunicator: mpi4py's results, on mpicoll's stages.
+
+Each is the group-to-group shape of :mod:`mpicoll.comm.inter` with whole objects:
+an object collective of one group (``mpicoll.Comm``'s own, on that group's
+private communicator) and pickles sent between the leaders (rank 0 of each
+group) on the merged private communicator, with ``MPI.pickle`` (so a user's
+``dumps``/``loads`` settings hold).  Every rank gets objects unpickled afresh; the
+root's group gets ``None`` (as from mpi4py).
+
+Every call starts with the agreement of :mod:`mpicoll.comm.inter` (a root that
+is not ``MPI.ROOT``, ``MPI.PROC_NULL`` or a remote rank, an object that does not
+pickle, a sequence of the wrong length: every rank raises, none waits).  A
+reduction op that raises fails in its group as on an intracommunicator
+(:class:`~mpicoll.errors.PeerFailure` where the result depends on it), and its
+group's leader tells the other side, which raises ``PeerFailure`` too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from mpi4py import MPI
+
+from mpicoll import errors
+from mpicoll.comm.inter import IDLE, ROOT, InterState, Stages, role_of, state_of
+from mpicoll.runtime.staged import StagedRequest
+from mpicoll.runtime.state import BLOCKING, NONBLOCKING
+
+__all__ = ["barrier", "bcast", "gather", "scatter", "allgather", "alltoall", "reduce", "allreduce"]
+
+_dumps, _loads = MPI.pickle.dumps, MPI.pickle.loads
+
+
+class _Call:
+    """One object call on one rank: its checks (made before the agreement) and its messages between leaders."""
+
+    def __init__(self, comm: Any, method: str) -> None:
+        self.state: InterState = state_of(comm)
+        self.method = method
+        self.error: BaseException | None = None
+        self.tag = 0
+
+    def check(self, work: Callable[[], Any]) -> Any:
+        """``work()`` (a check, a pickling): its result, or None with its error kept for the agreement."""
+        if self.error is None:
+            try:
+                return work()
+            except Exception as exc:
+                self.error = exc
+        return None
+
+    def agree(self) -> None:
+        """The agreement over both groups (every rank raises if any rank's checks failed), then a fresh tag."""
+        merged = self.state.merged._state
+        req = StagedRequest(Stages(self.state).agreement(self.method, self.error), merged.next_tag(NONBLOCKING))
+        if merged.timeout is not None:
+            req.watch = (self.method, merged.timeout, merged.rank)
+        req._launch()
+        req.Wait()
+        self.tag = merged.next_tag(BLOCKING)
+
+    def send(self, obj: Any, remote: int) -> None:
+        self.state.merged._state.private.send(obj, dest=self.state.remote[remote], tag=self.tag)
+
+    def recv(self, remote: int) -> Any:
+        return self.state.merged._state.private.recv(source=self.state.remote[remote], tag=self.tag)
+
+    def swap(self, obj: Any) -> Any:
+        """The leaders swap ``obj`` (one ``sendrecv`` each)."""
+        private, peer = self.state.merged._state.private, self.state.remote[0]
+        return private.sendrecv(obj, dest=peer, sendtag=self.tag, source=peer, recvtag=self.tag)
+
+
+def _items(sendobj: Any, count: int) -> list:
+    """A sequence of ``count`` objects, each pickled (None: ``count`` Nones)."""
+    items = [None] * count if sendobj is None else list(sendobj)
+    if len(items) != count:
+        raise errors.CountError(f"sendobj: expecting {count} items (one per rank of the remote group), "
+                                f"got {len(items)}")
+    return [_dumps(item) for item in items]
+
+
+def barrier(comm: Any) -> None:
+    """``comm.barrier()``: the agreement alone."""
+    _Call(comm, "barrier").agree()
+
+
+def bcast(comm: Any, obj: Any, root: Any) -> Any:
+    """The root's object on every rank of the other group; None in the root's group."""
+    call = _Call(comm, "bcast")
+    role = call.check(lambda: role_of(root, call.state.remote_size, "bcast"))
+    data = call.check(lambda: _dumps(obj)) if role is ROOT else None
+    call.agree()
+    if role is ROOT:
+        call.send(data, 0)
+    if role is ROOT or role is IDLE:
+        return None
+    return _loads(call.state.local.bcast(call.recv(role) if call.state.rank == 0 else None, 0))
+
+
+def gather(comm: Any, sendobj: Any, root: Any) -> list | None:
+    """At the root, every object of the other group in rank order; None elsewhere."""
+    call = _Call(comm, "gather")
+    role = call.check(lambda: role_of(root, call.state.remote_size, "gather"))
+    data = call.check(lambda: _dumps(sendobj)) if role not in (ROOT, IDLE) else None
+    call.agree()
+    if role is ROOT:
+        return [_loads(item) for item in call.recv(0)]
+    if role is not IDLE:
+        gathered = call.state.local.gather(data, 0)
+        if call.state.rank == 0:
+            call.send(gathered, role)
+    return None
+
+
+def scatter(comm: Any, sendobj: Any, root: Any) -> Any:
+    """Object i of the root's sequence (one per rank of the other group) on that group's rank i."""
+    call = _Call(comm, "scatter")
+    role = call.check(lambda: role_of(root, call.state.remote_size, "scatter"))
+    items = call.check(lambda: _items(sendobj, call.state.remote_size)) if role is ROOT else None
+    call.agree()
+    if role is ROOT:
+        call.send(items, 0)
+    if role is ROOT or role is IDLE:
+        return None
+    return _loads(call.state.local.scatter(call.recv(role) if call.state.rank == 0 else None, 0))
+
+
+def allgather(comm: Any, sendobj: Any) -> list:
+    """Every object of the other group, in its rank order."""
+    call = _Call(comm, "allgather")
+    data = call.check(lambda: _dumps(sendobj))
+    call.agree()
+    gathered = call.state.local.gather(data, 0)
+    theirs = call.swap(gathered) if call.state.rank == 0 else None
+    return [_loads(item) for item in call.state.local.bcast(theirs, 0)]
+
+
+def alltoall(comm: Any, sendobj: Any) -> list:
+    """Object j of this rank's sequence to rank j of the other group; object j of the result from it."""
+    call = _Call(comm, "alltoall")
+    items = call.check(lambda: _items(sendobj, call.state.remote_size))
+    call.agree()
+    private, remote, tag = call.state.merged._state.private, call.state.remote, call.tag
+    sent = [private.isend(item, dest=remote[j], tag=tag) for j, item in enumerate(items)]
+    out = [_loads(private.recv(source=remote[j], tag=tag)) for j in range(call.state.remote_size)]
+    MPI.Request.waitall(sent)
+    return out
+
+
+def _check_op(op: Any, method: str) -> None:
+    if not callable(op):
+        raise errors.OpError(f"op: {method} needs an MPI.Op or a callable op(a, b), got {op!r}")
+
+
+def _reduced(call: _Call, sendobj: Any, op: Any) -> tuple[int | None, Any, BaseException | None]:
+    """``op`` over this group's objects, at its leader: ``(failed rank or None, pickled result, error)``."""
+    try:
+        value = call.state.local.reduce(sendobj, op, 0)
+        return None, (_dumps(value) if call.state.rank == 0 else None), None
+    except Exception as exc:   # the op raised here or on a peer: the other side must hear of it
+        return getattr(exc, "rank", call.state.rank), None, exc
+
+
+def reduce(comm: Any, sendobj: Any, op: Any, root: Any) -> Any:
+    """At the root, ``op`` over the other group's objects in its rank order; None elsewhere."""
+    call = _Call(comm, "reduce")
+    role = call.check(lambda: role_of(root, call.state.remote_size, "reduce"))
+    call.check(lambda: _check_op(op, "reduce"))
+    call.agree()
+    if role is ROOT:
+        failed, data = call.recv(0)
+        if failed is not None:
+            raise errors.PeerFailure("reduce", failed)
+        return _loads(data)
+    if role is not IDLE:
+        failed, data, error = _reduced(call, sendobj, op)
+        if call.state.rank == 0:
+            call.send((failed, data), role)
+        if error is not None:
+            raise error
+    return None
+
+
+def allreduce(comm: Any, sendobj: Any, op: Any) -> Any:
+    """``op`` over the other group's objects in its rank order, on every rank."""
+    call = _Call(comm, "allreduce")
+    call.check(lambda: _check_op(op, "allreduce"))
+    call.agree()
+    failed, data, error = _reduced(call, sendobj, op)
+    theirs = call.swap((failed, data)) if call.state.rank == 0 else None
+    theirs_failed, theirs_data = call.state.local.bcast(theirs, 0)
+    if error is not None:
+        raise error
+    if theirs_failed is not None:
+        raise errors.PeerFailure("allreduce", theirs_failed)
+    return _loads(theirs_data)
