@@ -46,6 +46,7 @@ erroneous on an intercommunicator, as in MPI.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -54,13 +55,16 @@ from mpi4py import MPI
 
 from mpicoll import errors
 from mpicoll.calls.alltoallw import as_bytes, parse_w
+from mpicoll.calls.table import VALUE_ARGS
 from mpicoll.comm.preparing import exchanged, prepare
+from mpicoll.runtime import nonblocking, staged
 from mpicoll.runtime.buffers import Buffer, is_in_place, parse, parse_blocks, parse_v
+from mpicoll.runtime.callkey import call_key
 from mpicoll.runtime.datatypes import byte_message, staging
 from mpicoll.runtime.staged import StagedPrequest, StagedRequest, StagedRound
 from mpicoll.runtime.state import NONBLOCKING, PERSISTENT, CommState
 
-__all__ = ["InterState", "Stages", "STAGES", "ROOT", "IDLE", "role_of", "state_of", "run", "start", "init"]
+__all__ = ["InterState", "Stages", "STAGES", "ROOT", "IDLE", "role_of", "state_of", "run", "execute", "start", "init"]
 
 
 class InterState:
@@ -78,12 +82,16 @@ class InterState:
         This rank in its group, the group's size, the remote group's size.
     """
 
-    __slots__ = ("merged", "local", "remote", "rank", "size", "remote_size", "__weakref__")
+    __slots__ = ("merged", "local", "remote", "rank", "size", "remote_size", "calls", "calls_bytes", "__weakref__")
 
     def __init__(self, merged: Any, local: Any, remote: tuple[int, ...]) -> None:
         self.merged, self.local, self.remote = merged, local, remote
         self.rank, self.size = local.Get_rank(), local.Get_size()
         self.remote_size = len(remote)
+        #: blocking calls kept built: call key -> (rounds, packing steps, bytes of their messages), oldest first;
+        #: at most CACHED_CALLS of them, whose messages hold at most CACHED_BYTES in all (see :func:`run`)
+        self.calls: OrderedDict[Any, tuple[list[StagedRound], list[Callable[[], None]], int]] = OrderedDict()
+        self.calls_bytes = 0
 
     @property
     def timeout(self) -> float | None:
@@ -91,6 +99,8 @@ class InterState:
 
     def release(self) -> None:
         """Free both private communicators (and what mpicoll keeps for them)."""
+        self.calls.clear()
+        self.calls_bytes = 0
         for comm in (self.local, self.merged):
             if comm != MPI.COMM_NULL and not MPI.Is_finalized():
                 comm.Free()
@@ -241,9 +251,7 @@ def gather(st: Stages, sendbuf: Any, recvbuf: Any, root: Any) -> None:
         st.exchange(recvs=[(_host(parse_blocks(recvbuf, "recvbuf", state.remote_size, writable=True),
                                   "recvbuf").array, 0)])
     elif role is not IDLE:
-        send = _send(sendbuf, "Gather")
-        gathered = _like(send, state.size * send.count) if state.rank == 0 else None
-        st.local("Gather", _spec(send), None if gathered is None else _spec(send, gathered, send.count), 0)
+        gathered = _gathered(st, _send(sendbuf, "Gather"))
         if gathered is not None:
             st.exchange(sends=[(gathered, role)])
 
@@ -267,10 +275,10 @@ def scatter(st: Stages, sendbuf: Any, recvbuf: Any, root: Any) -> None:
         if is_in_place(recvbuf):
             raise errors.BufferValueError("recvbuf: Scatter on an intercommunicator cannot be MPI.IN_PLACE")
         recv = _host(parse(recvbuf, "recvbuf", writable=True), "recvbuf")
-        whole = _like(recv, state.size * recv.count) if state.rank == 0 else None
+        whole = _whole(st, recv, state.size * recv.count)
         if whole is not None:
             st.exchange(recvs=[(whole, role)])
-        st.local("Scatter", None if whole is None else _spec(recv, whole, recv.count), _spec(recv), 0)
+        _scatter(st, whole, recv, [recv.count // recv.unit] * state.size)
 
 
 def scatterv(st: Stages, sendbuf: Any, recvbuf: Any, root: Any) -> None:
@@ -291,17 +299,54 @@ def reduce(st: Stages, sendbuf: Any, recvbuf: Any, op: Any, root: Any) -> None:
     if role is ROOT:
         st.exchange(recvs=[(_host(parse(recvbuf, "recvbuf", writable=True), "recvbuf").array, 0)])
     elif role is not IDLE:
-        send = _send(sendbuf, "Reduce")
-        partial = _like(send, send.count) if state.rank == 0 else None
-        st.local("Reduce", _spec(send), None if partial is None else _spec(send, partial), op, 0)
+        partial = _reduced(st, _send(sendbuf, "Reduce"), op)
         if partial is not None:
             st.exchange(sends=[(partial, role)])
 
 
+# The leader's share of a group's work; a group of one rank has nothing to gather, reduce or scatter, so its
+# rank sends from (and receives into) the user's own buffers.
+
+
+def _gathered(st: Stages, send: Buffer) -> Any:
+    """This group's blocks, gathered in rank order at its leader (None elsewhere)."""
+    if st.state.size == 1:
+        return send.array
+    out = _like(send, st.state.size * send.count) if st.state.rank == 0 else None
+    st.local("Gather", _spec(send), None if out is None else _spec(send, out, send.count), 0)
+    return out
+
+
+def _reduced(st: Stages, send: Buffer, op: Any) -> Any:
+    """``op`` over this group's ``send`` buffers, in rank order, at its leader (None elsewhere)."""
+    if st.state.size == 1:
+        return send.array
+    out = _like(send, send.count) if st.state.rank == 0 else None
+    st.local("Reduce", _spec(send), None if out is None else _spec(send, out), op, 0)
+    return out
+
+
+def _whole(st: Stages, recv: Buffer, count: int) -> Any:
+    """Where the leader receives the ``count`` elements it then scatters in its group (None elsewhere)."""
+    if st.state.size == 1:
+        return recv.array
+    return _like(recv, count) if st.state.rank == 0 else None
+
+
+def _scatter(st: Stages, whole: Any, recv: Buffer, counts: list[int]) -> None:
+    """Scatter the leader's ``whole`` in its group, ``counts[i]`` (in the datatype's units) to rank i."""
+    if st.state.size == 1:
+        return
+    if len(set(counts)) == 1:    # equal blocks: Scatter (a tree), not the linear Scatterv
+        st.local("Scatter", None if whole is None else _spec(recv, whole, counts[0] * recv.unit), _spec(recv), 0)
+        return
+    spec = None if whole is None else [whole, (counts, None)] + ([recv.datatype] if recv.datatype else [])
+    st.local("Scatterv", spec, _spec(recv), 0)
+
+
 def _reduce_and_swap(st: Stages, send: Buffer, op: Any, into: Any) -> None:
     """Reduce this group's ``send`` at its leader; the leaders swap results, the remote group's landing in ``into``."""
-    partial = _like(send, send.count) if st.state.rank == 0 else None
-    st.local("Reduce", _spec(send), None if partial is None else _spec(send, partial), op, 0)
+    partial = _reduced(st, send, op)
     if partial is not None:
         st.exchange(sends=[(partial, 0)], recvs=[(into, 0)])
 
@@ -316,9 +361,9 @@ def allreduce(st: Stages, sendbuf: Any, recvbuf: Any, op: Any) -> None:
 def reduce_scatter_block(st: Stages, sendbuf: Any, recvbuf: Any, op: Any) -> None:
     send = _send(sendbuf, "Reduce_scatter_block")
     recv = _host(parse(recvbuf, "recvbuf", writable=True), "recvbuf")
-    whole = _like(recv, st.state.size * recv.count) if st.state.rank == 0 else None
+    whole = _whole(st, recv, st.state.size * recv.count)
     _reduce_and_swap(st, send, op, whole)
-    st.local("Scatter", None if whole is None else _spec(recv, whole, recv.count), _spec(recv), 0)
+    _scatter(st, whole, recv, [recv.count // recv.unit] * st.state.size)
 
 
 def reduce_scatter(st: Stages, sendbuf: Any, recvbuf: Any, recvcounts: Any, op: Any) -> None:
@@ -330,18 +375,16 @@ def reduce_scatter(st: Stages, sendbuf: Any, recvbuf: Any, recvcounts: Any, op: 
     if len(counts) != st.state.size:
         raise errors.CountError(f"recvcounts: Reduce_scatter needs {st.state.size} counts (one per rank of the "
                                 f"local group), got {len(counts)}")
-    whole = _like(recv, sum(counts) * recv.unit) if st.state.rank == 0 else None
+    whole = _whole(st, recv, sum(counts) * recv.unit)
     _reduce_and_swap(st, send, op, whole)
-    spec = None if whole is None else [whole, (counts, None)] + ([recv.datatype] if recv.datatype else [])
-    st.local("Scatterv", spec, _spec(recv), 0)
+    _scatter(st, whole, recv, counts)
 
 
 def allgather(st: Stages, sendbuf: Any, recvbuf: Any) -> None:
     state = st.state
     send = _send(sendbuf, "Allgather")
     recv = _host(parse_blocks(recvbuf, "recvbuf", state.remote_size, writable=True), "recvbuf")
-    gathered = _like(send, state.size * send.count) if state.rank == 0 else None
-    st.local("Gather", _spec(send), None if gathered is None else _spec(send, gathered, send.count), 0)
+    gathered = _gathered(st, send)
     if gathered is not None:
         st.exchange(sends=[(gathered, 0)], recvs=[(recv.array, 0)])
     st.local("Bcast", _spec(recv), 0)
@@ -443,12 +486,61 @@ def start(comm: Any, method: str, args: tuple) -> StagedRequest:
     return req
 
 
+#: per intercommunicator: the most blocking calls kept built, and the most bytes their messages hold in all
+CACHED_CALLS, CACHED_BYTES = 16, 1 << 24
+
+
 def run(comm: Any, method: str, args: tuple) -> None:
-    """A blocking intercommunicator call: started and waited for (watched under the communicator's timeout)."""
-    req = start(comm, method, args)
-    state = comm._state
+    """A blocking intercommunicator call: the agreement and the stages, run in order.
+
+    A call made again with the same arguments (the plan cache's key: the same buffers, counts, datatypes, op
+    and root) runs the rounds built the first time, so that only its messages and steps cost anything (such
+    a call passed its checks when it was built).  Kept calls hold their buffers: at most ``CACHED_CALLS``
+    of them, the oldest let go first, whose messages span at most ``CACHED_BYTES`` in all.
+    """
+    state = state_of(comm)
+    tag = state.merged._state.next_tag(NONBLOCKING)
+    key = call_key(method, args, "auto", VALUE_ARGS.get(method, ()))
+    kept = state.calls.get(key) if key is not None else None
+    if kept is not None:
+        rounds, pack, _ = kept
+        state.calls.move_to_end(key)
+        for step in pack:
+            step()
+    else:
+        st, error = _built(state, method, args)
+        rounds = st.agreement(method, error) + st.rounds
+        if key is not None and error is None:
+            _keep(state, key, (rounds, st.before, _message_bytes(rounds)))
+    execute(state, method, rounds, tag)
+
+
+def _keep(state: InterState, key: Any, built: tuple[list[StagedRound], list[Callable[[], None]], int]) -> None:
+    """Keep a built call, letting the oldest go while there are too many or they hold too many bytes."""
+    if built[2] > CACHED_BYTES:
+        return
+    state.calls[key] = built
+    state.calls_bytes += built[2]
+    while len(state.calls) > CACHED_CALLS or state.calls_bytes > CACHED_BYTES:
+        state.calls_bytes -= state.calls.popitem(last=False)[1][2]
+
+
+def _message_bytes(rounds: list[StagedRound]) -> int:
+    """The bytes of every message of ``rounds``."""
+    return sum(MPI.buffer(buf[0] if isinstance(buf, list) else buf).nbytes
+               for _, sends, recvs, _ in rounds for buf, _ in (*sends, *recvs))
+
+
+def execute(state: InterState, method: str, rounds: list[StagedRound], tag: int) -> None:
+    """Run ``rounds`` blocking.  With a timeout (every wait watched), or while nonblocking requests are
+    outstanding (they must keep moving), they run as a request that is waited for."""
+    if state.timeout is None and not nonblocking.outstanding():
+        staged.run(rounds, tag)
+        return
+    req = StagedRequest(rounds, tag)
     if state.timeout is not None:
         req.watch = (method, state.timeout, state.merged._state.rank)
+    req._launch()
     req.Wait()
 
 

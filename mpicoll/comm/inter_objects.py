@@ -23,8 +23,8 @@ from typing import Any
 from mpi4py import MPI
 
 from mpicoll import errors
+from mpicoll.comm import inter
 from mpicoll.comm.inter import IDLE, ROOT, InterState, Stages, role_of, state_of
-from mpicoll.runtime.staged import StagedRequest
 from mpicoll.runtime.state import BLOCKING, NONBLOCKING
 
 __all__ = ["barrier", "bcast", "gather", "scatter", "allgather", "alltoall", "reduce", "allreduce"]
@@ -53,11 +53,8 @@ class _Call:
     def agree(self) -> None:
         """The agreement over both groups (every rank raises if any rank's checks failed), then a fresh tag."""
         merged = self.state.merged._state
-        req = StagedRequest(Stages(self.state).agreement(self.method, self.error), merged.next_tag(NONBLOCKING))
-        if merged.timeout is not None:
-            req.watch = (self.method, merged.timeout, merged.rank)
-        req._launch()
-        req.Wait()
+        inter.execute(self.state, self.method, Stages(self.state).agreement(self.method, self.error),
+                      merged.next_tag(NONBLOCKING))
         self.tag = merged.next_tag(BLOCKING)
 
     def send(self, obj: Any, remote: int) -> None:
