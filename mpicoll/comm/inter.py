@@ -59,7 +59,7 @@ from mpicoll.calls.table import VALUE_ARGS
 from mpicoll.comm.preparing import exchanged, prepare
 from mpicoll.runtime import nonblocking, staged
 from mpicoll.runtime.buffers import Buffer, is_in_place, parse, parse_blocks, parse_v
-from mpicoll.runtime.callkey import call_key
+from mpicoll.runtime.callkey import call_key, held, shape_key
 from mpicoll.runtime.datatypes import byte_message, staging
 from mpicoll.runtime.staged import StagedPrequest, StagedRequest, StagedRound
 from mpicoll.runtime.state import NONBLOCKING, PERSISTENT, CommState
@@ -88,9 +88,10 @@ class InterState:
         self.merged, self.local, self.remote = merged, local, remote
         self.rank, self.size = local.Get_rank(), local.Get_size()
         self.remote_size = len(remote)
-        #: blocking calls kept built: call key -> (rounds, packing steps, bytes of their messages), oldest first;
-        #: at most CACHED_CALLS of them, whose messages hold at most CACHED_BYTES in all (see :func:`run`)
-        self.calls: OrderedDict[Any, tuple[list[StagedRound], list[Callable[[], None]], int]] = OrderedDict()
+        #: blocking calls kept built: call key -> (rounds, what the key names by identity, bytes of their
+        #: messages), oldest first; at most CACHED_CALLS of them, whose messages hold at most CACHED_BYTES in
+        #: all (see :func:`run`)
+        self.calls: OrderedDict[Any, tuple[list[StagedRound], list[Any], int]] = OrderedDict()
         self.calls_bytes = 0
 
     @property
@@ -119,10 +120,13 @@ class InterState:
 class Stages:
     """One rank's rounds of one intercommunicator call, built stage after stage (no message is sent here)."""
 
-    def __init__(self, state: InterState) -> None:
+    def __init__(self, state: InterState, spans: list[tuple[int, int]] | None = None) -> None:
         self.state = state
         self.rounds: list[StagedRound] = []
         self.before: list[Callable[[], None]] = []    # packing of non-contiguous datatypes, at every start
+        #: the call's buffers ``(address, nbytes)``, for a call to be kept built: its rounds then view them by
+        #: address, holding none of the caller's objects (as a cached plan does, see Plan.detach)
+        self.spans = spans
 
     def local(self, method: str, *args: Any) -> None:
         """A collective of this rank's group (prepared now, like any mpicoll call)."""
@@ -130,6 +134,8 @@ class Stages:
         plan = prepare(local, method, args, "auto")
         if plan is None:
             return
+        if self.spans is not None and plan.device is None:
+            plan.detach(self.spans)
         if plan.before is not None or plan.device is not None:
             self.step(plan.begin)
         self.rounds.extend((local.private, sends, recvs, list(steps)) for sends, recvs, steps in plan.bound())
@@ -139,8 +145,9 @@ class Stages:
     def exchange(self, sends: list[tuple[Any, int]] = (), recvs: list[tuple[Any, int]] = ()) -> None:  # type: ignore[assignment]
         """One round of messages with the other group: ``(array, remote rank)`` pairs."""
         remote = self.state.remote
-        self.rounds.append((self.state.merged._state.private, [(_message(a), remote[j]) for a, j in sends],
-                            [(_message(a), remote[j]) for a, j in recvs], []))
+        spans = self.spans
+        self.rounds.append((self.state.merged._state.private, [(_message(a, spans), remote[j]) for a, j in sends],
+                            [(_message(a, spans), remote[j]) for a, j in recvs], []))
 
     def step(self, step: Callable[[], None]) -> None:
         """A local step, run once the rounds so far are complete."""
@@ -176,9 +183,17 @@ class Stages:
         return rounds
 
 
-def _message(array: Any) -> Any:
-    """A host array as a message of its bytes (one element of a large type from 2^31 bytes on)."""
-    return byte_message(array.view(np.uint8)) if isinstance(array, np.ndarray) else array
+def _message(array: Any, spans: list[tuple[int, int]] | None = None) -> Any:
+    """A host array as a message of its bytes (one element of a large type from 2^31 bytes on); by address
+    where it lies in one of ``spans`` (the caller's buffers)."""
+    if not isinstance(array, np.ndarray):
+        return array
+    raw = array.view(np.uint8)
+    if spans and raw.nbytes:
+        address = raw.__array_interface__["data"][0]
+        if any(lo <= address and address + raw.nbytes <= lo + n for lo, n in spans):
+            raw = np.frombuffer(MPI.buffer.fromaddress(address, raw.nbytes), np.uint8)
+    return byte_message(raw)
 
 
 def _spec(buf: Buffer, array: Any = None, count: int | None = None) -> Any:
@@ -453,10 +468,11 @@ STAGES: dict[str, Callable[..., None]] = {
 # -- running them -----------------------------------------------------------------------------------------
 
 
-def _built(state: InterState, method: str, args: tuple) -> tuple[Stages, BaseException | None]:
+def _built(state: InterState, method: str, args: tuple,
+           spans: list[tuple[int, int]] | None = None) -> tuple[Stages, BaseException | None]:
     """The call's stages, or the error its checks raised (no message either way).  Non-contiguous datatypes are
     packed now and unpacked when the call completes."""
-    st = Stages(state)
+    st = Stages(state, spans)
     try:
         with staging() as staged:
             STAGES[method](st, *args)
@@ -495,27 +511,27 @@ def run(comm: Any, method: str, args: tuple) -> None:
 
     A call made again with the same arguments (the plan cache's key: the same buffers, counts, datatypes, op
     and root) runs the rounds built the first time, so that only its messages and steps cost anything (such
-    a call passed its checks when it was built).  Kept calls hold their buffers: at most ``CACHED_CALLS``
-    of them, the oldest let go first, whose messages span at most ``CACHED_BYTES`` in all.
+    a call passed its checks when it was built).  Kept rounds view the caller's buffers by address, holding
+    none of them; their scratch is their own: at most ``CACHED_CALLS`` calls, the oldest let go first, whose
+    messages span at most ``CACHED_BYTES`` in all.
     """
     state = state_of(comm)
     tag = state.merged._state.next_tag(NONBLOCKING)
-    key = call_key(method, args, "auto", VALUE_ARGS.get(method, ()))
+    values = VALUE_ARGS.get(method, ())
+    key = call_key(method, args, "auto", values)
     kept = state.calls.get(key) if key is not None else None
     if kept is not None:
-        rounds, pack, _ = kept
+        rounds = kept[0]
         state.calls.move_to_end(key)
-        for step in pack:
-            step()
     else:
-        st, error = _built(state, method, args)
+        st, error = _built(state, method, args, shape_key(method, args, "auto", values)[1] if key else None)
         rounds = st.agreement(method, error) + st.rounds
-        if key is not None and error is None:
-            _keep(state, key, (rounds, st.before, _message_bytes(rounds)))
+        if key is not None and error is None and not st.before:   # (packed datatypes: built every time)
+            _keep(state, key, (rounds, held(args, values), _message_bytes(rounds)))
     execute(state, method, rounds, tag)
 
 
-def _keep(state: InterState, key: Any, built: tuple[list[StagedRound], list[Callable[[], None]], int]) -> None:
+def _keep(state: InterState, key: Any, built: tuple[list[StagedRound], list[Any], int]) -> None:
     """Keep a built call, letting the oldest go while there are too many or they hold too many bytes."""
     if built[2] > CACHED_BYTES:
         return

@@ -213,6 +213,14 @@ def test_memory_buffer_with_a_strided_datatype(pair):
                 comm.Bcast([MPI.memory.frombuffer(out), 1, vector], 0)
         check(np.array_equal(got, want), (got, want))
         check(COLOR == 0 or np.array_equal(got, [1, -1, 3, -1, 5, -1]), got)
+        base *= 10                 # again: the datatype is packed again from the new contents
+        for comm, out in ((ours, got), (theirs, want)):
+            if COLOR == 0:
+                root = MPI.ROOT if comm.Get_rank() == 0 else MPI.PROC_NULL
+                comm.Bcast([MPI.memory.frombuffer(base), 1, vector] if comm.Get_rank() == 0 else None, root)
+            else:
+                comm.Bcast([MPI.memory.frombuffer(out), 1, vector], 0)
+        check(np.array_equal(got, want) and (COLOR == 0 or got[0] == 10), (got, want))
     finally:
         vector.Free()
 
@@ -434,6 +442,10 @@ def test_repeated_small_calls_are_kept_built_and_the_cache_stays_bounded(pair):
         check(np.all(y == k * len(OTHERS)), y)
     kept = [key for key in state.calls]
     check(len(kept) == 1, len(kept))
+    x.resize(8, refcheck=True)     # the kept call views x by address: it holds no reference to it
+    y.resize(8, refcheck=True)
+    ours.Allreduce(x, y)           # new addresses or extents: another key
+    check(np.array_equal(y, x * len(OTHERS)), y)
     for k in range(3 * inter.CACHED_CALLS):
         out = np.empty(4)
         ours.Allreduce(np.full(4, float(k)), out)
