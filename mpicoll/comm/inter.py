@@ -171,9 +171,9 @@ class Stages:
                 raise error
             if total.any():
                 ranks = np.flatnonzero(total).tolist()
-                local = merged.private.group.Translate_ranks(ranks, state.local.group)
-                here = [r for r in local if r != MPI.UNDEFINED]
                 there = [state.remote.index(r) for r in ranks if r in state.remote]
+                here = [state.local.Get_rank() if r == merged.rank else _local_rank(state, r)
+                        for r in ranks if r not in state.remote]
                 who = ([f"rank(s) {here} of this group"] if here else []) + (
                     [f"rank(s) {there} of the remote group"] if there else [])
                 raise errors.ArgumentError(f"{method} on an intercommunicator: the arguments of {' and '.join(who)} "
@@ -181,6 +181,16 @@ class Stages:
 
         rounds[-1][3].append(verdict)
         return rounds
+
+
+def _local_rank(state: InterState, merged_rank: int) -> int:
+    """The rank in this group of the rank ``merged_rank`` of the merged communicator."""
+    groups = [state.merged._state.private.Get_group(), state.local.Get_group()]
+    try:
+        return MPI.Group.Translate_ranks(groups[0], [merged_rank], groups[1])[0]
+    finally:
+        for group in groups:
+            group.Free()
 
 
 def _message(array: Any, spans: list[tuple[int, int]] | None = None) -> Any:
