@@ -51,6 +51,14 @@ def no_in_place(sendbuf: Any, method: str) -> None:
         raise errors.BufferValueError(f"sendbuf: {method} takes no MPI.IN_PLACE (MPI defines none)")
 
 
+def opening(comm: Any, sendbuf: Any, method: str) -> tuple[Topology, int, int]:
+    """What every neighbourhood call checks and reads first: no ``MPI.IN_PLACE``, the communicator's topology,
+    and this rank's (indegree, outdegree)."""
+    no_in_place(sendbuf, method)
+    topology = topology_of(comm.private, method)
+    return (topology, *degrees(topology, comm.rank))
+
+
 def bind(comm: Any, method: str, topology: Topology, algorithm: str | None, send_array: Any, send_layout: Layout,
          recv_array: Any, recv_layout: Layout, dtype: Any) -> Plan:
     """The plan of one neighbourhood call: the ``direct`` schedule over the topology's edges."""

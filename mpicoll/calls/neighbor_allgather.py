@@ -18,9 +18,7 @@ if TYPE_CHECKING:
 
 def prepare(comm: Preparation, sendbuf: Any, recvbuf: Any, *, algorithm: str | None) -> Plan | None:
     """Check a ``Neighbor_allgather`` call and bind its schedule."""
-    _neighbors.no_in_place(sendbuf, "Neighbor_allgather")
-    topology = _neighbors.topology_of(comm.private, "Neighbor_allgather")
-    indegree, _ = _neighbors.degrees(topology, comm.rank)
+    topology, indegree, _ = _neighbors.opening(comm, sendbuf, "Neighbor_allgather")
     send = parse(sendbuf, "sendbuf")
     recv = parse_blocks(recvbuf, "recvbuf", indegree, writable=True)
     check_pair(recv, send)

@@ -16,9 +16,7 @@ if TYPE_CHECKING:
 
 def prepare(comm: Preparation, sendbuf: Any, recvbuf: Any, *, algorithm: str | None) -> Plan | None:
     """Check a ``Neighbor_allgatherv`` call and bind its schedule."""
-    _neighbors.no_in_place(sendbuf, "Neighbor_allgatherv")
-    topology = _neighbors.topology_of(comm.private, "Neighbor_allgatherv")
-    indegree, _ = _neighbors.degrees(topology, comm.rank)
+    topology, indegree, _ = _neighbors.opening(comm, sendbuf, "Neighbor_allgatherv")
     send = parse(sendbuf, "sendbuf")
     recv = parse_v(recvbuf, "recvbuf", indegree, writable=True)
     check_disjoint(recv, "recvbuf")

@@ -17,9 +17,7 @@ if TYPE_CHECKING:
 
 def prepare(comm: Preparation, sendbuf: Any, recvbuf: Any, *, algorithm: str | None) -> Plan | None:
     """Check a ``Neighbor_alltoall`` call and bind its schedule."""
-    _neighbors.no_in_place(sendbuf, "Neighbor_alltoall")
-    topology = _neighbors.topology_of(comm.private, "Neighbor_alltoall")
-    indegree, outdegree = _neighbors.degrees(topology, comm.rank)
+    topology, indegree, outdegree = _neighbors.opening(comm, sendbuf, "Neighbor_alltoall")
     send = parse_blocks(sendbuf, "sendbuf", outdegree)
     recv = parse_blocks(recvbuf, "recvbuf", indegree, writable=True)
     check_pair(recv, send)

@@ -16,9 +16,7 @@ if TYPE_CHECKING:
 
 def prepare(comm: Preparation, sendbuf: Any, recvbuf: Any, *, algorithm: str | None) -> Plan | None:
     """Check a ``Neighbor_alltoallv`` call and bind its schedule."""
-    _neighbors.no_in_place(sendbuf, "Neighbor_alltoallv")
-    topology = _neighbors.topology_of(comm.private, "Neighbor_alltoallv")
-    indegree, outdegree = _neighbors.degrees(topology, comm.rank)
+    topology, indegree, outdegree = _neighbors.opening(comm, sendbuf, "Neighbor_alltoallv")
     send = parse_v(sendbuf, "sendbuf", outdegree)
     recv = parse_v(recvbuf, "recvbuf", indegree, writable=True)
     check_disjoint(recv, "recvbuf")

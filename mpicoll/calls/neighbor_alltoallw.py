@@ -17,9 +17,7 @@ if TYPE_CHECKING:
 
 def prepare(comm: Preparation, sendbuf: Any, recvbuf: Any, *, algorithm: str | None) -> Plan | None:
     """Check a ``Neighbor_alltoallw`` call and bind its schedule over byte blocks."""
-    _neighbors.no_in_place(sendbuf, "Neighbor_alltoallw")
-    topology = _neighbors.topology_of(comm.private, "Neighbor_alltoallw")
-    indegree, outdegree = _neighbors.degrees(topology, comm.rank)
+    topology, indegree, outdegree = _neighbors.opening(comm, sendbuf, "Neighbor_alltoallw")
     send = parse_w(sendbuf, "sendbuf", outdegree)
     recv = parse_w(recvbuf, "recvbuf", indegree, writable=True)
     recv_array, recv_layout = as_bytes(recv, "recvbuf", writable=True)

@@ -61,7 +61,7 @@ from mpicoll.runtime import nonblocking, staged
 from mpicoll.runtime.buffers import Buffer, is_in_place, parse, parse_blocks, parse_v
 from mpicoll.runtime.callkey import call_key, held, shape_key
 from mpicoll.runtime.datatypes import byte_message, staging
-from mpicoll.runtime.staged import StagedPrequest, StagedRequest, StagedRound
+from mpicoll.runtime.staged import Built, StagedPrequest, StagedRequest, StagedRound
 from mpicoll.runtime.state import NONBLOCKING, PERSISTENT, CommState
 
 __all__ = ["InterState", "Stages", "STAGES", "ROOT", "IDLE", "role_of", "state_of", "run", "execute", "start", "init"]
@@ -91,7 +91,7 @@ class InterState:
         #: blocking calls kept built: call key -> (rounds, what the key names by identity, bytes of their
         #: messages), oldest first; at most CACHED_CALLS of them, whose messages hold at most CACHED_BYTES in
         #: all (see :func:`run`)
-        self.calls: OrderedDict[Any, tuple[list[StagedRound], list[Any], int]] = OrderedDict()
+        self.calls: OrderedDict[Any, tuple[Built, list[Any], int]] = OrderedDict()
         self.calls_bytes = 0
 
     @property
@@ -129,18 +129,17 @@ class Stages:
         self.spans = spans
 
     def local(self, method: str, *args: Any) -> None:
-        """A collective of this rank's group (prepared now, like any mpicoll call)."""
+        """A collective of this rank's group (prepared now, like any mpicoll call).
+
+        Its buffers are the call's parsed host arrays and scratch, contiguous (a non-contiguous datatype was
+        packed by the parse), so its plan neither packs nor stages anything: only its rounds are taken."""
         local: CommState = self.state.local._state
         plan = prepare(local, method, args, "auto")
         if plan is None:
             return
-        if self.spans is not None and plan.device is None:
+        if self.spans is not None:
             plan.detach(self.spans)
-        if plan.before is not None or plan.device is not None:
-            self.step(plan.begin)
         self.rounds.extend((local.private, sends, recvs, list(steps)) for sends, recvs, steps in plan.bound())
-        if plan.finish is not None:
-            self.step(plan.finish)
 
     def exchange(self, sends: list[tuple[Any, int]] = (), recvs: list[tuple[Any, int]] = ()) -> None:  # type: ignore[assignment]
         """One round of messages with the other group: ``(array, remote rank)`` pairs."""
@@ -531,22 +530,22 @@ def run(comm: Any, method: str, args: tuple) -> None:
     key = call_key(method, args, "auto", values)
     kept = state.calls.get(key) if key is not None else None
     if kept is not None:
-        rounds = kept[0]
         state.calls.move_to_end(key)
-    else:
-        st, error = _built(state, method, args, shape_key(method, args, "auto", values)[1] if key else None)
-        rounds = st.agreement(method, error) + st.rounds
-        if key is not None and error is None and not st.before:   # (packed datatypes: built every time)
-            _keep(state, key, (rounds, held(args, values), _message_bytes(rounds)))
-    execute(state, method, rounds, tag)
-
-
-def _keep(state: InterState, key: Any, built: tuple[list[StagedRound], list[Any], int]) -> None:
-    """Keep a built call, letting the oldest go while there are too many or they hold too many bytes."""
-    if built[2] > CACHED_BYTES:
+        execute(state, method, kept[0], tag)
         return
-    state.calls[key] = built
-    state.calls_bytes += built[2]
+    st, error = _built(state, method, args, shape_key(method, args, "auto", values)[1] if key else None)
+    built = Built(st.agreement(method, error) + st.rounds)
+    if key is not None and error is None and not st.before:   # (packed datatypes: built every time)
+        _keep(state, key, (built, held(args, values), _message_bytes(built.rounds)))
+    execute(state, method, built, tag)
+
+
+def _keep(state: InterState, key: Any, kept: tuple[Built, list[Any], int]) -> None:
+    """Keep a built call, letting the oldest go while there are too many or they hold too many bytes."""
+    if kept[2] > CACHED_BYTES:
+        return
+    state.calls[key] = kept
+    state.calls_bytes += kept[2]
     while len(state.calls) > CACHED_CALLS or state.calls_bytes > CACHED_BYTES:
         state.calls_bytes -= state.calls.popitem(last=False)[1][2]
 
@@ -557,13 +556,13 @@ def _message_bytes(rounds: list[StagedRound]) -> int:
                for _, sends, recvs, _ in rounds for buf, _ in (*sends, *recvs))
 
 
-def execute(state: InterState, method: str, rounds: list[StagedRound], tag: int) -> None:
-    """Run ``rounds`` blocking.  With a timeout (every wait watched), or while nonblocking requests are
-    outstanding (they must keep moving), they run as a request that is waited for."""
+def execute(state: InterState, method: str, built: Built, tag: int) -> None:
+    """Run a built call blocking.  With a timeout (every wait watched), or while nonblocking requests are
+    outstanding (they must keep moving), it runs as a request that is waited for."""
     if state.timeout is None and not nonblocking.outstanding():
-        staged.run(rounds, tag)
+        staged.run(built.stretches, tag)
         return
-    req = StagedRequest(rounds, tag)
+    req = StagedRequest(built.rounds, tag)
     if state.timeout is not None:
         req.watch = (method, state.timeout, state.merged._state.rank)
     req._launch()

@@ -25,6 +25,7 @@ from mpi4py import MPI
 from mpicoll import errors
 from mpicoll.comm import inter
 from mpicoll.comm.inter import IDLE, ROOT, InterState, Stages, role_of, state_of
+from mpicoll.runtime.staged import Built
 from mpicoll.runtime.state import BLOCKING, NONBLOCKING
 
 __all__ = ["barrier", "bcast", "gather", "scatter", "allgather", "alltoall", "reduce", "allreduce"]
@@ -53,7 +54,7 @@ class _Call:
     def agree(self) -> None:
         """The agreement over both groups (every rank raises if any rank's checks failed), then a fresh tag."""
         merged = self.state.merged._state
-        inter.execute(self.state, self.method, Stages(self.state).agreement(self.method, self.error),
+        inter.execute(self.state, self.method, Built(Stages(self.state).agreement(self.method, self.error)),
                       merged.next_tag(NONBLOCKING))
         self.tag = merged.next_tag(BLOCKING)
 
@@ -78,6 +79,16 @@ def _items(sendobj: Any, count: int) -> list:
     return [_dumps(item) for item in items]
 
 
+def _from_root(call: _Call, role: Any, payload: Any, spread: Callable[[Any, int], Any]) -> Any:
+    """The root sends ``payload`` to the other group's leader, which ``spread``s it in its group (the group's
+    ``bcast`` or ``scatter``): this rank's share, unpickled; None in the root's group."""
+    if role is ROOT:
+        call.send(payload, 0)
+    if role is ROOT or role is IDLE:
+        return None
+    return _loads(spread(call.recv(role) if call.state.rank == 0 else None, 0))
+
+
 def barrier(comm: Any) -> None:
     """``comm.barrier()``: the agreement alone."""
     _Call(comm, "barrier").agree()
@@ -89,11 +100,7 @@ def bcast(comm: Any, obj: Any, root: Any) -> Any:
     role = call.check(lambda: role_of(root, call.state.remote_size, "bcast"))
     data = call.check(lambda: _dumps(obj)) if role is ROOT else None
     call.agree()
-    if role is ROOT:
-        call.send(data, 0)
-    if role is ROOT or role is IDLE:
-        return None
-    return _loads(call.state.local.bcast(call.recv(role) if call.state.rank == 0 else None, 0))
+    return _from_root(call, role, data, call.state.local.bcast)
 
 
 def gather(comm: Any, sendobj: Any, root: Any) -> list | None:
@@ -117,11 +124,7 @@ def scatter(comm: Any, sendobj: Any, root: Any) -> Any:
     role = call.check(lambda: role_of(root, call.state.remote_size, "scatter"))
     items = call.check(lambda: _items(sendobj, call.state.remote_size)) if role is ROOT else None
     call.agree()
-    if role is ROOT:
-        call.send(items, 0)
-    if role is ROOT or role is IDLE:
-        return None
-    return _loads(call.state.local.scatter(call.recv(role) if call.state.rank == 0 else None, 0))
+    return _from_root(call, role, items, call.state.local.scatter)
 
 
 def allgather(comm: Any, sendobj: Any) -> list:

@@ -7,8 +7,8 @@ rounds are the stages' rounds one after another, each round with the
 communicator its messages travel on: ``(comm, sends, recvs, steps)``, sends and
 receives as ``(buffer, peer)``, steps run once the round's messages are complete.
 
-:func:`run` runs them blocking, each stretch of rounds on one communicator by the
-blocking executor (:func:`mpicoll.runtime.blocking.execute`).
+:func:`run` runs them blocking (a :class:`Built` call), each stretch of rounds on one communicator by
+the blocking executor (:func:`mpicoll.runtime.blocking.execute`).
 :class:`StagedRequest` and :class:`StagedPrequest` run such rounds on the
 engine of :mod:`mpicoll.runtime.nonblocking` exactly as :class:`~mpicoll.runtime.requests.Request`
 and :class:`~mpicoll.runtime.requests.Prequest` run a plan's: they are ``MPI.Request``
@@ -25,21 +25,31 @@ from mpi4py import MPI
 from mpicoll.runtime.blocking import execute
 from mpicoll.runtime.requests import Prequest, Request
 
-__all__ = ["StagedRequest", "StagedPrequest", "StagedRound", "run"]
+__all__ = ["StagedRequest", "StagedPrequest", "StagedRound", "Built", "run"]
 
 #: one round of a staged call: the communicator, its sends and receives ``(buffer, peer)``, its local steps
 StagedRound = tuple[MPI.Comm, list, list, list]
 
 
-def run(rounds: list[StagedRound], tag: int) -> None:
-    """Run staged rounds blocking, in order: each stretch of consecutive rounds on one communicator at once."""
-    start, end = 0, len(rounds)
-    while start < end:
-        comm, stop = rounds[start][0], start + 1
-        while stop < end and rounds[stop][0] is comm:
-            stop += 1
-        execute([(sends, recvs, steps) for _, sends, recvs, steps in rounds[start:stop]], comm, tag)
-        start = stop
+class Built:
+    """A staged call's rounds, and the same rounds as the blocking path runs them: consecutive rounds on one
+    communicator together, ``(comm, [(sends, recvs, steps), ...])`` (grouped once, when the call is built)."""
+
+    __slots__ = ("rounds", "stretches")
+
+    def __init__(self, rounds: list[StagedRound]) -> None:
+        self.rounds = rounds
+        self.stretches: list[tuple[MPI.Comm, list]] = []
+        for comm, sends, recvs, steps in rounds:
+            if not self.stretches or self.stretches[-1][0] is not comm:
+                self.stretches.append((comm, []))
+            self.stretches[-1][1].append((sends, recvs, steps))
+
+
+def run(stretches: list[tuple[MPI.Comm, list]], tag: int) -> None:
+    """Run a built call's stretches blocking, in order, each by the blocking executor on its communicator."""
+    for comm, rounds in stretches:
+        execute(rounds, comm, tag)
 
 
 class StagedRequest(Request):

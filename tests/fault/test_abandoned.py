@@ -6,42 +6,21 @@ time limit: a hang fails the test and the job is killed.
 
 from __future__ import annotations
 
-import os
 import re
-import signal
-import subprocess
-import sys
-import time
 
+import jobs
 import pytest
+from jobs import outcomes
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-CASES = os.path.join(ROOT, "tests", "fault", "abandoned.py")
 LIMIT = 60          # seconds; each case ends in a few seconds (the exit grace is 2 s)
 
 
-def launch(case: str, **env_vars: str) -> tuple[int, str, float]:
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), **env_vars)
-    for name in ("MPICOLL_DEBUG", "MPICOLL_TIMEOUT", "MPICOLL_PROGRESS"):
-        if name not in env_vars:
-            env.pop(name, None)
-    cmd = [sys.executable, "-m", "mpicoll.launch", "-n", "2", CASES, case]
-    t0 = time.monotonic()
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
-    try:
-        out, _ = proc.communicate(timeout=LIMIT)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
-        pytest.fail(f"{case}: no end after {LIMIT} s (a hang)\n{out[-3000:]}")
-    return proc.returncode, out, time.monotonic() - t0
+def launch(case: str, **env: str) -> tuple[int, str, float]:
+    return jobs.launch("abandoned.py", case, LIMIT, env=env)
 
 
 def results(out: str) -> dict[int, str]:
-    found = {int(m.group(1)): m.group(2) for m in re.finditer(r"^RESULT rank=(\d) (.*)$", out, re.M)}
-    assert sorted(found) == [0, 1], out[-3000:]
-    return found
+    return outcomes(out, "RESULT")
 
 
 @pytest.mark.parametrize("progress", ["1", "0"])

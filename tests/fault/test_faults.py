@@ -10,52 +10,22 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import subprocess
 import sys
-import time
 
+import jobs
 import pytest
+from jobs import ROOT, outcomes
 
 from mpicoll.tools.mpirun import find_mpirun, is_open_mpi, mpi_family
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-CASES = os.path.join(ROOT, "tests", "fault", "cases.py")
 LIMIT = 90          # seconds for one job; every case here ends in a few seconds when it works
 
 def launch(case: str, *, debug: str | None = None, timeout: str | None = None,
            args: tuple = (), nprocs: int = 2) -> tuple[int, str, float]:
-    """Run one case on ``nprocs`` processes: (exit status, output, seconds)."""
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    env.pop("MPICOLL_DEBUG", None)
-    env.pop("MPICOLL_TIMEOUT", None)
-    if debug:
-        env["MPICOLL_DEBUG"] = debug
-    if timeout:
-        env["MPICOLL_TIMEOUT"] = timeout
-    cmd = [sys.executable, "-m", "mpicoll.launch", "-n", str(nprocs), *args, CASES, case]
-    t0 = time.monotonic()
-    # a session of its own: on a hang, mpirun and every rank are killed with the launcher, not left behind
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
-    try:
-        out, _ = proc.communicate(timeout=LIMIT)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGTERM)     # mpirun passes it on to the ranks
-        try:
-            out, _ = proc.communicate(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            out, _ = proc.communicate()
-        pytest.fail(f"{case}: no end after {LIMIT} s (a hang)\n{out[-3000:]}")
-    return proc.returncode, out, time.monotonic() - t0
-
-
-def outcomes(out: str, word: str) -> dict[int, str]:
-    """``{rank: what}`` from the lines ``WORD rank=R what``."""
-    found = {int(m.group(1)): m.group(2) for m in re.finditer(rf"^{word} rank=(\d) (.*)$", out, re.M)}
-    assert sorted(found) == [0, 1], f"expected a {word} line from both ranks:\n{out[-3000:]}"
-    return found
+    """Run one case of ``cases.py`` on ``nprocs`` processes: (exit status, output, seconds)."""
+    env = {name: value for name, value in (("MPICOLL_DEBUG", debug), ("MPICOLL_TIMEOUT", timeout)) if value}
+    return jobs.launch("cases.py", case, LIMIT, env=env, args=args, nprocs=nprocs)
 
 
 def check_next(out: str) -> None:
