@@ -32,9 +32,12 @@ from mpicoll.runtime.state import CommState
 __all__ = ["Comm", "Cartcomm", "Graphcomm", "Distgraphcomm", "Intercomm"]
 
 _INFO = MPI.INFO_NULL
-# (handle, timeout, configuration generation): the state of a wrapped communicator, while a wrapper lives;
-# wrapping it again after mpicoll.config.reload() makes a new state, which follows the new configuration
-_STATES: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+# The states of a wrapped communicator are cached on the communicator itself, as an MPI attribute (see
+# _attached): {(timeout, configuration generation): weak reference to the state}, alive while a wrapper lives;
+# wrapping it again after mpicoll.config.reload() makes a new state, which follows the new configuration.  An
+# attribute, not a table keyed by the handle: MPI reuses the handle of a freed communicator for the next one made,
+# on some ranks and not others, and a state found by handle would then be another communicator's.
+_KEYVAL: list[int] = []
 _PREDEFINED: dict[tuple, CommState] = {}  # (handle, timeout): the newest state of COMM_WORLD or COMM_SELF, kept
 _LOCK = threading.Lock()
 
@@ -552,10 +555,7 @@ class Comm(MPI.Intracomm):
     def _release(self) -> None:
         state, self._state = self._state, None
         if state is not None:
-            with _LOCK:
-                for key in [k for k, v in _STATES.items() if v is state]:
-                    del _STATES[key]
-            state.release()
+            state.release()     # (its attribute goes with the communicator, which the caller frees next)
 
     def __repr__(self) -> str:
         if self == MPI.COMM_NULL:
@@ -615,19 +615,30 @@ def _state_of(comm: MPI.Intracomm, timeout: float | None) -> CommState:
     """The state of ``comm``: shared with its other wrappers (same timeout), else made (collective)."""
     if isinstance(comm, Comm) and comm._state is not None and comm._state.timeout == timeout:
         return comm._state
-    key = (comm.handle, timeout, config.generation())
     with _LOCK:
-        state = _STATES.get(key)
-    if state is not None and state.private != MPI.COMM_NULL and MPI.Comm.Compare(state.private, comm) == MPI.CONGRUENT:
+        ref = _attached(comm).get((timeout, config.generation()))
+    state = None if ref is None else ref()
+    if state is not None and state.private != MPI.COMM_NULL:
         return state
     return _register(comm, setup.wrapped(comm, timeout))
+
+
+def _attached(comm: MPI.Comm) -> dict:
+    """The states cached on ``comm`` (an MPI attribute, gone when MPI frees the communicator), made empty once."""
+    if not _KEYVAL:
+        _KEYVAL.append(MPI.Comm.Create_keyval())     # no copy function: a Dup starts with no state of its own
+    states = MPI.Comm.Get_attr(comm, _KEYVAL[0])
+    if states is None:
+        states = {}
+        MPI.Comm.Set_attr(comm, _KEYVAL[0], states)
+    return states
 
 
 def _register(comm: MPI.Intracomm, state: CommState) -> CommState:
     """Choose the state's slow path (once) and remember it for the communicator's other wrappers."""
     state.slow_path = fast_miss if state.entries is not None else careful.run
     with _LOCK:
-        _STATES[comm.handle, state.timeout, config.generation()] = state
+        _attached(comm)[state.timeout, config.generation()] = weakref.ref(state)
         if comm.handle in (MPI.COMM_WORLD.handle, MPI.COMM_SELF.handle):
             _PREDEFINED[comm.handle, state.timeout] = state
     return state
