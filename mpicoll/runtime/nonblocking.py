@@ -63,7 +63,7 @@ _testall = MPI.Request.Testall
 _waitall = MPI.Request.Waitall
 _waitany = MPI.Request.Waitany
 _startall = MPI.Prequest.Startall
-_mpi_wait = MPI.Request.Wait
+_mpi_free = MPI.Request.Free
 _mpi_get_status = MPI.Request.Get_status
 _mpi_bool = MPI.Request.__bool__
 _grequest = MPI.Grequest.Start
@@ -214,17 +214,16 @@ class _Collective(MPI.Request):
             self._greq.Complete()
 
     def _settle(self, status: MPI.Status | None) -> None:
-        """The engine has completed the collective: free its handle (if no MPI call did), raise its error."""
+        """The engine has completed the collective: free its handle (if no MPI call did), raise its error.
+
+        The completed generalized request is freed (``MPI_Request_free``), not waited on: a wait would call
+        back into Python for the status, which a collective's is empty anyway.
+        """
         error, self._error = self._error, None
-        try:
-            if _mpi_bool(self):
-                _mpi_wait(self, status)     # MPI frees the generalized request; the query fills ``status``
-            elif status is not None:
-                _empty(status)
-        except MPI.Exception:
-            if error is None:
-                raise
-            # the query reported the step's error (MPI_ERR_OTHER): raise the step's own exception instead
+        if _mpi_bool(self):
+            _mpi_free(self)
+        if status is not None:
+            _empty(status)
         self._state = _INACTIVE
         if error is not None:
             raise error
