@@ -59,12 +59,20 @@ from mpicoll.calls.table import VALUE_ARGS
 from mpicoll.comm.preparing import exchanged, prepare
 from mpicoll.runtime import nonblocking, staged
 from mpicoll.runtime.buffers import Buffer, is_in_place, parse, parse_blocks, parse_v
-from mpicoll.runtime.callkey import call_key, held, shape_key
+from mpicoll.runtime.callkey import held, shape_key
 from mpicoll.runtime.datatypes import byte_message, staging
 from mpicoll.runtime.staged import Built, StagedPrequest, StagedRequest, StagedRound
 from mpicoll.runtime.state import NONBLOCKING, PERSISTENT, CommState
 
 __all__ = ["InterState", "Stages", "STAGES", "ROOT", "IDLE", "role_of", "state_of", "run", "execute", "start", "init"]
+
+
+def state_of(comm: Any) -> InterState:
+    """The state of intercommunicator ``comm`` (an :class:`mpicoll.Intercomm`)."""
+    state = comm._state
+    if state is None:
+        raise ValueError("the communicator is MPI.COMM_NULL")
+    return state
 
 
 class InterState:
@@ -83,6 +91,20 @@ class InterState:
     """
 
     __slots__ = ("merged", "local", "remote", "rank", "size", "remote_size", "calls", "calls_bytes", "__weakref__")
+
+    #: the fields the blocking hot path reads of every state (:data:`mpicoll.runtime.state.HOT_FIELDS`): no
+    #: plan cache of its own (every call takes :meth:`slow_path`); its tags are the merged communicator's
+    entries = None
+
+    @property
+    def tags(self) -> list[int]:
+        """The merged communicator's tag sequences: a blocking call's messages carry the tag drawn from them."""
+        return self.merged._state.tags
+
+    @staticmethod
+    def slow_path(state: InterState, method: str, algorithm: str, args: tuple, tag: int, key: Any) -> None:
+        """How every blocking call runs (:func:`run`), with the tag and the key the hot path drew for it."""
+        run(state, method, args, algorithm, tag, key)
 
     def __init__(self, merged: Any, local: Any, remote: tuple[int, ...]) -> None:
         self.merged, self.local, self.remote = merged, local, remote
@@ -477,12 +499,20 @@ STAGES: dict[str, Callable[..., None]] = {
 # -- running them -----------------------------------------------------------------------------------------
 
 
-def _built(state: InterState, method: str, args: tuple,
+def _built(state: InterState, method: str, args: tuple, algorithm: str,
            spans: list[tuple[int, int]] | None = None) -> tuple[Stages, BaseException | None]:
     """The call's stages, or the error its checks raised (no message either way).  Non-contiguous datatypes are
-    packed now and unpacked when the call completes."""
+    packed now and unpacked when the call completes.
+
+    Each collective has one composition of stages (its local stages choose their algorithms as any call
+    does), so ``algorithm`` must be ``"auto"``; another name is refused like any bad argument, after the
+    agreement, so that a rank that names one does not leave the others waiting.
+    """
     st = Stages(state, spans)
     try:
+        if algorithm != "auto":
+            raise ValueError(f"algorithm: an intercommunicator {method} has one algorithm, 'auto' (stages of "
+                             f"each group's collectives and exchanges between the groups), not {algorithm!r}")
         with staging() as staged:
             STAGES[method](st, *args)
         if staged.pack:
@@ -494,18 +524,10 @@ def _built(state: InterState, method: str, args: tuple,
     return st, None
 
 
-def state_of(comm: Any) -> InterState:
-    state = comm._state
-    if state is None:
-        raise ValueError("the communicator is MPI.COMM_NULL")
-    return state
-
-
-def start(comm: Any, method: str, args: tuple) -> StagedRequest:
+def start(state: InterState, method: str, args: tuple, algorithm: str) -> StagedRequest:
     """A nonblocking intercommunicator call: the agreement, then the call's stages, started."""
-    state = state_of(comm)
     tag = state.merged._state.next_tag(NONBLOCKING)
-    st, error = _built(state, method, args)
+    st, error = _built(state, method, args, algorithm)
     req = StagedRequest(st.agreement(method, error) + st.rounds, tag, keep=args)
     req._launch()
     return req
@@ -515,25 +537,24 @@ def start(comm: Any, method: str, args: tuple) -> StagedRequest:
 CACHED_CALLS, CACHED_BYTES = 16, 1 << 24
 
 
-def run(comm: Any, method: str, args: tuple) -> None:
+def run(state: InterState, method: str, args: tuple, algorithm: str, tag: int, key: Any) -> None:
     """A blocking intercommunicator call: the agreement and the stages, run in order.
 
     A call made again with the same arguments (the plan cache's key: the same buffers, counts, datatypes, op
     and root) runs the rounds built the first time, so that only its messages and steps cost anything (such
     a call passed its checks when it was built).  Kept rounds view the caller's buffers by address, holding
     none of them; their scratch is their own: at most ``CACHED_CALLS`` calls, the oldest let go first, whose
-    messages span at most ``CACHED_BYTES`` in all.
+    messages span at most ``CACHED_BYTES`` in all.  ``tag`` (of the merged communicator's blocking sequence)
+    and ``key`` (:func:`~mpicoll.runtime.callkey.call_key`) are drawn by the hot path
+    (:func:`mpicoll.comm.dispatch.run_blocking`).
     """
-    state = state_of(comm)
-    tag = state.merged._state.next_tag(NONBLOCKING)
     values = VALUE_ARGS.get(method, ())
-    key = call_key(method, args, "auto", values)
     kept = state.calls.get(key) if key is not None else None
     if kept is not None:
         state.calls.move_to_end(key)
         execute(state, method, kept[0], tag)
         return
-    st, error = _built(state, method, args, shape_key(method, args, "auto", values)[1] if key else None)
+    st, error = _built(state, method, args, algorithm, shape_key(method, args, algorithm, values)[1] if key else None)
     built = Built(st.agreement(method, error) + st.rounds)
     if key is not None and error is None and not st.before:   # (packed datatypes: built every time)
         _keep(state, key, (built, held(args, values), _message_bytes(built.rounds)))
@@ -569,11 +590,10 @@ def execute(state: InterState, method: str, built: Built, tag: int) -> None:
     req.Wait()
 
 
-def init(comm: Any, method: str, args: tuple) -> StagedPrequest:
+def init(state: InterState, method: str, args: tuple, algorithm: str) -> StagedPrequest:
     """A persistent intercommunicator call: its arguments checked and its messages bound now."""
-    state = state_of(comm)
     tag = state.merged._state.next_tag(PERSISTENT)
-    st, error = _built(state, method, args)
+    st, error = _built(state, method, args, algorithm)
     if error is not None:
         raise error
     pack = st.before
