@@ -47,7 +47,7 @@ from mpi4py import MPI
 
 from mpicoll.runtime import watchdog
 
-__all__ = ["ACTIVE", "ELSEWHERE", "outstanding", "wait_mpi", "progress", "requests_outstanding"]
+__all__ = ["ACTIVE", "ELSEWHERE", "outstanding", "progress", "requests_outstanding", "advance_unowned"]
 
 # request states
 _INACTIVE, _RUNNING, _COMPLETE, _FREED = 0, 1, 2, 3
@@ -363,126 +363,6 @@ class _Collective(MPI.Request):
         if self._state != _FREED:
             self.Free()
 
-    # class-level helpers, as MPI.Request has them; they accept MPI.Request objects too
-
-    @staticmethod
-    def Waitall(requests: Sequence[Any], statuses: list[MPI.Status] | None = None) -> bool:
-        """Wait for every request (mpicoll's or MPI's) in ``requests``.
-
-        Unlike ``MPI.Request.Waitall``, this also works when the progress thread
-        is off (``MPICOLL_PROGRESS=0``): the calling thread drives mpicoll's requests.
-
-        Parameters
-        ----------
-        requests : sequence of Request, Prequest or MPI.Request
-            Completed in order.
-        statuses : list of MPI.Status, optional
-            One per request.
-
-        Returns
-        -------
-        bool
-            Always True.
-        """
-        for i, req in enumerate(requests):
-            _wait_one(req, statuses[i] if statuses is not None else None)
-        return True
-
-    @staticmethod
-    def Testall(requests: Sequence[Any], statuses: list[MPI.Status] | None = None) -> bool:
-        """Whether every request is complete; if so, complete them all, else complete none.
-
-        Parameters
-        ----------
-        requests : sequence of Request, Prequest or MPI.Request
-        statuses : list of MPI.Status, optional
-
-        Returns
-        -------
-        bool
-        """
-        _poke()
-        if not all(_is_complete(req) for req in requests):
-            return False
-        return _Collective.Waitall(requests, statuses)
-
-    @staticmethod
-    def Waitany(requests: Sequence[Any], status: MPI.Status | None = None) -> int:
-        """Block until one request completes.
-
-        Parameters
-        ----------
-        requests : sequence of Request, Prequest or MPI.Request
-        status : MPI.Status, optional
-
-        Returns
-        -------
-        int
-            The index of the request completed now, or ``MPI.UNDEFINED`` when none is active.
-        """
-        while True:
-            index, flag = _Collective.Testany(requests, status)
-            if flag:
-                return index
-            mine = [i for i, r in enumerate(requests) if not isinstance(r, _Collective)]
-            with _guard():
-                k = _block_once([requests[i] for i in mine], status)
-            if k is not None:       # one of the MPI requests completed (MPI has completed it)
-                return mine[k]
-
-    @staticmethod
-    def Testany(requests: Sequence[Any], status: MPI.Status | None = None) -> tuple[int, bool]:
-        """Complete one request if one is complete, without blocking.
-
-        Parameters
-        ----------
-        requests : sequence of Request, Prequest or MPI.Request
-        status : MPI.Status, optional
-
-        Returns
-        -------
-        tuple of (int, bool)
-            ``(index, True)`` for a request completed now, ``(MPI.UNDEFINED, True)`` if none is active,
-            otherwise ``(MPI.UNDEFINED, False)``; every outstanding request is moved along first.
-        """
-        _poke()
-        active = False
-        for i, req in enumerate(requests):
-            if not _is_active(req):
-                continue
-            active = True
-            if _is_complete(req):
-                _wait_one(req, status)
-                return i, True
-        return (MPI.UNDEFINED, True) if not active else (MPI.UNDEFINED, False)
-
-    @staticmethod
-    def Startall(requests: Iterable[Any]) -> None:
-        """Start every persistent request in ``requests``, mpicoll's or MPI's.
-
-        ``MPI.Prequest.Startall`` starts MPI's own persistent requests only
-        (``MPI_Startall`` cannot start a generalized request): pass lists that
-        hold mpicoll's here.
-
-        Parameters
-        ----------
-        requests : iterable of Prequest or MPI.Prequest
-
-        Raises
-        ------
-        RuntimeError
-            A request is freed or still active (see :meth:`Prequest.Start`).
-        """
-        theirs = []
-        for req in requests:
-            if isinstance(req, _Collective):
-                req.Start()
-            else:
-                theirs.append(req)
-        if theirs:
-            _startall(theirs)
-
-
 def _engine() -> list[_Collective]:
     """This thread's started, unfinished requests: they advance together (a Wait on one moves them all).
 
@@ -564,11 +444,6 @@ def advance_unowned(requests: Iterable[_Collective]) -> bool:
     return moved
 
 
-def wait_mpi(request: MPI.Request) -> None:
-    """Wait for an MPI request while keeping mpicoll's outstanding requests moving."""
-    _wait_one(request, None)
-
-
 # -- helpers ---------------------------------------------------------------------------
 
 def _progressed(req: _Collective, engine: list[_Collective]) -> bool:
@@ -597,39 +472,6 @@ def _block_once(extra: Sequence[MPI.Request], status: MPI.Status | None = None,
         return None
     i = _waitany(internal + list(extra), status)
     return i - len(internal) if i != MPI.UNDEFINED and i >= len(internal) else None
-
-
-def _wait_one(req: Any, status: MPI.Status | None) -> None:
-    if isinstance(req, _Collective):
-        req.Wait(status)
-    elif isinstance(req, MPI.Request):
-        if _engine():
-            with _guard():
-                while _engine():      # keep this thread's mpicoll requests moving while the MPI request is not done
-                    progress()
-                    if req.Get_status():
-                        break
-                    if _block_once((req,), status) == 0:
-                        return        # Waitany completed it
-        req.Wait(status)
-    else:
-        raise TypeError(f"expected a request, got {type(req).__name__}")
-
-
-def _is_active(req: Any) -> bool:
-    if isinstance(req, _Collective):
-        if req._state == _FREED:
-            raise RuntimeError(f"{req!r} was freed")
-        return req._state == _RUNNING or (req._state == _COMPLETE and _mpi_bool(req))
-    return req != MPI.REQUEST_NULL
-
-
-def _is_complete(req: Any) -> bool:
-    if isinstance(req, _Collective):
-        return req._done()
-    if isinstance(req, MPI.Request):
-        return req.Get_status()    # true for a null or inactive request too, as MPI_Request_get_status says
-    raise TypeError(f"expected a request, got {type(req).__name__}")
 
 
 def _empty(status: MPI.Status | None) -> None:

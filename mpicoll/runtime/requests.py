@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from mpi4py import MPI
 
 from mpicoll.runtime import progress
+from mpicoll.runtime.mixed import MixedWaits
 from mpicoll.runtime.nonblocking import (
     _COMPLETE,
     _FREED,
@@ -40,7 +41,7 @@ _WAKE.append(progress.first_request)   # the first request's start decides wheth
 _NAMES = {_INACTIVE: "inactive", _RUNNING: "running", _COMPLETE: "complete", _FREED: "freed"}
 
 
-class Request(_Collective):
+class Request(MixedWaits, _Collective):
     """A nonblocking collective in flight (``comm.Iallreduce(...)`` and the like)."""
 
     __slots__ = ("_rounds", "_irecv", "_isend")
@@ -62,7 +63,7 @@ class Request(_Collective):
         return f"<mpicoll.Request tag={self.tag} state={_NAMES[self._state]}>"
 
 
-class Prequest(_Collective, MPI.Prequest):
+class Prequest(MixedWaits, _Collective, MPI.Prequest):
     """A persistent collective (``comm.Allreduce_init(...)``): ``Start()``, then ``Wait()``/``Test()``, repeatedly.
 
     Everything is bound once at creation: the schedule's views of the buffers,
