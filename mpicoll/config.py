@@ -135,7 +135,7 @@ def _algorithms(env: Mapping[str, str], name: str) -> dict[str, str]:
     """``collective=algorithm`` items separated by commas; the first item for a collective wins.
 
     Only the form is checked here; that each collective and algorithm exists is
-    checked where the registry is known (:func:`mpicoll.selection.choose.forced`).
+    checked where the registry is known (:func:`mpicoll.selection.choose.forced_by_environment`).
     """
     text = _text(env, name)
     forced: dict[str, str] = {}

@@ -8,7 +8,7 @@
 
 static PyObject *active_requests;   /* mpicoll.runtime.nonblocking.ACTIVE: the main thread's unfinished requests */
 static PyObject *elsewhere;         /* mpicoll.runtime.nonblocking.ELSEWHERE: the other threads' */
-static PyObject *value_args;        /* mpicoll.calls.VALUE_ARGS: method -> positions of counts given by value */
+static PyObject *value_args;        /* mpicoll.calls.table.VALUE_ARGS: method -> positions of counts given by value */
 
 /* tags[1] = tags[1] % tags[0] + 1, returned (CommState.next_tag(BLOCKING), inline); NULL on error */
 static PyObject *

@@ -143,7 +143,7 @@ def _execute(bound: list[BoundRound], comm: MPI.Comm, tag: int = 0) -> None:
     """Run bound rounds on ``comm`` (a private communicator), in order.
 
     The definition of :func:`execute`, which is the same loop compiled
-    (``mpicoll/_rounds.c``) when that was built, and this function otherwise.
+    (``mpicoll/runtime/_rounds.c``) when that was built, and this function otherwise.
     """
     for index, (sends, recvs, steps) in enumerate(bound):
         try:
