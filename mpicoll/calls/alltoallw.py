@@ -11,12 +11,12 @@ and unpacked on the receiving side with that rank's own datatype.
 
 The schedules are Alltoallv's, over byte blocks.  "auto" picks:
 
-======================================================  ====================
-condition                                               algorithm
-======================================================  ====================
-p <= 4                                                  linear (one round)
-otherwise                                               pairwise
-======================================================  ====================
+=========  ==================
+condition  algorithm
+=========  ==================
+p <= 4     linear (one round)
+otherwise  pairwise
+=========  ==================
 
 ``sendbuf`` ``IN_PLACE`` (or None): ``recvbuf``'s blocks (with the receive
 datatypes) are sent and then replaced, through scratch as for Alltoall.
