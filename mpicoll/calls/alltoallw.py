@@ -192,7 +192,7 @@ def as_bytes(buf: WBuffer, what: str, *, writable: bool) -> tuple[np.ndarray, La
         else:   # block j: the user's bytes from displs[j], packed into packed[off : off + n]
             block = datatypes.Packed(buf.raw[d:], t, m, (c,), (0,), packed[off:off + n], (0,))
         block.pack()
-        datatypes.stage(block, writable)
+        datatypes.register(block, writable)
     return packed, Layout.v(nbytes, offsets)
 
 

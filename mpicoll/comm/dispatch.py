@@ -120,12 +120,9 @@ def init(comm: Any, method: str, args: tuple, algorithm: str) -> Prequest:
         return inter.init(state, method, args, algorithm)
     tag = state.next_tag(PERSISTENT)
     plan = prepare(state, method, exchanged(state, method, args), algorithm)
-    rebuild = None
-    if plan is not None and (plan.device is not None or plan.before is not None):
-        def rebuild() -> Plan | None:   # GPU buffers staged in, datatypes packed again, at every start
-            plan.begin()
-            return None
-    return requests.persistent(plan, state, tag, rebuild, keep=args)
+    before = plan.begin if plan is not None and (plan.device is not None or plan.before is not None) else None
+    # (GPU buffers staged in, datatypes packed again, at every start)
+    return requests.persistent(plan, state, tag, before, keep=args)
 
 
 def _state(comm: Any) -> CommState | InterState:

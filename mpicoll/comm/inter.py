@@ -57,11 +57,13 @@ from mpicoll import errors
 from mpicoll.calls.alltoallw import as_bytes, parse_w
 from mpicoll.calls.table import VALUE_ARGS
 from mpicoll.comm.preparing import exchanged, prepare
-from mpicoll.runtime import nonblocking, staged
+from mpicoll.runtime import nonblocking
+from mpicoll.runtime.blocking import execute as execute_rounds
 from mpicoll.runtime.buffers import Buffer, is_in_place, parse, parse_blocks, parse_v
 from mpicoll.runtime.callkey import held, shape_key
-from mpicoll.runtime.datatypes import byte_message, staging
-from mpicoll.runtime.staged import Built, StagedPrequest, StagedRequest, StagedRound
+from mpicoll.runtime.datatypes import byte_message, packing
+from mpicoll.runtime.requests import Prequest, Request, split
+from mpicoll.runtime.rounds import Built, CommRound, run_stretches
 from mpicoll.runtime.state import NONBLOCKING, PERSISTENT, CommState
 
 __all__ = ["InterState", "Stages", "STAGES", "ROOT", "IDLE", "role_of", "state_of", "run", "execute", "start", "init"]
@@ -144,7 +146,7 @@ class Stages:
 
     def __init__(self, state: InterState, spans: list[tuple[int, int]] | None = None) -> None:
         self.state = state
-        self.rounds: list[StagedRound] = []
+        self.rounds: list[CommRound] = []
         self.before: list[Callable[[], None]] = []    # packing of non-contiguous datatypes, at every start
         #: the call's buffers ``(address, nbytes)``, for a call to be kept built: its rounds then view them by
         #: address, holding none of the caller's objects (as a cached plan does, see Plan.detach)
@@ -176,7 +178,7 @@ class Stages:
             self.rounds.append((MPI.COMM_NULL, [], [], []))
         self.rounds[-1][3].append(step)
 
-    def agreement(self, method: str, error: BaseException | None) -> list[StagedRound]:
+    def agreement(self, method: str, error: BaseException | None) -> list[CommRound]:
         """The all-reduce over both groups of which ranks failed their checks, and its verdict step."""
         state = self.state
         merged: CommState = state.merged._state
@@ -184,7 +186,7 @@ class Stages:
         failed[merged.rank] = error is not None
         total = np.zeros_like(failed)
         plan = prepare(merged, "Allreduce", (failed, total, MPI.SUM), "auto")
-        rounds: list[StagedRound] = [(merged.private, sends, recvs, list(steps)) for sends, recvs, steps in
+        rounds: list[CommRound] = [(merged.private, sends, recvs, list(steps)) for sends, recvs, steps in
                                      plan.bound()] if plan is not None else [(MPI.COMM_NULL, [], [], [])]
 
         def verdict() -> None:
@@ -513,22 +515,22 @@ def _built(state: InterState, method: str, args: tuple, algorithm: str,
         if algorithm != "auto":
             raise ValueError(f"algorithm: an intercommunicator {method} has one algorithm, 'auto' (stages of "
                              f"each group's collectives and exchanges between the groups), not {algorithm!r}")
-        with staging() as staged:
+        with packing() as packed:
             STAGES[method](st, *args)
-        if staged.pack:
-            st.before.extend(staged.pack)
-            for unpack in staged.unpack:
+        if packed.pack:
+            st.before.extend(packed.pack)
+            for unpack in packed.unpack:
                 st.step(unpack)
     except Exception as exc:
         return Stages(state), exc
     return st, None
 
 
-def start(state: InterState, method: str, args: tuple, algorithm: str) -> StagedRequest:
+def start(state: InterState, method: str, args: tuple, algorithm: str) -> Request:
     """A nonblocking intercommunicator call: the agreement, then the call's stages, started."""
     tag = state.merged._state.next_tag(NONBLOCKING)
     st, error = _built(state, method, args, algorithm)
-    req = StagedRequest(st.agreement(method, error) + st.rounds, tag, keep=args)
+    req = Request(*split(st.agreement(method, error) + st.rounds), tag, None, keep=args)
     req._launch()
     return req
 
@@ -571,7 +573,7 @@ def _keep(state: InterState, key: Any, kept: tuple[Built, list[Any], int]) -> No
         state.calls_bytes -= state.calls.popitem(last=False)[1][2]
 
 
-def _message_bytes(rounds: list[StagedRound]) -> int:
+def _message_bytes(rounds: list[CommRound]) -> int:
     """The bytes of every message of ``rounds``."""
     return sum(MPI.buffer(buf[0] if isinstance(buf, list) else buf).nbytes
                for _, sends, recvs, _ in rounds for buf, _ in (*sends, *recvs))
@@ -581,16 +583,16 @@ def execute(state: InterState, method: str, built: Built, tag: int) -> None:
     """Run a built call blocking.  With a timeout (every wait watched), or while nonblocking requests are
     outstanding (they must keep moving), it runs as a request that is waited for."""
     if state.timeout is None and not nonblocking.outstanding():
-        staged.run(built.stretches, tag)
+        run_stretches(built.stretches, tag, execute_rounds)
         return
-    req = StagedRequest(built.rounds, tag)
+    req = Request(*split(built.rounds), tag, None)
     if state.timeout is not None:
         req.watch = (method, state.timeout, state.merged._state.rank)
     req._launch()
     req.Wait()
 
 
-def init(state: InterState, method: str, args: tuple, algorithm: str) -> StagedPrequest:
+def init(state: InterState, method: str, args: tuple, algorithm: str) -> Prequest:
     """A persistent intercommunicator call: its arguments checked and its messages bound now."""
     tag = state.merged._state.next_tag(PERSISTENT)
     st, error = _built(state, method, args, algorithm)
@@ -602,4 +604,4 @@ def init(state: InterState, method: str, args: tuple, algorithm: str) -> StagedP
         for step in pack:
             step()
 
-    return StagedPrequest(st.rounds, tag, before if pack else None, keep=args)
+    return Prequest(*split(st.rounds), tag, None, before if pack else None, keep=args)

@@ -237,5 +237,6 @@ def test_each_call_module_shows_its_rule_table_as_the_rule_decides(collective):
     else:
         assert rule.rows[0].algorithm in doc
     taken = {rule(size=p, nbytes=n, count=c, commutative=k) for p, n, c, k in itertools.product(
-        (1, 2, 3, 4, 6, 8, 16, 64, 96, 128), (0, 1 << 8, 1 << 12, 1 << 17, 1 << 20, 1 << 23), (0, 1, 1 << 20), (True, False))}
+        (1, 2, 3, 4, 6, 8, 16, 64, 96, 128), (0, 1 << 8, 1 << 12, 1 << 17, 1 << 20, 1 << 23), (0, 1, 1 << 20),
+        (True, False))}
     assert taken == {row.algorithm for row in rule.rows}, f"unreachable rows in {collective}'s rule"
