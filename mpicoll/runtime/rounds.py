@@ -5,15 +5,20 @@ A call's bound rounds (:func:`mpicoll.runtime.blocking.bind`) are ``(sends, recv
 Every blocking way a call runs is :func:`run` with an :class:`Exchange`, the *policy* that says how a round's
 messages are posted and completed and what a failure means:
 
-=========================================  ==========================================================
-policy                                     used by
-=========================================  ==========================================================
-:data:`mpicoll.runtime.blocking.PLAIN`     every blocking call (:func:`mpicoll.runtime.blocking.execute`
-                                           is the compiled fast form of ``run(..., PLAIN)``)
-:class:`mpicoll.runtime.watchdog.Watched`  a communicator with a timeout or ``MPICOLL_DEBUG`` (a deadline
-                                           on every wait, every received size checked)
-:class:`mpicoll.runtime.standin.Marked`    a rejected rank's stand-in (every message marked, no steps)
-=========================================  ==========================================================
+===============================================  ====================================================
+policy                                           used by
+===============================================  ====================================================
+:data:`mpicoll.runtime.blocking.PLAIN`           every blocking call
+                                                 (:func:`mpicoll.runtime.blocking.execute` is the
+                                                 compiled fast form of ``run(..., PLAIN)``)
+:class:`mpicoll.runtime.watchdog.Watched`        a communicator with a timeout or ``MPICOLL_DEBUG`` (a
+                                                 deadline on every wait, every received size checked)
+:class:`mpicoll.runtime.standin.Marked`          a rejected rank's stand-in (every message marked, no
+                                                 local steps)
+:class:`mpicoll.calls.objects.engine.Probed`     the object collectives (sizes known by matched probe)
+:class:`mpicoll.runtime.gpu.ipc.Pull`            the CUDA IPC transport (device copies from the peers'
+                                                 windows, MPI messages as tokens)
+===============================================  ====================================================
 
 Requests (``I*``, ``*_init``) advance the same rounds one at a time as a state machine
 (:mod:`mpicoll.runtime.nonblocking`): each round is posted by :func:`post` (or started, for persistent ones),
