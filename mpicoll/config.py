@@ -28,6 +28,11 @@ variable                   value                                                
 ``MPICOLL_PROGRESS``       1 or 0: a thread advances outstanding requests (needs            1
                            ``MPI_THREAD_MULTIPLE``; see ``docs/nonblocking.md``)
 =========================  ==============================================================  ===========
+
+One setting comes from the MPI launcher rather than from mpicoll: whether the job runs with MPI's
+fault-tolerance extension (:func:`fault_tolerant`: ``mpirun --with-ft ulfm`` sets ``OMPI_MCA_mpi_ft_enable``,
+MPICH's ``MPIR_CVAR_ENABLE_FT`` does the same), under which mpicoll completes the requests of a round one
+at a time (see :func:`mpicoll.runtime.rounds.waitall`).
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-__all__ = ["Config", "current", "reload", "generation", "read", "GPU_TRANSPORTS"]
+__all__ = ["Config", "current", "reload", "generation", "read", "fault_tolerant", "GPU_TRANSPORTS"]
 
 GPU_TRANSPORTS = ("auto", "ipc", "staged", "cuda-aware")
 
@@ -166,6 +171,14 @@ def read(env: Mapping[str, str] | None = None) -> Config:
         no_extensions=bool(_flag(env, "MPICOLL_NO_EXTENSIONS")),
         progress=_flag(env, "MPICOLL_PROGRESS") is not False,
     )
+
+
+def fault_tolerant(env: Mapping[str, str] | None = None) -> bool:
+    """Whether the launcher runs the job with MPI's fault-tolerance extension (see the module's last
+    paragraph); read apart from the ``MPICOLL_*`` variables, which it never makes fail."""
+    env = os.environ if env is None else env
+    return any(_text(env, name).lower() in ("1", "true", "yes", "on")
+               for name in ("OMPI_MCA_mpi_ft_enable", "MPIR_CVAR_ENABLE_FT"))
 
 
 # -- the process's configuration ----------------------------------------------------------------------

@@ -1,13 +1,14 @@
-"""The buffer collectives' methods, written once: one line each, shared by every kind of mpicoll communicator.
+"""The collectives' methods, written once: one line each, shared by every kind of mpicoll communicator.
 
-:class:`Collectives` holds the collectives that intra- and intercommunicators both have (MPI defines
-``Barrier`` to ``Reduce_scatter`` on both), with mpi4py's signatures and the keyword ``algorithm``;
-:class:`IntraCollectives` adds those of intracommunicators only (``Scan``, ``Exscan``, the neighbourhood
-collectives).  Each method hands ``(communicator, call, arguments, algorithm)`` to the one dispatch of its
-kind (:mod:`mpicoll.comm.dispatch`: blocking, ``I*`` = start, ``*_init`` = init), which takes the path the
+:class:`Collectives` holds the buffer collectives that intra- and intercommunicators both have (MPI
+defines ``Barrier`` to ``Reduce_scatter`` on both), with mpi4py's signatures and the keyword
+``algorithm``; :class:`IntraCollectives` adds those of intracommunicators only (``Scan``, ``Exscan``, the
+neighbourhood collectives, and the lowercase object collectives).  Each buffer collective hands
+``(communicator, call, arguments, algorithm)`` to the one dispatch of its kind
+(:mod:`mpicoll.comm.dispatch`: blocking, ``I*`` = start, ``*_init`` = init), which takes the path the
 communicator's state chose when it was made (fast, careful, or intercommunicator), as mpi4py's
-``util/pkl5.py`` shares its method bodies between ``Intracomm`` and ``Intercomm``.  The docstrings are written
-from :mod:`mpicoll.comm.docs` (:func:`~mpicoll.comm.docs.document`).
+``util/pkl5.py`` shares its method bodies between ``Intracomm`` and ``Intercomm``.  The docstrings are
+written from :mod:`mpicoll.comm.docs` (:func:`~mpicoll.comm.docs.document`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 from mpi4py import MPI
 
+from mpicoll.calls import objects
 from mpicoll.comm.dispatch import init, run_blocking, start
 from mpicoll.comm.docs import document
 from mpicoll.runtime.requests import Prequest, Request
@@ -213,8 +215,9 @@ class Collectives:
 
 
 class IntraCollectives(Collectives):
-    """The buffer collectives of intracommunicators (``Scan``, ``Exscan``; the neighbourhood ones where the
-    communicator has a virtual topology)."""
+    """The collectives of intracommunicators only: ``Scan``, ``Exscan``, the neighbourhood ones (where the
+    communicator has a virtual topology), and the lowercase object collectives on mpicoll's schedules
+    (:mod:`mpicoll.calls.objects`; an intercommunicator's are :mod:`mpicoll.comm.inter_objects`)."""
 
     __slots__ = ()
 
@@ -296,6 +299,58 @@ class IntraCollectives(Collectives):
         self, sendbuf: Any, recvbuf: Any, info: MPI.Info = _INFO, *, algorithm: str = "auto"
     ) -> Prequest:
         return init(self, "Neighbor_alltoallw", (sendbuf, recvbuf), algorithm)
+
+
+    # -- the lowercase object collectives: mpi4py's signatures on mpicoll's schedules (mpicoll.calls.objects) --
+
+    def barrier(self, *, algorithm: str = "auto") -> None:
+        """Block until every rank has called it (``Barrier``: no object moves)."""
+        objects.barrier(self, algorithm)
+
+    def bcast(self, obj: Any, root: int = 0, *, algorithm: str = "auto") -> Any:
+        """Broadcast the Python object ``obj`` from ``root``; every rank (the root too) gets an unpickled copy."""
+        return objects.bcast(self, obj, root, algorithm)
+
+    def gather(self, sendobj: Any, root: int = 0, *, algorithm: str = "auto") -> list[Any] | None:
+        """Gather every rank's object at ``root`` as a list in rank order (None elsewhere)."""
+        return objects.gather(self, sendobj, root, algorithm)
+
+    def scatter(self, sendobj: Any, root: int = 0, *, algorithm: str = "auto") -> Any:
+        """Scatter the root's sequence of size objects (None: all None): rank i gets item i."""
+        return objects.scatter(self, sendobj, root, algorithm)
+
+    def allgather(self, sendobj: Any, *, algorithm: str = "auto") -> list[Any]:
+        """Every rank's object, as a list in rank order, on every rank."""
+        return objects.allgather(self, sendobj, algorithm)
+
+    def alltoall(self, sendobj: Any, *, algorithm: str = "auto") -> list[Any]:
+        """Item j of rank i's sequence of size objects becomes item i of rank j's list."""
+        return objects.alltoall(self, sendobj, algorithm)
+
+    def reduce(self, sendobj: Any, op: Any = MPI.SUM, root: int = 0, *, algorithm: str = "auto") -> Any:
+        """``op`` (an ``MPI.Op`` or a callable ``op(a, b)``) over every rank's object in rank order, at ``root``
+        (None elsewhere)."""
+        return objects.reduce(self, sendobj, op, root, algorithm)
+
+    def allreduce(self, sendobj: Any, op: Any = MPI.SUM, *, algorithm: str = "auto") -> Any:
+        """``op`` over every rank's object in rank order, on every rank."""
+        return objects.allreduce(self, sendobj, op, algorithm)
+
+    def scan(self, sendobj: Any, op: Any = MPI.SUM, *, algorithm: str = "auto") -> Any:
+        """On rank i, ``op`` over the objects of ranks 0 .. i."""
+        return objects.scan(self, sendobj, op, algorithm)
+
+    def exscan(self, sendobj: Any, op: Any = MPI.SUM, *, algorithm: str = "auto") -> Any:
+        """On rank i > 0, ``op`` over the objects of ranks 0 .. i - 1; None on rank 0."""
+        return objects.exscan(self, sendobj, op, algorithm)
+
+    def neighbor_allgather(self, sendobj: Any, *, algorithm: str = "auto") -> list[Any]:
+        """The in-neighbours' objects, in the virtual topology's order (None from ``MPI.PROC_NULL``)."""
+        return objects.neighbor_allgather(self, sendobj, algorithm)
+
+    def neighbor_alltoall(self, sendobj: Any, *, algorithm: str = "auto") -> list[Any]:
+        """Item k of ``sendobj`` to out-neighbour k; item k of the result from in-neighbour k."""
+        return objects.neighbor_alltoall(self, sendobj, algorithm)
 
 
 document(IntraCollectives)

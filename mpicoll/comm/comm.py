@@ -20,7 +20,6 @@ from typing import Any
 from mpi4py import MPI
 
 from mpicoll import config
-from mpicoll.calls import objects
 from mpicoll.comm import inter, inter_objects, setup, states
 from mpicoll.comm.collectives import Collectives, IntraCollectives
 from mpicoll.runtime.state import CommState
@@ -143,57 +142,6 @@ class Comm(IntraCollectives, MPI.Intracomm):
                                     else setup.wrapped(comm, config.current().timeout))
         return made
 
-    # -- the lowercase object collectives: mpi4py's signatures on mpicoll's schedules (mpicoll.calls.objects) --
-
-    def barrier(self, *, algorithm: str = "auto") -> None:
-        """Block until every rank has called it (``Barrier``: no object moves)."""
-        objects.barrier(self, algorithm)
-
-    def bcast(self, obj: Any, root: int = 0, *, algorithm: str = "auto") -> Any:
-        """Broadcast the Python object ``obj`` from ``root``; every rank (the root too) gets an unpickled copy."""
-        return objects.bcast(self, obj, root, algorithm)
-
-    def gather(self, sendobj: Any, root: int = 0, *, algorithm: str = "auto") -> list[Any] | None:
-        """Gather every rank's object at ``root`` as a list in rank order (None elsewhere)."""
-        return objects.gather(self, sendobj, root, algorithm)
-
-    def scatter(self, sendobj: Any, root: int = 0, *, algorithm: str = "auto") -> Any:
-        """Scatter the root's sequence of size objects (None: all None): rank i gets item i."""
-        return objects.scatter(self, sendobj, root, algorithm)
-
-    def allgather(self, sendobj: Any, *, algorithm: str = "auto") -> list[Any]:
-        """Every rank's object, as a list in rank order, on every rank."""
-        return objects.allgather(self, sendobj, algorithm)
-
-    def alltoall(self, sendobj: Any, *, algorithm: str = "auto") -> list[Any]:
-        """Item j of rank i's sequence of size objects becomes item i of rank j's list."""
-        return objects.alltoall(self, sendobj, algorithm)
-
-    def reduce(self, sendobj: Any, op: Any = MPI.SUM, root: int = 0, *, algorithm: str = "auto") -> Any:
-        """``op`` (an ``MPI.Op`` or a callable ``op(a, b)``) over every rank's object in rank order, at ``root``
-        (None elsewhere)."""
-        return objects.reduce(self, sendobj, op, root, algorithm)
-
-    def allreduce(self, sendobj: Any, op: Any = MPI.SUM, *, algorithm: str = "auto") -> Any:
-        """``op`` over every rank's object in rank order, on every rank."""
-        return objects.allreduce(self, sendobj, op, algorithm)
-
-    def scan(self, sendobj: Any, op: Any = MPI.SUM, *, algorithm: str = "auto") -> Any:
-        """On rank i, ``op`` over the objects of ranks 0 .. i."""
-        return objects.scan(self, sendobj, op, algorithm)
-
-    def exscan(self, sendobj: Any, op: Any = MPI.SUM, *, algorithm: str = "auto") -> Any:
-        """On rank i > 0, ``op`` over the objects of ranks 0 .. i - 1; None on rank 0."""
-        return objects.exscan(self, sendobj, op, algorithm)
-
-    def neighbor_allgather(self, sendobj: Any, *, algorithm: str = "auto") -> list[Any]:
-        """The in-neighbours' objects, in the virtual topology's order (None from ``MPI.PROC_NULL``)."""
-        return objects.neighbor_allgather(self, sendobj, algorithm)
-
-    def neighbor_alltoall(self, sendobj: Any, *, algorithm: str = "auto") -> list[Any]:
-        """Item k of ``sendobj`` to out-neighbour k; item k of the result from in-neighbour k."""
-        return objects.neighbor_alltoall(self, sendobj, algorithm)
-
     # -- derived communicators: mpicoll's too, inheriting this one's state without a message -----------------
 
     def Dup(self, info: MPI.Info | None = None) -> Comm:
@@ -265,6 +213,39 @@ class Comm(IntraCollectives, MPI.Intracomm):
             return Comm(comm)
         return Comm._derive_from(comm, world)
 
+    # -- surviving a failed process (MPI's fault-tolerance extension, ULFM: mpirun --with-ft ulfm) ----------
+
+    def Shrink(self) -> Comm:
+        """``MPIX_Comm_shrink``, wrapped: the surviving processes, in a communicator whose state is derived from
+        this one's (no message beyond MPI's own ``Shrink`` and ``Idup``).  What a program does after a
+        collective raised :class:`~mpicoll.ProcFailedError`."""
+        return self._derive(MPI.Intracomm(MPI.Comm.Shrink(self)))
+
+    def Ishrink(self) -> tuple[Comm, MPI.Request]:
+        """``MPIX_Comm_ishrink``, wrapped as :meth:`Idup` is: mpicoll makes the state once the survivors'
+        communicator exists, so the request returned is complete."""
+        shrunk, request = MPI.Comm.Ishrink(self)
+        request.Wait()
+        return self._derive(MPI.Intracomm(shrunk)), request
+
+    def Revoke(self) -> None:
+        """``MPIX_Comm_revoke``: this communicator and mpicoll's private one, so that every pending or later
+        operation on either, mpicoll's collectives included, raises on every rank."""
+        MPI.Comm.Revoke(self)
+        _revoke_private(self._state)
+
+    def Is_revoked(self) -> bool:
+        """Whether this communicator, or mpicoll's private one (revoked by a collective that saw a process
+        fail), is revoked: its collectives cannot complete until the survivors :meth:`Shrink`."""
+        return MPI.Comm.Is_revoked(self) or _private_revoked(self._state)
+
+    def Set_errhandler(self, errhandler: MPI.Errhandler) -> None:
+        """Set the error handler of this communicator and of mpicoll's private one (MPI's errors in its
+        collectives then abort or raise as the handler says)."""
+        MPI.Comm.Set_errhandler(self, errhandler)
+        if self._state is not None:
+            self._state.private.Set_errhandler(errhandler)
+
     # -- the end of a communicator: everything mpicoll kept for it goes too ---------------------------------
 
     def Free(self) -> None:
@@ -331,6 +312,18 @@ def _class_of(comm: MPI.Intracomm) -> type[Comm]:
 
 
 _TOPOLOGY_CLASSES: dict[int, type[Comm]] = {MPI.CART: Cartcomm, MPI.GRAPH: Graphcomm, MPI.DIST_GRAPH: Distgraphcomm}
+
+
+def _revoke_private(state: CommState | None) -> None:
+    if state is not None and state.private != MPI.COMM_NULL:
+        try:
+            state.private.Revoke()
+        except MPI.Exception:   # revoked already
+            pass
+
+
+def _private_revoked(state: CommState | None) -> bool:
+    return state is not None and state.private != MPI.COMM_NULL and state.private.Is_revoked()
 
 
 def _state_of(comm: MPI.Intracomm, timeout: float | None) -> CommState:

@@ -46,6 +46,9 @@ from typing import Any
 from mpi4py import MPI
 
 from mpicoll.runtime import watchdog
+from mpicoll.runtime.rounds import fault, is_fault
+from mpicoll.runtime.rounds import testall as _testall
+from mpicoll.runtime.rounds import waitall as _waitall
 
 __all__ = ["ACTIVE", "ELSEWHERE", "outstanding", "progress", "requests_outstanding", "advance_unowned"]
 
@@ -59,8 +62,6 @@ ACTIVE: list[_Collective] = []
 ELSEWHERE: list[_Collective] = []
 _THREAD = threading.local()   # .engine: this thread's started, unfinished requests; .guard: its lock (see _engine)
 _MAIN_GUARD = threading.Lock()
-_testall = MPI.Request.Testall
-_waitall = MPI.Request.Waitall
 _waitany = MPI.Request.Waitany
 _startall = MPI.Prequest.Startall
 _mpi_free = MPI.Request.Free
@@ -89,7 +90,7 @@ class _Collective(MPI.Request):
     """
 
     __slots__ = ("_steps", "_nrounds", "_round", "_pending", "_finish", "_release", "_state", "tag", "watch",
-                 "_engine", "_guard", "_greq", "_keep", "_error")
+                 "_engine", "_guard", "_greq", "_keep", "_error", "_comms")
 
     def __new__(cls, *args: Any, **kwargs: Any) -> _Collective:
         return MPI.Request.__new__(cls)   # mpi4py's constructor takes a request to copy, not ours' arguments
@@ -111,6 +112,7 @@ class _Collective(MPI.Request):
         self._greq: MPI.Grequest | None = None
         self._keep = keep
         self._error: BaseException | None = None
+        self._comms: list[MPI.Comm] = []     # round t's communicator (set by the subclass that posts them)
 
     def _post(self, t: int) -> list[MPI.Request]:
         raise NotImplementedError
@@ -125,8 +127,9 @@ class _Collective(MPI.Request):
     def _query(self, status: MPI.Status) -> None:
         """MPI asks for the status of the completed collective: empty, with an error if a step raised."""
         _empty(status)
-        if self._error is not None:
-            status.Set_error(MPI.ERR_OTHER)
+        if self._error is not None:    # an MPI error keeps its class (a process failure, ...); others: ERR_OTHER
+            error = self._error
+            status.Set_error(error.Get_error_class() if isinstance(error, MPI.Exception) else MPI.ERR_OTHER)
 
     @staticmethod
     def _cancelled(completed: bool) -> None:
@@ -144,7 +147,11 @@ class _Collective(MPI.Request):
                 self._complete()
                 return
             self._enter()
-            self._pending = self._post(0)
+            try:
+                self._pending = self._post(0)
+            except MPI.Exception as exc:     # e.g. the communicator was revoked: the request ends with it
+                self._fail(exc, ())
+                return
             if not self._pending:
                 self._advance(False)
 
@@ -159,10 +166,13 @@ class _Collective(MPI.Request):
         while True:
             pending = self._pending
             if pending:
-                if block:
-                    _waitall(pending)
-                elif not _testall(pending):
-                    return False
+                try:
+                    if block:
+                        _waitall(pending)
+                    elif not _testall(pending):
+                        return False
+                except MPI.Exception as exc:   # a marked message, or a process failed: the request ends with it
+                    return self._fail(exc, pending)
             try:
                 for step in steps[t]:
                     step()
@@ -180,7 +190,21 @@ class _Collective(MPI.Request):
                 self._complete()
                 return True
             self._round = t
-            self._pending = self._post(t)
+            try:
+                self._pending = self._post(t)
+            except MPI.Exception as exc:
+                return self._fail(exc, ())
+
+    def _fail(self, exc: MPI.Exception, pending: list[MPI.Request]) -> bool:
+        """Round ``self._round``'s messages raised ``exc``: the request is completed with the error its ``Wait``
+        raises (a process failure as :class:`~mpicoll.ProcFailedError`, after revoking the round's
+        communicator: see :func:`mpicoll.runtime.rounds.fault`)."""
+        comm = self._comms[self._round] if self._round < len(self._comms) else None
+        self._leave()
+        self._pending = []
+        self._error = fault(comm, exc, pending) if comm is not None and is_fault(exc, comm) else exc
+        self._complete()
+        return True
 
     def _enter(self) -> None:
         """Join the engine (another thread's also joins the list the hot path reads); wake the progress thread."""

@@ -53,7 +53,7 @@ class Request(MixedWaits, _Collective):
     rounds' own local steps (a lent plan's, made once).
     """
 
-    __slots__ = ("_rounds", "_comms")
+    __slots__ = ("_rounds",)
 
     def __init__(self, rounds: list[Round], comms: list[MPI.Comm], tag: int, finish: Callable[[], None] | None,
                  steps: list[list[Callable[[], None]]] | None = None, release: Callable[[], None] | None = None,
@@ -85,6 +85,7 @@ class Prequest(MixedWaits, _Collective, MPI.Prequest):
                  finish: Callable[[], None] | None = None, before: Callable[[], None] | None = None,
                  keep: Any = None) -> None:
         super().__init__([steps for _, _, steps in rounds], finish, tag)
+        self._comms = comms
         self._held = keep       # the call's arguments: every start reads and writes their memory, until Free
         self._before = before
         # the MPI persistent requests of every round (receives first, as the blocking executor posts them)
@@ -124,8 +125,11 @@ class Prequest(MixedWaits, _Collective, MPI.Prequest):
                 self._arm()
                 self._state, self._round = _RUNNING, 0
                 self._pending = reqs = self._requests[0]
-                _startall(reqs)
                 self._enter()
+                try:
+                    _startall(reqs)
+                except MPI.Exception as exc:     # e.g. the communicator was revoked: the request ends with it
+                    self._fail(exc, reqs)
         else:
             self._launch()
 

@@ -34,7 +34,11 @@ from typing import Any
 
 from mpi4py import MPI
 
-__all__ = ["Exchange", "run", "post", "exchange", "Built", "run_stretches", "Round", "CommRound"]
+from mpicoll import config
+from mpicoll.errors import ProcFailedError
+
+__all__ = ["Exchange", "run", "post", "exchange", "waitall", "testall", "Built", "run_stretches", "Round",
+           "CommRound", "is_fault", "fault"]
 
 #: one bound round: its sends and receives ``(buffer, peer)``, its local steps
 Round = tuple[list, list, list]
@@ -45,14 +49,124 @@ CommRound = tuple[MPI.Comm, list, list, list]
 def post(comm: MPI.Comm, tag: int, sends: Sequence[tuple[Any, int]],
          recvs: Sequence[tuple[Any, int]]) -> list[MPI.Request]:
     """Start a round's messages: every receive first, then every send (so a message never waits for its
-    receive to be posted by this rank)."""
+    receive to be posted by this rank).
+
+    A process failure met on the way raises :class:`~mpicoll.ProcFailedError` once the messages already
+    posted have ended (an MPI request dropped while active would be freed with it, and MPI aborts the job
+    when a freed request completes in error).
+    """
     irecv, isend = comm.Irecv, comm.Isend
-    return [irecv(buf, peer, tag) for buf, peer in recvs] + [isend(buf, peer, tag) for buf, peer in sends]
+    requests: list[MPI.Request] = []
+    try:
+        for buf, peer in recvs:
+            requests.append(irecv(buf, peer, tag))
+        for buf, peer in sends:
+            requests.append(isend(buf, peer, tag))
+    except MPI.Exception as exc:
+        if is_fault(exc, comm):
+            raise fault(comm, exc, requests) from exc
+        raise
+    return requests
+
+
+def _wait_each(requests: Sequence[MPI.Request]) -> None:
+    for request in requests:
+        request.Wait()
+
+
+def _test_each(requests: Sequence[MPI.Request]) -> bool:
+    return all([request.Test() for request in requests])    # (every one tested: a list, not a generator)
+
+
+#: ``waitall(requests)`` and ``testall(requests)``: MPI's, or, where the job runs with MPI's fault-tolerance
+#: extension, one request at a time: Open MPI's ``MPI_Waitall`` that meets a failed process frees the send
+#: requests it has not completed, and aborts the job when one of them then completes in error (seen with
+#: Open MPI 5.0); a request waited for alone is completed or left active, never freed under the caller
+waitall, testall = ((_wait_each, _test_each) if config.fault_tolerant()
+                    else (MPI.Request.Waitall, MPI.Request.Testall))
 
 
 def exchange(sends: list[tuple[Any, int]], recvs: list[tuple[Any, int]], comm: MPI.Comm, tag: int) -> None:
     """A round of several messages, blocking: every one posted (:func:`post`), then all waited for."""
-    MPI.Request.Waitall(post(comm, tag, sends, recvs))
+    requests = post(comm, tag, sends, recvs)
+    try:
+        waitall(requests)
+    except MPI.Exception as exc:
+        if is_fault(exc, comm):
+            raise fault(comm, exc, requests) from exc
+        raise
+
+
+# -- a process failed (MPI's fault-tolerance extension, ULFM) ---------------------------------------------
+
+#: requests a process failure left active: mpi4py frees a request object's handle when the object goes, and MPI
+#: aborts the job when a freed request later completes in error, so they are kept (the newest MAX_ORPHANS)
+ORPHANS: list[MPI.Request] = []
+MAX_ORPHANS = 4096
+
+#: the error classes of a process failure: the call cannot complete
+_FAULTS = frozenset({MPI.ERR_PROC_FAILED, MPI.ERR_PROC_FAILED_PENDING, MPI.ERR_REVOKED})
+
+
+def is_fault(exc: BaseException, comm: MPI.Comm | None = None) -> bool:
+    """Whether ``exc`` says a process failed, or that a peer revoked the communicator after one did.
+
+    A wait on several requests raises ``MPI_ERR_IN_STATUS`` whatever failed: with ``comm``, that is a fault
+    where ``comm`` is revoked or MPI knows one of its processes to have failed.
+    """
+    if not isinstance(exc, MPI.Exception):
+        return False
+    error = exc.Get_error_class()
+    if error in _FAULTS:
+        return True
+    if error != MPI.ERR_IN_STATUS or comm is None:
+        return False
+    try:
+        if comm.Is_revoked():
+            return True
+    except (MPI.Exception, NotImplementedError, AttributeError):
+        return False
+    return bool(failed_ranks(comm))
+
+
+def fault(comm: MPI.Comm, exc: MPI.Exception, pending: Sequence[MPI.Request] = ()) -> ProcFailedError:
+    """What a rank does when a round's messages say a process failed: revoke ``comm`` (mpicoll's private
+    communicator), so that every rank further along the schedule stops too instead of waiting for a peer that
+    stopped, keep the round's ``pending`` requests that are still active (:data:`ORPHANS`), and return the
+    error to raise.
+    """
+    if isinstance(exc, ProcFailedError):
+        return exc
+    try:
+        comm.Revoke()
+    except (MPI.Exception, NotImplementedError):   # revoked already, or an MPI without the extension
+        pass
+    for request in pending:
+        try:
+            request.Test()
+        except MPI.Exception:
+            pass
+        if request:     # still active: kept (with its buffer), never freed (see ORPHANS); never waited for either,
+            ORPHANS.append(request)     # as the revocation may end it only when someone progresses it
+    del ORPHANS[:-MAX_ORPHANS]
+    revoked = exc.Get_error_class() == MPI.ERR_REVOKED
+    return ProcFailedError(MPI.ERR_REVOKED if revoked else MPI.ERR_PROC_FAILED, failed_ranks(comm))
+
+
+def failed_ranks(comm: MPI.Comm) -> list[int]:
+    """The ranks of ``comm`` that MPI knows to have failed (empty where it cannot say)."""
+    try:
+        failed = comm.Get_failed()
+    except (MPI.Exception, NotImplementedError, AttributeError):
+        return []
+    try:
+        group = comm.Get_group()
+        ranks = MPI.Group.Translate_ranks(failed, list(range(failed.Get_size())), group)
+        group.Free()
+    except MPI.Exception:
+        ranks = []
+    failed.Free()
+    return sorted(r for r in ranks if r != MPI.UNDEFINED)
 
 
 class Exchange:
@@ -68,7 +182,13 @@ class Exchange:
         raise NotImplementedError
 
     def failed(self, rounds: Sequence[Round], comm: MPI.Comm, tag: int, t: int, exc: MPI.Exception) -> None:
-        """Round ``t``'s messages raised ``exc`` (an MPI error): raise, or finish the call another way."""
+        """Round ``t``'s messages raised ``exc`` (an MPI error): raise, or finish the call another way.
+
+        By default a process failure is raised as :class:`~mpicoll.ProcFailedError` after revoking ``comm``
+        (:func:`fault`), any other error as it is.
+        """
+        if is_fault(exc, comm):
+            raise fault(comm, exc) from exc
         raise exc
 
 

@@ -46,7 +46,7 @@ from mpi4py import MPI
 
 from mpicoll import errors
 from mpicoll.runtime.buffers import host_view
-from mpicoll.runtime.rounds import Exchange, run
+from mpicoll.runtime.rounds import Exchange, fault, is_fault, run, testall
 from mpicoll.runtime.watchdog import CollectiveTimeout
 
 __all__ = ["stand_in_args", "play", "TIMEOUT", "Marked", "run_marked", "continue_marked", "is_mark"]
@@ -171,7 +171,7 @@ class Marked(Exchange):
         requests = [comm.Irecv(np.empty(_length(buf) + 1, np.uint8), peer, tag) for buf, peer in recvs]
         requests += [comm.Isend(_marked_copy(buf), peer, tag) for buf, peer in sends]
         last, spins = time.monotonic(), 0
-        while not MPI.Request.Testall(requests):
+        while not testall(requests):
             spins += 1
             if time.monotonic() - last > self.limit:
                 for req in requests:
@@ -195,6 +195,8 @@ def continue_marked(bound: list, comm: MPI.Comm, tag: int, index: int, exc: Base
     it is a marked message arriving (:func:`is_mark`); then the round's messages are complete (MPI
     completes every request of a failed ``Waitall``), the rest of the schedule is played marked, and
     :class:`~mpicoll.ArgumentError` is raised."""
+    if is_fault(exc, comm):     # a process failed: every survivor stops (see mpicoll.runtime.rounds.fault)
+        raise fault(comm, exc) from exc
     if not is_mark(exc):
         raise exc
     run_marked(bound, comm, tag, index + 1)

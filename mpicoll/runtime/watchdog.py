@@ -28,7 +28,7 @@ from typing import Any
 
 from mpi4py import MPI
 
-from mpicoll.runtime.rounds import Exchange, run
+from mpicoll.runtime.rounds import Exchange, run, testall, waitall
 
 __all__ = ["CollectiveTimeout", "MessageSizeError", "Watched", "execute", "wait", "wait_mpi"]
 
@@ -96,12 +96,12 @@ class Watched(Exchange):
                 got = status.Get_count(MPI.BYTE)
                 if got != buf.nbytes:
                     msg.Recv(bytearray(got))          # drain it, so no later call can match it
-                    MPI.Request.Waitall(requests)
+                    waitall(requests)
                     raise MessageSizeError(collective, peer, buf.nbytes, got, self.rank)
                 msg.Recv(buf)
                 del waiting[i]
                 moved = True
-            if requests and MPI.Request.Testall(requests):
+            if requests and testall(requests):
                 requests, moved = [], True
             if moved:
                 last, spins = time.monotonic(), 0

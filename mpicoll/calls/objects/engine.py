@@ -28,7 +28,7 @@ from mpicoll.analysis.lockstep import run_lockstep
 from mpicoll.calls.objects.slots import Failed, Slot, frame, unframe, value
 from mpicoll.ir.schedule import Block, Copy, Reduce, Schedule
 from mpicoll.runtime.nonblocking import outstanding, progress
-from mpicoll.runtime.rounds import Exchange
+from mpicoll.runtime.rounds import Exchange, waitall
 from mpicoll.runtime.rounds import run as run_rounds
 from mpicoll.runtime.watchdog import CollectiveTimeout, _idle
 
@@ -126,7 +126,7 @@ class Probed(Exchange):
             if timeout is not None and time.monotonic() - last > timeout:
                 raise CollectiveTimeout(self.collective, t, sorted({p for _, p in waiting}), timeout, self.rank)
             _idle(spins)
-        MPI.Request.Waitall(requests)
+        waitall(requests)
 
 
 def run(schedule: Schedule, bufs: Buffers, steps: Steps, comm: MPI.Comm, tag: int,

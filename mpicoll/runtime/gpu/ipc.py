@@ -39,7 +39,7 @@ from mpicoll.ir.layout import Layout
 from mpicoll.ir.schedule import Reduce, Schedule
 from mpicoll.runtime.gpu.access import Access, analyse
 from mpicoll.runtime.gpu.device import Device, PeerWindow, Window
-from mpicoll.runtime.rounds import Exchange, run
+from mpicoll.runtime.rounds import Exchange, run, waitall
 
 __all__ = ["HandleCache", "IpcWindows", "IpcTransport", "windows_of"]
 
@@ -270,7 +270,7 @@ class Pull(Exchange):
         if recvs:
             stream.synchronize()          # the pulls are done: the senders may reuse their blocks
             acks += [comm.Isend(_EMPTY, peer, tag) for _, peer in recvs]
-        MPI.Request.Waitall(acks)
+        waitall(acks)
 
 
 _EMPTY = np.empty(0, np.uint8)
