@@ -167,6 +167,7 @@ for _names, _nargs in [
     (("--hostfile", "--machinefile"), 1), (("--mca", "--gmca", "--prtemca"), 2), (("-N", "--npernode"), 1),
     (("--output",), 1), (("--report-bindings",), 0), (("--tag-output",), 0), (("--timestamp-output",), 0),
     (("--oversubscribe",), 0), (("--display-map",), 0), (("-q", "--quiet"), 0), (("-v", "--verbose"), 0),
+    (("--with-ft",), 1),    # Open MPI's fault tolerance: --with-ft ulfm (see docs/faults.md)
 ]:
     for _name in _names:
         add_option(_name, _nargs, _passthrough(_name))

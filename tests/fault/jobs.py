@@ -23,13 +23,16 @@ MPICOLL_VARIABLES = ("MPICOLL_DEBUG", "MPICOLL_TIMEOUT", "MPICOLL_PROGRESS")
 
 
 def launch(script: str, case: str, limit: float, *, env: dict[str, str] | None = None, args: tuple = (),
-           nprocs: int = 2) -> tuple[int, str, float]:
-    """Run ``case`` of ``script`` on ``nprocs`` processes within ``limit`` seconds: (exit status, output, seconds)."""
+           nprocs: int = 2, script_args: tuple = ()) -> tuple[int, str, float]:
+    """Run ``case`` of ``script`` on ``nprocs`` processes within ``limit`` seconds: (exit status, output, seconds).
+
+    ``args`` go to the launcher (mpirun's options), ``script_args`` to the script after ``case``."""
     environ = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     for name in MPICOLL_VARIABLES:
         environ.pop(name, None)
     environ.update(env or {})
-    cmd = [sys.executable, "-m", "mpicoll.launch", "-n", str(nprocs), *args, os.path.join(HERE, script), case]
+    cmd = [sys.executable, "-m", "mpicoll.launch", "-n", str(nprocs), *args, os.path.join(HERE, script), case,
+           *script_args]
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, cwd=ROOT, env=environ, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, start_new_session=True)
