@@ -50,6 +50,11 @@ class Reduction:
     premul: float | torch.Tensor | None = None
     average: bool = False
 
+    @property
+    def plain(self) -> bool:
+        """Whether the op alone is the reduction (no factor before, no division after)."""
+        return self.premul is None and not self.average
+
 
 def _kind(reduce_op: dist.ReduceOp | _RED) -> _RED:
     """The RedOpType of a ReduceOp (objects from ``_make_nccl_premul_sum`` included)."""
@@ -57,8 +62,11 @@ def _kind(reduce_op: dist.ReduceOp | _RED) -> _RED:
     return reduce_op if isinstance(reduce_op, _RED) else reduce_op.op
 
 
+_KNOWN: dict[tuple[_RED, torch.dtype], Reduction] = {}   # every (op, dtype) met, but PREMUL_SUM's (factors vary)
+
+
 def reduction(reduce_op: dist.ReduceOp | _RED, dtype: torch.dtype) -> Reduction:
-    """The :class:`Reduction` for ``reduce_op`` on tensors of ``dtype``.
+    """The :class:`Reduction` for ``reduce_op`` on tensors of ``dtype`` (remembered: torch's enums are slow to read).
 
     Raises
     ------
@@ -68,7 +76,18 @@ def reduction(reduce_op: dist.ReduceOp | _RED, dtype: torch.dtype) -> Reduction:
     ValueError
         An unknown op.
     """
+    # a ReduceOp equals (and hashes as) its RedOpType: either finds the entry without reading the enum
+    known = _KNOWN.get((reduce_op, dtype))
+    if known is not None:
+        return known
     kind = _kind(reduce_op)
+    red = _define(reduce_op, kind, dtype)
+    if kind != _RED.PREMUL_SUM:
+        _KNOWN[(kind, dtype)] = red
+    return red
+
+
+def _define(reduce_op: dist.ReduceOp | _RED, kind: _RED, dtype: torch.dtype) -> Reduction:
     name = kind.name
     dname = str(dtype).removeprefix("torch.")
     if move_only_name(dtype) or not reducible(dtype):

@@ -167,13 +167,17 @@ def test_async_overlaps_with_the_caller(rank, size):
 
 
 def test_an_exception_in_the_call_reaches_wait_and_the_future(default_group):
+    # a step after the call's requests that raises (as a failed copy-back would): wait() and the future get it
+    from mpicoll.torch.jobs import Planned
+
     pg = default_group
     boom = RuntimeError("boom on purpose")
 
     def fail():
         raise boom
 
-    work = pg._submit("test_failure", ([], fail))
+    work = pg._start("test_failure", Planned([], [pg._ctx.call("Barrier")], fail), False, None)
+    future = work.get_future()
     try:
         work.wait()
     except RuntimeError as exc:
@@ -182,7 +186,7 @@ def test_an_exception_in_the_call_reaches_wait_and_the_future(default_group):
         check(False, "wait() did not raise")
     check(work.is_completed() and not work.is_success() and work.exception() is boom)
     try:
-        work.get_future().wait()
+        future.wait()
     except RuntimeError as exc:
         check("boom" in str(exc), str(exc))
     else:
@@ -257,7 +261,9 @@ def test_detail_mode_names_the_mismatch_on_every_rank(rank, size, monkeypatch):
     group = dist.new_group()
     monkeypatch.delenv("TORCH_DISTRIBUTED_DEBUG")
     t = torch.ones(3 if rank == 0 else 4)
-    raises_everywhere(mpicoll.torch.MismatchError, lambda: dist.all_reduce(t, group=group), "rank 0: all_reduce")
+    check(mpicoll.torch.MismatchError is mpicoll.errors.MismatchError)  # one MismatchError, mpicoll's
+    raises_everywhere(mpicoll.torch.MismatchError, lambda: dist.all_reduce(t, group=group),
+                      "all_reduce: the ranks disagree on the call's arguments: shape: rank 0 [3], rank 1 [4]")
     # all-to-all split sizes that do not match across ranks: rank 0 sends 2 rows to rank 1, which expects 1
     in_splits = [1] * size
     if rank == 0:
@@ -291,8 +297,9 @@ def test_debug_2_logs_the_torch_call_and_the_algorithm(rank, size, monkeypatch, 
     dist.all_reduce(t, group=group, async_op=True).wait()
     monkeypatch.delenv("MPICOLL_DEBUG")
     err = capfd.readouterr().err
-    check(f"mpicoll.torch rank {rank}/{size}: all_reduce(float32[10] SUM) (in the caller)" in err
-          and "(on the group's thread)" in err and "Allreduce algorithm=ring" in err, err[-800:])
+    check(f"mpicoll.torch rank {rank}/{size}: all_reduce(float32[10] SUM) (blocking)" in err
+          and "all_reduce(float32[10] SUM) (requests)" in err and "Iallreduce (started) algorithm=ring" in err,
+          err[-800:])
     check(torch.equal(t, torch.full((10,), float(size * size))))
 
 
