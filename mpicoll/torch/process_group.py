@@ -233,7 +233,7 @@ class ProcessGroupMpicoll(collectives.Collectives, dist.ProcessGroup):
         def plan() -> jobs.Planned:
             return jobs.Planned([t], [], lambda: sparse.allreduce(self._coll, t, self._algorithm))
 
-        return self._run("all_reduce", plan, lambda: Signature("all_reduce", "sparse " + str(t.dtype), 
+        return self._run("all_reduce", plan, lambda: Signature("all_reduce", "sparse " + str(t.dtype),
                                                                str(list(t.shape)), red.name), _BLOCKING_OPTS)
 
     # -- point to point -------------------------------------------------------------------------------------------

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import threading
 import time
 from datetime import timedelta
 
@@ -248,7 +247,7 @@ def test_a_group_timeout_turns_on_mpicoll_watchdog(rank, size):
             dist.all_reduce(torch.ones(3), group=group)
         except mpicoll.CollectiveTimeout as exc:
             raised = str(exc)
-    check(rank != 0 or (raised is not None and "waiting for rank" in raised), f"{raised}")
+    check(rank != 0 or (raised is not None and "waiting for rank" in raised and "timed out" in raised), f"{raised}")
     t = torch.ones(2)
     dist.all_reduce(t)  # the other groups still work
     check(torch.equal(t, torch.full((2,), float(size))))
@@ -312,12 +311,6 @@ def test_inline_executor_gives_the_same_answers(rank, size):
     outs = [torch.empty(4) for _ in range(size)]
     dist.all_gather(outs, t, group=group)
     check(torch.equal(t, torch.full((4,), float(sum(range(size))))) and all(torch.equal(o, t) for o in outs))
-
-
-def test_threads_per_group_are_named():
-    dist.all_reduce(torch.ones(1))
-    names = [t.name for t in threading.enumerate()]
-    check(any(n.startswith("mpicoll-torch-") for n in names), f"{names}")
 
 
 def test_environment_came_from_mpi():
