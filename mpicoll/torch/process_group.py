@@ -39,7 +39,8 @@ from .work import DoneWork, RequestWork
 __all__ = ["BACKEND_NAME", "Options", "ProcessGroupMpicoll"]
 
 BACKEND_NAME = "mpicoll"
-_MPI_IN_PLACE = MPI.IN_PLACE
+_IN_PLACE = MPI.IN_PLACE
+_STRIDED = torch.strided
 
 
 @dataclass
@@ -204,18 +205,18 @@ class ProcessGroupMpicoll(collectives.Collectives, dist.ProcessGroup):
             opts = dist.AllreduceOptions()
         if self._fast and len(tensors) == 1 and not opts.asyncOp:
             t = tensors[0]
-            if type(t) is torch.Tensor and t.is_cpu and t.layout == torch.strided and t.is_contiguous() \
+            if type(t) is torch.Tensor and t.is_cpu and t.layout is _STRIDED and t.is_contiguous() \
                     and not (t.is_conj() or t.is_neg() or t.is_quantized):
                 red = reduction(opts.reduceOp, t.dtype)
                 if red.plain:
                     # a request waited for at once, not a blocking Allreduce (see _start)
+                    algorithm = self.options.algorithms.get("allreduce", "auto")
                     if profiling():
                         with recorded("all_reduce"):
-                            self._coll.Iallreduce(_MPI_IN_PLACE, self._arrays.typed(t), op=red.op,
-                                                  algorithm=self._algorithm("allreduce")).Wait()
+                            self._coll.Iallreduce(_IN_PLACE, self._arrays.typed(t), op=red.op,
+                                                  algorithm=algorithm).Wait()
                     else:
-                        self._coll.Iallreduce(_MPI_IN_PLACE, self._arrays.typed(t), op=red.op,
-                                              algorithm=self._algorithm("allreduce")).Wait()
+                        self._coll.Iallreduce(_IN_PLACE, self._arrays.typed(t), op=red.op, algorithm=algorithm).Wait()
                     done = self._done
                     done._outputs = tensors
                     return done

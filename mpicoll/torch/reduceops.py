@@ -62,7 +62,7 @@ def _kind(reduce_op: dist.ReduceOp | _RED) -> _RED:
     return reduce_op if isinstance(reduce_op, _RED) else reduce_op.op
 
 
-_KNOWN: dict[tuple[_RED, torch.dtype], Reduction] = {}   # every (op, dtype) met, but PREMUL_SUM's (factors vary)
+_KNOWN: dict[tuple[int, torch.dtype], Reduction] = {}   # every (op's number, dtype) met, but PREMUL_SUM's
 
 
 def reduction(reduce_op: dist.ReduceOp | _RED, dtype: torch.dtype) -> Reduction:
@@ -76,14 +76,17 @@ def reduction(reduce_op: dist.ReduceOp | _RED, dtype: torch.dtype) -> Reduction:
     ValueError
         An unknown op.
     """
-    # a ReduceOp equals (and hashes as) its RedOpType: either finds the entry without reading the enum
-    known = _KNOWN.get((reduce_op, dtype))
+    # keyed by the op's hash: torch hashes a ReduceOp as its RedOpType's number, which is cheaper to get than
+    # the RedOpType (and comparing ReduceOps costs microseconds); an entry is only made where the hash is that
+    # number, and never for PREMUL_SUM (each carries its own factor)
+    key = (hash(reduce_op), dtype)
+    known = _KNOWN.get(key)
     if known is not None:
         return known
     kind = _kind(reduce_op)
     red = _define(reduce_op, kind, dtype)
-    if kind != _RED.PREMUL_SUM:
-        _KNOWN[(kind, dtype)] = red
+    if kind != _RED.PREMUL_SUM and key[0] == int(kind):
+        _KNOWN[key] = red
     return red
 
 
