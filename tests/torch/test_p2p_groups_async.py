@@ -262,7 +262,8 @@ def test_detail_mode_names_the_mismatch_on_every_rank(rank, size, monkeypatch):
     t = torch.ones(3 if rank == 0 else 4)
     check(mpicoll.torch.MismatchError is mpicoll.errors.MismatchError)  # one MismatchError, mpicoll's
     raises_everywhere(mpicoll.torch.MismatchError, lambda: dist.all_reduce(t, group=group),
-                      "all_reduce: the ranks disagree on the call's arguments: shape: rank 0 [3], rank 1 [4]")
+                      "all_reduce: the ranks disagree on the call's arguments: shape: rank 0 [3], "
+                      + ("rank 1 [4]" if size == 2 else f"ranks {','.join(map(str, range(1, size)))} [4]"))
     # all-to-all split sizes that do not match across ranks: rank 0 sends 2 rows to rank 1, which expects 1
     in_splits = [1] * size
     if rank == 0:
