@@ -21,7 +21,7 @@ from .reduceops import reduction
 from .tensors import check_tensor
 from .work import DoneWork
 
-__all__ = ["Collectives", "one"]
+__all__ = ["Collectives", "one", "signature"]
 
 
 def one(tensors: Sequence[torch.Tensor], what: str, sparse_ok: bool = False) -> torch.Tensor:
@@ -40,7 +40,8 @@ def _shapes(tensors: Sequence[torch.Tensor]) -> str:
     return ",".join(f"{_dtype(t)}{list(t.shape)}" for t in tensors)
 
 
-def _signature(name: str, t: torch.Tensor, op: str = "", root: int = -1, shape: bool = True) -> Signature:
+def signature(name: str, t: torch.Tensor, op: str = "", root: int = -1, shape: bool = True) -> Signature:
+    """The signature of a call on tensor ``t`` (its shape left out where it may differ from rank to rank)."""
     return Signature(name, _dtype(t), str(list(t.shape)) if shape else "", op, root)
 
 
@@ -69,7 +70,7 @@ class Collectives:
         t = one(tensors, "reduce")
         red = reduction(opts.reduceOp, t.dtype)
         return self._run("reduce", lambda: jobs.reduce(self._ctx, t, red, opts.rootRank),
-                         lambda: _signature("reduce", t, red.name, opts.rootRank), opts)
+                         lambda: signature("reduce", t, red.name, opts.rootRank), opts)
 
     def reduce_scatter(self, output_tensors: list[torch.Tensor], input_tensors: list[list[torch.Tensor]],
                        opts: Any = None) -> dist.Work:
@@ -79,7 +80,7 @@ class Collectives:
             raise ValueError("mpicoll backend: reduce_scatter takes one input list per process")
         red = reduction(opts.reduceOp, out.dtype)
         return self._run("reduce_scatter", lambda: jobs.reduce_scatter(self._ctx, out, input_tensors[0], red),
-                         lambda: _signature("reduce_scatter", out, red.name, shape=False), opts)
+                         lambda: signature("reduce_scatter", out, red.name, shape=False), opts)
 
     def reduce_scatter_single(self, output: torch.Tensor, input: torch.Tensor,  # noqa: A002 - torch's name
                               opts: Any = None) -> dist.Work:
@@ -88,7 +89,7 @@ class Collectives:
         check_tensor(input, "reduce_scatter_tensor input")
         red = reduction(opts.reduceOp, output.dtype)
         return self._run("reduce_scatter_tensor", lambda: jobs.reduce_scatter_single(self._ctx, output, input, red),
-                         lambda: _signature("reduce_scatter_tensor", output, red.name), opts)
+                         lambda: signature("reduce_scatter_tensor", output, red.name), opts)
 
     _reduce_scatter_base = reduce_scatter_single
 
@@ -111,7 +112,7 @@ class Collectives:
         opts = opts or dist.BroadcastOptions()
         t = one(tensors, "broadcast")
         return self._run("broadcast", lambda: jobs.broadcast(self._ctx, t, opts.rootRank),
-                         lambda: _signature("broadcast", t, root=opts.rootRank), opts)
+                         lambda: signature("broadcast", t, root=opts.rootRank), opts)
 
     def allgather(self, output_tensors: list[list[torch.Tensor]], input_tensors: list[torch.Tensor],
                   opts: Any = None) -> dist.Work:
@@ -119,7 +120,7 @@ class Collectives:
         if len(output_tensors) != 1:
             raise ValueError("mpicoll backend: all_gather takes one output list per process")
         return self._run("all_gather", lambda: jobs.allgather(self._ctx, output_tensors[0], inp),
-                         lambda: _signature("all_gather", inp, shape=False), opts)
+                         lambda: signature("all_gather", inp, shape=False), opts)
 
     def allgather_coalesced(self, output_lists: list[list[torch.Tensor]], input_list: list[torch.Tensor],
                             opts: Any = None) -> dist.Work:
@@ -136,7 +137,7 @@ class Collectives:
         check_tensor(output, "all_gather_into_tensor output")
         check_tensor(input, "all_gather_into_tensor input")
         return self._run("all_gather_into_tensor", lambda: jobs.allgather_single(self._ctx, output, input),
-                         lambda: _signature("all_gather_into_tensor", input), opts)
+                         lambda: signature("all_gather_into_tensor", input), opts)
 
     _allgather_base = all_gather_single
 
@@ -156,7 +157,7 @@ class Collectives:
         inp = one(input_tensors, "gather input")
         outs = output_tensors[0] if output_tensors else []
         return self._run("gather", lambda: jobs.gather(self._ctx, outs, inp, opts.rootRank),
-                         lambda: _signature("gather", inp, root=opts.rootRank), opts)
+                         lambda: signature("gather", inp, root=opts.rootRank), opts)
 
     def scatter(self, output_tensors: list[torch.Tensor], input_tensors: list[list[torch.Tensor]],
                 opts: Any = None) -> dist.Work:
@@ -164,7 +165,7 @@ class Collectives:
         out = one(output_tensors, "scatter output")
         inputs = input_tensors[0] if input_tensors else []
         return self._run("scatter", lambda: jobs.scatter(self._ctx, out, inputs, opts.rootRank),
-                         lambda: _signature("scatter", out, root=opts.rootRank), opts)
+                         lambda: signature("scatter", out, root=opts.rootRank), opts)
 
     def alltoall(self, output_tensors: list[torch.Tensor], input_tensors: list[torch.Tensor],
                  opts: Any = None) -> dist.Work:

@@ -15,6 +15,7 @@ on a communicator of their own.  Every call shows in torch's profiler as
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Callable
@@ -75,10 +76,6 @@ def _as_requests(options: Options) -> bool:
                       "caller's thread (no overlap with computation)", RuntimeWarning, stacklevel=3)
         return False
     return wanted
-
-
-def _signature(name: str, t: torch.Tensor, op: str = "", root: int = -1) -> Signature:
-    return Signature(name, str(t.dtype).removeprefix("torch."), str(list(t.shape)), op, root)
 
 
 def _blocking(opts: Any) -> bool:
@@ -223,19 +220,21 @@ class ProcessGroupMpicoll(collectives.Collectives, dist.ProcessGroup):
         t = collectives.one(tensors, "all_reduce", sparse_ok=True)
         red = reduction(opts.reduceOp, t.dtype)
         if t.layout == torch.sparse_coo:
-            return self._sparse_allreduce(t, red, opts)
+            return self._sparse_allreduce(t, red)
         return self._run("all_reduce", lambda: jobs.allreduce(self._ctx, t, red),
-                         lambda: _signature("all_reduce", t, red.name), opts)
+                         lambda: collectives.signature("all_reduce", t, red.name), opts)
 
-    def _sparse_allreduce(self, t: torch.Tensor, red: Any, opts: Any) -> dist.Work:
+    def _sparse_allreduce(self, t: torch.Tensor, red: Any) -> dist.Work:
         """A sparse COO all-reduce (SUM), run in the caller whatever ``async_op`` says (see :mod:`.sparse`)."""
-        sparse.check(t, red)
-
         def plan() -> jobs.Planned:
+            sparse.check(t, red)
             return jobs.Planned([t], [], lambda: sparse.allreduce(self._coll, t, self._algorithm))
 
-        return self._run("all_reduce", plan, lambda: Signature("all_reduce", "sparse " + str(t.dtype),
-                                                               str(list(t.shape)), red.name), _BLOCKING_OPTS)
+        def describe() -> Signature:
+            dense = collectives.signature("all_reduce", t, red.name)
+            return Signature(dense.name, "sparse " + dense.dtype, dense.shape, dense.op)
+
+        return self._run("all_reduce", plan, describe, _BLOCKING_OPTS)
 
     # -- point to point -------------------------------------------------------------------------------------------
 
@@ -305,16 +304,6 @@ class ProcessGroupMpicoll(collectives.Collectives, dist.ProcessGroup):
         self._p2p.Abort(1)
 
 
-class _Nothing:
-    """A context manager that does nothing (where the profiler is off)."""
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-
-_NOTHING = _Nothing()
+_NOTHING = contextlib.nullcontext()   # where the profiler is off
 _BLOCKING_OPTS = dist.AllreduceOptions()
 _BLOCKING_OPTS.asyncOp = False

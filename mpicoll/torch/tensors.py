@@ -6,6 +6,7 @@ typed view: bfloat16 becomes an ``ml_dtypes.bfloat16`` array (a view of the
 same memory), float16 NumPy's own, so both are reduced as themselves, never as
 bytes.  A tensor that is not contiguous (a strided view, a transposed matrix)
 is staged: read from a contiguous copy, and written back after the call.
+:class:`ArrayCache` keeps the NumPy views of small tensors from call to call.
 """
 
 from __future__ import annotations
