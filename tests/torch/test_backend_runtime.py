@@ -201,3 +201,22 @@ def test_inline_option_runs_async_calls_in_the_caller(rank, size):
     t = torch.ones(3)
     work = dist.all_reduce(t, group=group, async_op=True)
     check(work.is_completed() and torch.equal(t, torch.full((3,), float(size))))
+
+
+def test_blocking_all_reduce_on_many_small_tensors_and_views(rank, size):
+    # the fast path keeps NumPy views of small tensors by address: fresh tensors, views sharing an address
+    # (base[:4] and base.view(2, 4)[0]) and more tensors than it keeps must all come out right
+    base = torch.zeros(8)
+    ok = True
+    for i in range(40):
+        fresh = torch.full((3,), float(rank + i))
+        dist.all_reduce(fresh)
+        ok = ok and torch.equal(fresh, torch.full((3,), float(sum(range(size)) + size * i)))
+        base.fill_(1.0)
+        view = base[:4] if i % 2 else base.view(2, 4)[0]
+        dist.all_reduce(view)
+        ok = ok and torch.equal(base, torch.tensor([float(size)] * 4 + [1.0] * 4))
+        t = torch.arange(6, dtype=torch.int64 if i % 3 else torch.float64) + rank
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        ok = ok and torch.equal(t, torch.arange(6, dtype=t.dtype) + size - 1)
+    check(ok)
