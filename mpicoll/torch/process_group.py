@@ -41,7 +41,6 @@ __all__ = ["BACKEND_NAME", "Options", "ProcessGroupMpicoll"]
 
 BACKEND_NAME = "mpicoll"
 _IN_PLACE = MPI.IN_PLACE
-_STRIDED = torch.strided
 
 
 @dataclass
@@ -202,18 +201,17 @@ class ProcessGroupMpicoll(collectives.Collectives, dist.ProcessGroup):
             opts = dist.AllreduceOptions()
         if self._fast and len(tensors) == 1 and not opts.asyncOp:
             t = tensors[0]
-            if type(t) is torch.Tensor and t.is_cpu and t.layout is _STRIDED and t.is_contiguous() \
-                    and not (t.is_conj() or t.is_neg() or t.is_quantized):
+            array = self._arrays.plain(t)
+            if array is not None:
                 red = reduction(opts.reduceOp, t.dtype)
                 if red.plain:
                     # a request waited for at once, not a blocking Allreduce (see _start)
                     algorithm = self.options.algorithms.get("allreduce", "auto")
                     if profiling():
                         with recorded("all_reduce"):
-                            self._coll.Iallreduce(_IN_PLACE, self._arrays.typed(t), op=red.op,
-                                                  algorithm=algorithm).Wait()
+                            self._coll.Iallreduce(_IN_PLACE, array, op=red.op, algorithm=algorithm).Wait()
                     else:
-                        self._coll.Iallreduce(_IN_PLACE, self._arrays.typed(t), op=red.op, algorithm=algorithm).Wait()
+                        self._coll.Iallreduce(_IN_PLACE, array, op=red.op, algorithm=algorithm).Wait()
                     done = self._done
                     done._outputs = tensors
                     return done

@@ -11,7 +11,7 @@ factor, then sums.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.distributed as dist
@@ -43,17 +43,18 @@ class Reduction:
         PREMUL_SUM's factor: each rank's input is multiplied by it first.
     average : bool
         AVG: the sum is divided by the group size afterwards.
+    plain : bool
+        Neither: the op alone is the reduction.
     """
 
     op: MPI.Op
     name: str
     premul: float | torch.Tensor | None = None
     average: bool = False
+    plain: bool = field(init=False)   # the op alone is the reduction: no factor before, no division after
 
-    @property
-    def plain(self) -> bool:
-        """Whether the op alone is the reduction (no factor before, no division after)."""
-        return self.premul is None and not self.average
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "plain", self.premul is None and not self.average)
 
 
 def _kind(reduce_op: dist.ReduceOp | _RED) -> _RED:

@@ -119,13 +119,15 @@ def stage_out(t: torch.Tensor, keep: bool = True) -> Staged:
 
 
 class ArrayCache:
-    """NumPy views of small tensors, kept from call to call (making a view costs more than a small call).
+    """NumPy views of small plain tensors, kept from call to call (making a view costs more than a small call).
 
     A view is found again by the tensor's address, element count and dtype.  It
     holds its tensor's memory, so no other tensor can be given that address while
-    it is cached: whatever tensor has the same address, count and dtype is a view
-    of the same bytes.  Tensors of at most :attr:`MAX_BYTES` are cached, the last
-    :attr:`ENTRIES` of them, so the memory held is at most their product.
+    it is cached: a tensor with the same address, count and dtype is a view of
+    the same bytes, if it is contiguous and not a lazy negation (checked on every
+    call; a lazy conjugate has a complex dtype, never cached).  Tensors of at
+    most :attr:`MAX_BYTES` are cached, the last :attr:`ENTRIES` of them, so the
+    memory held is at most their product.
     """
 
     MAX_BYTES = 1 << 16
@@ -134,16 +136,22 @@ class ArrayCache:
     def __init__(self) -> None:
         self._views: dict[tuple[int, int, torch.dtype], np.ndarray] = {}
 
-    def typed(self, t: torch.Tensor) -> np.ndarray:
-        """:func:`typed_array` of a contiguous tensor, cached when small."""
+    def plain(self, t: torch.Tensor) -> np.ndarray | None:
+        """:func:`typed_array` of ``t`` if it is a plain CPU tensor NumPy can share (cached when small), else None."""
+        if type(t) is not torch.Tensor or not t.is_cpu or t.is_neg() or not t.is_contiguous():
+            return None
+        dtype = t.dtype
         n = t.numel()
-        key = (t.data_ptr(), n, t.dtype)
+        key = (t.data_ptr(), n, dtype)
         view = self._views.get(key)
-        if view is None:
-            view = typed_array(t)
-            if 0 < n * t.element_size() <= self.MAX_BYTES:
-                views = self._views
-                if len(views) >= self.ENTRIES:
-                    del views[next(iter(views))]
-                views[key] = view
+        if view is not None:
+            return view
+        if t.layout != torch.strided or t.is_quantized or t.is_conj() or not reducible(dtype):
+            return None
+        view = typed_array(t)
+        if 0 < n * t.element_size() <= self.MAX_BYTES and not dtype.is_complex:
+            views = self._views
+            if len(views) >= self.ENTRIES:
+                del views[next(iter(views))]
+            views[key] = view
         return view
