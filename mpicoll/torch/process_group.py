@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -118,9 +118,9 @@ class ProcessGroupMpicoll(collectives.Collectives, dist.ProcessGroup):
         self._log = settings.debug >= 2
         self._tag_ub = self._p2p.Get_attr(MPI.TAG_UB) or 32767
         self._arrays = ArrayCache()
-        # all_reduce's fast path: a blocking call on a plain tensor, no check, no log
+        # all_reduce's fast path: a plain tensor, reduced by the op alone, no check, no log
         self._fast = not (self._detail or self._log)
-        self._done = DoneWork("all_reduce")   # what every blocking all_reduce of the fast path returns
+        self._done = DoneWork("done")   # what every blocking call returns (see _completed)
 
     # -- identity ---------------------------------------------------------------------------------------------
 
@@ -182,11 +182,14 @@ class ProcessGroupMpicoll(collectives.Collectives, dist.ProcessGroup):
         comm = self._coll
         requests = [getattr(comm, jobs.nonblocking_name(method))(*args, **kwargs)
                     for method, args, kwargs in planned.calls]
+        if _blocking(opts):
+            for request in requests:
+                request.Wait()    # raises the call's error here
+            if planned.after is not None:
+                planned.after()
+            return self._completed(name, planned.outputs)
         work = RequestWork(name, planned.outputs, requests, planned.after)
         if not blocking:
-            return work
-        if _blocking(opts):
-            work.wait()   # raises the call's error here
             return work
         try:              # asynchronous, but run here (Options.progress_thread False): the error goes to wait()
             work.wait()
@@ -194,33 +197,40 @@ class ProcessGroupMpicoll(collectives.Collectives, dist.ProcessGroup):
             pass
         return work
 
+    def _completed(self, name: str, outputs: Sequence[torch.Tensor]) -> DoneWork:
+        """The Work of a blocking call that completed: the group's one DoneWork, its name and outputs set."""
+        done = self._done
+        done.name, done._outputs = name, outputs
+        return done
+
     # -- all_reduce: the call that must cost little -------------------------------------------------------------
 
     def allreduce(self, tensors: list[torch.Tensor], opts: Any = None) -> dist.Work:
         if opts is None:
             opts = dist.AllreduceOptions()
-        if self._fast and len(tensors) == 1 and not opts.asyncOp:
+        if self._fast and len(tensors) == 1:
             t = tensors[0]
             array = self._arrays.plain(t)
             if array is not None:
                 red = reduction(opts.reduceOp, t.dtype)
                 if red.plain:
-                    # a request waited for at once, not a blocking Allreduce (see _start)
-                    algorithm = self.options.algorithms.get("allreduce", "auto")
-                    if profiling():
-                        with recorded("all_reduce"):
-                            self._coll.Iallreduce(_IN_PLACE, array, op=red.op, algorithm=algorithm).Wait()
-                    else:
-                        self._coll.Iallreduce(_IN_PLACE, array, op=red.op, algorithm=algorithm).Wait()
-                    done = self._done
-                    done._outputs = tensors
-                    return done
+                    return self._allreduce_plain(tensors, array, red, opts.asyncOp and self._requests)
         t = collectives.one(tensors, "all_reduce", sparse_ok=True)
         red = reduction(opts.reduceOp, t.dtype)
         if t.layout == torch.sparse_coo:
             return self._sparse_allreduce(t, red)
         return self._run("all_reduce", lambda: jobs.allreduce(self._ctx, t, red),
                          lambda: collectives.signature("all_reduce", t, red.name), opts)
+
+    def _allreduce_plain(self, tensors: list[torch.Tensor], array: Any, red: Any, asynchronous: bool) -> dist.Work:
+        """All-reduce a plain tensor (its NumPy view given) by the op alone: one request, nothing after it."""
+        algorithm = self.options.algorithms.get("allreduce", "auto")
+        with recorded("all_reduce") if profiling() else _NOTHING:
+            request = self._coll.Iallreduce(_IN_PLACE, array, op=red.op, algorithm=algorithm)
+            if asynchronous:
+                return RequestWork("all_reduce", tensors, [request])
+            request.Wait()   # a request waited for at once, not a blocking Allreduce (see _start)
+        return self._completed("all_reduce", tensors)
 
     def _sparse_allreduce(self, t: torch.Tensor, red: Any) -> dist.Work:
         """A sparse COO all-reduce (SUM), run in the caller whatever ``async_op`` says (see :mod:`.sparse`)."""
