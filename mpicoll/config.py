@@ -27,6 +27,10 @@ variable                   value                                                
 ``MPICOLL_NO_EXTENSIONS``  1: run the Python definitions of the compiled hot path          0
 ``MPICOLL_PROGRESS``       1 or 0: a thread advances outstanding requests (needs            1
                            ``MPI_THREAD_MULTIPLE``; see ``docs/nonblocking.md``)
+``MPICOLL_TORCH_THREAD``   1 or 0: torch's asynchronous calls are mpicoll requests (1) or  1
+                           run to completion in the caller (0); see ``docs/torch.md``
+``MPICOLL_TORCH_NO_ENV``   1: importing ``mpicoll.torch`` leaves ``RANK``, ``WORLD_SIZE``,  0
+                           ``MASTER_ADDR`` and ``MASTER_PORT`` alone
 =========================  ==============================================================  ===========
 
 One setting comes from the MPI launcher rather than from mpicoll: whether the job runs with MPI's
@@ -63,6 +67,8 @@ class Config:
     gpu_segment: int = 1 << 20
     no_extensions: bool = False
     progress: bool = True      # a progress thread advances outstanding requests (mpicoll.runtime.progress)
+    torch_thread: bool | None = None   # torch backend: asynchronous calls as requests (None: unset, i.e. yes)
+    torch_no_env: bool = False         # torch backend: leave torch's env:// variables alone
 
 
 # -- one parser per kind of value ---------------------------------------------------------------------
@@ -170,6 +176,8 @@ def read(env: Mapping[str, str] | None = None) -> Config:
         gpu_segment=segment if segment is not None else 1 << 20,
         no_extensions=bool(_flag(env, "MPICOLL_NO_EXTENSIONS")),
         progress=_flag(env, "MPICOLL_PROGRESS") is not False,
+        torch_thread=_flag(env, "MPICOLL_TORCH_THREAD"),
+        torch_no_env=bool(_flag(env, "MPICOLL_TORCH_NO_ENV")),
     )
 
 

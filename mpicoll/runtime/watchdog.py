@@ -34,7 +34,7 @@ __all__ = ["CollectiveTimeout", "MessageSizeError", "Watched", "execute", "wait"
 
 
 class CollectiveTimeout(TimeoutError):
-    """A collective made no progress for the communicator's timeout.
+    """A collective made no progress for the communicator's timeout ("timed out", as torch's timeouts say).
 
     Attributes: ``collective``, ``round`` (0-based), ``peers`` (the ranks it was
     still waiting for) and ``timeout`` (seconds).
@@ -43,7 +43,7 @@ class CollectiveTimeout(TimeoutError):
     def __init__(self, collective: str, rnd: int, peers: list[int], timeout: float, rank: int = -1) -> None:
         self.collective, self.round, self.peers, self.timeout = collective, rnd, peers, timeout
         who = f"rank {rank}: " if rank >= 0 else ""
-        super().__init__(f"{who}{collective} made no progress for {timeout:g} s in round {rnd}, waiting for "
+        super().__init__(f"{who}{collective} timed out: made no progress for {timeout:g} s in round {rnd}, waiting for "
                          f"rank{'s' if len(peers) != 1 else ''} {', '.join(map(str, peers)) or '?'} "
                          "(did every rank call it, with the same arguments?)")
 

@@ -16,12 +16,12 @@ given by hand).  ``import mpicoll`` does not import this module.
 
 from __future__ import annotations
 
-import os
-
 from mpi4py import MPI
 
+from mpicoll import config
+from mpicoll.errors import MismatchError
+
 from .backend import create_process_group, register
-from .checks import MismatchError
 from .process_group import BACKEND_NAME, Options, ProcessGroupMpicoll
 from .rendezvous import LaunchError, fill_environment
 
@@ -29,5 +29,5 @@ __all__ = ["BACKEND_NAME", "LaunchError", "MismatchError", "Options", "ProcessGr
            "create_process_group", "fill_environment", "register"]
 
 register()
-if os.environ.get("MPICOLL_TORCH_NO_ENV", "") in ("", "0"):
+if not config.current().torch_no_env:
     fill_environment(MPI.COMM_WORLD)

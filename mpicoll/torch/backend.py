@@ -7,6 +7,8 @@ from typing import Any
 import torch.distributed as dist
 from mpi4py import MPI
 
+from mpicoll import config
+
 from .process_group import BACKEND_NAME, Options, ProcessGroupMpicoll
 from .rendezvous import check_world, group_communicator
 
@@ -29,7 +31,10 @@ def create_process_group(backend_opts: Any, options: Options | None = None) -> P
         torch's ranks are not MPI's (the job was not started by an MPI launcher).
     TypeError
         ``options`` is not an :class:`Options`.
+    ValueError
+        A malformed ``MPICOLL_*`` variable (see :mod:`mpicoll.config`).
     """
+    config.current()   # a malformed MPICOLL_* variable raises here, on every rank, before any message
     if options is not None and not isinstance(options, Options):
         raise TypeError(f"mpicoll backend: pg_options must be mpicoll.torch.Options, got {type(options).__name__}")
     global_ranks = list(backend_opts.global_ranks_in_group)

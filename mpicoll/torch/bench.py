@@ -7,8 +7,10 @@ Run under MPI (every rank runs it)::
     python -m mpicoll.launch -n 2 -m mpicoll.torch.bench --ddp
 
 Each variant is a process group over every rank: ``mpicoll`` (the default
-group: blocking calls in the caller, asynchronous ones on its thread),
-``mpicoll-inline`` (``--inline``: no thread at all) and ``gloo``.  For each collective and size, every
+group: every call an mpicoll request, waited for at once by a blocking call,
+advanced by mpicoll's progress thread for an asynchronous one),
+``mpicoll-inline`` (``--inline``: asynchronous calls run to completion in the
+caller) and ``gloo``.  For each collective and size, every
 round times ``iters`` blocking calls of each variant (in an order that changes
 from round to round), after a barrier; a variant's time is the slowest rank's
 mean per call, and the table gives the median over the rounds.  Columns as in
@@ -20,7 +22,10 @@ that differ from the right answer.  ``x gloo`` is Gloo's time over mpicoll's.
 ``--ddp`` times a DDP training step (forward, backward with bucket
 all-reduces, SGD step) on each variant instead; ``--overlap`` times an
 asynchronous all-reduce of ``--max-bytes`` while the caller computes, and says
-what share of the call the computation hid.
+what share of the call the computation hid.  ``--floor`` times a blocking
+all-reduce of ``--min-bytes`` through torch next to what it is made of: torch's
+own cost (``dist.all_reduce`` into a backend method that does nothing), and
+``mpicoll.Comm``'s ``Allreduce`` and ``Iallreduce`` + ``Wait`` on the tensor's memory.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ import torch.distributed as dist
 from mpi4py import MPI
 
 from . import Options
+from .work import DoneWork
 
 WORLD = MPI.COMM_WORLD
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all")
@@ -252,6 +258,41 @@ def run_overlap(ns: argparse.Namespace, groups: dict[str, object]) -> None:
                   f"(share of the call hidden: {hidden:.0%})")
 
 
+def run_floor(ns: argparse.Namespace, groups: dict[str, object]) -> None:
+    """A blocking all-reduce of --min-bytes through torch, and the pieces it is made of, side by side."""
+    import os  # noqa: PLC0415
+
+    pg = groups["mpicoll"]
+    t = torch.ones(max(1, ns.min_bytes // 4))
+    array, comm = t.numpy(), pg.comm
+    done = DoneWork("nothing")
+    calls: dict[str, Callable[[], object]] = {name: partial(dist.all_reduce, t, group=g) for name, g in groups.items()}
+    calls["torch -> no-op backend method"] = partial(dist.all_reduce, t, group=pg)
+    calls["mpicoll.Comm.Allreduce"] = partial(comm.Allreduce, MPI.IN_PLACE, array)
+    calls["mpicoll.Comm.Iallreduce + Wait"] = lambda: comm.Iallreduce(MPI.IN_PLACE, array).Wait()
+    real = pg.allreduce
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    order = random.Random(ns.seed)
+    for _ in range(ns.rounds):
+        names = list(calls)
+        order.shuffle(names)
+        for name in names:
+            pg.allreduce = (lambda tensors, opts=None: done) if name.startswith("torch ->") else real
+            iters = 20 if name == "gloo" else 2000
+            WORLD.Barrier()
+            t0 = time.perf_counter()
+            for _ in range(iters):
+                calls[name]()
+            times[name].append(WORLD.allreduce((time.perf_counter() - t0) / iters, op=MPI.MAX))
+    pg.allreduce = real
+    if dist.get_rank() == 0:
+        print(f"# blocking all_reduce of {t.numel() * 4} bytes (float32 SUM) and its pieces; the slowest rank's mean "
+              f"per call, best and median of {ns.rounds} rounds; torch {torch.__version__}, "
+              f"{dist.get_world_size()} processes; load average {os.getloadavg()[0]:.2f}")
+        for name, ts in times.items():
+            print(f"{name:>32}: best {min(ts) * 1e6:8.2f} us   median {statistics.median(ts) * 1e6:8.2f} us")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ops", default=",".join(OPS), help="comma-separated collectives (default: %(default)s)")
@@ -267,13 +308,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ddp", action="store_true", help="time a DDP training step instead")
     parser.add_argument("--overlap", action="store_true",
                         help="time an async all_reduce of --max-bytes while the caller computes, instead")
+    parser.add_argument("--floor", action="store_true",
+                        help="time a blocking all_reduce of --min-bytes and the pieces it is made of, instead")
     parser.add_argument("--matmuls", type=int, default=20, help="overlap: matrix products per run (default: 20)")
     parser.add_argument("--width", type=int, default=512, help="DDP: layer width (default: 512)")
     parser.add_argument("--depth", type=int, default=4, help="DDP: layers (default: 4)")
     parser.add_argument("--batch", type=int, default=64, help="DDP: batch per rank (default: 64)")
     parser.add_argument("--steps", type=int, default=3, help="DDP: steps per round (default: 3)")
     ns = parser.parse_args(argv)
-    ns.rounds = ns.rounds or (15 if ns.ddp or ns.overlap else 5)
+    ns.rounds = ns.rounds or (15 if ns.ddp or ns.overlap or ns.floor else 5)
     ns.ops = [o for o in ns.ops.split(",") if o]
     unknown = [o for o in ns.ops if o not in OPS]
     if unknown:
@@ -284,7 +327,8 @@ def main(argv: list[str] | None = None) -> int:
         groups["mpicoll-inline"] = dist.new_group(pg_options=Options(progress_thread=False))
     if not ns.no_gloo:
         groups["gloo"] = dist.new_group(backend="gloo")
-    (run_ddp if ns.ddp else run_overlap if ns.overlap else run_collectives)(ns, groups)
+    run = run_ddp if ns.ddp else run_overlap if ns.overlap else run_floor if ns.floor else run_collectives
+    run(ns, groups)
     WORLD.Barrier()
     dist.destroy_process_group()
     return 0

@@ -1,10 +1,14 @@
-"""Each torch collective as a *job*: arguments checked and tensors staged now, the MPI call later.
+"""Each torch collective planned: arguments checked, tensors staged, mpicoll's calls and what follows them.
 
 A function here runs in the caller's thread: it checks the arguments (so a bad
 call raises at once, on every rank that makes it), stages tensors NumPy cannot
-share (see :mod:`mpicoll.torch.tensors`) and returns ``(outputs, job)``; the
-executor runs ``job()``, which makes mpicoll's call and copies staged outputs
-back.  Data movement goes as bytes; reductions go typed (see
+share (see :mod:`mpicoll.torch.tensors`), packs what is sent, and returns a
+:class:`Planned` call: the output tensors, mpicoll's calls (by their blocking
+names, such as ``"Allreduce"``; an asynchronous torch call starts them as
+requests, ``Iallreduce``), and what to do once they completed (divide for AVG,
+copy into strided outputs).  The calls of one plan do not depend on one
+another, so they are all started at once: every rank starts the same calls in
+the same order.  Data movement goes as bytes; reductions go typed (see
 :mod:`mpicoll.torch.reduceops`).
 """
 
@@ -12,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -21,28 +25,58 @@ from mpi4py import MPI
 from .reduceops import Reduction
 from .tensors import Staged, bytes_of, check_tensor, stage_in, stage_out, typed_array
 
-Job = Callable[[], None]
-Planned = tuple[list[torch.Tensor], Job]
+#: one of mpicoll's calls: its blocking name, positional and keyword arguments
+Call = tuple[str, tuple, dict]
+
+
+class Planned(NamedTuple):
+    """A torch call ready to run: its outputs, mpicoll's calls, and what follows them (or None)."""
+
+    outputs: list[torch.Tensor]
+    calls: list[Call]
+    after: Callable[[], None] | None = None
 
 
 @dataclass
 class Context:
-    """What a job needs from its process group.
+    """What a plan needs from its process group.
 
     Attributes
     ----------
-    comm : mpicoll.Comm
-        The group's communicator for collectives (one thread at a time: see :mod:`mpicoll.torch.executor`).
     rank, size : int
         This process's rank in the group, and the group's size.
     algorithm : callable
         ``algorithm(collective)``: the algorithm to ask mpicoll for (``"auto"`` unless chosen).
     """
 
-    comm: Any
     rank: int
     size: int
     algorithm: Callable[[str], str]
+
+    def call(self, name: str, *args: Any, collective: str | None = None, **kwargs: Any) -> Call:
+        """mpicoll's call ``name`` with the algorithm chosen for it (``collective``: mpicoll's lower-case name)."""
+        kwargs["algorithm"] = self.algorithm(collective or name.lower())
+        return name, args, kwargs
+
+
+def nonblocking_name(name: str) -> str:
+    """mpicoll's nonblocking form of a call: ``Allreduce`` -> ``Iallreduce``."""
+    return "I" + name[0].lower() + name[1:]
+
+
+def then(*steps: Callable[[], None] | None) -> Callable[[], None] | None:
+    """The steps (None ones left out) as one, or None when there are none."""
+    todo = [s for s in steps if s is not None]
+    if not todo:
+        return None
+    if len(todo) == 1:
+        return todo[0]
+
+    def run() -> None:
+        for step in todo:
+            step()
+
+    return run
 
 
 def nbytes(t: torch.Tensor) -> int:
@@ -93,9 +127,14 @@ def _premul(buffer: torch.Tensor, red: Reduction) -> None:
         buffer.mul_(red.premul)
 
 
-def _average(buffer: torch.Tensor, red: Reduction, size: int) -> None:
-    if red.average:
-        buffer.div_(size)
+def _average(buffer: torch.Tensor, red: Reduction, size: int) -> Callable[[], None] | None:
+    """AVG's division after the sum, or None for other reductions."""
+    return (lambda: buffer.div_(size)) if red.average else None
+
+
+def _finish(staged: Staged) -> Callable[[], None] | None:
+    """The copy of a staged output into its tensor, or None when the call writes the tensor itself."""
+    return None if staged.buffer is staged.target else staged.finish
 
 
 def _scaled_input(t: torch.Tensor, red: Reduction) -> torch.Tensor:
@@ -108,15 +147,10 @@ def _scaled_input(t: torch.Tensor, red: Reduction) -> torch.Tensor:
 
 def allreduce(ctx: Context, t: torch.Tensor, red: Reduction) -> Planned:
     staged = stage_out(t)
-
-    def job() -> None:
-        buf = staged.buffer
-        _premul(buf, red)
-        ctx.comm.Allreduce(MPI.IN_PLACE, typed_array(buf), op=red.op, algorithm=ctx.algorithm("allreduce"))
-        _average(buf, red, ctx.size)
-        staged.finish()
-
-    return [t], job
+    buf = staged.buffer
+    _premul(buf, red)
+    call = ctx.call("Allreduce", MPI.IN_PLACE, typed_array(buf), op=red.op)
+    return Planned([t], [call], then(_average(buf, red, ctx.size), _finish(staged)))
 
 
 def allreduce_coalesced(ctx: Context, tensors: Sequence[torch.Tensor], reds: Sequence[Reduction]) -> Planned:
@@ -124,40 +158,37 @@ def allreduce_coalesced(ctx: Context, tensors: Sequence[torch.Tensor], reds: Seq
     groups: dict[torch.dtype, list[int]] = {}
     for i, t in enumerate(tensors):
         groups.setdefault(t.dtype, []).append(i)
+    calls, steps = [], []
+    for indices in groups.values():
+        members = [tensors[i] for i in indices]
+        flat = torch.cat([m.detach().reshape(-1) for m in members])
+        red = reds[indices[0]]
+        _premul(flat, red)
+        calls.append(ctx.call("Allreduce", MPI.IN_PLACE, typed_array(flat), op=red.op))
+        steps += [_average(flat, red, ctx.size), _unpack(flat, members)]
+    return Planned(list(tensors), calls, then(*steps))
 
-    def job() -> None:
-        for indices in groups.values():
-            members = [tensors[i] for i in indices]
-            flat = torch.cat([m.detach().reshape(-1) for m in members])
-            red = reds[indices[0]]
-            _premul(flat, red)
-            ctx.comm.Allreduce(MPI.IN_PLACE, typed_array(flat), op=red.op, algorithm=ctx.algorithm("allreduce"))
-            _average(flat, red, ctx.size)
-            offset = 0
-            for m in members:
-                with torch.no_grad():
-                    m.copy_(flat[offset:offset + m.numel()].view(m.shape))
-                offset += m.numel()
 
-    return list(tensors), job
+def _unpack(flat: torch.Tensor, members: Sequence[torch.Tensor]) -> Callable[[], None]:
+    """Copy consecutive ranges of ``flat`` back into ``members`` (same dtype)."""
+    def run() -> None:
+        offset = 0
+        for m in members:
+            with torch.no_grad():
+                m.copy_(flat[offset:offset + m.numel()].view(m.shape))
+            offset += m.numel()
+
+    return run
 
 
 def reduce(ctx: Context, t: torch.Tensor, red: Reduction, root: int) -> Planned:
     _check_root(ctx, root, "reduce")
-    if ctx.rank == root:
-        staged = stage_out(t)
-
-        def job() -> None:
-            _premul(staged.buffer, red)
-            ctx.comm.Reduce(MPI.IN_PLACE, typed_array(staged.buffer), op=red.op, root=root,
-                            algorithm=ctx.algorithm("reduce"))
-            _average(staged.buffer, red, ctx.size)
-            staged.finish()
-    else:
-        def job() -> None:
-            ctx.comm.Reduce(typed_array(_scaled_input(t, red)), None, op=red.op, root=root,
-                            algorithm=ctx.algorithm("reduce"))
-    return [t], job
+    if ctx.rank != root:
+        return Planned([t], [ctx.call("Reduce", typed_array(_scaled_input(t, red)), None, op=red.op, root=root)])
+    staged = stage_out(t)
+    _premul(staged.buffer, red)
+    call = ctx.call("Reduce", MPI.IN_PLACE, typed_array(staged.buffer), op=red.op, root=root)
+    return Planned([t], [call], then(_average(staged.buffer, red, ctx.size), _finish(staged)))
 
 
 def reduce_scatter(ctx: Context, out: torch.Tensor, inputs: Sequence[torch.Tensor], red: Reduction) -> Planned:
@@ -169,21 +200,14 @@ def reduce_scatter(ctx: Context, out: torch.Tensor, inputs: Sequence[torch.Tenso
         raise ValueError(f"mpicoll backend: reduce_scatter output has {out.numel()} elements, "
                          f"input {ctx.rank} has {counts[ctx.rank]}")
     staged = stage_out(out, keep=False)
-
-    def job() -> None:
-        send = torch.cat([i.detach().reshape(-1) for i in inputs]) if inputs else out.new_empty(0)
-        _premul(send, red)
-        recv = typed_array(staged.buffer)
-        if len(set(counts)) <= 1:
-            ctx.comm.Reduce_scatter_block(typed_array(send), recv, op=red.op,
-                                          algorithm=ctx.algorithm("reduce_scatter_block"))
-        else:
-            ctx.comm.Reduce_scatter(typed_array(send), recv, counts, op=red.op,
-                                    algorithm=ctx.algorithm("reduce_scatter"))
-        _average(staged.buffer, red, ctx.size)
-        staged.finish()
-
-    return [out], job
+    send = torch.cat([i.detach().reshape(-1) for i in inputs]) if inputs else out.new_empty(0)
+    _premul(send, red)
+    recv = typed_array(staged.buffer)
+    if len(set(counts)) <= 1:
+        call = ctx.call("Reduce_scatter_block", typed_array(send), recv, op=red.op)
+    else:
+        call = ctx.call("Reduce_scatter", typed_array(send), recv, counts, op=red.op)
+    return Planned([out], [call], then(_average(staged.buffer, red, ctx.size), _finish(staged)))
 
 
 def reduce_scatter_single(ctx: Context, out: torch.Tensor, inp: torch.Tensor, red: Reduction) -> Planned:
@@ -195,16 +219,9 @@ def reduce_scatter_single(ctx: Context, out: torch.Tensor, inp: torch.Tensor, re
                          f"needs group size x output = {ctx.size} x {out.numel()}")
     staged = stage_out(out, keep=False)
     # an output inside the input (in-place use) must not be written while the input is read
-    shared = _overlap(inp, out)
-
-    def job() -> None:
-        send = inp.detach().clone() if shared and red.premul is None else _scaled_input(inp, red)
-        ctx.comm.Reduce_scatter_block(typed_array(send), typed_array(staged.buffer), op=red.op,
-                                      algorithm=ctx.algorithm("reduce_scatter_block"))
-        _average(staged.buffer, red, ctx.size)
-        staged.finish()
-
-    return [out], job
+    send = inp.detach().clone() if _overlap(inp, out) and red.premul is None else _scaled_input(inp, red)
+    call = ctx.call("Reduce_scatter_block", typed_array(send), typed_array(staged.buffer), op=red.op)
+    return Planned([out], [call], then(_average(staged.buffer, red, ctx.size), _finish(staged)))
 
 
 # -- data movement --------------------------------------------------------------------------------------------
@@ -223,13 +240,13 @@ def _overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
 def broadcast(ctx: Context, t: torch.Tensor, root: int) -> Planned:
     _check_root(ctx, root, "broadcast")
     staged = stage_out(t, keep=ctx.rank == root)
+    call = ctx.call("Bcast", bytes_of(staged.buffer), root=root)
+    return Planned([t], [call], _finish(staged) if ctx.rank != root else None)
 
-    def job() -> None:
-        ctx.comm.Bcast(bytes_of(staged.buffer), root=root, algorithm=ctx.algorithm("bcast"))
-        if ctx.rank != root:
-            staged.finish()
 
-    return [t], job
+def _vector(t: torch.Tensor, counts: Sequence[int]) -> list:
+    """mpi4py's ``[buffer, counts, displacements, MPI.BYTE]`` of a uint8 tensor."""
+    return [bytes_of(t), list(counts), _displs(counts), MPI.BYTE]
 
 
 def allgather(ctx: Context, outs: Sequence[torch.Tensor], inp: torch.Tensor) -> Planned:
@@ -240,18 +257,12 @@ def allgather(ctx: Context, outs: Sequence[torch.Tensor], inp: torch.Tensor) -> 
     if counts[ctx.rank] != nbytes(inp):
         raise ValueError(f"mpicoll backend: all_gather output {ctx.rank} has {outs[ctx.rank].numel()} elements, "
                          f"the input {inp.numel()}")
-    send = stage_in(inp)
-
-    def job() -> None:
-        flat = torch.empty(sum(counts), dtype=torch.uint8)
-        if len(set(counts)) <= 1:
-            ctx.comm.Allgather(bytes_of(send), bytes_of(flat), algorithm=ctx.algorithm("allgather"))
-        else:
-            ctx.comm.Allgatherv(bytes_of(send), [bytes_of(flat), counts, _displs(counts), MPI.BYTE],
-                                algorithm=ctx.algorithm("allgatherv"))
-        _scatter_bytes(flat, outs)
-
-    return list(outs), job
+    send, flat = stage_in(inp), torch.empty(sum(counts), dtype=torch.uint8)
+    if len(set(counts)) <= 1:
+        call = ctx.call("Allgather", bytes_of(send), bytes_of(flat))
+    else:
+        call = ctx.call("Allgatherv", bytes_of(send), _vector(flat, counts))
+    return Planned(list(outs), [call], lambda: _scatter_bytes(flat, outs))
 
 
 def allgather_coalesced(ctx: Context, out_lists: Sequence[Sequence[torch.Tensor]],
@@ -262,14 +273,10 @@ def allgather_coalesced(ctx: Context, out_lists: Sequence[Sequence[torch.Tensor]
     counts = [sum(nbytes(o) for o in outs) for outs in out_lists]
     if counts[ctx.rank] != sum(nbytes(i) for i in inputs):
         raise ValueError("mpicoll backend: all_gather_coalesced outputs do not match the inputs' sizes")
-
-    def job() -> None:
-        send, flat = _pack_bytes(inputs), torch.empty(sum(counts), dtype=torch.uint8)
-        ctx.comm.Allgatherv(bytes_of(send), [bytes_of(flat), counts, _displs(counts), MPI.BYTE],
-                            algorithm=ctx.algorithm("allgatherv"))
-        _scatter_bytes(flat, [o for outs in out_lists for o in outs])
-
-    return [o for outs in out_lists for o in outs], job
+    send, flat = _pack_bytes(inputs), torch.empty(sum(counts), dtype=torch.uint8)
+    outs = [o for outs in out_lists for o in outs]
+    call = ctx.call("Allgatherv", bytes_of(send), _vector(flat, counts))
+    return Planned(outs, [call], lambda: _scatter_bytes(flat, outs))
 
 
 def allgather_single(ctx: Context, out: torch.Tensor, inp: torch.Tensor) -> Planned:
@@ -282,43 +289,29 @@ def allgather_single(ctx: Context, out: torch.Tensor, inp: torch.Tensor) -> Plan
     staged = stage_out(out, keep=False)
     n = nbytes(inp)
     # FSDP passes the input as the output's own block: MPI_IN_PLACE then; any other overlap is copied first
-    in_place = (staged.buffer is out and inp.is_contiguous() and n > 0
-                and inp.data_ptr() == out.data_ptr() + ctx.rank * n)
-    copy_first = not in_place and _overlap(inp, out)
-
-    def job() -> None:
-        recv = bytes_of(staged.buffer)
-        if in_place:
-            send = MPI.IN_PLACE
-        else:
-            send = bytes_of(inp.detach().clone() if copy_first else stage_in(inp))
-        ctx.comm.Allgather(send, recv, algorithm=ctx.algorithm("allgather"))
-        staged.finish()
-
-    return [out], job
+    if staged.buffer is out and inp.is_contiguous() and n > 0 and inp.data_ptr() == out.data_ptr() + ctx.rank * n:
+        send: Any = MPI.IN_PLACE
+    else:
+        send = bytes_of(inp.detach().clone() if _overlap(inp, out) else stage_in(inp))
+    return Planned([out], [ctx.call("Allgather", send, bytes_of(staged.buffer))], _finish(staged))
 
 
 def gather(ctx: Context, outs: Sequence[torch.Tensor], inp: torch.Tensor, root: int) -> Planned:
     """Rank ``root``'s ``outs[j]`` gets rank j's input; Gatherv, so that only the root needs the sizes."""
     _check_root(ctx, root, "gather")
-    send = stage_in(inp)
+    send = bytes_of(stage_in(inp))
     if ctx.rank != root:
         if outs:
             raise ValueError("mpicoll backend: gather takes an output list on the root only")
-        return [], lambda: ctx.comm.Gatherv(bytes_of(send), None, root=root, algorithm=ctx.algorithm("gatherv"))
+        return Planned([], [ctx.call("Gatherv", send, None, root=root)])
     _check_list(outs, ctx.size, "gather output list")
     _check_dtypes(outs, inp.dtype, "gather output list")
     counts = [nbytes(o) for o in outs]
     if counts[root] != nbytes(inp):
         raise ValueError("mpicoll backend: gather output on the root does not match its input's size")
-
-    def job() -> None:
-        flat = torch.empty(sum(counts), dtype=torch.uint8)
-        ctx.comm.Gatherv(bytes_of(send), [bytes_of(flat), counts, _displs(counts), MPI.BYTE], root=root,
-                         algorithm=ctx.algorithm("gatherv"))
-        _scatter_bytes(flat, outs)
-
-    return list(outs), job
+    flat = torch.empty(sum(counts), dtype=torch.uint8)
+    call = ctx.call("Gatherv", send, _vector(flat, counts), root=root)
+    return Planned(list(outs), [call], lambda: _scatter_bytes(flat, outs))
 
 
 def scatter(ctx: Context, out: torch.Tensor, inputs: Sequence[torch.Tensor], root: int) -> Planned:
@@ -328,25 +321,14 @@ def scatter(ctx: Context, out: torch.Tensor, inputs: Sequence[torch.Tensor], roo
     if ctx.rank != root:
         if inputs:
             raise ValueError("mpicoll backend: scatter takes an input list on the root only")
-
-        def job() -> None:
-            ctx.comm.Scatterv(None, bytes_of(staged.buffer), root=root, algorithm=ctx.algorithm("scatterv"))
-            staged.finish()
-
-        return [out], job
+        return Planned([out], [ctx.call("Scatterv", None, bytes_of(staged.buffer), root=root)], _finish(staged))
     _check_list(inputs, ctx.size, "scatter input list")
     _check_dtypes(inputs, out.dtype, "scatter input list")
     counts = [nbytes(i) for i in inputs]
     if counts[root] != nbytes(out):
         raise ValueError("mpicoll backend: scatter input on the root does not match its output's size")
-
-    def job() -> None:
-        send = _pack_bytes(inputs)
-        ctx.comm.Scatterv([bytes_of(send), counts, _displs(counts), MPI.BYTE], bytes_of(staged.buffer),
-                          root=root, algorithm=ctx.algorithm("scatterv"))
-        staged.finish()
-
-    return [out], job
+    call = ctx.call("Scatterv", _vector(_pack_bytes(inputs), counts), bytes_of(staged.buffer), root=root)
+    return Planned([out], [call], _finish(staged))
 
 
 def alltoall(ctx: Context, outs: Sequence[torch.Tensor], inputs: Sequence[torch.Tensor]) -> Planned:
@@ -355,14 +337,9 @@ def alltoall(ctx: Context, outs: Sequence[torch.Tensor], inputs: Sequence[torch.
     _check_list(inputs, ctx.size, "all_to_all input list")
     _check_dtypes(outs, inputs[0].dtype if inputs else outs[0].dtype, "all_to_all output list")
     scounts, rcounts = [nbytes(i) for i in inputs], [nbytes(o) for o in outs]
-
-    def job() -> None:
-        send, recv = _pack_bytes(inputs), torch.empty(sum(rcounts), dtype=torch.uint8)
-        ctx.comm.Alltoallv([bytes_of(send), scounts, _displs(scounts), MPI.BYTE],
-                           [bytes_of(recv), rcounts, _displs(rcounts), MPI.BYTE], algorithm=ctx.algorithm("alltoallv"))
-        _scatter_bytes(recv, outs)
-
-    return list(outs), job
+    recv = torch.empty(sum(rcounts), dtype=torch.uint8)
+    call = ctx.call("Alltoallv", _vector(_pack_bytes(inputs), scounts), _vector(recv, rcounts))
+    return Planned(list(outs), [call], lambda: _scatter_bytes(recv, outs))
 
 
 def _split_bytes(t: torch.Tensor, splits: Sequence[int], size: int, what: str) -> list[int]:
@@ -394,20 +371,20 @@ def alltoall_single(ctx: Context, out: torch.Tensor, inp: torch.Tensor, out_spli
     scounts, rcounts = alltoall_single_counts(ctx, out, inp, out_splits, in_splits)
     staged = stage_out(out, keep=False)
     send = inp.detach().clone() if _overlap(inp, out) else stage_in(inp)
-
-    def job() -> None:
-        ctx.comm.Alltoallv([bytes_of(send), scounts, _displs(scounts), MPI.BYTE],
-                           [bytes_of(staged.buffer), rcounts, _displs(rcounts), MPI.BYTE],
-                           algorithm=ctx.algorithm("alltoallv"))
-        staged.finish()
-
-    return [out], job
+    call = ctx.call("Alltoallv", _vector(send, scounts), _vector(staged.buffer, rcounts))
+    return Planned([out], [call], _finish(staged))
 
 
 def barrier(ctx: Context) -> Planned:
-    return [], lambda: ctx.comm.Barrier(algorithm=ctx.algorithm("barrier"))
+    return Planned([], [ctx.call("Barrier")])
 
 
-__all__ = ["Context", "Staged", "allgather", "allgather_coalesced", "allgather_single", "allreduce",
-           "allreduce_coalesced", "alltoall", "alltoall_single", "barrier", "broadcast", "gather", "reduce",
-           "reduce_scatter", "reduce_scatter_single", "scatter"]
+def chain(planned: Sequence[Planned]) -> Planned:
+    """Several planned calls as one: outputs and calls together, what follows them one after the other."""
+    return Planned([t for p in planned for t in p.outputs], [c for p in planned for c in p.calls],
+                   then(*(p.after for p in planned)))
+
+
+__all__ = ["Call", "Context", "Planned", "Staged", "allgather", "allgather_coalesced", "allgather_single",
+           "allreduce", "allreduce_coalesced", "alltoall", "alltoall_single", "barrier", "broadcast", "chain",
+           "gather", "nonblocking_name", "reduce", "reduce_scatter", "reduce_scatter_single", "scatter", "then"]

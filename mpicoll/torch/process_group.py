@@ -3,18 +3,22 @@
 torch 2.13 builds a Python backend as a subclass of ``dist.ProcessGroup``
 (a ``dist.Backend`` cannot be made from Python there), and torch's Python API,
 DDP's reducer and the object collectives call its methods.  Each collective
-method checks its arguments and stages its tensors in the caller (see
-:mod:`mpicoll.torch.jobs`), then hands the MPI call to the group's executor
-(:mod:`mpicoll.torch.executor`) and returns a Work (:mod:`mpicoll.torch.work`).
-Sends and receives are nonblocking MPI calls made in the caller's thread, on a
-communicator of their own.
+method checks its arguments and plans the call in the caller (see
+:mod:`mpicoll.torch.jobs`), then either runs mpicoll's blocking calls (a
+blocking torch call: ``opts.asyncOp`` False) and returns a completed Work, or
+starts them as mpicoll requests (``Iallreduce`` ...), which mpicoll's progress
+thread advances while the caller goes on, and returns a Work that wraps them
+(:mod:`mpicoll.torch.work`).  Sends and receives are MPI's nonblocking calls,
+on a communicator of their own.  Every call shows in torch's profiler as
+``mpicoll:<call>`` (:mod:`mpicoll.torch.events`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -23,16 +27,20 @@ import torch
 import torch.distributed as dist
 from mpi4py import MPI
 
-from . import jobs
-from .checks import Signature, agree
-from .executor import InlineExecutor, ThreadExecutor
-from .reduceops import reduction
-from .tensors import Staged, bytes_of, check_tensor, stage_in, stage_out
-from .work import CollectiveWork, P2PWork, completed_work
+from mpicoll import config
 
-__all__ = ["Options", "ProcessGroupMpicoll"]
+from . import collectives, jobs, sparse
+from .checks import Signature, agree
+from .events import profiling, recorded
+from .monitored import MonitoredBarrier
+from .reduceops import reduction
+from .tensors import ArrayCache, Staged, bytes_of, stage_in, stage_out
+from .work import DoneWork, RequestWork
+
+__all__ = ["BACKEND_NAME", "Options", "ProcessGroupMpicoll"]
 
 BACKEND_NAME = "mpicoll"
+_IN_PLACE = MPI.IN_PLACE
 
 
 @dataclass
@@ -45,49 +53,36 @@ class Options:
         mpicoll's algorithm per collective, e.g. ``{"allreduce": "ring", "bcast": "binomial"}``
         (names from :func:`mpicoll.algorithms`); the others take ``"auto"`` (where ``MPICOLL_ALGO`` applies).
     progress_thread : bool, optional
-        Run the collectives on a thread of the process group (True), or in the caller (False: no overlap,
-        no hand-over between threads).  None: ``MPICOLL_TORCH_THREAD`` (``0`` or ``1``), else True.
+        Asynchronous calls (``async_op=True``, DDP's buckets) are mpicoll requests advanced by mpicoll's
+        progress thread while the caller goes on (True), or run to completion in the caller (False: no
+        overlap).  None: ``MPICOLL_TORCH_THREAD``, else True.
     """
 
     algorithms: dict[str, str] = field(default_factory=dict)
     progress_thread: bool | None = None
 
 
-def _threaded(options: Options) -> bool:
-    """Whether to use a progress thread: the option, else MPICOLL_TORCH_THREAD, and only with THREAD_MULTIPLE."""
+def _as_requests(options: Options) -> bool:
+    """Whether asynchronous calls are requests: the option, else MPICOLL_TORCH_THREAD, and only with THREAD_MULTIPLE."""
     wanted = options.progress_thread
     if wanted is None:
-        wanted = os.environ.get("MPICOLL_TORCH_THREAD", "1").strip() not in ("0", "false", "no", "off")
+        wanted = config.current().torch_thread is not False
     if wanted and MPI.Query_thread() < MPI.THREAD_MULTIPLE:
-        # sends run in the caller while the thread runs collectives: that needs MPI_THREAD_MULTIPLE
+        # requests advance on mpicoll's progress thread and futures are completed on another: both need it
         import warnings  # noqa: PLC0415
 
-        warnings.warn("mpicoll backend: MPI does not provide MPI_THREAD_MULTIPLE; collectives run in the "
+        warnings.warn("mpicoll backend: MPI does not provide MPI_THREAD_MULTIPLE; asynchronous calls run in the "
                       "caller's thread (no overlap with computation)", RuntimeWarning, stacklevel=3)
         return False
     return wanted
 
 
-def _log_level() -> int:
-    try:
-        return int(os.environ.get("MPICOLL_DEBUG", "0") or 0)
-    except ValueError:
-        return 0
+def _blocking(opts: Any) -> bool:
+    """Whether torch waits at once (``opts.asyncOp`` False); a call without options is asynchronous."""
+    return opts is not None and not opts.asyncOp
 
 
-def _one(tensors: Sequence[torch.Tensor], what: str) -> torch.Tensor:
-    """The single tensor of a call's tensor list (one device per process: torch's lists hold one)."""
-    if len(tensors) != 1:
-        raise ValueError(f"mpicoll backend: {what} takes one tensor per process, got {len(tensors)}")
-    check_tensor(tensors[0], what)
-    return tensors[0]
-
-
-def _shape(t: torch.Tensor) -> str:
-    return f"{str(t.dtype).removeprefix('torch.')}{list(t.shape)}"
-
-
-class ProcessGroupMpicoll(dist.ProcessGroup):
+class ProcessGroupMpicoll(collectives.Collectives, dist.ProcessGroup):
     """A torch process group whose collectives are mpicoll's, over an MPI communicator.
 
     Made by torch through ``dist.init_process_group("mpicoll")`` and ``dist.new_group``
@@ -98,29 +93,34 @@ class ProcessGroupMpicoll(dist.ProcessGroup):
     comm : MPI.Intracomm
         The group's processes, in group rank order.
     timeout : datetime.timedelta
-        How long a ``wait()`` waits by default before raising ``DistBackendError``.
+        The group's timeout: any other than torch's default turns mpicoll's watchdog on (a call that makes
+        no progress for that long raises :class:`mpicoll.CollectiveTimeout`).
     options : Options, optional
-        Algorithms and the progress thread.
+        Algorithms, and whether asynchronous calls are requests.
     """
 
     def __init__(self, comm: MPI.Intracomm, timeout: timedelta, options: Options | None = None) -> None:
         super().__init__(comm.Get_rank(), comm.Get_size())
         import mpicoll  # noqa: PLC0415
 
+        settings = config.current()
         self.options = options or Options()
         self._timeout = timeout.total_seconds()
         # torch's default (30 minutes) leaves mpicoll's watchdog off (it costs on every call); MPICOLL_TIMEOUT
         # or a timeout given to init_process_group/new_group turn it on, so that a stuck call raises
-        watchdog = None if timeout == dist.default_pg_timeout else self._timeout
-        # the collectives' communicator: one thread at a time uses it (the executor's lock sees to that)
-        self._coll = mpicoll.Comm(comm.Dup(), timeout=watchdog)
-        self._p2p = comm.Dup()  # sends and receives, in the caller's thread
-        self._executor = (ThreadExecutor(f"mpicoll-torch-{id(self):x}") if _threaded(self.options)
-                          else InlineExecutor())
-        self._ctx = jobs.Context(self._coll, self.rank(), self.size(), self._algorithm)
+        self._watchdog = None if timeout == dist.default_pg_timeout else self._timeout
+        self._coll = mpicoll.Comm(comm.Dup(), timeout=self._watchdog)   # collectives
+        self._p2p = comm.Dup()                                           # sends, receives, DETAIL's agreement
+        self._monitor = MonitoredBarrier(comm.Dup())
+        self._requests = _as_requests(self.options)
+        self._ctx = jobs.Context(self.rank(), self.size(), self._algorithm)
         self._detail = os.environ.get("TORCH_DISTRIBUTED_DEBUG", "").upper() == "DETAIL"
-        self._log = _log_level() >= 2
+        self._log = settings.debug >= 2
         self._tag_ub = self._p2p.Get_attr(MPI.TAG_UB) or 32767
+        self._arrays = ArrayCache()
+        # all_reduce's fast path: a plain tensor, reduced by the op alone, no check, no log
+        self._fast = not (self._detail or self._log)
+        self._done = DoneWork("done")   # what every blocking call returns (see _completed)
 
     # -- identity ---------------------------------------------------------------------------------------------
 
@@ -159,168 +159,90 @@ class ProcessGroupMpicoll(dist.ProcessGroup):
 
     # -- the path every collective takes ------------------------------------------------------------------------
 
-    def _submit(self, name: str, planned: jobs.Planned, signature: Signature | None = None,
-                opts: Any = None) -> CollectiveWork:
-        """Hand a planned call to the executor; ``opts.asyncOp`` False (the caller waits at once): run it here."""
-        outputs, job = planned
-        blocking = opts is not None and not getattr(opts, "asyncOp", True)
+    def _run(self, name: str, plan: Callable[[], jobs.Planned], describe: Callable[[], Signature],
+             opts: Any = None) -> dist.Work:
+        """Plan a call (the ranks agree on it first in DETAIL mode), then run or start it."""
+        planned = agree(self._p2p, name, describe, plan, self._watchdog) if self._detail else plan()
+        blocking = _blocking(opts) or not self._requests
         if self._log:
-            where = "on the group's thread" if self._executor.threaded and not blocking else "in the caller"
-            sys.stderr.write(f"mpicoll.torch rank {self.rank()}/{self.size()}: "
-                             f"{signature.describe() if signature else name} ({where})\n")
-        if self._detail and signature is not None:
-            run, check = job, signature
+            sys.stderr.write(f"mpicoll.torch rank {self.rank()}/{self.size()}: {describe().describe()} "
+                             f"({'blocking' if blocking else 'requests'})\n")
+        if profiling():
+            with recorded(name):
+                return self._start(name, planned, blocking, opts)
+        return self._start(name, planned, blocking, opts)
 
-            def job() -> None:  # noqa: F811 - the same job, after the ranks agreed on the call
-                agree(self._coll, check)
-                run()
+    def _start(self, name: str, planned: jobs.Planned, blocking: bool, opts: Any) -> dist.Work:
+        """Start the planned calls as mpicoll requests; wait for them here if ``blocking``.
 
-        work = CollectiveWork(name, outputs, self._timeout)
-        return self._executor.submit(work, job, blocking)
+        Blocking torch calls are requests waited for at once, not mpicoll's blocking calls: a torch call may be
+        asynchronous on one rank and blocking on another, and a nonblocking collective never matches a blocking
+        one (as in MPI).
+        """
+        comm = self._coll
+        requests = [getattr(comm, jobs.nonblocking_name(method))(*args, **kwargs)
+                    for method, args, kwargs in planned.calls]
+        if _blocking(opts):
+            for request in requests:
+                request.Wait()    # raises the call's error here
+            if planned.after is not None:
+                planned.after()
+            return self._completed(name, planned.outputs)
+        work = RequestWork(name, planned.outputs, requests, planned.after)
+        if not blocking:
+            return work
+        try:              # asynchronous, but run here (Options.progress_thread False): the error goes to wait()
+            work.wait()
+        except BaseException:  # noqa: BLE001, S110 - kept by the Work, raised by its wait()
+            pass
+        return work
 
-    # -- reductions ----------------------------------------------------------------------------------------------
+    def _completed(self, name: str, outputs: Sequence[torch.Tensor]) -> DoneWork:
+        """The Work of a blocking call that completed: the group's one DoneWork, its name and outputs set."""
+        done = self._done
+        done.name, done._outputs = name, outputs
+        return done
+
+    # -- all_reduce: the call that must cost little -------------------------------------------------------------
 
     def allreduce(self, tensors: list[torch.Tensor], opts: Any = None) -> dist.Work:
-        opts = opts or dist.AllreduceOptions()
-        t = _one(tensors, "all_reduce")
+        if opts is None:
+            opts = dist.AllreduceOptions()
+        if self._fast and len(tensors) == 1:
+            t = tensors[0]
+            array = self._arrays.plain(t)
+            if array is not None:
+                red = reduction(opts.reduceOp, t.dtype)
+                if red.plain:
+                    return self._allreduce_plain(tensors, array, red, opts.asyncOp and self._requests)
+        t = collectives.one(tensors, "all_reduce", sparse_ok=True)
         red = reduction(opts.reduceOp, t.dtype)
-        return self._submit("all_reduce", jobs.allreduce(self._ctx, t, red),
-                            Signature("all_reduce", f"{_shape(t)} {red.name}"), opts=opts)
+        if t.layout == torch.sparse_coo:
+            return self._sparse_allreduce(t, red)
+        return self._run("all_reduce", lambda: jobs.allreduce(self._ctx, t, red),
+                         lambda: collectives.signature("all_reduce", t, red.name), opts)
 
-    def allreduce_coalesced(self, tensors: list[torch.Tensor], opts: Any = None) -> dist.Work:
-        opts = opts or dist.AllreduceCoalescedOptions()
-        for i, t in enumerate(tensors):
-            check_tensor(t, f"all_reduce_coalesced tensor {i}")
-        reds = [reduction(opts.reduceOp, t.dtype) for t in tensors]
-        return self._submit("all_reduce_coalesced", jobs.allreduce_coalesced(self._ctx, tensors, reds),
-                            Signature("all_reduce_coalesced", ",".join(_shape(t) for t in tensors)), opts=opts)
+    def _allreduce_plain(self, tensors: list[torch.Tensor], array: Any, red: Any, asynchronous: bool) -> dist.Work:
+        """All-reduce a plain tensor (its NumPy view given) by the op alone: one request, nothing after it."""
+        algorithm = self.options.algorithms.get("allreduce", "auto")
+        with recorded("all_reduce") if profiling() else _NOTHING:
+            request = self._coll.Iallreduce(_IN_PLACE, array, op=red.op, algorithm=algorithm)
+            if asynchronous:
+                return RequestWork("all_reduce", tensors, [request])
+            request.Wait()   # a request waited for at once, not a blocking Allreduce (see _start)
+        return self._completed("all_reduce", tensors)
 
-    def reduce(self, tensors: list[torch.Tensor], opts: Any = None) -> dist.Work:
-        opts = opts or dist.ReduceOptions()
-        t = _one(tensors, "reduce")
-        red = reduction(opts.reduceOp, t.dtype)
-        return self._submit("reduce", jobs.reduce(self._ctx, t, red, opts.rootRank),
-                            Signature("reduce", f"{_shape(t)} {red.name}", opts.rootRank), opts=opts)
+    def _sparse_allreduce(self, t: torch.Tensor, red: Any) -> dist.Work:
+        """A sparse COO all-reduce (SUM), run in the caller whatever ``async_op`` says (see :mod:`.sparse`)."""
+        def plan() -> jobs.Planned:
+            sparse.check(t, red)
+            return jobs.Planned([t], [], lambda: sparse.allreduce(self._coll, t, self._algorithm))
 
-    def reduce_scatter(self, output_tensors: list[torch.Tensor], input_tensors: list[list[torch.Tensor]],
-                       opts: Any = None) -> dist.Work:
-        opts = opts or dist.ReduceScatterOptions()
-        out = _one(output_tensors, "reduce_scatter output")
-        if len(input_tensors) != 1:
-            raise ValueError("mpicoll backend: reduce_scatter takes one input list per process")
-        red = reduction(opts.reduceOp, out.dtype)
-        return self._submit("reduce_scatter", jobs.reduce_scatter(self._ctx, out, input_tensors[0], red),
-                            Signature("reduce_scatter", f"{str(out.dtype)} {red.name}"), opts=opts)
+        def describe() -> Signature:
+            dense = collectives.signature("all_reduce", t, red.name)
+            return Signature(dense.name, "sparse " + dense.dtype, dense.shape, dense.op)
 
-    def reduce_scatter_single(self, output: torch.Tensor, input: torch.Tensor,  # noqa: A002 - torch's name
-                              opts: Any = None) -> dist.Work:
-        opts = opts or dist.ReduceScatterOptions()
-        check_tensor(output, "reduce_scatter_tensor output")
-        check_tensor(input, "reduce_scatter_tensor input")
-        red = reduction(opts.reduceOp, output.dtype)
-        return self._submit("reduce_scatter_tensor", jobs.reduce_scatter_single(self._ctx, output, input, red),
-                            Signature("reduce_scatter_tensor", f"{_shape(output)} {red.name}"), opts=opts)
-
-    _reduce_scatter_base = reduce_scatter_single
-
-    def reduce_scatter_single_coalesced(self, outputs: list[torch.Tensor], inputs: list[torch.Tensor],
-                                        opts: Any = None) -> dist.Work:
-        opts = opts or dist.ReduceScatterOptions()
-        planned = [jobs.reduce_scatter_single(self._ctx, o, i, reduction(opts.reduceOp, o.dtype))
-                   for o, i in zip(outputs, inputs, strict=True)]
-        return self._submit("reduce_scatter_tensor_coalesced", _chain(planned),
-                            Signature("reduce_scatter_tensor_coalesced", ",".join(_shape(o) for o in outputs)),
-                            opts=opts)
-
-    reduce_scatter_tensor_coalesced = reduce_scatter_single_coalesced
-
-    # -- data movement ---------------------------------------------------------------------------------------------
-
-    def broadcast(self, tensors: list[torch.Tensor], opts: Any = None) -> dist.Work:
-        opts = opts or dist.BroadcastOptions()
-        t = _one(tensors, "broadcast")
-        return self._submit("broadcast", jobs.broadcast(self._ctx, t, opts.rootRank),
-                            Signature("broadcast", _shape(t), opts.rootRank), opts=opts)
-
-    def allgather(self, output_tensors: list[list[torch.Tensor]], input_tensors: list[torch.Tensor],
-                  opts: Any = None) -> dist.Work:
-        inp = _one(input_tensors, "all_gather input")
-        if len(output_tensors) != 1:
-            raise ValueError("mpicoll backend: all_gather takes one output list per process")
-        return self._submit("all_gather", jobs.allgather(self._ctx, output_tensors[0], inp),
-                            Signature("all_gather", str(inp.dtype)), opts=opts)
-
-    def allgather_coalesced(self, output_lists: list[list[torch.Tensor]], input_list: list[torch.Tensor],
-                            opts: Any = None) -> dist.Work:
-        for i, t in enumerate(input_list):
-            check_tensor(t, f"all_gather_coalesced input {i}")
-        return self._submit("all_gather_coalesced", jobs.allgather_coalesced(self._ctx, output_lists, input_list),
-                            Signature("all_gather_coalesced", ",".join(_shape(t) for t in input_list)), opts=opts)
-
-    def all_gather_single(self, output: torch.Tensor, input: torch.Tensor,  # noqa: A002 - torch's name
-                          opts: Any = None) -> dist.Work:
-        check_tensor(output, "all_gather_into_tensor output")
-        check_tensor(input, "all_gather_into_tensor input")
-        return self._submit("all_gather_into_tensor", jobs.allgather_single(self._ctx, output, input),
-                            Signature("all_gather_into_tensor", _shape(input)), opts=opts)
-
-    _allgather_base = all_gather_single
-
-    def all_gather_single_coalesced(self, outputs: list[torch.Tensor], inputs: list[torch.Tensor],
-                                    opts: Any = None) -> dist.Work:
-        planned = [jobs.allgather_single(self._ctx, o, i) for o, i in zip(outputs, inputs, strict=True)]
-        return self._submit("all_gather_into_tensor_coalesced", _chain(planned),
-                            Signature("all_gather_into_tensor_coalesced", ",".join(_shape(i) for i in inputs)),
-                            opts=opts)
-
-    allgather_into_tensor_coalesced = all_gather_single_coalesced
-
-    def gather(self, output_tensors: list[list[torch.Tensor]], input_tensors: list[torch.Tensor],
-               opts: Any = None) -> dist.Work:
-        opts = opts or dist.GatherOptions()
-        inp = _one(input_tensors, "gather input")
-        outs = output_tensors[0] if output_tensors else []
-        return self._submit("gather", jobs.gather(self._ctx, outs, inp, opts.rootRank),
-                            Signature("gather", _shape(inp), opts.rootRank), opts=opts)
-
-    def scatter(self, output_tensors: list[torch.Tensor], input_tensors: list[list[torch.Tensor]],
-                opts: Any = None) -> dist.Work:
-        opts = opts or dist.ScatterOptions()
-        out = _one(output_tensors, "scatter output")
-        inputs = input_tensors[0] if input_tensors else []
-        return self._submit("scatter", jobs.scatter(self._ctx, out, inputs, opts.rootRank),
-                            Signature("scatter", _shape(out), opts.rootRank), opts=opts)
-
-    def alltoall(self, output_tensors: list[torch.Tensor], input_tensors: list[torch.Tensor],
-                 opts: Any = None) -> dist.Work:
-        planned = jobs.alltoall(self._ctx, output_tensors, input_tensors)
-        signature = Signature("all_to_all", str(input_tensors[0].dtype) if input_tensors else "",
-                              sends=tuple(jobs.nbytes(t) for t in input_tensors),
-                              recvs=tuple(jobs.nbytes(t) for t in output_tensors))
-        return self._submit("all_to_all", planned, signature, opts=opts)
-
-    def all_to_all_single(self, output: torch.Tensor, input: torch.Tensor,  # noqa: A002 - torch's name
-                          output_split_sizes: list[int], input_split_sizes: list[int],
-                          opts: Any = None) -> dist.Work:
-        check_tensor(output, "all_to_all_single output")
-        check_tensor(input, "all_to_all_single input")
-        planned = jobs.alltoall_single(self._ctx, output, input, output_split_sizes, input_split_sizes)
-        sends, recvs = jobs.alltoall_single_counts(self._ctx, output, input, output_split_sizes, input_split_sizes)
-        signature = Signature("all_to_all_single", str(input.dtype), sends=tuple(sends), recvs=tuple(recvs))
-        return self._submit("all_to_all_single", planned, signature, opts=opts)
-
-    alltoall_base = all_to_all_single
-
-    def barrier(self, opts: Any = None) -> dist.Work:
-        return self._submit("barrier", jobs.barrier(self._ctx), Signature("barrier", ""), opts=opts)
-
-    # -- coalescing: torch's context manager; every call above already ran on its own ------------------------
-
-    def _start_coalescing(self, device: torch.device) -> None:
-        pass
-
-    def _end_coalescing(self, device: torch.device) -> dist.Work:
-        return completed_work("coalesced")
+        return self._run("all_reduce", plan, describe, _BLOCKING_OPTS)
 
     # -- point to point -------------------------------------------------------------------------------------------
 
@@ -331,33 +253,56 @@ class ProcessGroupMpicoll(dist.ProcessGroup):
             raise ValueError(f"mpicoll backend: {what} tag {tag} is outside MPI's 0..{self._tag_ub}")
 
     def send(self, tensors: list[torch.Tensor], dst: int, tag: int = 0) -> dist.Work:
-        t = _one(tensors, "send")
+        t = collectives.one(tensors, "send")
         self._check_peer(dst, tag, "send")
-        buf = stage_in(t)
-        request = self._p2p.Isend(bytes_of(buf), dest=dst, tag=tag)
-        # the staged copy must live until the send completes: the finish callback holds it
-        return P2PWork("send", [request], [t], self._timeout, finish=lambda: buf)
+        with recorded("send") if profiling() else _NOTHING:
+            buf = stage_in(t)
+            request = self._p2p.Isend(bytes_of(buf), dest=dst, tag=tag)
+        # the staged copy must live until the send completes: the step after it holds it
+        return RequestWork("send", [t], [request], after=lambda: buf)
 
     def recv(self, tensors: list[torch.Tensor], src: int, tag: int = 0) -> dist.Work:
-        t = _one(tensors, "recv")
+        t = collectives.one(tensors, "recv")
         self._check_peer(src, tag, "recv")
         return self._irecv("recv", t, src, tag)
 
     def recv_anysource(self, tensors: list[torch.Tensor], tag: int = 0) -> dist.Work:
-        t = _one(tensors, "recv")
+        t = collectives.one(tensors, "recv")
         self._check_peer(0, tag, "recv")
         return self._irecv("recv_anysource", t, MPI.ANY_SOURCE, tag)
 
-    def _irecv(self, name: str, t: torch.Tensor, source: int, tag: int) -> P2PWork:
-        staged: Staged = stage_out(t, keep=False)
-        request = self._p2p.Irecv(bytes_of(staged.buffer), source=source, tag=tag)
-        return P2PWork(name, [request], [t], self._timeout, finish=staged.finish)
+    def _irecv(self, name: str, t: torch.Tensor, source: int, tag: int) -> RequestWork:
+        with recorded(name) if profiling() else _NOTHING:
+            staged: Staged = stage_out(t, keep=False)
+            request = self._p2p.Irecv(bytes_of(staged.buffer), source=source, tag=tag)
+        return RequestWork(name, [t], [request], after=staged.finish, status=MPI.Status())
+
+    # -- monitored barrier: torch's functional form takes Gloo groups only; this method is the group's ---------
+
+    def monitored_barrier(self, timeout: timedelta | float | None = None, wait_all_ranks: bool = False) -> None:
+        """A barrier that names the ranks that did not reach it within ``timeout`` (Gloo's ``monitored_barrier``).
+
+        Parameters
+        ----------
+        timeout : datetime.timedelta or float, optional
+            How long rank 0 waits for the others (seconds if a number); default: the group's timeout.
+        wait_all_ranks : bool
+            Rank 0 names every missing rank (True), or the first (False).
+
+        Raises
+        ------
+        torch.distributed.DistBackendError
+            On rank 0, naming the ranks that did not arrive in time; on the others, when rank 0 did not answer.
+        """
+        seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
+        with recorded("monitored_barrier") if profiling() else _NOTHING:
+            self._monitor.run(self._timeout if seconds is None else float(seconds), wait_all_ranks)
 
     # -- life cycle -------------------------------------------------------------------------------------------------
 
     def shutdown(self) -> None:
-        """Finish the queued calls, stop the thread, free the communicators."""
-        self._executor.shutdown()
+        """Free the communicators (the group's calls must be complete)."""
+        self._monitor.free()
         for comm in (self._coll, self._p2p):
             if comm != MPI.COMM_NULL and not MPI.Is_finalized():
                 comm.Free()
@@ -367,13 +312,6 @@ class ProcessGroupMpicoll(dist.ProcessGroup):
         self._p2p.Abort(1)
 
 
-def _chain(planned: Sequence[jobs.Planned]) -> jobs.Planned:
-    """Several planned calls as one: outputs together, jobs one after the other."""
-    outputs = [t for outs, _ in planned for t in outs]
-    steps = [job for _, job in planned]
-
-    def job() -> None:
-        for step in steps:
-            step()
-
-    return outputs, job
+_NOTHING = contextlib.nullcontext()   # where the profiler is off
+_BLOCKING_OPTS = dist.AllreduceOptions()
+_BLOCKING_OPTS.asyncOp = False

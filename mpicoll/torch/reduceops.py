@@ -11,7 +11,7 @@ factor, then sums.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.distributed as dist
@@ -43,12 +43,18 @@ class Reduction:
         PREMUL_SUM's factor: each rank's input is multiplied by it first.
     average : bool
         AVG: the sum is divided by the group size afterwards.
+    plain : bool
+        Neither: the op alone is the reduction.
     """
 
     op: MPI.Op
     name: str
     premul: float | torch.Tensor | None = None
     average: bool = False
+    plain: bool = field(init=False)   # the op alone is the reduction: no factor before, no division after
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "plain", self.premul is None and not self.average)
 
 
 def _kind(reduce_op: dist.ReduceOp | _RED) -> _RED:
@@ -57,8 +63,11 @@ def _kind(reduce_op: dist.ReduceOp | _RED) -> _RED:
     return reduce_op if isinstance(reduce_op, _RED) else reduce_op.op
 
 
+_KNOWN: dict[tuple[int, torch.dtype], Reduction] = {}   # every (op's number, dtype) met, but PREMUL_SUM's
+
+
 def reduction(reduce_op: dist.ReduceOp | _RED, dtype: torch.dtype) -> Reduction:
-    """The :class:`Reduction` for ``reduce_op`` on tensors of ``dtype``.
+    """The :class:`Reduction` for ``reduce_op`` on tensors of ``dtype`` (remembered: torch's enums are slow to read).
 
     Raises
     ------
@@ -68,7 +77,21 @@ def reduction(reduce_op: dist.ReduceOp | _RED, dtype: torch.dtype) -> Reduction:
     ValueError
         An unknown op.
     """
+    # keyed by the op's hash: torch hashes a ReduceOp as its RedOpType's number, which is cheaper to get than
+    # the RedOpType (and comparing ReduceOps costs microseconds); an entry is only made where the hash is that
+    # number, and never for PREMUL_SUM (each carries its own factor)
+    key = (hash(reduce_op), dtype)
+    known = _KNOWN.get(key)
+    if known is not None:
+        return known
     kind = _kind(reduce_op)
+    red = _define(reduce_op, kind, dtype)
+    if kind != _RED.PREMUL_SUM and key[0] == int(kind):
+        _KNOWN[key] = red
+    return red
+
+
+def _define(reduce_op: dist.ReduceOp | _RED, kind: _RED, dtype: torch.dtype) -> Reduction:
     name = kind.name
     dname = str(dtype).removeprefix("torch.")
     if move_only_name(dtype) or not reducible(dtype):

@@ -6,6 +6,7 @@ typed view: bfloat16 becomes an ``ml_dtypes.bfloat16`` array (a view of the
 same memory), float16 NumPy's own, so both are reduced as themselves, never as
 bytes.  A tensor that is not contiguous (a strided view, a transposed matrix)
 is staged: read from a contiguous copy, and written back after the call.
+:class:`ArrayCache` keeps the NumPy views of small tensors from call to call.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-__all__ = ["Staged", "bytes_of", "check_tensor", "reducible", "stage_in", "stage_out", "typed_array"]
+__all__ = ["ArrayCache", "Staged", "bytes_of", "check_tensor", "reducible", "stage_in", "stage_out", "typed_array"]
 
 # dtypes whose tensor.numpy() is the matching NumPy array (shared memory)
 _NUMPY_DTYPES = {
@@ -29,8 +30,9 @@ _MOVE_ONLY = {name for name in ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz
                                 "float8_e8m0fnu", "float4_e2m1fn_x2", "complex32") if hasattr(torch, name)}
 
 
-def check_tensor(t: torch.Tensor, what: str = "tensor") -> None:
-    """Raise a clear error for a tensor the backend cannot take (not CPU, not dense).
+def check_tensor(t: torch.Tensor, what: str = "tensor", sparse_ok: bool = False) -> None:
+    """Raise a clear error for a tensor the backend cannot take (not CPU; not dense, unless ``sparse_ok``
+    and sparse COO).
 
     Raises
     ------
@@ -44,6 +46,8 @@ def check_tensor(t: torch.Tensor, what: str = "tensor") -> None:
     if t.device.type != "cpu":
         raise ValueError(f"mpicoll backend: {what} is on {t.device}; the backend takes CPU tensors only "
                          "(use 'cpu:mpicoll,cuda:nccl' for GPU tensors)")
+    if sparse_ok and t.layout == torch.sparse_coo:
+        return
     if t.layout != torch.strided or t.is_quantized:
         raise ValueError(f"mpicoll backend: {what} has layout {t.layout}; only dense tensors are supported")
 
@@ -112,3 +116,42 @@ def stage_out(t: torch.Tensor, keep: bool = True) -> Staged:
     if keep:
         return Staged(t, t.resolve_conj().resolve_neg().contiguous())
     return Staged(t, torch.empty(t.shape, dtype=t.dtype))
+
+
+class ArrayCache:
+    """NumPy views of small plain tensors, kept from call to call (making a view costs more than a small call).
+
+    A view is found again by the tensor's address, element count and dtype.  It
+    holds its tensor's memory, so no other tensor can be given that address while
+    it is cached: a tensor with the same address, count and dtype is a view of
+    the same bytes, if it is contiguous and not a lazy negation (checked on every
+    call; a lazy conjugate has a complex dtype, never cached).  Tensors of at
+    most :attr:`MAX_BYTES` are cached, the last :attr:`ENTRIES` of them, so the
+    memory held is at most their product.
+    """
+
+    MAX_BYTES = 1 << 16
+    ENTRIES = 16
+
+    def __init__(self) -> None:
+        self._views: dict[tuple[int, int, torch.dtype], np.ndarray] = {}
+
+    def plain(self, t: torch.Tensor) -> np.ndarray | None:
+        """:func:`typed_array` of ``t`` if it is a plain CPU tensor NumPy can share (cached when small), else None."""
+        if type(t) is not torch.Tensor or not t.is_cpu or t.is_neg() or not t.is_contiguous():
+            return None
+        dtype = t.dtype
+        n = t.numel()
+        key = (t.data_ptr(), n, dtype)
+        view = self._views.get(key)
+        if view is not None:
+            return view
+        if t.layout != torch.strided or t.is_quantized or t.is_conj() or not reducible(dtype):
+            return None
+        view = typed_array(t)
+        if 0 < n * t.element_size() <= self.MAX_BYTES and not dtype.is_complex:
+            views = self._views
+            if len(views) >= self.ENTRIES:
+                del views[next(iter(views))]
+            views[key] = view
+        return view

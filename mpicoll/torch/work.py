@@ -1,12 +1,19 @@
 """``Work`` objects for the mpicoll backend: what ``async_op=True`` returns and what DDP waits on.
 
-:class:`CollectiveWork` completes when the process group's executor has run the
-call (see :mod:`mpicoll.torch.executor`); :class:`P2PWork` wraps the MPI
-requests of a send or receive, made in the caller's thread.  Both carry a
-``torch.futures.Future`` (DDP's reducer and comm hooks chain on it) and hand an
-exception raised by the call to whoever waits: ``wait()`` raises it, the future
-is set with it, ``exception()`` returns it.  ``wait(timeout)`` raises
-:class:`torch.distributed.DistBackendError` when the call is not done in time.
+:class:`RequestWork` wraps the requests of one torch call: mpicoll's requests
+(``comm.Iallreduce(...)`` and the like), which mpicoll's progress thread
+advances while the program is elsewhere, or the MPI requests of a send or
+receive.  ``wait()`` waits for them, then runs what the call does afterwards
+(an average, a copy into a strided output) and completes the Work.  A call that
+ran to completion in the caller (every blocking call) returns a :class:`DoneWork`.
+
+Both hand an exception raised by the call to whoever waits: ``wait()`` raises
+it, the future is set with it, ``exception()`` returns it.  The future
+(``get_future()``: DDP's reducer and comm hooks chain on it) is made on demand;
+one asked for before the call completes is completed by
+:mod:`mpicoll.torch.futures`.  ``wait(timeout)`` raises
+:class:`torch.distributed.DistBackendError` ("timed out") when the call is not
+done in time; the call goes on and a later ``wait()`` completes it.
 """
 
 from __future__ import annotations
@@ -15,43 +22,39 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from datetime import timedelta
+from typing import Any
 
 import torch
 import torch.distributed as dist
 from mpi4py import MPI
 
-__all__ = ["CollectiveWork", "P2PWork", "completed_work"]
+__all__ = ["DoneWork", "RequestWork"]
+
+_Future = torch.futures.Future
 
 
-def _seconds(timeout: timedelta | float | None, default: float | None) -> float | None:
-    """A wait's limit in seconds: ``timeout`` if positive, else ``default`` (None: no limit)."""
+def _seconds(timeout: timedelta | float | None) -> float | None:
+    """A wait's limit in seconds, or None for none (torch passes 0 or a negative number for "no timeout")."""
     if isinstance(timeout, timedelta):
         timeout = timeout.total_seconds()
-    return float(timeout) if timeout is not None and timeout > 0 else default
+    return float(timeout) if timeout is not None and timeout > 0 else None
 
 
 class _BaseWork(dist.Work):
-    """The state every Work of this backend shares: done or not, the exception, the future."""
+    """What every Work of this backend has: a name, outputs, an outcome, and a future made on demand."""
 
-    def __init__(self, name: str, outputs: Sequence[torch.Tensor], timeout: float | None) -> None:
+    def __init__(self, name: str, outputs: Sequence[torch.Tensor]) -> None:
         super().__init__()
         self.name = name
-        self._outputs = list(outputs)
-        self._timeout = timeout
+        self._outputs = outputs
         self._exception: BaseException | None = None
-        self._future: torch.futures.Future = torch.futures.Future()
+        self._future: torch.futures.Future | None = None
 
-    def _settle(self, exc: BaseException | None) -> None:
-        """Record the outcome and complete the future (callbacks run in this thread)."""
-        self._exception = exc
-        if exc is None:
-            self._future.set_result(self._outputs)
+    def _settle_future(self, future: torch.futures.Future) -> None:
+        if self._exception is None:
+            future.set_result(list(self._outputs))
         else:
-            self._future.set_exception(exc)
-
-    def _timed_out(self, seconds: float) -> dist.DistBackendError:
-        return dist.DistBackendError(f"mpicoll backend: {self.name} did not complete within {seconds:g} s "
-                                     "(the process group's timeout, or wait's)")
+            future.set_exception(self._exception)
 
     def is_success(self) -> bool:
         """Whether the call completed without an exception."""
@@ -61,131 +64,180 @@ class _BaseWork(dist.Work):
         """The exception the call raised, if any."""
         return self._exception
 
-    def get_future(self) -> torch.futures.Future:
-        """A future completed with the output tensors (or the exception) when the call completes."""
-        return self._future
-
     def result(self) -> list[torch.Tensor]:
         """The output tensors (after :meth:`wait`)."""
-        return self._outputs
+        return list(self._outputs)
 
     def synchronize(self) -> None:
         """Nothing to do on the CPU."""
 
-    def _source_rank(self) -> int:
+    def _source_rank(self) -> int:   # what torch's recv(src=None) calls
         raise ValueError(f"mpicoll backend: {self.name} has no source rank (only recv from any source has one)")
 
     def source_rank(self) -> int:
+        """The sender of a receive from any source."""
         return self._source_rank()
 
 
-class CollectiveWork(_BaseWork):
-    """A collective queued on (or already run by) a process group's executor.
+class DoneWork(_BaseWork):
+    """A call that has completed already (it ran in the caller), successfully or with ``exception``.
+
+    A blocking ``all_reduce`` returns the same DoneWork every time (making one costs more than the call),
+    with its outputs set: torch waits on it at once and drops it.
+    """
+
+    def __init__(self, name: str, outputs: Sequence[torch.Tensor] = (), exception: BaseException | None = None) -> None:
+        super().__init__(name, outputs)
+        self._exception = exception
+
+    def is_completed(self) -> bool:
+        return True
+
+    def wait(self, timeout: timedelta | float | None = None) -> bool:
+        """Raise the call's exception, if any; True."""
+        if self._exception is not None:
+            raise self._exception
+        return True
+
+    def get_future(self) -> torch.futures.Future:
+        """A future completed with the output tensors (or the exception)."""
+        future = _Future()
+        self._settle_future(future)
+        return future
+
+
+class RequestWork(_BaseWork):
+    """The requests of one torch call, and what to do once they all complete.
 
     Parameters
     ----------
     name : str
         The torch call, for messages.
     outputs : sequence of torch.Tensor
-        What the future's value is once the call completes.
-    timeout : float, optional
-        Seconds :meth:`wait` waits by default (the process group's timeout).
+        The future's value once the call completes.
+    requests : sequence of MPI.Request
+        mpicoll's requests of a collective, or the MPI requests of a send or receive.
+    after : callable, optional
+        Run once after every request completed (an average, a copy back into a strided output).
+    status : MPI.Status, optional
+        Filled by the (single) request's completion: a receive from any source reports its sender there.
     """
 
-    def __init__(self, name: str, outputs: Sequence[torch.Tensor], timeout: float | None) -> None:
-        super().__init__(name, outputs, timeout)
-        self._done = threading.Event()
+    def __init__(self, name: str, outputs: Sequence[torch.Tensor], requests: Sequence[MPI.Request],
+                 after: Callable[[], Any] | None = None, status: MPI.Status | None = None) -> None:
+        super().__init__(name, outputs)
+        self._requests = list(requests)
+        self._after = after
+        self._status = status
+        self._lock = threading.Lock()   # one thread at a time tests or waits on the requests
+        self._done = False
 
-    def finish(self, exc: BaseException | None) -> None:
-        """Called by the executor when the call returned (``exc`` None) or raised."""
-        self._settle(exc)
-        self._done.set()
+    # -- completion (the caller holds self._lock) --------------------------------------------------------
+
+    def _finish(self, exc: BaseException | None) -> torch.futures.Future | None:
+        """Run ``after``, record the outcome; returns the future to complete (outside the lock)."""
+        if exc is None and self._after is not None:
+            try:
+                self._after()
+            except BaseException as error:  # noqa: BLE001 - handed to whoever waits
+                exc = error
+        self._after = None
+        self._exception = exc
+        self._done = True
+        return self._future
+
+    def _test(self) -> torch.futures.Future | None:
+        """Test the requests (this advances them); finish once all completed.  Returns a future to complete."""
+        requests = self._requests
+        try:
+            while requests:
+                if not requests[0].Test(self._status):
+                    return None
+                requests.pop(0)
+        except BaseException as exc:  # noqa: BLE001 - e.g. mpicoll's CollectiveTimeout: the Work fails with it
+            return self._finish(exc)
+        return self._finish(None)
+
+    def _block(self) -> torch.futures.Future | None:
+        """Wait for the requests (blocking in MPI), then finish.  Returns a future to complete."""
+        try:
+            for request in self._requests:
+                request.Wait(self._status)
+        except BaseException as exc:  # noqa: BLE001
+            return self._finish(exc)
+        self._requests = []
+        return self._finish(None)
+
+    def _complete(self, future: torch.futures.Future | None) -> None:
+        if future is not None:
+            self._settle_future(future)   # callbacks chained on it run now, in this thread
+
+    # -- torch's interface ------------------------------------------------------------------------------------
 
     def is_completed(self) -> bool:
-        """Whether the call has completed (successfully or not)."""
-        return self._done.is_set()
+        """Test the requests without blocking; True once the call has completed (successfully or not)."""
+        if self._done:
+            return True
+        future = None
+        if self._lock.acquire(blocking=False):
+            try:
+                if not self._done:
+                    future = self._test()
+            finally:
+                self._lock.release()
+        self._complete(future)
+        return self._done
 
     def wait(self, timeout: timedelta | float | None = None) -> bool:
-        """Block until the call completes; raise its exception, or DistBackendError after the timeout."""
-        seconds = _seconds(timeout, self._timeout)
-        if not self._done.wait(seconds):
-            raise self._timed_out(seconds)
+        """Block until the call completes and raise its exception, if any.
+
+        With ``timeout``, raise :class:`torch.distributed.DistBackendError` ("timed out") when the call is not
+        complete by then (it goes on).  Without, wait as long as it takes: a group made with a timeout has
+        mpicoll's watchdog on, which raises :class:`mpicoll.CollectiveTimeout` from a call stuck that long.
+        """
+        if not self._done:
+            seconds = _seconds(timeout)
+            if seconds is None:
+                with self._lock:
+                    future = None if self._done else self._block()
+                self._complete(future)
+            else:
+                self._poll_until(time.monotonic() + seconds, seconds)
         if self._exception is not None:
             raise self._exception
         return True
 
-
-class P2PWork(_BaseWork):
-    """The MPI requests of a send or receive, and what to do once they complete.
-
-    Parameters
-    ----------
-    name : str
-        ``send``, ``recv`` or ``recv_anysource``, for messages.
-    requests : sequence of MPI.Request
-        Nonblocking sends or receives, one per tensor.
-    outputs : sequence of torch.Tensor
-        The tensors (the future's value).
-    timeout : float, optional
-        Seconds :meth:`wait` waits by default.
-    finish : callable, optional
-        Run once after the requests complete (copies a staged receive into a strided tensor).
-    """
-
-    def __init__(self, name: str, requests: Sequence[MPI.Request], outputs: Sequence[torch.Tensor],
-                 timeout: float | None, finish: Callable[[], None] | None = None) -> None:
-        super().__init__(name, outputs, timeout)
-        self._requests = list(requests)
-        self._status = MPI.Status()
-        self._finish = finish
-        self._lock = threading.Lock()  # is_completed and wait may race from two threads
-        self._complete = False
-
-    def _conclude(self) -> None:
-        try:
-            if self._finish is not None:
-                self._finish()
-            self._settle(None)
-        except BaseException as exc:  # noqa: BLE001 - handed to whoever waits
-            self._settle(exc)
-        self._complete = True
-
-    def _test(self) -> bool:
-        if len(self._requests) == 1:  # keep the status: a receive from any source reports its source
-            return self._requests[0].Test(self._status)
-        return MPI.Request.Testall(self._requests)
-
-    def is_completed(self) -> bool:
-        """Test the requests (this drives MPI's progress); True once all completed."""
-        with self._lock:
-            if not self._complete and self._test():
-                self._conclude()
-            return self._complete
-
-    def wait(self, timeout: timedelta | float | None = None) -> bool:
-        """Block until the requests complete; DistBackendError after the timeout."""
-        seconds = _seconds(timeout, self._timeout)
-        deadline = None if seconds is None else time.monotonic() + seconds
+    def _poll_until(self, deadline: float, seconds: float) -> None:
         pause = 0.0
         while not self.is_completed():
-            if deadline is not None and time.monotonic() > deadline:
-                raise self._timed_out(seconds)
-            # spin briefly, then back off to at most 1 ms: short messages stay fast, long waits idle
+            if time.monotonic() > deadline:
+                raise dist.DistBackendError(f"mpicoll backend: {self.name} timed out: it did not complete within "
+                                            f"{seconds:g} s (wait's timeout); it goes on, wait() again for it")
+            # spin briefly, then back off to at most 1 ms: short calls stay fast, long waits idle
             time.sleep(pause)
             pause = min(1e-3, pause * 2 or 1e-6)
-        if self._exception is not None:
-            raise self._exception
-        return True
+
+    def get_future(self) -> torch.futures.Future:
+        """A future completed with the output tensors (or the exception) when the call completes."""
+        with self._lock:
+            if self._future is None:
+                self._future = _Future()
+                pending = not self._done
+                settle = self._done
+            else:
+                pending = settle = False
+            future = self._future
+        if settle:
+            self._settle_future(future)
+        elif pending:
+            from .futures import complete_later  # noqa: PLC0415 - the completing thread starts on first need
+
+            complete_later(self)
+        return future
 
     def _source_rank(self) -> int:
+        """The sender of a receive from any source (after waiting for it)."""
         if self.name != "recv_anysource":
             return super()._source_rank()
         self.wait()
         return self._status.Get_source()
-
-
-def completed_work(name: str, outputs: Sequence[torch.Tensor] = ()) -> CollectiveWork:
-    """A Work that is already complete (for calls with nothing to do)."""
-    work = CollectiveWork(name, outputs, None)
-    work.finish(None)
-    return work
