@@ -1,0 +1,176 @@
+"""Floats as signed integer limbs on a shared exponent, and back with one correct rounding (no MPI needed).
+
+The reproducible sums (:mod:`mpicoll.calls.reproducible`, :mod:`mpicoll.runtime.accumulator`) turn
+each float ``x`` into ``K`` int64 *limbs*: limb ``k`` holds the bits of ``x`` (truncated toward zero)
+in ``[2**(top - (k+1)*L), 2**(top - k*L))``, with the sign of ``x``, where ``top`` is an exponent that
+every contributor agrees on (``|x| < 2**top``).  Integer addition is exact and associative, so the
+limbs of any number of floats add up to the same integers in every order; :func:`combine` turns the
+sums back into floats, rounded once to nearest (ties to even), subnormals and overflow included.
+
+Everything is vectorised over the elements; the only Python loops run over the ``K`` limbs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["LIMB_BITS", "MAX_TERMS", "Format", "format_of", "exponents", "codes", "top_of", "split",
+           "combine", "NEG_ZERO", "INF", "NAN"]
+
+#: bits of a float each int64 limb holds; 63 - LIMB_BITS bits are headroom for the sum's carries
+LIMB_BITS = 44
+#: the most terms an element may sum (2**19 - 1): ``MAX_TERMS * 2**LIMB_BITS < 2**63``
+MAX_TERMS = (1 << (63 - LIMB_BITS)) - 1
+
+# the one-byte codes of the exponent exchange (:func:`codes`); finite values take -127 .. 106
+NEG_ZERO = -128   # every contribution is -0.0: the sum is -0.0 (IEEE: -0 + -0 = -0)
+INF = 126         # some contribution is infinite (its limbs then count +inf and -inf)
+NAN = 127         # some contribution is NaN
+_FINITE0 = -127   # the code of the lowest window
+
+
+@dataclass(frozen=True)
+class Format:
+    """How the floats of one dtype become limbs.
+
+    ``precision``, ``qexp`` (exponent of the smallest subnormal) and ``emax`` (``|x| < 2**emax`` for
+    every finite ``x``) describe the dtype; the arithmetic runs in ``work`` (float64 for float64,
+    float32 for the narrower types, which convert to it exactly).  ``limbs`` of ``LIMB_BITS`` each;
+    the window's top is a multiple of ``step`` above ``floor`` (one byte must name it).
+    """
+
+    name: str
+    work: type
+    precision: int
+    qexp: int
+    emax: int
+    limbs: int
+    step: int
+
+    @property
+    def floor(self) -> int:
+        """The lowest window top: its lowest limb's unit is the dtype's smallest subnormal, so every value
+        whose exponent is below it is held exactly."""
+        return self.qexp + self.limbs * LIMB_BITS
+
+    @property
+    def ceiling(self) -> int:
+        return max(self.floor, self.emax)
+
+
+FORMATS = {
+    "float64": Format("float64", np.float64, 53, -1074, 1024, 2, 16),
+    "float32": Format("float32", np.float32, 24, -149, 128, 1, 1),
+    "float16": Format("float16", np.float32, 11, -24, 16, 1, 1),
+    "bfloat16": Format("bfloat16", np.float32, 8, -133, 128, 1, 1),
+}
+
+
+def format_of(dtype: np.dtype) -> Format | None:
+    """The format of a real float dtype (float64, float32, float16, ml_dtypes' bfloat16); None for others."""
+    return FORMATS.get(np.dtype(dtype).name)
+
+
+def exponents(x: np.ndarray) -> np.ndarray:
+    """``e`` with ``|x| < 2**e`` for normal ``x`` (read from the bits; subnormals and zeros give the
+    lowest normal's, inf and NaN one more than the largest).  ``x``: float64 or float32."""
+    if x.dtype == np.float64:
+        return ((x.view(np.int64) >> 52) & 0x7FF).astype(np.int32) - 1022
+    return ((x.view(np.int32) >> 23) & 0xFF) - 126
+
+
+def codes(x: np.ndarray, fmt: Format) -> np.ndarray:
+    """One int8 per element naming the lowest window that holds ``x`` (see :func:`top_of`), or
+    :data:`NEG_ZERO`, :data:`INF`, :data:`NAN`; the MAX of the codes of the terms names their window."""
+    raw = exponents(x)
+    e = np.clip(raw, fmt.floor, fmt.ceiling)
+    index = -((fmt.floor - e) // fmt.step)              # ceil((e - floor) / step)
+    out = (index + _FINITE0).astype(np.int8)
+    bits = x.view(np.int64 if x.dtype == np.float64 else np.int32)
+    sign = np.array(1, bits.dtype) << (8 * bits.dtype.itemsize - 1)
+    special = raw > fmt.emax                           # inf or NaN (their exponent field is all ones)
+    if special.any():
+        out[special] = np.where(np.isnan(x[special]), NAN, INF)
+    negzero = bits == sign
+    if negzero.any():
+        out[negzero] = NEG_ZERO
+    return out
+
+
+def top_of(code: np.ndarray, fmt: Format) -> np.ndarray:
+    """The window top (an exponent, int64) that a finite code names."""
+    return fmt.floor + (code.astype(np.int64) - _FINITE0) * fmt.step
+
+
+def split(x: np.ndarray, top: np.ndarray, bits: int, count: int) -> np.ndarray:
+    """The ``count`` limbs of ``bits`` bits of each finite ``x`` below ``2**top`` (``|x| < 2**top``):
+    shape ``x.shape + (count,)``, int64, most significant first.
+
+    Limb ``k`` is ``trunc(x / 2**(top-(k+1)*bits))`` less ``2**bits`` times the one above it; their
+    sum is ``x`` truncated toward zero to a multiple of ``2**(top - count*bits)``.  Each step is exact
+    in floating point: a power-of-two scaling, a truncation, and a subtraction whose exact result is
+    representable.
+    """
+    out = np.empty(x.shape + (count,), np.int64)
+    rest = x
+    for k in range(count):
+        shift = (top - (k + 1) * bits).astype(np.int32)
+        scaled = np.ldexp(rest, -shift)
+        if k == count - 1:
+            out[..., k] = scaled            # float -> int64 truncates toward zero
+        else:
+            whole = np.trunc(scaled)
+            out[..., k] = whole
+            rest = rest - np.ldexp(whole, shift)
+    return out
+
+
+def _carry(limbs: list[np.ndarray], bits: int) -> None:
+    """Move each lower limb's excess into the one above, leaving it in ``[0, 2**bits)`` (in place)."""
+    for k in range(len(limbs) - 1, 0, -1):
+        carry = limbs[k] >> bits
+        limbs[k] -= carry << bits
+        limbs[k - 1] += carry
+
+
+def bit_length(m: np.ndarray) -> np.ndarray:
+    """``int.bit_length`` of each non-negative int64."""
+    e = np.frexp(m.astype(np.float64))[1].astype(np.int64)   # float(m) may round up to a power of two
+    low = (m >> np.maximum(e - 1, 0)) == 0
+    return e - (low & (m > 0))
+
+
+def combine(limbs: np.ndarray, top: np.ndarray, bits: int, fmt: Format) -> np.ndarray:
+    """The float64 nearest (ties to even) in ``fmt``'s precision and range to
+    ``sum(limbs[..., k] * 2**(top - (k+1)*bits))``, for limbs that are sums of :func:`split`'s.
+
+    The sum is carried into a sign and a magnitude, whose leading 62 bits (and a sticky bit for the rest)
+    are rounded once in integer arithmetic to ``fmt.precision`` bits.  ``top - limbs*bits >= fmt.qexp``
+    (the windows start at ``fmt.floor``), so a subnormal result is exact and the float64 result is a
+    value of ``fmt``'s dtype, or beyond its largest finite value (the cast to the dtype then gives inf).
+    """
+    count = limbs.shape[-1]
+    parts = [limbs[..., k].astype(np.int64, copy=True) for k in range(count)]
+    _carry(parts, bits)
+    negative = parts[0] < 0
+    if negative.any():
+        parts = [np.where(negative, -p, p) for p in parts]
+        _carry(parts, bits)
+    m = parts[0]
+    unit = np.asarray(top, np.int64) - bits       # m's unit is 2**unit
+    sticky = np.zeros(m.shape, bool)
+    for low in parts[1:]:
+        room = np.clip(62 - bit_length(m), 0, bits)
+        m = (m << room) | (low >> (bits - room))
+        sticky |= (low & ((np.int64(1) << (bits - room)) - 1)) != 0
+        unit = unit - room
+    drop = np.maximum(bit_length(m) - fmt.precision, 0)
+    kept = m >> drop
+    rest = m - (kept << drop)
+    half = (np.int64(1) << drop) >> 1
+    up = (rest > half) | ((rest == half) & (drop > 0) & (sticky | ((kept & 1) == 1)))
+    with np.errstate(over="ignore"):   # beyond float64's range: inf, the correctly rounded result
+        value = np.ldexp((kept + up).astype(np.float64), (unit + drop).astype(np.int32))
+    return np.where(negative, -value, value)
