@@ -140,7 +140,7 @@ class ReproducibleSum:
         if (code >= INF).any():
             pos, neg = limbs[..., 0] & 0xFFFFFFFF, limbs[..., 0] >> 32
             inf = code == INF
-            out[inf] = np.where(pos > 0, np.inf, 0.0)[inf] + np.where(neg > 0, -np.inf, 0.0)[inf]
+            out[inf] = np.where(pos > 0, np.where(neg > 0, np.nan, np.inf), -np.inf)[inf]
             out[code == NAN] = np.nan
         with np.errstate(over="ignore"):
             if self.dtype.kind != "c":
