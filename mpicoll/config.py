@@ -27,6 +27,8 @@ variable                   value                                                
 ``MPICOLL_NO_EXTENSIONS``  1: run the Python definitions of the compiled hot path          0
 ``MPICOLL_PROGRESS``       1 or 0: a thread advances outstanding requests (needs            1
                            ``MPI_THREAD_MULTIPLE``; see ``docs/nonblocking.md``)
+``MPICOLL_REPRODUCIBLE``   1 or 0: the summing collectives default to                       0
+                           ``reproducible=True`` (see ``docs/reproducible.md``)
 =========================  ==============================================================  ===========
 """
 
@@ -58,6 +60,7 @@ class Config:
     gpu_segment: int = 1 << 20
     no_extensions: bool = False
     progress: bool = True      # a progress thread advances outstanding requests (mpicoll.runtime.progress)
+    reproducible: bool = False  # the summing collectives' default for reproducible=None (mpicoll.comm.reproducible)
 
 
 # -- one parser per kind of value ---------------------------------------------------------------------
@@ -165,6 +168,7 @@ def read(env: Mapping[str, str] | None = None) -> Config:
         gpu_segment=segment if segment is not None else 1 << 20,
         no_extensions=bool(_flag(env, "MPICOLL_NO_EXTENSIONS")),
         progress=_flag(env, "MPICOLL_PROGRESS") is not False,
+        reproducible=bool(_flag(env, "MPICOLL_REPRODUCIBLE")),
     )
 
 

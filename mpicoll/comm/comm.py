@@ -24,6 +24,7 @@ from mpi4py import MPI
 from mpicoll import config
 from mpicoll.calls import objects
 from mpicoll.comm import careful, inter, inter_objects, setup
+from mpicoll.comm import reproducible as reproducible_sum
 from mpicoll.comm.dispatch import fast_miss, init, run_blocking, start
 from mpicoll.comm.docs import document
 from mpicoll.runtime.requests import Prequest, Request
@@ -172,7 +173,10 @@ class Comm(MPI.Intracomm):
     def Bcast_init(self, buf: Any, root: int = 0, info: MPI.Info = _INFO, *, algorithm: str = "auto") -> Prequest:
         return init(self, "Bcast", (buf, root), algorithm)
 
-    def Reduce(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, root: int = 0, *, algorithm: str = "auto") -> None:
+    def Reduce(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, root: int = 0, *, algorithm: str = "auto",
+               reproducible: bool | None = None) -> None:
+        if reproducible is not False and reproducible_sum.wanted(reproducible):
+            return reproducible_sum.run(self, "Reduce", algorithm, sendbuf, recvbuf, op, root)
         run_blocking(self, "Reduce", algorithm, sendbuf, recvbuf, op, root)
 
     def Ireduce(
@@ -192,7 +196,10 @@ class Comm(MPI.Intracomm):
     ) -> Prequest:
         return init(self, "Reduce", (sendbuf, recvbuf, op, root), algorithm)
 
-    def Allreduce(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto") -> None:
+    def Allreduce(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto",
+                  reproducible: bool | None = None) -> None:
+        if reproducible is not False and reproducible_sum.wanted(reproducible):
+            return reproducible_sum.run(self, "Allreduce", algorithm, sendbuf, recvbuf, op)
         run_blocking(self, "Allreduce", algorithm, sendbuf, recvbuf, op)
 
     def Iallreduce(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto") -> Request:
@@ -269,7 +276,10 @@ class Comm(MPI.Intracomm):
     ) -> Prequest:
         return init(self, "Allgatherv", (sendbuf, recvbuf), algorithm)
 
-    def Reduce_scatter_block(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto") -> None:
+    def Reduce_scatter_block(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto",
+                             reproducible: bool | None = None) -> None:
+        if reproducible is not False and reproducible_sum.wanted(reproducible):
+            return reproducible_sum.run(self, "Reduce_scatter_block", algorithm, sendbuf, recvbuf, op)
         run_blocking(self, "Reduce_scatter_block", algorithm, sendbuf, recvbuf, op)
 
     def Ireduce_scatter_block(
@@ -283,8 +293,11 @@ class Comm(MPI.Intracomm):
         return init(self, "Reduce_scatter_block", (sendbuf, recvbuf, op), algorithm)
 
     def Reduce_scatter(
-        self, sendbuf: Any, recvbuf: Any, recvcounts: Any = None, op: Any = MPI.SUM, *, algorithm: str = "auto"
+        self, sendbuf: Any, recvbuf: Any, recvcounts: Any = None, op: Any = MPI.SUM, *, algorithm: str = "auto",
+        reproducible: bool | None = None,
     ) -> None:
+        if reproducible is not False and reproducible_sum.wanted(reproducible):
+            return reproducible_sum.run(self, "Reduce_scatter", algorithm, sendbuf, recvbuf, recvcounts, op)
         run_blocking(self, "Reduce_scatter", algorithm, sendbuf, recvbuf, recvcounts, op)
 
     def Ireduce_scatter(
@@ -335,7 +348,10 @@ class Comm(MPI.Intracomm):
     ) -> Prequest:
         return init(self, "Alltoallw", (sendbuf, recvbuf), algorithm)
 
-    def Scan(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto") -> None:
+    def Scan(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto",
+             reproducible: bool | None = None) -> None:
+        if reproducible is not False and reproducible_sum.wanted(reproducible):
+            return reproducible_sum.run(self, "Scan", algorithm, sendbuf, recvbuf, op)
         run_blocking(self, "Scan", algorithm, sendbuf, recvbuf, op)
 
     def Iscan(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto") -> Request:
@@ -346,7 +362,10 @@ class Comm(MPI.Intracomm):
     ) -> Prequest:
         return init(self, "Scan", (sendbuf, recvbuf, op), algorithm)
 
-    def Exscan(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto") -> None:
+    def Exscan(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto",
+               reproducible: bool | None = None) -> None:
+        if reproducible is not False and reproducible_sum.wanted(reproducible):
+            return reproducible_sum.run(self, "Exscan", algorithm, sendbuf, recvbuf, op)
         run_blocking(self, "Exscan", algorithm, sendbuf, recvbuf, op)
 
     def Iexscan(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto") -> Request:

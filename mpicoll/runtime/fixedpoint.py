@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = ["LIMB_BITS", "MAX_TERMS", "Format", "format_of", "exponents", "codes", "top_of", "split",
-           "combine", "NEG_ZERO", "INF", "NAN"]
+           "combine", "encode", "decode", "sum_rows", "NEG_ZERO", "INF", "NAN"]
 
 #: bits of a float each int64 limb holds; 63 - LIMB_BITS bits are headroom for the sum's carries
 LIMB_BITS = 44
@@ -29,6 +29,8 @@ NEG_ZERO = -128   # every contribution is -0.0: the sum is -0.0 (IEEE: -0 + -0 =
 INF = 126         # some contribution is infinite (its limbs then count +inf and -inf)
 NAN = 127         # some contribution is NaN
 _FINITE0 = -127   # the code of the lowest window
+# the extra limb of an element some term holds inf or NaN in: counts of +inf, -inf and NaN, 20 bits each
+_COUNT_BITS = 20
 
 
 @dataclass(frozen=True)
@@ -174,3 +176,61 @@ def combine(limbs: np.ndarray, top: np.ndarray, bits: int, fmt: Format) -> np.nd
     with np.errstate(over="ignore"):   # beyond float64's range: inf, the correctly rounded result
         value = np.ldexp((kept + up).astype(np.float64), (unit + drop).astype(np.int32))
     return np.where(negative, -value, value)
+
+
+# -- the terms of one element and their sum, with the special values -----------------------------------
+
+def _windows(code: np.ndarray, fmt: Format) -> np.ndarray:
+    """The window tops of agreed codes: -0.0 takes the lowest window, inf and NaN the highest (where
+    the finite terms of such an element are held, for the prefixes of a scan that reach no inf)."""
+    ceiling = -((fmt.floor - fmt.ceiling) // fmt.step) + _FINITE0
+    window = np.where(code == NEG_ZERO, _FINITE0, np.where(code >= INF, ceiling, code))
+    return top_of(window, fmt)
+
+
+def encode(values: np.ndarray, code: np.ndarray, fmt: Format) -> np.ndarray:
+    """One term per element (``values``, 1-D, in ``fmt.work``) as limbs in the agreed windows ``code``
+    (the MAX of every term's :func:`codes`): ``(elements, fmt.limbs)`` int64, with one more column
+    when some element's code is inf or NaN, counting this term's ``+inf``, ``-inf`` and NaN."""
+    special = code >= INF
+    if not special.any():
+        return split(values, _windows(code, fmt), LIMB_BITS, fmt.limbs)
+    out = np.zeros((values.shape[0], fmt.limbs + 1), np.int64)
+    finite = np.where(np.isfinite(values), values, 0).astype(fmt.work)
+    out[:, :-1] = split(finite, _windows(code, fmt), LIMB_BITS, fmt.limbs)
+    out[:, -1] = ((values == np.inf) + ((values == -np.inf).astype(np.int64) << _COUNT_BITS)
+                  + (np.isnan(values).astype(np.int64) << 2 * _COUNT_BITS))
+    return out
+
+
+def decode(summed: np.ndarray, code: np.ndarray, fmt: Format) -> np.ndarray:
+    """The sums (float64 holding values of ``fmt``'s dtype, or inf beyond them) of limbs that are sums of
+    :func:`encode`'s in the windows ``code``.
+
+    -0.0 where the code says every term is -0.0; NaN where a term is NaN or terms are ``+inf`` and
+    ``-inf``; ``±inf`` where a term is, or where the rounded sum overflows.
+    """
+    k = fmt.limbs
+    out = combine(summed[:, :k], _windows(code, fmt), LIMB_BITS, fmt)
+    out[code == NEG_ZERO] = -0.0
+    if summed.shape[1] > k:
+        mask = (1 << _COUNT_BITS) - 1
+        tally = summed[:, k]
+        pos, neg, nan = tally & mask, (tally >> _COUNT_BITS) & mask, tally >> 2 * _COUNT_BITS
+        out = np.where(pos > 0, np.inf, out)
+        out = np.where(neg > 0, np.where(pos > 0, np.nan, -np.inf), out)
+        out = np.where(nan > 0, np.nan, out)
+    return out
+
+
+def sum_rows(rows: np.ndarray) -> np.ndarray:
+    """In one process, what a reproducible Allreduce gives when rank ``i`` contributes ``rows[i]``
+    (a 2-D array of float16, bfloat16, float32 or float64): the reference of the tests and examples."""
+    fmt = format_of(rows.dtype)
+    if fmt is None:
+        raise TypeError(f"sum_rows sums float16, bfloat16, float32 or float64, not {rows.dtype}")
+    work = np.asarray(rows, fmt.work)
+    code = codes(work.reshape(-1), fmt).reshape(work.shape).max(axis=0, initial=NEG_ZERO)
+    total = sum(encode(row, code, fmt) for row in work)
+    with np.errstate(over="ignore"):
+        return decode(total, code, fmt).astype(rows.dtype)
