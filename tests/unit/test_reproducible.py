@@ -147,7 +147,8 @@ def test_accumulator_same_bits_for_every_split_and_order(name, data):
         return
     u = Fraction(1, 2 ** fmt.precision)
     big = max(abs(Fraction(v)) for v in values)
-    assert abs(Fraction(got) - exact) <= u * abs(exact) + (1 + u) * len(values) * Fraction(2) ** (-BIN_BITS * (k - 1)) * big
+    truncation = len(values) * Fraction(2) ** (-BIN_BITS * (k - 1)) * big
+    assert abs(Fraction(got) - exact) <= u * abs(exact) + (1 + u) * truncation
 
 
 @settings(max_examples=60, deadline=None)
