@@ -17,10 +17,12 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = ["LIMB_BITS", "MAX_TERMS", "Format", "format_of", "exponents", "codes", "top_of", "split",
-           "combine", "encode", "decode", "sum_rows", "NEG_ZERO", "INF", "NAN"]
+           "combine", "encode", "decode", "rounded_limbs", "sum_rows", "NEG_ZERO", "INF", "NAN"]
 
 #: bits of a float each int64 limb holds; 63 - LIMB_BITS bits are headroom for the sum's carries
 LIMB_BITS = 44
+#: elements handled at a time (their temporaries stay in cache)
+CHUNK = 1 << 14
 #: the most terms an element may sum (2**19 - 1): ``MAX_TERMS * 2**LIMB_BITS < 2**63``
 MAX_TERMS = (1 << (63 - LIMB_BITS)) - 1
 
@@ -85,11 +87,23 @@ def exponents(x: np.ndarray) -> np.ndarray:
 
 def codes(x: np.ndarray, fmt: Format) -> np.ndarray:
     """One int8 per element naming the lowest window that holds ``x`` (see :func:`top_of`), or
-    :data:`NEG_ZERO`, :data:`INF`, :data:`NAN`; the MAX of the codes of the terms names their window."""
+    :data:`NEG_ZERO`, :data:`INF`, :data:`NAN`; the MAX of the codes of the terms names their window.
+    ``x``: 1-D, float64 or float32."""
+    out = np.empty(x.shape[0], np.int8)
+    for lo in range(0, x.shape[0], CHUNK):
+        out[lo:lo + CHUNK] = _codes(x[lo:lo + CHUNK], fmt)
+    return out
+
+
+def _codes(x: np.ndarray, fmt: Format) -> np.ndarray:
     raw = exponents(x)
     e = np.clip(raw, fmt.floor, fmt.ceiling)
-    index = -((fmt.floor - e) // fmt.step)              # ceil((e - floor) / step)
-    out = (index + _FINITE0).astype(np.int8)
+    e -= fmt.floor
+    if fmt.step > 1:                                   # ceil(e / step), step a power of two
+        e += fmt.step - 1
+        e >>= fmt.step.bit_length() - 1
+    e += _FINITE0
+    out = e.astype(np.int8)
     bits = x.view(np.int64 if x.dtype == np.float64 else np.int32)
     sign = np.array(1, bits.dtype) << (8 * bits.dtype.itemsize - 1)
     special = raw > fmt.emax                           # inf or NaN (their exponent field is all ones)
@@ -102,8 +116,12 @@ def codes(x: np.ndarray, fmt: Format) -> np.ndarray:
 
 
 def top_of(code: np.ndarray, fmt: Format) -> np.ndarray:
-    """The window top (an exponent, int64) that a finite code names."""
-    return fmt.floor + (code.astype(np.int64) - _FINITE0) * fmt.step
+    """The window top (an exponent, int32) that a finite code names."""
+    top = code.astype(np.int32)
+    top -= _FINITE0
+    top *= fmt.step
+    top += fmt.floor
+    return top
 
 
 def split(x: np.ndarray, top: np.ndarray, bits: int, count: int) -> np.ndarray:
@@ -117,8 +135,9 @@ def split(x: np.ndarray, top: np.ndarray, bits: int, count: int) -> np.ndarray:
     """
     out = np.empty(x.shape + (count,), np.int64)
     rest = x
+    top = np.asarray(top, np.int32)
     for k in range(count):
-        shift = (top - (k + 1) * bits).astype(np.int32)
+        shift = top - (k + 1) * bits
         scaled = np.ldexp(rest, -shift)
         if k == count - 1:
             out[..., k] = scaled            # float -> int64 truncates toward zero
@@ -183,35 +202,102 @@ def combine(limbs: np.ndarray, top: np.ndarray, bits: int, fmt: Format) -> np.nd
 def _windows(code: np.ndarray, fmt: Format) -> np.ndarray:
     """The window tops of agreed codes: -0.0 takes the lowest window, inf and NaN the highest (where
     the finite terms of such an element are held, for the prefixes of a scan that reach no inf)."""
+    if code.shape[0] and code.min() > NEG_ZERO and code.max() < INF:
+        return top_of(code, fmt)
     ceiling = -((fmt.floor - fmt.ceiling) // fmt.step) + _FINITE0
     window = np.where(code == NEG_ZERO, _FINITE0, np.where(code >= INF, ceiling, code))
     return top_of(window, fmt)
 
 
 def encode(values: np.ndarray, code: np.ndarray, fmt: Format) -> np.ndarray:
-    """One term per element (``values``, 1-D, in ``fmt.work``) as limbs in the agreed windows ``code``
+    """One term per element (``values``, 1-D, any float dtype) as limbs in the agreed windows ``code``
     (the MAX of every term's :func:`codes`): ``(elements, fmt.limbs)`` int64, with one more column
-    when some element's code is inf or NaN, counting this term's ``+inf``, ``-inf`` and NaN."""
-    special = code >= INF
-    if not special.any():
-        return split(values, _windows(code, fmt), LIMB_BITS, fmt.limbs)
-    out = np.zeros((values.shape[0], fmt.limbs + 1), np.int64)
-    finite = np.where(np.isfinite(values), values, 0).astype(fmt.work)
-    out[:, :-1] = split(finite, _windows(code, fmt), LIMB_BITS, fmt.limbs)
-    out[:, -1] = ((values == np.inf) + ((values == -np.inf).astype(np.int64) << _COUNT_BITS)
-                  + (np.isnan(values).astype(np.int64) << 2 * _COUNT_BITS))
+    when some element's code is inf or NaN, counting this term's ``+inf``, ``-inf`` and NaN.
+
+    The limbs of ``x`` sum to ``x`` rounded to nearest (ties to even) on the grid ``2**(top - F)``
+    (``F = fmt.limbs * LIMB_BITS``), see :func:`rounded_limbs`.
+    """
+    special = bool((code >= INF).any())
+    out = np.zeros((values.shape[0], fmt.limbs + special), np.int64)
+    for lo in range(0, values.shape[0], CHUNK):
+        part = values[lo:lo + CHUNK].astype(np.float64)
+        top = _windows(code[lo:lo + CHUNK], fmt)
+        if not special:
+            rounded_limbs(part, top, fmt.limbs, out[lo:lo + CHUNK])
+            continue
+        finite = np.where(np.isfinite(part), part, 0.0)
+        rounded_limbs(finite, top, fmt.limbs, out[lo:lo + CHUNK, :-1])
+        out[lo:lo + CHUNK, -1] = ((part == np.inf) + ((part == -np.inf).astype(np.int64) << _COUNT_BITS)
+                                  + (np.isnan(part).astype(np.int64) << 2 * _COUNT_BITS))
     return out
 
 
+_HIGHEST = 1015      # the highest top whose magic number 1.5 * 2**(top + 8) is a float64
+_ONE_HALF = np.int64(1 << 51)
+
+
+def rounded_limbs(x: np.ndarray, top: np.ndarray, count: int, out: np.ndarray) -> None:
+    """``out[:, k]``: the limbs of float64 ``x`` (``|x| < 2**top``) of ``LIMB_BITS`` each, rounded to nearest.
+
+    Limb 0 is ``x`` rounded to a multiple of ``2**(top - LIMB_BITS)``, read from the bits of ``x + M``
+    with ``M = 1.5 * 2**(top - LIMB_BITS + 52)`` (the sum's unit in the last place is that multiple, so
+    the addition rounds there, once, and the integer is the sum's mantissa less ``M``'s); the exact
+    remainder ``x - (limb 0)`` gives the next limb the same way.  No division, no truncation: one
+    addition and one integer subtraction per limb.
+    """
+    top = np.asarray(top, np.int64)
+    if top.shape[0] and top.max() > _HIGHEST:   # scale the highest windows down: exact at their unit
+        high = top > _HIGHEST
+        x = np.where(high, x * 2.0 ** -64, x)
+        top = np.where(high, top - 64, top)
+    magic = ((top + (1023 + 52 - LIMB_BITS)) << 52) | _ONE_HALF
+    rest = x
+    for k in range(count):
+        m = magic.view(np.float64)
+        y = rest + m
+        out[:, k] = y.view(np.int64) - magic
+        if k + 1 < count:
+            rest = rest - (y - m)
+            magic = magic - (np.int64(LIMB_BITS) << 52)
+
+
 def decode(summed: np.ndarray, code: np.ndarray, fmt: Format) -> np.ndarray:
-    """The sums (float64 holding values of ``fmt``'s dtype, or inf beyond them) of limbs that are sums of
-    :func:`encode`'s in the windows ``code``.
+    """The sums of limbs that are sums of :func:`encode`'s in the windows ``code``, as float64 whose cast
+    to ``fmt``'s dtype is the sum rounded once to nearest (ties to even; inf beyond the largest value).
 
     -0.0 where the code says every term is -0.0; NaN where a term is NaN or terms are ``+inf`` and
     ``-inf``; ``±inf`` where a term is, or where the rounded sum overflows.
     """
+    out = np.empty(summed.shape[0], np.float64)
+    for lo in range(0, summed.shape[0], CHUNK):
+        out[lo:lo + CHUNK] = _decode(summed[lo:lo + CHUNK], code[lo:lo + CHUNK], fmt)
+    return out
+
+
+_EXACT = float(1 << 53)
+
+
+def _decode(summed: np.ndarray, code: np.ndarray, fmt: Format) -> np.ndarray:
     k = fmt.limbs
-    out = combine(summed[:, :k], _windows(code, fmt), LIMB_BITS, fmt)
+    top = _windows(code, fmt)
+    limbs = summed[:, :k]
+    if fmt.name == "bfloat16":     # ml_dtypes rounds float64 to bfloat16 through float32: twice
+        out = combine(limbs, top, LIMB_BITS, fmt)
+    else:
+        # each limb is a float64 exactly (|limb| < 2**53), so is each scaled by its unit: their float64
+        # sum is rounded once; float32 and float16 then round that exact float64 once more, their only time
+        floats = limbs.astype(np.float64)
+        out = np.ldexp(floats[:, 0], top - LIMB_BITS)
+        for j in range(1, k):
+            out += np.ldexp(floats[:, j], top - (j + 1) * LIMB_BITS)
+        good = np.abs(floats[:, 0]) < _EXACT
+        for j in range(1, k):
+            good &= np.abs(floats[:, j]) < _EXACT
+        if k > 1:              # inf: a high limb beyond float64 that the lower ones may bring back
+            good &= np.isfinite(out)
+        if not good.all():
+            bad = ~good
+            out[bad] = combine(limbs[bad], top[bad], LIMB_BITS, fmt)
     out[code == NEG_ZERO] = -0.0
     if summed.shape[1] > k:
         mask = (1 << _COUNT_BITS) - 1
