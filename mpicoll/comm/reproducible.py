@@ -29,6 +29,8 @@ from mpicoll.runtime.buffers import Buffer, is_in_place, parse
 __all__ = ["wanted", "run", "METHODS"]
 
 #: method -> position of ``op`` in its arguments
+#: an Allreduce whose contributions together take at most this many bytes gathers them and sums locally
+GATHER_BYTES = 4096
 METHODS = {"Allreduce": 2, "Reduce": 2, "Reduce_scatter_block": 2, "Reduce_scatter": 3, "Scan": 2, "Exscan": 2}
 
 
@@ -66,20 +68,18 @@ def run(comm: Any, method: str, algorithm: str, *args: Any) -> None:
         call = _local(comm, method, args)
     except (ValueError, TypeError) as exc:   # one rank's bad arguments: it still takes the first step
         failure, call = exc, None
-    size = _elements(args) if call is None else call.values.shape[0]
+    size, itemsize = _elements(args) if call is None else (call.values.shape[0], call.values.dtype.itemsize)
+    if method == "Allreduce" and size * itemsize * comm.Get_size() <= GATHER_BYTES:
+        return _gathered(comm, call, failure, size * itemsize)
     head = np.zeros(size + 1, np.int8)
     if call is not None:
         head[:size] = fp.codes(np.asarray(call.values, call.fmt.work), call.fmt)
     head[size] = failure is not None
     comm.Allreduce(MPI.IN_PLACE, head, op=MPI.MAX, algorithm=algorithm if method == "Allreduce" else "auto",
                    reproducible=False)
-    if failure is not None:
-        raise failure
-    if head[size]:
-        raise errors.ArgumentError(f"{method}(reproducible=True): another rank's arguments were rejected",
-                                   method)
+    _raise_any(method, failure, head[size])
     code = head[:size]
-    limbs = fp.encode(np.asarray(call.values, call.fmt.work), code, call.fmt)
+    limbs = fp.encode(call.values, code, call.fmt)
     summed = _sum(comm, method, algorithm, args, call, limbs)
     if summed is not None and call.out is not None:
         part = slice(call.first, call.first + call.out.shape[0])
@@ -87,11 +87,37 @@ def run(comm: Any, method: str, algorithm: str, *args: Any) -> None:
             call.out[...] = fp.decode(summed, code[part], call.fmt).astype(call.out.dtype)
 
 
-def _elements(args: tuple) -> int:
-    """The real elements of a contribution, for a rank whose arguments failed a check (raises where the
-    contribution itself cannot be read: then no rank can know its length)."""
+def _raise_any(method: str, failure: Exception | None, flagged: Any) -> None:
+    """After the first step: this rank's own error, or ArgumentError where another rank's arguments failed."""
+    if failure is not None:
+        raise failure
+    if flagged:
+        raise errors.ArgumentError(f"{method}(reproducible=True): another rank's arguments were rejected",
+                                   method)
+
+
+def _gathered(comm: Any, call: _Call | None, failure: Exception | None, nbytes: int) -> None:
+    """A small Allreduce in one step: every rank gathers every contribution (and a byte saying whether
+    its arguments failed) and sums them itself with the same arithmetic (:func:`fixedpoint.sum_rows`),
+    so the bits are those of the two steps, in one latency instead of two."""
+    p = comm.Get_size()
+    row = np.zeros(nbytes + 1, np.uint8)
+    row[0] = failure is not None
+    if call is not None:
+        row[1:] = call.values.view(np.uint8)
+    table = np.empty((p, nbytes + 1), np.uint8)
+    comm.Allgather(row, table)
+    _raise_any("Allreduce", failure, table[:, 0].any())
+    if nbytes:
+        call.out[...] = fp.sum_rows(np.ascontiguousarray(table[:, 1:]).view(call.values.dtype))
+
+
+def _elements(args: tuple) -> tuple[int, int]:
+    """The real elements of a contribution and their size, for a rank whose arguments failed a check
+    (raises where the contribution itself cannot be read: then no rank can know its length)."""
     buf = parse(args[1] if is_in_place(args[0]) else args[0], "sendbuf")
-    return buf.count * (2 if buf.dtype.kind == "c" else 1)
+    complex_ = buf.dtype.kind == "c"
+    return buf.count * (2 if complex_ else 1), buf.dtype.itemsize // (2 if complex_ else 1)
 
 
 def _floats(method: str, args: tuple) -> bool:

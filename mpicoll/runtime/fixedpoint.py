@@ -316,7 +316,11 @@ def sum_rows(rows: np.ndarray) -> np.ndarray:
     if fmt is None:
         raise TypeError(f"sum_rows sums float16, bfloat16, float32 or float64, not {rows.dtype}")
     work = np.asarray(rows, fmt.work)
+    if work.size == 0:
+        return np.zeros(work.shape[1], rows.dtype)
     code = codes(work.reshape(-1), fmt).reshape(work.shape).max(axis=0, initial=NEG_ZERO)
-    total = sum(encode(row, code, fmt) for row in work)
+    terms, count = work.shape
+    limbs = encode(work.reshape(-1), np.tile(code, terms), fmt)
+    total = limbs.reshape(terms, count, -1).sum(axis=0)
     with np.errstate(over="ignore"):
         return decode(total, code, fmt).astype(rows.dtype)
