@@ -220,7 +220,7 @@ def encode(values: np.ndarray, code: np.ndarray, fmt: Format) -> np.ndarray:
     special = bool((code >= INF).any())
     out = np.zeros((values.shape[0], fmt.limbs + special), np.int64)
     for lo in range(0, values.shape[0], CHUNK):
-        part = values[lo:lo + CHUNK].astype(np.float64)
+        part = np.asarray(values[lo:lo + CHUNK], np.float64)
         top = _windows(code[lo:lo + CHUNK], fmt)
         if not special:
             rounded_limbs(part, top, fmt.limbs, out[lo:lo + CHUNK])
@@ -250,15 +250,18 @@ def rounded_limbs(x: np.ndarray, top: np.ndarray, count: int, out: np.ndarray) -
         high = top > _HIGHEST
         x = np.where(high, x * 2.0 ** -64, x)
         top = np.where(high, top - 64, top)
-    magic = ((top + (1023 + 52 - LIMB_BITS)) << 52) | _ONE_HALF
+    magic = top + (1023 + 52 - LIMB_BITS)
+    magic <<= 52
+    magic |= _ONE_HALF
     rest = x
     for k in range(count):
         m = magic.view(np.float64)
         y = rest + m
-        out[:, k] = y.view(np.int64) - magic
+        np.subtract(y.view(np.int64), magic, out=out[:, k])
         if k + 1 < count:
-            rest = rest - (y - m)
-            magic = magic - (np.int64(LIMB_BITS) << 52)
+            y -= m
+            rest = rest - y
+            magic -= np.int64(LIMB_BITS) << 52
 
 
 def decode(summed: np.ndarray, code: np.ndarray, fmt: Format) -> np.ndarray:
