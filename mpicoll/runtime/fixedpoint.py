@@ -72,9 +72,18 @@ FORMATS = {
 }
 
 
+_BY_DTYPE: dict = {}
+
+
 def format_of(dtype: np.dtype) -> Format | None:
     """The format of a real float dtype (float64, float32, float16, ml_dtypes' bfloat16); None for others."""
-    return FORMATS.get(np.dtype(dtype).name)
+    try:
+        return _BY_DTYPE[dtype]
+    except (KeyError, TypeError):
+        fmt = FORMATS.get(np.dtype(dtype).name)
+        if isinstance(dtype, np.dtype):
+            _BY_DTYPE[dtype] = fmt
+        return fmt
 
 
 def exponents(x: np.ndarray) -> np.ndarray:
@@ -89,6 +98,8 @@ def codes(x: np.ndarray, fmt: Format) -> np.ndarray:
     """One int8 per element naming the lowest window that holds ``x`` (see :func:`top_of`), or
     :data:`NEG_ZERO`, :data:`INF`, :data:`NAN`; the MAX of the codes of the terms names their window.
     ``x``: 1-D, float64 or float32."""
+    if x.shape[0] <= CHUNK:
+        return _codes(x, fmt)
     out = np.empty(x.shape[0], np.int8)
     for lo in range(0, x.shape[0], CHUNK):
         out[lo:lo + CHUNK] = _codes(x[lo:lo + CHUNK], fmt)
@@ -97,7 +108,8 @@ def codes(x: np.ndarray, fmt: Format) -> np.ndarray:
 
 def _codes(x: np.ndarray, fmt: Format) -> np.ndarray:
     raw = exponents(x)
-    e = np.clip(raw, fmt.floor, fmt.ceiling)
+    e = np.maximum(raw, fmt.floor)
+    np.minimum(e, fmt.ceiling, out=e)
     e -= fmt.floor
     if fmt.step > 1:                                   # ceil(e / step), step a power of two
         e += fmt.step - 1
@@ -271,6 +283,8 @@ def decode(summed: np.ndarray, code: np.ndarray, fmt: Format) -> np.ndarray:
     -0.0 where the code says every term is -0.0; NaN where a term is NaN or terms are ``+inf`` and
     ``-inf``; ``±inf`` where a term is, or where the rounded sum overflows.
     """
+    if summed.shape[0] <= CHUNK:
+        return _decode(summed, code, fmt)
     out = np.empty(summed.shape[0], np.float64)
     for lo in range(0, summed.shape[0], CHUNK):
         out[lo:lo + CHUNK] = _decode(summed[lo:lo + CHUNK], code[lo:lo + CHUNK], fmt)
@@ -323,7 +337,7 @@ def sum_rows(rows: np.ndarray) -> np.ndarray:
         return np.zeros(work.shape[1], rows.dtype)
     code = codes(work.reshape(-1), fmt).reshape(work.shape).max(axis=0, initial=NEG_ZERO)
     terms, count = work.shape
-    limbs = encode(work.reshape(-1), np.tile(code, terms), fmt)
+    limbs = encode(work.reshape(-1), np.broadcast_to(code, work.shape).reshape(-1), fmt)
     total = limbs.reshape(terms, count, -1).sum(axis=0)
     with np.errstate(over="ignore"):
         return decode(total, code, fmt).astype(rows.dtype)
