@@ -84,7 +84,7 @@ def run(comm: Any, method: str, algorithm: str, *args: Any) -> None:
     if summed is not None and call.out is not None:
         part = slice(call.first, call.first + call.out.shape[0])
         with np.errstate(over="ignore"):    # beyond the dtype's largest finite value: inf, correctly rounded
-            call.out[...] = fp.decode(summed, code[part], call.fmt).astype(call.out.dtype)
+            call.out[...] = fp.decode(summed, code[part], call.fmt, comm.Get_size()).astype(call.out.dtype)
 
 
 def _raise_any(method: str, failure: Exception | None, flagged: Any) -> None:

@@ -233,7 +233,14 @@ def encode(values: np.ndarray, code: np.ndarray, fmt: Format) -> np.ndarray:
     out = np.zeros((values.shape[0], fmt.limbs + special), np.int64)
     for lo in range(0, values.shape[0], CHUNK):
         part = np.asarray(values[lo:lo + CHUNK], np.float64)
-        top = _windows(code[lo:lo + CHUNK], fmt)
+        chunk = code[lo:lo + CHUNK]
+        if not special and chunk.shape[0] and chunk.min() > NEG_ZERO and chunk.max() <= _highest_code(fmt):
+            magic = chunk.astype(np.int64)           # the magic numbers straight from the codes (top_of)
+            magic *= fmt.step << 52
+            magic += _wrapped(((fmt.floor - _FINITE0 * fmt.step + 1023 + 52 - LIMB_BITS) << 52) | (1 << 51))
+            _magic_limbs(part, magic, fmt.limbs, out[lo:lo + CHUNK])
+            continue
+        top = _windows(chunk, fmt)
         if not special:
             rounded_limbs(part, top, fmt.limbs, out[lo:lo + CHUNK])
             continue
@@ -265,6 +272,22 @@ def rounded_limbs(x: np.ndarray, top: np.ndarray, count: int, out: np.ndarray) -
     magic = top + (1023 + 52 - LIMB_BITS)
     magic <<= 52
     magic |= _ONE_HALF
+    _magic_limbs(x, magic, count, out)
+
+
+def _wrapped(value: int) -> np.int64:
+    """``value`` modulo 2**64 as an int64: added to an int64 array it wraps, and the sum is in range."""
+    value &= (1 << 64) - 1
+    return np.int64(value - (1 << 64) if value >= 1 << 63 else value)
+
+
+def _highest_code(fmt: Format) -> int:
+    """The highest code whose window top is at most ``_HIGHEST``."""
+    return (_HIGHEST - fmt.floor) // fmt.step + _FINITE0
+
+
+def _magic_limbs(x: np.ndarray, magic: np.ndarray, count: int, out: np.ndarray) -> None:
+    """:func:`rounded_limbs` from the bits of the first magic numbers (int64, consumed)."""
     rest = x
     for k in range(count):
         m = magic.view(np.float64)
@@ -276,25 +299,29 @@ def rounded_limbs(x: np.ndarray, top: np.ndarray, count: int, out: np.ndarray) -
             magic -= np.int64(LIMB_BITS) << 52
 
 
-def decode(summed: np.ndarray, code: np.ndarray, fmt: Format) -> np.ndarray:
+def decode(summed: np.ndarray, code: np.ndarray, fmt: Format, terms: int | None = None) -> np.ndarray:
     """The sums of limbs that are sums of :func:`encode`'s in the windows ``code``, as float64 whose cast
     to ``fmt``'s dtype is the sum rounded once to nearest (ties to even; inf beyond the largest value).
 
     -0.0 where the code says every term is -0.0; NaN where a term is NaN or terms are ``+inf`` and
-    ``-inf``; ``±inf`` where a term is, or where the rounded sum overflows.
+    ``-inf``; ``±inf`` where a term is, or where the rounded sum overflows.  ``terms``: how many terms
+    were summed, if known (fewer than 512 skip a check).
     """
     if summed.shape[0] <= CHUNK:
-        return _decode(summed, code, fmt)
+        return _decode(summed, code, fmt, terms)
     out = np.empty(summed.shape[0], np.float64)
     for lo in range(0, summed.shape[0], CHUNK):
-        out[lo:lo + CHUNK] = _decode(summed[lo:lo + CHUNK], code[lo:lo + CHUNK], fmt)
+        out[lo:lo + CHUNK] = _decode(summed[lo:lo + CHUNK], code[lo:lo + CHUNK], fmt, terms)
     return out
 
 
 _EXACT = float(1 << 53)
 
 
-def _decode(summed: np.ndarray, code: np.ndarray, fmt: Format) -> np.ndarray:
+_FEW = 1 << (53 - LIMB_BITS)     # fewer terms than this: every limb sum is exactly a float64
+
+
+def _decode(summed: np.ndarray, code: np.ndarray, fmt: Format, terms: int | None) -> np.ndarray:
     k = fmt.limbs
     top = _windows(code, fmt)
     limbs = summed[:, :k]
@@ -307,15 +334,19 @@ def _decode(summed: np.ndarray, code: np.ndarray, fmt: Format) -> np.ndarray:
         out = np.ldexp(floats[:, 0], top - LIMB_BITS)
         for j in range(1, k):
             out += np.ldexp(floats[:, j], top - (j + 1) * LIMB_BITS)
-        good = np.abs(floats[:, 0]) < _EXACT
-        for j in range(1, k):
-            good &= np.abs(floats[:, j]) < _EXACT
-        if k > 1:              # inf: a high limb beyond float64 that the lower ones may bring back
-            good &= np.isfinite(out)
-        if not good.all():
+        if terms is None or terms >= _FEW:
+            good = np.abs(floats[:, 0]) < _EXACT
+            for j in range(1, k):
+                good &= np.abs(floats[:, j]) < _EXACT
+        else:                  # each limb is at most 2**44 in magnitude: fewer than 512 terms stay below 2**53
+            good = None
+        if k > 1 and top.max() > _HIGHEST:    # inf: a high limb beyond float64 that the lower ones may bring back
+            good = np.isfinite(out) if good is None else good & np.isfinite(out)
+        if good is not None and not good.all():
             bad = ~good
             out[bad] = combine(limbs[bad], top[bad], LIMB_BITS, fmt)
-    out[code == NEG_ZERO] = -0.0
+    if code.min() == NEG_ZERO:
+        out[code == NEG_ZERO] = -0.0
     if summed.shape[1] > k:
         mask = (1 << _COUNT_BITS) - 1
         tally = summed[:, k]
@@ -340,4 +371,4 @@ def sum_rows(rows: np.ndarray) -> np.ndarray:
     limbs = encode(work.reshape(-1), np.broadcast_to(code, work.shape).reshape(-1), fmt)
     total = limbs.reshape(terms, count, -1).sum(axis=0)
     with np.errstate(over="ignore"):
-        return decode(total, code, fmt).astype(rows.dtype)
+        return decode(total, code, fmt, terms).astype(rows.dtype)
