@@ -322,6 +322,8 @@ _FEW = 1 << (53 - LIMB_BITS)     # fewer terms than this: every limb sum is exac
 
 
 def _decode(summed: np.ndarray, code: np.ndarray, fmt: Format, terms: int | None) -> np.ndarray:
+    if summed.shape[0] == 0:
+        return np.empty(0, np.float64)
     k = fmt.limbs
     top = _windows(code, fmt)
     limbs = summed[:, :k]
