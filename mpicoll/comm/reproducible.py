@@ -16,6 +16,7 @@ Other ops and element types are exact already (or not sums): the call goes the o
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,12 +27,32 @@ from mpicoll import config, errors
 from mpicoll.runtime import fixedpoint as fp
 from mpicoll.runtime.buffers import Buffer, is_in_place, parse
 
-__all__ = ["wanted", "run", "METHODS"]
+__all__ = ["wanted", "run", "always", "METHODS"]
 
 #: method -> position of ``op`` in its arguments
 #: an Allreduce whose contributions together take at most this many bytes gathers them and sums locally
 GATHER_BYTES = 4096
 METHODS = {"Allreduce": 2, "Reduce": 2, "Reduce_scatter_block": 2, "Reduce_scatter": 3, "Scan": 2, "Exscan": 2}
+
+
+class _Always:
+    """``comm`` whose summing collectives default to ``reproducible=True`` (see :func:`always`)."""
+
+    def __init__(self, comm: Any) -> None:
+        self._comm = comm
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._comm, name)
+        if name in METHODS:
+            return functools.partial(attr, reproducible=True)
+        return attr
+
+
+def always(comm: Any) -> Any:
+    """A view of ``comm`` (an ``mpicoll.Comm``) whose ``Allreduce``, ``Reduce``, ``Reduce_scatter(_block)``,
+    ``Scan`` and ``Exscan`` default to ``reproducible=True``; every other attribute is ``comm``'s own (the
+    torch backend's ``Options(reproducible=True)``)."""
+    return _Always(comm)
 
 
 def wanted(reproducible: bool | None) -> bool:

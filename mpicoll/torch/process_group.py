@@ -47,10 +47,14 @@ class Options:
     progress_thread : bool, optional
         Run the collectives on a thread of the process group (True), or in the caller (False: no overlap,
         no hand-over between threads).  None: ``MPICOLL_TORCH_THREAD`` (``0`` or ``1``), else True.
+    reproducible : bool, default False
+        Sums of floats (all_reduce, reduce, reduce_scatter with SUM or AVG) with ``reproducible=True``:
+        the same bits for every algorithm, world size and placement (``docs/reproducible.md``).
     """
 
     algorithms: dict[str, str] = field(default_factory=dict)
     progress_thread: bool | None = None
+    reproducible: bool = False
 
 
 def _threaded(options: Options) -> bool:
@@ -106,6 +110,7 @@ class ProcessGroupMpicoll(dist.ProcessGroup):
     def __init__(self, comm: MPI.Intracomm, timeout: timedelta, options: Options | None = None) -> None:
         super().__init__(comm.Get_rank(), comm.Get_size())
         import mpicoll  # noqa: PLC0415
+        from mpicoll.comm import reproducible  # noqa: PLC0415
 
         self.options = options or Options()
         self._timeout = timeout.total_seconds()
@@ -117,7 +122,8 @@ class ProcessGroupMpicoll(dist.ProcessGroup):
         self._p2p = comm.Dup()  # sends and receives, in the caller's thread
         self._executor = (ThreadExecutor(f"mpicoll-torch-{id(self):x}") if _threaded(self.options)
                           else InlineExecutor())
-        self._ctx = jobs.Context(self._coll, self.rank(), self.size(), self._algorithm)
+        summing = reproducible.always(self._coll) if self.options.reproducible else self._coll
+        self._ctx = jobs.Context(summing, self.rank(), self.size(), self._algorithm)
         self._detail = os.environ.get("TORCH_DISTRIBUTED_DEBUG", "").upper() == "DETAIL"
         self._log = _log_level() >= 2
         self._tag_ub = self._p2p.Get_attr(MPI.TAG_UB) or 32767
