@@ -175,8 +175,8 @@ class Comm(MPI.Intracomm):
 
     def Reduce(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, root: int = 0, *, algorithm: str = "auto",
                reproducible: bool | None = None) -> None:
-        if reproducible is not False and reproducible_sum.wanted(reproducible):
-            return reproducible_sum.run(self, "Reduce", algorithm, sendbuf, recvbuf, op, root)
+        if reproducible or (reproducible is None and reproducible_sum.DEFAULT[0]):
+            return reproducible_sum.run(self, "Reduce", algorithm, reproducible, sendbuf, recvbuf, op, root)
         run_blocking(self, "Reduce", algorithm, sendbuf, recvbuf, op, root)
 
     def Ireduce(
@@ -198,8 +198,8 @@ class Comm(MPI.Intracomm):
 
     def Allreduce(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto",
                   reproducible: bool | None = None) -> None:
-        if reproducible is not False and reproducible_sum.wanted(reproducible):
-            return reproducible_sum.run(self, "Allreduce", algorithm, sendbuf, recvbuf, op)
+        if reproducible or (reproducible is None and reproducible_sum.DEFAULT[0]):
+            return reproducible_sum.run(self, "Allreduce", algorithm, reproducible, sendbuf, recvbuf, op)
         run_blocking(self, "Allreduce", algorithm, sendbuf, recvbuf, op)
 
     def Iallreduce(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto") -> Request:
@@ -278,8 +278,8 @@ class Comm(MPI.Intracomm):
 
     def Reduce_scatter_block(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto",
                              reproducible: bool | None = None) -> None:
-        if reproducible is not False and reproducible_sum.wanted(reproducible):
-            return reproducible_sum.run(self, "Reduce_scatter_block", algorithm, sendbuf, recvbuf, op)
+        if reproducible or (reproducible is None and reproducible_sum.DEFAULT[0]):
+            return reproducible_sum.run(self, "Reduce_scatter_block", algorithm, reproducible, sendbuf, recvbuf, op)
         run_blocking(self, "Reduce_scatter_block", algorithm, sendbuf, recvbuf, op)
 
     def Ireduce_scatter_block(
@@ -296,8 +296,9 @@ class Comm(MPI.Intracomm):
         self, sendbuf: Any, recvbuf: Any, recvcounts: Any = None, op: Any = MPI.SUM, *, algorithm: str = "auto",
         reproducible: bool | None = None,
     ) -> None:
-        if reproducible is not False and reproducible_sum.wanted(reproducible):
-            return reproducible_sum.run(self, "Reduce_scatter", algorithm, sendbuf, recvbuf, recvcounts, op)
+        if reproducible or (reproducible is None and reproducible_sum.DEFAULT[0]):
+            return reproducible_sum.run(self, "Reduce_scatter", algorithm, reproducible,
+                                        sendbuf, recvbuf, recvcounts, op)
         run_blocking(self, "Reduce_scatter", algorithm, sendbuf, recvbuf, recvcounts, op)
 
     def Ireduce_scatter(
@@ -350,8 +351,8 @@ class Comm(MPI.Intracomm):
 
     def Scan(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto",
              reproducible: bool | None = None) -> None:
-        if reproducible is not False and reproducible_sum.wanted(reproducible):
-            return reproducible_sum.run(self, "Scan", algorithm, sendbuf, recvbuf, op)
+        if reproducible or (reproducible is None and reproducible_sum.DEFAULT[0]):
+            return reproducible_sum.run(self, "Scan", algorithm, reproducible, sendbuf, recvbuf, op)
         run_blocking(self, "Scan", algorithm, sendbuf, recvbuf, op)
 
     def Iscan(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto") -> Request:
@@ -364,8 +365,8 @@ class Comm(MPI.Intracomm):
 
     def Exscan(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto",
                reproducible: bool | None = None) -> None:
-        if reproducible is not False and reproducible_sum.wanted(reproducible):
-            return reproducible_sum.run(self, "Exscan", algorithm, sendbuf, recvbuf, op)
+        if reproducible or (reproducible is None and reproducible_sum.DEFAULT[0]):
+            return reproducible_sum.run(self, "Exscan", algorithm, reproducible, sendbuf, recvbuf, op)
         run_blocking(self, "Exscan", algorithm, sendbuf, recvbuf, op)
 
     def Iexscan(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto") -> Request:

@@ -55,9 +55,26 @@ def always(comm: Any) -> Any:
     return _Always(comm)
 
 
+class _Unread:
+    """``DEFAULT[0]`` before ``MPICOLL_REPRODUCIBLE`` is read: true, so that the first call reads it."""
+
+    def __bool__(self) -> bool:
+        return True
+
+
+#: ``[MPICOLL_REPRODUCIBLE]``, read by the first call that takes ``reproducible=None`` (and again after
+#: ``mpicoll.config.reload()``); ``Comm``'s summing methods test it without a call
+DEFAULT: list = [_Unread()]
+config.on_reload(lambda: DEFAULT.__setitem__(0, _Unread()))
+
+
 def wanted(reproducible: bool | None) -> bool:
     """Whether a call runs in the reproducible mode: its keyword, or ``MPICOLL_REPRODUCIBLE`` when None."""
-    return config.current().reproducible if reproducible is None else bool(reproducible)
+    if reproducible is not None:
+        return bool(reproducible)
+    if isinstance(DEFAULT[0], _Unread):
+        DEFAULT[0] = config.current().reproducible
+    return DEFAULT[0]
 
 
 @dataclass
@@ -71,15 +88,16 @@ class _Call:
     counts: list[int] | None    # Reduce_scatter(_block): the real elements of each rank's block
 
 
-def run(comm: Any, method: str, algorithm: str, *args: Any) -> None:
-    """Run the blocking collective ``method`` of ``comm`` (an ``mpicoll.Comm``) in the reproducible mode.
+def run(comm: Any, method: str, algorithm: str, reproducible: bool | None, *args: Any) -> None:
+    """Run the blocking collective ``method`` of ``comm`` (an ``mpicoll.Comm``) in the reproducible mode
+    where ``reproducible`` (None: ``MPICOLL_REPRODUCIBLE``) asks for it.
 
     A call whose op is not ``MPI.SUM`` or whose elements are not float16, bfloat16, float32, float64 or
     complex goes the ordinary way (its result is exact or not a sum).
     """
     ordinary = getattr(comm, method)
     op = args[METHODS[method]]
-    if op != MPI.SUM or not _floats(method, args):
+    if not wanted(reproducible) or op != MPI.SUM or not _floats(method, args):
         return ordinary(*args, algorithm=algorithm, reproducible=False)
     if comm.Get_size() > fp.MAX_TERMS:
         raise errors.ArgError(f"reproducible=True sums at most {fp.MAX_TERMS} ranks' terms, "
