@@ -1,13 +1,17 @@
 """Only the optional compiled part; everything else is in setup.cfg.
 
-``mpicoll._callkey`` runs the hit of a blocking call in C (tag, key, lookup,
-run) and ``mpicoll._rounds`` the blocking executor's round loop.  Both are
+``mpicoll.runtime._callkey`` runs the hit of a blocking call in C (tag, key,
+lookup, run: ``_callkey.c`` builds the key, ``_callrun.c`` runs the call) and
+``mpicoll.runtime._rounds`` the blocking executor's round loop.  Both are
 optional: without a C compiler the install goes on and mpicoll uses the same
-functions in Python (``mpicoll.comm.comm._run``, ``mpicoll.runtime.plan._call_key``,
-``mpicoll.runtime.blocking._execute``).
+functions in Python (``mpicoll.comm.dispatch._run_blocking``,
+``mpicoll.runtime.callkey._call_key``, ``mpicoll.runtime.blocking._execute``).
 """
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension(f"mpicoll.runtime.{name}", [f"mpicoll/runtime/{name}.c"], optional=True)
-                   for name in ("_callkey", "_rounds")])
+SOURCES = {"_callkey": ["_callkey.c", "_callrun.c"], "_rounds": ["_rounds.c"]}
+
+setup(ext_modules=[Extension(f"mpicoll.runtime.{name}", [f"mpicoll/runtime/{file}" for file in files],
+                             depends=["mpicoll/runtime/_callkey.h"], optional=True)
+                   for name, files in SOURCES.items()])

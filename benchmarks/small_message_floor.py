@@ -10,6 +10,11 @@ each is timed ``rounds`` times, so that a change of the machine's load hits all
 of them alike.  The table gives the median over the rounds, the minimum, and the
 median's ratio to the built-in of the same collective.
 
+The request variants are waited on with their own ``Wait`` and, for the
+nonblocking call, with mpi4py's ``MPI.Request.Waitall`` (what a program that mixes
+mpicoll's requests with its own does); the last lines compare mpicoll's requests
+with its own blocking call.
+
 The "bare" variants are the least a Python implementation must do: one mpi4py
 ``Sendrecv`` (or ``Send``/``Recv``) on ready-made buffers and one ``np.add``,
 with no argument checks, no cache lookup and a fixed tag; "bare persistent" is
@@ -46,6 +51,7 @@ def main() -> None:
     byte = np.zeros(1, np.uint8)
     persistent_pair = [private.Recv_init(incoming_bytes, peer, 7), private.Send_init(send_bytes, peer, 7)]
     request = comm.Allreduce_init(x, y)
+    builtin_request = world.Allreduce_init(x, y)
 
     def bare() -> None:
         private.Sendrecv(send_bytes, peer, 5, incoming_bytes, peer, 5)
@@ -66,14 +72,24 @@ def main() -> None:
         request.Start()
         request.Wait()
 
+    def builtin_persistent() -> None:
+        builtin_request.Start()
+        builtin_request.Wait()
+
+    def waited_by_mpi(icomm: MPI.Comm) -> None:
+        MPI.Request.Waitall([icomm.Iallreduce(x, y)])
+
     variants = {   # name: (call, the built-in it is compared with)
         "Allreduce 8 B built-in": (lambda: world.Allreduce(x, y), None),
         "Allreduce 8 B bare Sendrecv + add": (bare, "Allreduce 8 B built-in"),
         "Allreduce 8 B mpicoll": (lambda: comm.Allreduce(x, y), "Allreduce 8 B built-in"),
         "Allreduce 8 B bare persistent + add": (bare_persistent, "Allreduce 8 B built-in"),
-        "Allreduce 8 B mpicoll Allreduce_init": (mpicoll_persistent, "Allreduce 8 B built-in"),
+        "Allreduce_init 8 B Start/Wait built-in": (builtin_persistent, None),
+        "Allreduce_init 8 B Start/Wait mpicoll": (mpicoll_persistent, "Allreduce_init 8 B Start/Wait built-in"),
         "Iallreduce 8 B + Wait built-in": (lambda: world.Iallreduce(x, y).Wait(), None),
         "Iallreduce 8 B + Wait mpicoll": (lambda: comm.Iallreduce(x, y).Wait(), "Iallreduce 8 B + Wait built-in"),
+        "Iallreduce 8 B + MPI Waitall built-in": (lambda: waited_by_mpi(world), None),
+        "Iallreduce 8 B + MPI Waitall mpicoll": (lambda: waited_by_mpi(comm), "Iallreduce 8 B + MPI Waitall built-in"),
         "Bcast 1 B built-in": (lambda: world.Bcast(byte, 0), None),
         "Bcast 1 B bare Send/Recv": (bare_bcast, "Bcast 1 B built-in"),
         "Bcast 1 B mpicoll": (lambda: comm.Bcast(byte, 0), "Bcast 1 B built-in"),
@@ -89,6 +105,7 @@ def main() -> None:
                 call()
             times[name].append(world.allreduce(time.perf_counter() - start, op=MPI.MAX) / ns.calls * 1e6)
     request.Free()
+    builtin_request.Free()
     if world.rank == 0:
         print(f"# p = 2, {ns.calls} calls x {ns.rounds} rounds, interleaved; us per call (slowest rank)")
         print(f"# {'variant':<40} {'median':>8} {'min':>8} {'ratio':>7}")
@@ -96,6 +113,13 @@ def main() -> None:
             median = statistics.median(times[name])
             ratio = f"{median / statistics.median(times[reference]):7.2f}" if reference else f"{1:7.2f}"
             print(f"  {name:<40} {median:8.2f} {min(times[name]):8.2f} {ratio}")
+        mine = statistics.median(times["Allreduce 8 B mpicoll"])
+        print("# mpicoll's requests against its own blocking Allreduce (median / median):")
+        for name in ("Allreduce_init 8 B Start/Wait mpicoll", "Iallreduce 8 B + Wait mpicoll"):
+            print(f"  {name:<40} {statistics.median(times[name]) / mine:8.2f}")
+        own, by_mpi = (statistics.median(times[n]) for n in ("Iallreduce 8 B + Wait mpicoll",
+                                                             "Iallreduce 8 B + MPI Waitall mpicoll"))
+        print(f"  {'Iallreduce waited by MPI / by its Wait':<40} {by_mpi / own:8.2f}")
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ from mpicoll.ir.schedule import Block, Copy, Recv, Reduce, Round, Schedule, Sche
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time these come from __getattr__ below
     from mpicoll.comm.comm import Comm, Intercomm
-    from mpicoll.errors import ArgumentError, MismatchError, PeerFailure
+    from mpicoll.errors import ArgumentError, MismatchError, PeerFailure, ProcFailedError
     from mpicoll.runtime.accumulator import ReproducibleSum
     from mpicoll.runtime.ops import Op
     from mpicoll.runtime.requests import Prequest, Request
@@ -39,6 +39,7 @@ _LAZY = {
     "MismatchError": ".errors",
     "ArgumentError": ".errors",
     "PeerFailure": ".errors",
+    "ProcFailedError": ".errors",
     "CollectiveTimeout": ".runtime.watchdog",
     "MessageSizeError": ".runtime.watchdog",
     "ReproducibleSum": ".runtime.accumulator",
@@ -46,7 +47,7 @@ _LAZY = {
 
 __all__ = [
     "Comm", "Intercomm", "Request", "Prequest", "Op", "MismatchError", "ArgumentError", "PeerFailure",
-    "CollectiveTimeout", "MessageSizeError", "ReproducibleSum",
+    "ProcFailedError", "CollectiveTimeout", "MessageSizeError", "ReproducibleSum",
     "algorithms", "collectives", "schedule", "schedules",
     "Block", "Send", "Recv", "Reduce", "Copy", "Round", "Schedule", "ScheduleSet", "ScheduleError",
     "__version__",

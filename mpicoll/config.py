@@ -30,6 +30,11 @@ variable                   value                                                
 ``MPICOLL_REPRODUCIBLE``   1 or 0: the summing collectives default to                       0
                            ``reproducible=True`` (see ``docs/reproducible.md``)
 =========================  ==============================================================  ===========
+
+One setting comes from the MPI launcher rather than from mpicoll: whether the job runs with MPI's
+fault-tolerance extension (:func:`fault_tolerant`: ``mpirun --with-ft ulfm`` sets ``OMPI_MCA_mpi_ft_enable``,
+MPICH's ``MPIR_CVAR_ENABLE_FT`` does the same), under which mpicoll completes the requests of a round one
+at a time (see :func:`mpicoll.runtime.rounds.waitall`).
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-__all__ = ["Config", "current", "reload", "generation", "read", "GPU_TRANSPORTS"]
+__all__ = ["Config", "current", "reload", "generation", "read", "fault_tolerant", "GPU_TRANSPORTS"]
 
 GPU_TRANSPORTS = ("auto", "ipc", "staged", "cuda-aware")
 
@@ -138,7 +143,7 @@ def _algorithms(env: Mapping[str, str], name: str) -> dict[str, str]:
     """``collective=algorithm`` items separated by commas; the first item for a collective wins.
 
     Only the form is checked here; that each collective and algorithm exists is
-    checked where the registry is known (:func:`mpicoll.selection.choose.forced`).
+    checked where the registry is known (:func:`mpicoll.selection.choose.forced_by_environment`).
     """
     text = _text(env, name)
     forced: dict[str, str] = {}
@@ -170,6 +175,14 @@ def read(env: Mapping[str, str] | None = None) -> Config:
         progress=_flag(env, "MPICOLL_PROGRESS") is not False,
         reproducible=bool(_flag(env, "MPICOLL_REPRODUCIBLE")),
     )
+
+
+def fault_tolerant(env: Mapping[str, str] | None = None) -> bool:
+    """Whether the launcher runs the job with MPI's fault-tolerance extension (see the module's last
+    paragraph); read apart from the ``MPICOLL_*`` variables, which it never makes fail."""
+    env = os.environ if env is None else env
+    return any(_text(env, name).lower() in ("1", "true", "yes", "on")
+               for name in ("OMPI_MCA_mpi_ft_enable", "MPIR_CVAR_ENABLE_FT"))
 
 
 # -- the process's configuration ----------------------------------------------------------------------

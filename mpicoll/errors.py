@@ -21,7 +21,7 @@ from typing import Any
 
 from mpi4py import MPI
 
-__all__ = ["MismatchError", "ArgumentError", "PeerFailure", "TopologyError",
+__all__ = ["MismatchError", "ArgumentError", "PeerFailure", "TopologyError", "ProcFailedError",
            "MPIError", "RootError", "CountError", "CountTypeError", "TypeMismatchError", "DatatypeError",
            "OpError", "OpTypeError", "BufferValueError", "BufferTypeError", "TruncateError", "ArgError"]
 
@@ -149,3 +149,31 @@ class PeerFailure(RuntimeError):
         super().__init__(f"{collective}: the result depends on a contribution that failed on rank {rank} "
                          "(that rank raises the error)")
         self.collective, self.rank = collective, rank
+
+
+class ProcFailedError(MPI.Exception):
+    """A process of the communicator died (MPI's fault-tolerance extension, ULFM): the call cannot complete.
+
+    Its MPI error class is ``MPI.ERR_PROC_FAILED`` where this rank saw the failure itself, ``MPI.ERR_REVOKED``
+    where it learned of it because a peer revoked mpicoll's private communicator (every survivor stops so,
+    whatever it was waiting for).  ``failed`` lists the ranks MPI knows to have failed (in the communicator
+    of the call; may be empty where MPI does not know yet), ``collective`` names the call.  The communicator
+    goes on after :meth:`~mpicoll.Comm.Shrink`.
+    """
+
+    def __init__(self, error_class: int, failed: list[int], collective: str = "") -> None:
+        MPI.Exception.__init__(self, error_class)
+        self.failed, self.collective = failed, collective
+
+    def __str__(self) -> str:
+        how = "a process failed" if self.Get_error_class() != MPI.ERR_REVOKED else \
+            "a peer revoked the communicator after a process failed"
+        who = f" (failed: rank{'s' if len(self.failed) != 1 else ''} {', '.join(map(str, self.failed))})" \
+            if self.failed else ""
+        call = f"{self.collective}: " if self.collective else ""
+        return f"{call}{how}{who}; the survivors can go on with comm.Shrink()"
+
+    def __repr__(self) -> str:
+        return f"ProcFailedError({self.Get_error_class()}, {self.failed!r}, {self.collective!r})"
+
+    __hash__ = MPI.Exception.__hash__

@@ -98,32 +98,49 @@ def test_dir(version: str | None = None) -> str:
     return sdist_dir("test", "arrayimpl.py", version)
 
 
-def wrapped(cls: type, comm_type: type, inter_type: type | None = None) -> type:
+def wrapped(cls: type, comm_type: type, inter_type: type | None = None, fresh: bool = False) -> type:
     """A subclass of mpi4py's test class ``cls`` whose ``COMM`` is a ``comm_type`` over mpi4py's communicator.
 
     Class-level communicators are wrapped once; those that ``setUp`` makes (the
     dups) are wrapped after it, and freed by the test's own ``tearDown``.  The
     ``INTERCOMM`` that the intercommunicator tests' ``setUp`` makes (with MPI's own
     ``Create_intercomm``) becomes an ``inter_type`` the same way.
+
+    ``fresh``: every test wraps its communicators anew, as a program that wraps
+    each communicator it makes would: class-level ones in ``setUp``, and the
+    dups ``setUp`` makes are freed by the test's ``tearDown`` through MPI's own
+    handle, the wrapper simply dropped.
     """
     from mpi4py import MPI
 
     attrs: dict[str, Any] = {"__module__": cls.__module__, "__qualname__": cls.__qualname__}
     names = [n for n in ("COMM", "BASECOMM") if isinstance(getattr(cls, n, None), MPI.Intracomm)]
-    for n in names:
-        attrs[n] = comm_type(getattr(cls, n))
+    if not fresh:
+        for n in names:
+            attrs[n] = comm_type(getattr(cls, n))
 
     def setUp(self: Any) -> None:  # noqa: N802 - unittest's name
         cls.setUp(self)
+        raw = self.__dict__["_raw"] = {}
         for n in names:
             comm = self.__dict__.get(n)
             if comm is not None and not isinstance(comm, comm_type):
+                raw[n] = comm
                 setattr(self, n, comm_type(comm))
+            elif fresh:
+                setattr(self, n, comm_type(getattr(cls, n)))
         inter = self.__dict__.get("INTERCOMM")
         if inter_type is not None and isinstance(inter, MPI.Intercomm) and not isinstance(inter, inter_type):
             self.INTERCOMM = inter_type(inter)
 
+    def tearDown(self: Any) -> None:  # noqa: N802 - unittest's name
+        if fresh:   # the test's own tearDown frees MPI's communicators; the wrappers are dropped
+            for n, comm in self.__dict__.pop("_raw", {}).items():
+                setattr(self, n, comm)
+        cls.tearDown(self)
+
     attrs["setUp"] = setUp
+    attrs["tearDown"] = tearDown
     for name in dir(cls):
         if name.startswith("assert") and name not in _CONTEXT_ASSERTS and callable(getattr(cls, name)):
             attrs[name] = _soft(getattr(cls, name))
@@ -170,7 +187,7 @@ def _checked(method: Any) -> Any:
 
 
 def suite(directory: str, comm_type: type, names: tuple[str, ...] = MODULES, pattern: str | None = None,
-          inter_type: type | None = None) -> unittest.TestSuite:
+          inter_type: type | None = None, fresh: bool = False) -> unittest.TestSuite:
     """Every concrete test class of ``names`` that derives from one of their ``BaseTest*`` mixins, wrapped."""
     if directory not in sys.path:
         sys.path.insert(0, directory)
@@ -188,7 +205,7 @@ def suite(directory: str, comm_type: type, names: tuple[str, ...] = MODULES, pat
         for attr, cls in sorted(vars(module).items()):
             if (isinstance(cls, type) and attr.startswith("Test") and issubclass(cls, unittest.TestCase)
                     and issubclass(cls, mixins)):
-                out.addTests(loader.loadTestsFromTestCase(wrapped(cls, comm_type, inter_type)))
+                out.addTests(loader.loadTestsFromTestCase(wrapped(cls, comm_type, inter_type, fresh)))
     return out
 
 
@@ -284,6 +301,7 @@ def main() -> int:
     parser.add_argument("-k", help="only test methods whose name contains this")
     parser.add_argument("--modules", default=",".join(MODULES), help="test_cco_* modules (default: %(default)s)")
     parser.add_argument("-v", action="store_true", help="one line per test on rank 0")
+    parser.add_argument("--fresh", action="store_true", help="wrap every test's communicators anew (see wrapped())")
     ns = parser.parse_args()
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     directory = ns.testdir or test_dir()
@@ -293,7 +311,8 @@ def main() -> int:
 
     rank = MPI.COMM_WORLD.Get_rank()
     present = tuple(m for m in ns.modules.split(",") if os.path.exists(os.path.join(directory, m + ".py")))
-    tests = suite(directory, counted(mpicoll.Comm), present, pattern=ns.k, inter_type=counted(mpicoll.Intercomm))
+    tests = suite(directory, counted(mpicoll.Comm), present, pattern=ns.k, inter_type=counted(mpicoll.Intercomm),
+                  fresh=ns.fresh)
     stream = sys.stderr if rank == 0 else open(os.devnull, "w")  # noqa: SIM115
     runner = unittest.TextTestRunner(stream=stream, verbosity=2 if ns.v else 1, resultclass=Result)
 

@@ -74,6 +74,7 @@ TEST_TIMEOUT = 180     # seconds for one MPI test (a deadlock fails after this)
 UNIT_TIMEOUT = 900     # seconds for one unit test (the p = 1024 proofs take a minute on an idle core)
 FAULT_TIMEOUT = 240     # seconds for one fault test (each launches a 2-process job with its own limit)
 MPI4PY_SIZES = (1, 2, 3, 4)   # world sizes mpi4py's collective suites run at
+MPI4PY_FRESH_SIZES = (2, 3)   # ... and again with every test's communicators wrapped anew (mpi4py_suite --fresh)
 MPI4PY_TIMEOUT = 1500   # seconds for one world size of mpi4py's suites
 MPI4PY_TEST_TIMEOUT = 300  # seconds for one of its tests (all backends, all types) before the job is aborted
 EXAMPLE_SIZES = (4, 2)  # world sizes every example runs at
@@ -197,7 +198,9 @@ def run_mpi4py_suites(env: dict[str, str], tmp: str, sizes: tuple[int, ...], onl
 
     A row counts mpi4py's tests (each one loops over every backend and type code);
     the cases per backend (one type code of one backend inside one test) are printed
-    after each size.
+    after each size.  Then the suites run again at ``MPI4PY_FRESH_SIZES`` with a new
+    ``mpicoll.Comm`` made for every test (as a program that wraps each communicator it
+    makes would), the dups freed through MPI's own handle.
     """
     sys.path.insert(0, os.path.join(ROOT, "tests"))
     import mpi4py_suite  # noqa: PLC0415 - the runner lives next to this script
@@ -210,13 +213,14 @@ def run_mpi4py_suites(env: dict[str, str], tmp: str, sizes: tuple[int, ...], onl
         print(f"!!! could not get mpi4py's test suite: {exc}", flush=True)
         return [("mpi4py", 0, 1, 0, time.time() - t0)]
     rows = []
-    for size in sizes:
+    for size, fresh in [(n, False) for n in sizes] + [(n, True) for n in MPI4PY_FRESH_SIZES if n in sizes]:
         t0 = time.time()
-        prefix = os.path.join(tmp, f"mpi4py-np{size}-rank")
+        name = f"mpi4py np={size}" + ("+fresh" if fresh else "")
+        prefix = os.path.join(tmp, f"mpi4py-np{size}{'-fresh' if fresh else ''}-rank")
         argv = [os.path.join(ROOT, "tests", "mpi4py_suite.py"), "--testdir", directory, "--report", prefix,
-                "--timeout", str(MPI4PY_TEST_TIMEOUT)] + (["-k", only] if only else [])
+                "--timeout", str(MPI4PY_TEST_TIMEOUT)] + (["-k", only] if only else []) + (["--fresh"] if fresh else [])
         cmd = mpirun_command(size, argv, abort=False)
-        print(f"\n=== mpi4py's suites on {size} process{'es' if size > 1 else ''}: {' '.join(cmd)}", flush=True)
+        print(f"\n=== {name}: {' '.join(cmd)}", flush=True)
         try:
             code = subprocess.call(cmd, cwd=ROOT, env=env, timeout=MPI4PY_TIMEOUT)
         except subprocess.TimeoutExpired:
@@ -237,7 +241,7 @@ def run_mpi4py_suites(env: dict[str, str], tmp: str, sizes: tuple[int, ...], onl
             print(f"    {backend:20s} {n['cases']:6d} cases (backend x type code x test), {worst:4d} failed "
                   f"checks, {n['skipped']:4d} skipped", flush=True)
         print_census(reports)
-        rows.append((f"mpi4py np={size}", passed, failed, first["skipped"], time.time() - t0))
+        rows.append((name, passed, failed, first["skipped"], time.time() - t0))
     return rows
 
 

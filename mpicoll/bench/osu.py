@@ -163,13 +163,13 @@ def _fmt(value: float) -> str:
     return "-" if math.isnan(value) else f"{value:.2f}"
 
 
-def format_demo(name: str, builtin: Table, mpicoll: Table) -> list[str]:
+def format_demo(name: str, builtin: Table, ours: Table) -> list[str]:
     """OSU-style lines for one demo: a header, one row per size, the two geomeans."""
-    by_size = ratios(builtin, mpicoll)
+    by_size = ratios(builtin, ours)
     lines = [f"# osu_{name}", f"# {'Size [B]':<8s}{'built-in [us]':>16s}{'mpicoll [us]':>16s}{'ratio':>10s}"]
     for size in sorted(builtin):
         ratio = f"{by_size[size]:10.2f}" if size in by_size else f"{'-':>10s}"
-        lines.append(f"{size:10d}{builtin[size]:16.2f}{mpicoll.get(size, math.nan):16.2f}{ratio}")
+        lines.append(f"{size:10d}{builtin[size]:16.2f}{ours.get(size, math.nan):16.2f}{ratio}")
     small, large = split_geomeans(by_size)
     lines.append(f"# geomean ratio: <= 1 KiB {_fmt(small)}   >= 64 KiB {_fmt(large)}")
     return lines

@@ -5,8 +5,8 @@ validates a call's arguments (before any message), chooses the algorithm and
 returns a :class:`~mpicoll.runtime.plan.Plan` (or None when there is nothing to do),
 which the blocking, nonblocking and persistent paths run.  ``comm`` is a
 :class:`~mpicoll.runtime.state.Preparation`: everything the communicator's ranks
-agreed on is in it, so preparing sends no message.  Each module also registers
-the collective's "auto" rule.
+agreed on is in it, so preparing sends no message.  What "auto" picks is the
+collective's rule in :mod:`mpicoll.selection.rules`, tabulated in each module's docstring.
 
 :data:`mpicoll.calls.table.TABLE` lists the collectives by mpi4py method name.  What each
 collective computes (its contract, for the checker and the simulator) is in

@@ -2,13 +2,13 @@
 
 "auto" picks (a rule table; the cost model calibrates it later):
 
-======================================================  ====================
-condition (n = bytes received in all)                   algorithm
-======================================================  ====================
-n < 64 KiB                                              bruck
-p a power of two and n < 1 MiB                          recursive_doubling
-otherwise                                               ring
-======================================================  ====================
+=====================================  ==================
+condition (n = bytes received in all)  algorithm
+=====================================  ==================
+n < 64 KiB                             bruck
+p a power of two and n < 1 MiB         recursive_doubling
+otherwise                              ring
+=====================================  ==================
 
 ``sendbuf`` ``IN_PLACE`` (or None): the rank's block is already in ``recvbuf``.
 """

@@ -7,12 +7,12 @@ outside the blocks is written.
 
 "auto" picks:
 
-======================================================  ====================
-condition                                               algorithm
-======================================================  ====================
-p <= 4                                                  linear (one round)
-otherwise                                               ring
-======================================================  ====================
+=========  ==================
+condition  algorithm
+=========  ==================
+p <= 4     linear (one round)
+otherwise  ring
+=========  ==================
 
 ``sendbuf`` ``IN_PLACE`` (or None): the rank's block is already in ``recvbuf``.
 """

@@ -2,15 +2,14 @@
 
 "auto" picks (a rule table; the cost model calibrates it later):
 
-===========================================================  ====================
-condition                                                    algorithm
-===========================================================  ====================
-p = 1, or fewer than 16 KiB (p = 2: 512 KiB), or fewer       recursive_doubling
-elements than ranks
-p a power of two, or the op is not commutative               rabenseifner
-p >= 64 and less than 4 MiB                                  double_binary_tree
-otherwise                                                    ring
-===========================================================  ====================
+==========================================================================  ==================
+condition                                                                   algorithm
+==========================================================================  ==================
+p = 1, or fewer than 16 KiB (p = 2: 512 KiB), or fewer elements than ranks  recursive_doubling
+p a power of two, or the op is not commutative                              rabenseifner
+p >= 64 and less than 4 MiB                                                 double_binary_tree
+otherwise                                                                   ring
+==========================================================================  ==================
 """
 
 from __future__ import annotations

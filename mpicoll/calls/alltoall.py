@@ -2,13 +2,13 @@
 
 "auto" picks (a rule table; the cost model calibrates it later):
 
-======================================================  ====================
-condition (b = bytes of one block)                      algorithm
-======================================================  ====================
-p >= 8 and b <= 256 bytes                               bruck
-p <= 4                                                  linear (one round)
-otherwise                                               pairwise
-======================================================  ====================
+==================================  ==================
+condition (b = bytes of one block)  algorithm
+==================================  ==================
+p >= 8 and b <= 256 bytes           bruck
+p <= 4                              linear (one round)
+otherwise                           pairwise
+==================================  ==================
 
 ``sendbuf`` ``IN_PLACE`` (or None): ``recvbuf`` holds the data to send and is
 replaced by the data received.  The algorithm then receives into scratch and

@@ -7,12 +7,12 @@ receive blocks is written.
 
 "auto" picks:
 
-======================================================  ====================
-condition                                               algorithm
-======================================================  ====================
-p <= 4                                                  linear (one round)
-otherwise                                               pairwise
-======================================================  ====================
+=========  ==================
+condition  algorithm
+=========  ==================
+p <= 4     linear (one round)
+otherwise  pairwise
+=========  ==================
 
 ``sendbuf`` ``IN_PLACE`` (or None): ``recvbuf``'s blocks are sent and then
 replaced (through scratch, as for Alltoall).

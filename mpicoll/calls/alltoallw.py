@@ -11,12 +11,12 @@ and unpacked on the receiving side with that rank's own datatype.
 
 The schedules are Alltoallv's, over byte blocks.  "auto" picks:
 
-======================================================  ====================
-condition                                               algorithm
-======================================================  ====================
-p <= 4                                                  linear (one round)
-otherwise                                               pairwise
-======================================================  ====================
+=========  ==================
+condition  algorithm
+=========  ==================
+p <= 4     linear (one round)
+otherwise  pairwise
+=========  ==================
 
 ``sendbuf`` ``IN_PLACE`` (or None): ``recvbuf``'s blocks (with the receive
 datatypes) are sent and then replaced, through scratch as for Alltoall.
@@ -192,7 +192,7 @@ def as_bytes(buf: WBuffer, what: str, *, writable: bool) -> tuple[np.ndarray, La
         else:   # block j: the user's bytes from displs[j], packed into packed[off : off + n]
             block = datatypes.Packed(buf.raw[d:], t, m, (c,), (0,), packed[off:off + n], (0,))
         block.pack()
-        datatypes.stage(block, writable)
+        datatypes.register(block, writable)
     return packed, Layout.v(nbytes, offsets)
 
 

@@ -2,14 +2,14 @@
 
 "auto" picks (a rule table, not yet calibrated by measurement):
 
-=========================================  ====================
-condition                                  algorithm
-=========================================  ====================
-p <= 2, or fewer than 16 KiB               binomial
-fewer than 512 KiB                         scatter_allgather
-p <= 8                                     pipelined_chain
-otherwise                                  double_binary_tree
-=========================================  ====================
+============================  ==================
+condition                     algorithm
+============================  ==================
+p <= 2, or fewer than 16 KiB  binomial
+fewer than 512 KiB            scatter_allgather
+p <= 8                        pipelined_chain
+otherwise                     double_binary_tree
+============================  ==================
 """
 
 from __future__ import annotations

@@ -4,12 +4,12 @@ Rank 0's ``recvbuf`` is left untouched (MPI leaves it undefined).
 
 "auto" picks:
 
-======================================================  ====================
-condition                                               algorithm
-======================================================  ====================
-p <= 2                                                  linear (a chain)
-otherwise                                               recursive_doubling
-======================================================  ====================
+=========  ==================
+condition  algorithm
+=========  ==================
+p <= 2     linear (a chain)
+otherwise  recursive_doubling
+=========  ==================
 
 Both algorithms keep rank order.  ``sendbuf`` ``IN_PLACE`` (or None): the input
 is in ``recvbuf``.

@@ -4,12 +4,12 @@
 gathered total is under 256 KiB (lg p steps instead of p - 1 messages at the
 root), linear otherwise (every byte moves once).
 
-==============================================  ==========
-condition                                       algorithm
-==============================================  ==========
-p > 2 and p x count x itemsize < 256 KiB        binomial
-otherwise                                       linear
-==============================================  ==========
+========================================  =========
+condition                                 algorithm
+========================================  =========
+p > 2 and p x count x itemsize < 256 KiB  binomial
+otherwise                                 linear
+========================================  =========
 """
 
 from __future__ import annotations

@@ -3,12 +3,12 @@
 Every reduce algorithm keeps rank order, for any root, so non-commutative ops
 may use them all.  "auto" picks (a rule table, not yet calibrated):
 
-=============================================================  ====================
-condition                                                      algorithm
-=============================================================  ====================
-p <= 2, or fewer than 16 KiB, or fewer elements than ranks     binomial
-otherwise                                                      rabenseifner
-=============================================================  ====================
+==========================================================  ============
+condition                                                   algorithm
+==========================================================  ============
+p <= 2, or fewer than 16 KiB, or fewer elements than ranks  binomial
+otherwise                                                   rabenseifner
+==========================================================  ============
 """
 
 from __future__ import annotations

@@ -6,12 +6,12 @@ from its ``recvbuf`` (the counts are then exchanged, as mpi4py does).
 
 "auto" picks:
 
-======================================================  ====================
-condition                                               algorithm
-======================================================  ====================
-the op is not commutative, or p <= 2                    pairwise
-otherwise                                               ring
-======================================================  ====================
+====================================  =========
+condition                             algorithm
+====================================  =========
+the op is not commutative, or p <= 2  pairwise
+otherwise                             ring
+====================================  =========
 
 ``sendbuf`` ``IN_PLACE`` (or None): ``recvbuf`` holds the whole input; the
 result goes to its start (copied there from scratch once all messages are done).

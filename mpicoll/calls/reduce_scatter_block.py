@@ -2,13 +2,13 @@
 
 "auto" picks (a rule table; the cost model calibrates it later):
 
-===========================================================  ====================
-condition (n = bytes of one rank's input)                    algorithm
-===========================================================  ====================
-the op is not commutative                                    pairwise
-p a power of two, or n < 64 KiB                              recursive_halving
-otherwise                                                    ring
-===========================================================  ====================
+=========================================  =================
+condition (n = bytes of one rank's input)  algorithm
+=========================================  =================
+the op is not commutative                  pairwise
+p a power of two, or n < 64 KiB            recursive_halving
+otherwise                                  ring
+=========================================  =================
 
 ``sendbuf`` ``IN_PLACE`` (or None): ``recvbuf`` holds the whole input (p
 blocks); the result goes to its first block.  The algorithm then reduces into

@@ -2,12 +2,12 @@
 
 "auto" picks:
 
-======================================================  ====================
-condition                                               algorithm
-======================================================  ====================
-p <= 2                                                  linear (a chain)
-otherwise                                               recursive_doubling
-======================================================  ====================
+=========  ==================
+condition  algorithm
+=========  ==================
+p <= 2     linear (a chain)
+otherwise  recursive_doubling
+=========  ==================
 
 Both algorithms keep rank order, so any op, commutative or not, may be used.
 ``sendbuf`` ``IN_PLACE`` (or None): the input is in ``recvbuf``.

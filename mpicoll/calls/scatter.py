@@ -3,12 +3,12 @@
 "auto" picks (a rule table, not yet calibrated): binomial when p > 2 and the
 scattered total is under 256 KiB, linear otherwise.
 
-==============================================  ==========
-condition                                       algorithm
-==============================================  ==========
-p > 2 and p x count x itemsize < 256 KiB        binomial
-otherwise                                       linear
-==============================================  ==========
+========================================  =========
+condition                                 algorithm
+========================================  =========
+p > 2 and p x count x itemsize < 256 KiB  binomial
+otherwise                                 linear
+========================================  =========
 """
 
 from __future__ import annotations

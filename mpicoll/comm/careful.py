@@ -26,7 +26,7 @@ from typing import Any
 from mpicoll.calls.table import TABLE
 from mpicoll.comm.preparing import exchanged, prepare, stand_in
 from mpicoll.runtime import debug, nonblocking, requests, watchdog
-from mpicoll.runtime.datatypes import staging
+from mpicoll.runtime.datatypes import packing
 from mpicoll.runtime.state import CommState, Preparation
 
 __all__ = ["run", "start"]
@@ -38,8 +38,8 @@ def _checked(state: CommState, method: str, args: tuple, algorithm: str, tag: in
         preparation = Preparation(state)
 
         def checked() -> Any:
-            with staging() as staged:
-                return staged.attach(TABLE[method].prepare(preparation, *args, algorithm=algorithm))
+            with packing() as packed:
+                return packed.attach(TABLE[method].prepare(preparation, *args, algorithm=algorithm))
 
         return debug.agree(preparation, method, checked, state.timeout)
     try:

@@ -2,45 +2,34 @@
 
 It *is* an :class:`mpi4py.MPI.Intracomm` (a subclass sharing the same MPI
 handle), so everything mpi4py offers works unchanged; the collectives are
-replaced by mpicoll's own, which take one more keyword, ``algorithm``.  Each
-collective method is one line: blocking ones go to
-:func:`mpicoll.comm.dispatch.run_blocking`, nonblocking ones to
-:func:`~mpicoll.comm.dispatch.start`, persistent ones to
-:func:`~mpicoll.comm.dispatch.init`; their documentation is written from
-:mod:`mpicoll.comm.docs`.  What mpicoll keeps for a communicator is its
-:class:`~mpicoll.runtime.state.CommState` (``comm._state``), made by
-:mod:`mpicoll.comm.setup`.
+replaced by mpicoll's own, which take one more keyword, ``algorithm``.  The
+buffer collectives' methods are written once, in :mod:`mpicoll.comm.collectives`,
+and shared by :class:`Comm` (with its topology subclasses) and :class:`Intercomm`;
+this module holds what differs: how a communicator is wrapped, derived and
+released, and the object collectives.  What mpicoll keeps for a communicator is
+its state (``comm._state``: a :class:`~mpicoll.runtime.state.CommState`, made by
+:mod:`mpicoll.comm.setup` and found again by :mod:`mpicoll.comm.states`; an
+intercommunicator's is a :class:`~mpicoll.comm.inter.InterState`).
 """
 
 from __future__ import annotations
 
 import numbers
-import threading
-import weakref
 from typing import Any
 
 from mpi4py import MPI
 
 from mpicoll import config
-from mpicoll.calls import objects
-from mpicoll.comm import careful, inter, inter_objects, setup
-from mpicoll.comm import reproducible as reproducible_sum
-from mpicoll.comm.dispatch import fast_miss, init, run_blocking, start
-from mpicoll.comm.docs import document
-from mpicoll.runtime.requests import Prequest, Request
+from mpicoll.comm import inter, inter_objects, setup, states
+from mpicoll.comm.collectives import Collectives, IntraCollectives
 from mpicoll.runtime.state import CommState
 
 __all__ = ["Comm", "Cartcomm", "Graphcomm", "Distgraphcomm", "Intercomm"]
 
 _INFO = MPI.INFO_NULL
-# (handle, timeout, configuration generation): the state of a wrapped communicator, while a wrapper lives;
-# wrapping it again after mpicoll.config.reload() makes a new state, which follows the new configuration
-_STATES: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
-_PREDEFINED: dict[tuple, CommState] = {}  # (handle, timeout): the newest state of COMM_WORLD or COMM_SELF, kept
-_LOCK = threading.Lock()
 
 
-class Comm(MPI.Intracomm):
+class Comm(IntraCollectives, MPI.Intracomm):
     """Wrap ``comm`` (an ``MPI.Intracomm``) so that its collectives are mpicoll's.
 
     The collectives take mpi4py's arguments, plus the keyword ``algorithm``
@@ -149,341 +138,9 @@ class Comm(MPI.Intracomm):
         made = MPI.Intracomm.__new__(_class_of(comm), comm)  # the same handle, no new communicator
         made._state = None
         if comm != MPI.COMM_NULL:
-            made._state = _register(comm, setup.derived(comm, parent, parent.timeout) if parent is not None
+            made._state = states.register(comm, setup.derived(comm, parent, parent.timeout) if parent is not None
                                     else setup.wrapped(comm, config.current().timeout))
         return made
-
-    # -- the collectives: one line each (documented from mpicoll.comm.docs) --------------------------------
-
-    def Barrier(self, *, algorithm: str = "auto") -> None:
-        run_blocking(self, "Barrier", algorithm)
-
-    def Ibarrier(self, *, algorithm: str = "auto") -> Request:
-        return start(self, "Barrier", (), algorithm)
-
-    def Barrier_init(self, info: MPI.Info = _INFO, *, algorithm: str = "auto") -> Prequest:
-        return init(self, "Barrier", (), algorithm)
-
-    def Bcast(self, buf: Any, root: int = 0, *, algorithm: str = "auto") -> None:
-        run_blocking(self, "Bcast", algorithm, buf, root)
-
-    def Ibcast(self, buf: Any, root: int = 0, *, algorithm: str = "auto") -> Request:
-        return start(self, "Bcast", (buf, root), algorithm)
-
-    def Bcast_init(self, buf: Any, root: int = 0, info: MPI.Info = _INFO, *, algorithm: str = "auto") -> Prequest:
-        return init(self, "Bcast", (buf, root), algorithm)
-
-    def Reduce(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, root: int = 0, *, algorithm: str = "auto",
-               reproducible: bool | None = None) -> None:
-        if reproducible or (reproducible is None and reproducible_sum.DEFAULT[0]):
-            return reproducible_sum.run(self, "Reduce", algorithm, reproducible, sendbuf, recvbuf, op, root)
-        run_blocking(self, "Reduce", algorithm, sendbuf, recvbuf, op, root)
-
-    def Ireduce(
-        self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, root: int = 0, *, algorithm: str = "auto"
-    ) -> Request:
-        return start(self, "Reduce", (sendbuf, recvbuf, op, root), algorithm)
-
-    def Reduce_init(
-        self,
-        sendbuf: Any,
-        recvbuf: Any,
-        op: Any = MPI.SUM,
-        root: int = 0,
-        info: MPI.Info = _INFO,
-        *,
-        algorithm: str = "auto",
-    ) -> Prequest:
-        return init(self, "Reduce", (sendbuf, recvbuf, op, root), algorithm)
-
-    def Allreduce(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto",
-                  reproducible: bool | None = None) -> None:
-        if reproducible or (reproducible is None and reproducible_sum.DEFAULT[0]):
-            return reproducible_sum.run(self, "Allreduce", algorithm, reproducible, sendbuf, recvbuf, op)
-        run_blocking(self, "Allreduce", algorithm, sendbuf, recvbuf, op)
-
-    def Iallreduce(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto") -> Request:
-        return start(self, "Allreduce", (sendbuf, recvbuf, op), algorithm)
-
-    def Allreduce_init(
-        self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, info: MPI.Info = _INFO, *, algorithm: str = "auto"
-    ) -> Prequest:
-        return init(self, "Allreduce", (sendbuf, recvbuf, op), algorithm)
-
-    def Gather(self, sendbuf: Any, recvbuf: Any, root: int = 0, *, algorithm: str = "auto") -> None:
-        run_blocking(self, "Gather", algorithm, sendbuf, recvbuf, root)
-
-    def Igather(self, sendbuf: Any, recvbuf: Any, root: int = 0, *, algorithm: str = "auto") -> Request:
-        return start(self, "Gather", (sendbuf, recvbuf, root), algorithm)
-
-    def Gather_init(
-        self, sendbuf: Any, recvbuf: Any, root: int = 0, info: MPI.Info = _INFO, *, algorithm: str = "auto"
-    ) -> Prequest:
-        return init(self, "Gather", (sendbuf, recvbuf, root), algorithm)
-
-    def Gatherv(self, sendbuf: Any, recvbuf: Any, root: int = 0, *, algorithm: str = "auto") -> None:
-        run_blocking(self, "Gatherv", algorithm, sendbuf, recvbuf, root)
-
-    def Igatherv(self, sendbuf: Any, recvbuf: Any, root: int = 0, *, algorithm: str = "auto") -> Request:
-        return start(self, "Gatherv", (sendbuf, recvbuf, root), algorithm)
-
-    def Gatherv_init(
-        self, sendbuf: Any, recvbuf: Any, root: int = 0, info: MPI.Info = _INFO, *, algorithm: str = "auto"
-    ) -> Prequest:
-        return init(self, "Gatherv", (sendbuf, recvbuf, root), algorithm)
-
-    def Scatter(self, sendbuf: Any, recvbuf: Any, root: int = 0, *, algorithm: str = "auto") -> None:
-        run_blocking(self, "Scatter", algorithm, sendbuf, recvbuf, root)
-
-    def Iscatter(self, sendbuf: Any, recvbuf: Any, root: int = 0, *, algorithm: str = "auto") -> Request:
-        return start(self, "Scatter", (sendbuf, recvbuf, root), algorithm)
-
-    def Scatter_init(
-        self, sendbuf: Any, recvbuf: Any, root: int = 0, info: MPI.Info = _INFO, *, algorithm: str = "auto"
-    ) -> Prequest:
-        return init(self, "Scatter", (sendbuf, recvbuf, root), algorithm)
-
-    def Scatterv(self, sendbuf: Any, recvbuf: Any, root: int = 0, *, algorithm: str = "auto") -> None:
-        run_blocking(self, "Scatterv", algorithm, sendbuf, recvbuf, root)
-
-    def Iscatterv(self, sendbuf: Any, recvbuf: Any, root: int = 0, *, algorithm: str = "auto") -> Request:
-        return start(self, "Scatterv", (sendbuf, recvbuf, root), algorithm)
-
-    def Scatterv_init(
-        self, sendbuf: Any, recvbuf: Any, root: int = 0, info: MPI.Info = _INFO, *, algorithm: str = "auto"
-    ) -> Prequest:
-        return init(self, "Scatterv", (sendbuf, recvbuf, root), algorithm)
-
-    def Allgather(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> None:
-        run_blocking(self, "Allgather", algorithm, sendbuf, recvbuf)
-
-    def Iallgather(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> Request:
-        return start(self, "Allgather", (sendbuf, recvbuf), algorithm)
-
-    def Allgather_init(
-        self, sendbuf: Any, recvbuf: Any, info: MPI.Info = _INFO, *, algorithm: str = "auto"
-    ) -> Prequest:
-        return init(self, "Allgather", (sendbuf, recvbuf), algorithm)
-
-    def Allgatherv(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> None:
-        run_blocking(self, "Allgatherv", algorithm, sendbuf, recvbuf)
-
-    def Iallgatherv(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> Request:
-        return start(self, "Allgatherv", (sendbuf, recvbuf), algorithm)
-
-    def Allgatherv_init(
-        self, sendbuf: Any, recvbuf: Any, info: MPI.Info = _INFO, *, algorithm: str = "auto"
-    ) -> Prequest:
-        return init(self, "Allgatherv", (sendbuf, recvbuf), algorithm)
-
-    def Reduce_scatter_block(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto",
-                             reproducible: bool | None = None) -> None:
-        if reproducible or (reproducible is None and reproducible_sum.DEFAULT[0]):
-            return reproducible_sum.run(self, "Reduce_scatter_block", algorithm, reproducible, sendbuf, recvbuf, op)
-        run_blocking(self, "Reduce_scatter_block", algorithm, sendbuf, recvbuf, op)
-
-    def Ireduce_scatter_block(
-        self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto"
-    ) -> Request:
-        return start(self, "Reduce_scatter_block", (sendbuf, recvbuf, op), algorithm)
-
-    def Reduce_scatter_block_init(
-        self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, info: MPI.Info = _INFO, *, algorithm: str = "auto"
-    ) -> Prequest:
-        return init(self, "Reduce_scatter_block", (sendbuf, recvbuf, op), algorithm)
-
-    def Reduce_scatter(
-        self, sendbuf: Any, recvbuf: Any, recvcounts: Any = None, op: Any = MPI.SUM, *, algorithm: str = "auto",
-        reproducible: bool | None = None,
-    ) -> None:
-        if reproducible or (reproducible is None and reproducible_sum.DEFAULT[0]):
-            return reproducible_sum.run(self, "Reduce_scatter", algorithm, reproducible,
-                                        sendbuf, recvbuf, recvcounts, op)
-        run_blocking(self, "Reduce_scatter", algorithm, sendbuf, recvbuf, recvcounts, op)
-
-    def Ireduce_scatter(
-        self, sendbuf: Any, recvbuf: Any, recvcounts: Any = None, op: Any = MPI.SUM, *, algorithm: str = "auto"
-    ) -> Request:
-        return start(self, "Reduce_scatter", (sendbuf, recvbuf, recvcounts, op), algorithm)
-
-    def Reduce_scatter_init(
-        self,
-        sendbuf: Any,
-        recvbuf: Any,
-        recvcounts: Any = None,
-        op: Any = MPI.SUM,
-        info: MPI.Info = _INFO,
-        *,
-        algorithm: str = "auto",
-    ) -> Prequest:
-        return init(self, "Reduce_scatter", (sendbuf, recvbuf, recvcounts, op), algorithm)
-
-    def Alltoall(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> None:
-        run_blocking(self, "Alltoall", algorithm, sendbuf, recvbuf)
-
-    def Ialltoall(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> Request:
-        return start(self, "Alltoall", (sendbuf, recvbuf), algorithm)
-
-    def Alltoall_init(self, sendbuf: Any, recvbuf: Any, info: MPI.Info = _INFO, *, algorithm: str = "auto") -> Prequest:
-        return init(self, "Alltoall", (sendbuf, recvbuf), algorithm)
-
-    def Alltoallv(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> None:
-        run_blocking(self, "Alltoallv", algorithm, sendbuf, recvbuf)
-
-    def Ialltoallv(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> Request:
-        return start(self, "Alltoallv", (sendbuf, recvbuf), algorithm)
-
-    def Alltoallv_init(
-        self, sendbuf: Any, recvbuf: Any, info: MPI.Info = _INFO, *, algorithm: str = "auto"
-    ) -> Prequest:
-        return init(self, "Alltoallv", (sendbuf, recvbuf), algorithm)
-
-    def Alltoallw(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> None:
-        run_blocking(self, "Alltoallw", algorithm, sendbuf, recvbuf)
-
-    def Ialltoallw(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> Request:
-        return start(self, "Alltoallw", (sendbuf, recvbuf), algorithm)
-
-    def Alltoallw_init(
-        self, sendbuf: Any, recvbuf: Any, info: MPI.Info = _INFO, *, algorithm: str = "auto"
-    ) -> Prequest:
-        return init(self, "Alltoallw", (sendbuf, recvbuf), algorithm)
-
-    def Scan(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto",
-             reproducible: bool | None = None) -> None:
-        if reproducible or (reproducible is None and reproducible_sum.DEFAULT[0]):
-            return reproducible_sum.run(self, "Scan", algorithm, reproducible, sendbuf, recvbuf, op)
-        run_blocking(self, "Scan", algorithm, sendbuf, recvbuf, op)
-
-    def Iscan(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto") -> Request:
-        return start(self, "Scan", (sendbuf, recvbuf, op), algorithm)
-
-    def Scan_init(
-        self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, info: MPI.Info = _INFO, *, algorithm: str = "auto"
-    ) -> Prequest:
-        return init(self, "Scan", (sendbuf, recvbuf, op), algorithm)
-
-    def Exscan(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto",
-               reproducible: bool | None = None) -> None:
-        if reproducible or (reproducible is None and reproducible_sum.DEFAULT[0]):
-            return reproducible_sum.run(self, "Exscan", algorithm, reproducible, sendbuf, recvbuf, op)
-        run_blocking(self, "Exscan", algorithm, sendbuf, recvbuf, op)
-
-    def Iexscan(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto") -> Request:
-        return start(self, "Exscan", (sendbuf, recvbuf, op), algorithm)
-
-    def Exscan_init(
-        self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, info: MPI.Info = _INFO, *, algorithm: str = "auto"
-    ) -> Prequest:
-        return init(self, "Exscan", (sendbuf, recvbuf, op), algorithm)
-
-    # -- neighbourhood collectives: any wrapped communicator with a virtual topology (mpicoll.calls._neighbors) --
-
-    def Neighbor_allgather(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> None:
-        run_blocking(self, "Neighbor_allgather", algorithm, sendbuf, recvbuf)
-
-    def Ineighbor_allgather(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> Request:
-        return start(self, "Neighbor_allgather", (sendbuf, recvbuf), algorithm)
-
-    def Neighbor_allgather_init(
-        self, sendbuf: Any, recvbuf: Any, info: MPI.Info = _INFO, *, algorithm: str = "auto"
-    ) -> Prequest:
-        return init(self, "Neighbor_allgather", (sendbuf, recvbuf), algorithm)
-
-    def Neighbor_allgatherv(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> None:
-        run_blocking(self, "Neighbor_allgatherv", algorithm, sendbuf, recvbuf)
-
-    def Ineighbor_allgatherv(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> Request:
-        return start(self, "Neighbor_allgatherv", (sendbuf, recvbuf), algorithm)
-
-    def Neighbor_allgatherv_init(
-        self, sendbuf: Any, recvbuf: Any, info: MPI.Info = _INFO, *, algorithm: str = "auto"
-    ) -> Prequest:
-        return init(self, "Neighbor_allgatherv", (sendbuf, recvbuf), algorithm)
-
-    def Neighbor_alltoall(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> None:
-        run_blocking(self, "Neighbor_alltoall", algorithm, sendbuf, recvbuf)
-
-    def Ineighbor_alltoall(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> Request:
-        return start(self, "Neighbor_alltoall", (sendbuf, recvbuf), algorithm)
-
-    def Neighbor_alltoall_init(
-        self, sendbuf: Any, recvbuf: Any, info: MPI.Info = _INFO, *, algorithm: str = "auto"
-    ) -> Prequest:
-        return init(self, "Neighbor_alltoall", (sendbuf, recvbuf), algorithm)
-
-    def Neighbor_alltoallv(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> None:
-        run_blocking(self, "Neighbor_alltoallv", algorithm, sendbuf, recvbuf)
-
-    def Ineighbor_alltoallv(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> Request:
-        return start(self, "Neighbor_alltoallv", (sendbuf, recvbuf), algorithm)
-
-    def Neighbor_alltoallv_init(
-        self, sendbuf: Any, recvbuf: Any, info: MPI.Info = _INFO, *, algorithm: str = "auto"
-    ) -> Prequest:
-        return init(self, "Neighbor_alltoallv", (sendbuf, recvbuf), algorithm)
-
-    def Neighbor_alltoallw(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> None:
-        run_blocking(self, "Neighbor_alltoallw", algorithm, sendbuf, recvbuf)
-
-    def Ineighbor_alltoallw(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> Request:
-        return start(self, "Neighbor_alltoallw", (sendbuf, recvbuf), algorithm)
-
-    def Neighbor_alltoallw_init(
-        self, sendbuf: Any, recvbuf: Any, info: MPI.Info = _INFO, *, algorithm: str = "auto"
-    ) -> Prequest:
-        return init(self, "Neighbor_alltoallw", (sendbuf, recvbuf), algorithm)
-
-    # -- the lowercase object collectives: mpi4py's signatures on mpicoll's schedules (mpicoll.calls.objects) --
-
-    def barrier(self, *, algorithm: str = "auto") -> None:
-        """Block until every rank has called it (``Barrier``: no object moves)."""
-        objects.barrier(self, algorithm)
-
-    def bcast(self, obj: Any, root: int = 0, *, algorithm: str = "auto") -> Any:
-        """Broadcast the Python object ``obj`` from ``root``; every rank (the root too) gets an unpickled copy."""
-        return objects.bcast(self, obj, root, algorithm)
-
-    def gather(self, sendobj: Any, root: int = 0, *, algorithm: str = "auto") -> list[Any] | None:
-        """Gather every rank's object at ``root`` as a list in rank order (None elsewhere)."""
-        return objects.gather(self, sendobj, root, algorithm)
-
-    def scatter(self, sendobj: Any, root: int = 0, *, algorithm: str = "auto") -> Any:
-        """Scatter the root's sequence of size objects (None: all None): rank i gets item i."""
-        return objects.scatter(self, sendobj, root, algorithm)
-
-    def allgather(self, sendobj: Any, *, algorithm: str = "auto") -> list[Any]:
-        """Every rank's object, as a list in rank order, on every rank."""
-        return objects.allgather(self, sendobj, algorithm)
-
-    def alltoall(self, sendobj: Any, *, algorithm: str = "auto") -> list[Any]:
-        """Item j of rank i's sequence of size objects becomes item i of rank j's list."""
-        return objects.alltoall(self, sendobj, algorithm)
-
-    def reduce(self, sendobj: Any, op: Any = MPI.SUM, root: int = 0, *, algorithm: str = "auto") -> Any:
-        """``op`` (an ``MPI.Op`` or a callable ``op(a, b)``) over every rank's object in rank order, at ``root``
-        (None elsewhere)."""
-        return objects.reduce(self, sendobj, op, root, algorithm)
-
-    def allreduce(self, sendobj: Any, op: Any = MPI.SUM, *, algorithm: str = "auto") -> Any:
-        """``op`` over every rank's object in rank order, on every rank."""
-        return objects.allreduce(self, sendobj, op, algorithm)
-
-    def scan(self, sendobj: Any, op: Any = MPI.SUM, *, algorithm: str = "auto") -> Any:
-        """On rank i, ``op`` over the objects of ranks 0 .. i."""
-        return objects.scan(self, sendobj, op, algorithm)
-
-    def exscan(self, sendobj: Any, op: Any = MPI.SUM, *, algorithm: str = "auto") -> Any:
-        """On rank i > 0, ``op`` over the objects of ranks 0 .. i - 1; None on rank 0."""
-        return objects.exscan(self, sendobj, op, algorithm)
-
-    def neighbor_allgather(self, sendobj: Any, *, algorithm: str = "auto") -> list[Any]:
-        """The in-neighbours' objects, in the virtual topology's order (None from ``MPI.PROC_NULL``)."""
-        return objects.neighbor_allgather(self, sendobj, algorithm)
-
-    def neighbor_alltoall(self, sendobj: Any, *, algorithm: str = "auto") -> list[Any]:
-        """Item k of ``sendobj`` to out-neighbour k; item k of the result from in-neighbour k."""
-        return objects.neighbor_alltoall(self, sendobj, algorithm)
 
     # -- derived communicators: mpicoll's too, inheriting this one's state without a message -----------------
 
@@ -551,11 +208,43 @@ class Comm(MPI.Intracomm):
         comm = MPI.Intracomm.Create_from_group(group, stringtag, info, errhandler)
         if comm == MPI.COMM_NULL:
             return Comm(None)
-        with _LOCK:
-            world = next((s for (h, _), s in _PREDEFINED.items() if h == MPI.COMM_WORLD.handle), None)
-        if world is None or world.private == MPI.COMM_NULL:
+        world = states.world()
+        if world is None:
             return Comm(comm)
         return Comm._derive_from(comm, world)
+
+    # -- surviving a failed process (MPI's fault-tolerance extension, ULFM: mpirun --with-ft ulfm) ----------
+
+    def Shrink(self) -> Comm:
+        """``MPIX_Comm_shrink``, wrapped: the surviving processes, in a communicator whose state is derived from
+        this one's (no message beyond MPI's own ``Shrink`` and ``Idup``).  What a program does after a
+        collective raised :class:`~mpicoll.ProcFailedError`."""
+        return self._derive(MPI.Intracomm(MPI.Comm.Shrink(self)))
+
+    def Ishrink(self) -> tuple[Comm, MPI.Request]:
+        """``MPIX_Comm_ishrink``, wrapped as :meth:`Idup` is: mpicoll makes the state once the survivors'
+        communicator exists, so the request returned is complete."""
+        shrunk, request = MPI.Comm.Ishrink(self)
+        request.Wait()
+        return self._derive(MPI.Intracomm(shrunk)), request
+
+    def Revoke(self) -> None:
+        """``MPIX_Comm_revoke``: this communicator and mpicoll's private one, so that every pending or later
+        operation on either, mpicoll's collectives included, raises on every rank."""
+        MPI.Comm.Revoke(self)
+        _revoke_private(self._state)
+
+    def Is_revoked(self) -> bool:
+        """Whether this communicator, or mpicoll's private one (revoked by a collective that saw a process
+        fail), is revoked: its collectives cannot complete until the survivors :meth:`Shrink`."""
+        return MPI.Comm.Is_revoked(self) or _private_revoked(self._state)
+
+    def Set_errhandler(self, errhandler: MPI.Errhandler) -> None:
+        """Set the error handler of this communicator and of mpicoll's private one (MPI's errors in its
+        collectives then abort or raise as the handler says)."""
+        MPI.Comm.Set_errhandler(self, errhandler)
+        if self._state is not None:
+            self._state.private.Set_errhandler(errhandler)
 
     # -- the end of a communicator: everything mpicoll kept for it goes too ---------------------------------
 
@@ -572,18 +261,12 @@ class Comm(MPI.Intracomm):
     def _release(self) -> None:
         state, self._state = self._state, None
         if state is not None:
-            with _LOCK:
-                for key in [k for k, v in _STATES.items() if v is state]:
-                    del _STATES[key]
-            state.release()
+            state.release()     # (its attribute goes with the communicator, which the caller frees next)
 
     def __repr__(self) -> str:
         if self == MPI.COMM_NULL:
             return "mpicoll.Comm(COMM_NULL)"
         return f"mpicoll.Comm(rank={self.Get_rank()}, size={self.Get_size()})"
-
-
-document(Comm)
 
 
 # -- topology communicators: mpi4py's classes (isinstance, every topology query) and mpicoll's collectives --
@@ -631,32 +314,29 @@ def _class_of(comm: MPI.Intracomm) -> type[Comm]:
 _TOPOLOGY_CLASSES: dict[int, type[Comm]] = {MPI.CART: Cartcomm, MPI.GRAPH: Graphcomm, MPI.DIST_GRAPH: Distgraphcomm}
 
 
+def _revoke_private(state: CommState | None) -> None:
+    if state is not None and state.private != MPI.COMM_NULL:
+        try:
+            state.private.Revoke()
+        except MPI.Exception:   # revoked already
+            pass
+
+
+def _private_revoked(state: CommState | None) -> bool:
+    return state is not None and state.private != MPI.COMM_NULL and state.private.Is_revoked()
+
+
 def _state_of(comm: MPI.Intracomm, timeout: float | None) -> CommState:
     """The state of ``comm``: shared with its other wrappers (same timeout), else made (collective)."""
     if isinstance(comm, Comm) and comm._state is not None and comm._state.timeout == timeout:
         return comm._state
-    key = (comm.handle, timeout, config.generation())
-    with _LOCK:
-        state = _STATES.get(key)
-    if state is not None and state.private != MPI.COMM_NULL and MPI.Comm.Compare(state.private, comm) == MPI.CONGRUENT:
-        return state
-    return _register(comm, setup.wrapped(comm, timeout))
-
-
-def _register(comm: MPI.Intracomm, state: CommState) -> CommState:
-    """Choose the state's slow path (once) and remember it for the communicator's other wrappers."""
-    state.slow_path = fast_miss if state.entries is not None else careful.run
-    with _LOCK:
-        _STATES[comm.handle, state.timeout, config.generation()] = state
-        if comm.handle in (MPI.COMM_WORLD.handle, MPI.COMM_SELF.handle):
-            _PREDEFINED[comm.handle, state.timeout] = state
-    return state
+    return states.shared(comm, timeout) or states.register(comm, setup.wrapped(comm, timeout))
 
 
 # -- intercommunicators: mpi4py's class (every query, Merge) and mpicoll's collectives ----------------------
 
 
-class Intercomm(MPI.Intercomm):
+class Intercomm(Collectives, MPI.Intercomm):
     """Wrap ``comm`` (an ``MPI.Intercomm``) so that its collectives are mpicoll's.
 
     ``mpicoll.Comm(intercomm)`` gives one, as does :meth:`Comm.Create_intercomm`.
@@ -709,146 +389,6 @@ class Intercomm(MPI.Intercomm):
     def timeout(self) -> float | None:
         """As for :attr:`Comm.timeout`."""
         return self._state.timeout if self._state is not None else None
-
-    # -- the collectives: one line each -----------------------------------------------------------------
-
-    def Barrier(self) -> None:
-        inter.run(self, "Barrier", ())
-
-    def Ibarrier(self) -> Request:
-        return inter.start(self, "Barrier", ())
-
-    def Barrier_init(self, info: MPI.Info = _INFO) -> Prequest:
-        return inter.init(self, "Barrier", ())
-
-    def Bcast(self, buf: Any, root: int = 0) -> None:
-        inter.run(self, "Bcast", (buf, root))
-
-    def Ibcast(self, buf: Any, root: int = 0) -> Request:
-        return inter.start(self, "Bcast", (buf, root))
-
-    def Bcast_init(self, buf: Any, root: int = 0, info: MPI.Info = _INFO) -> Prequest:
-        return inter.init(self, "Bcast", (buf, root))
-
-    def Gather(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
-        inter.run(self, "Gather", (sendbuf, recvbuf, root))
-
-    def Igather(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> Request:
-        return inter.start(self, "Gather", (sendbuf, recvbuf, root))
-
-    def Gather_init(self, sendbuf: Any, recvbuf: Any, root: int = 0, info: MPI.Info = _INFO) -> Prequest:
-        return inter.init(self, "Gather", (sendbuf, recvbuf, root))
-
-    def Gatherv(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
-        inter.run(self, "Gatherv", (sendbuf, recvbuf, root))
-
-    def Igatherv(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> Request:
-        return inter.start(self, "Gatherv", (sendbuf, recvbuf, root))
-
-    def Gatherv_init(self, sendbuf: Any, recvbuf: Any, root: int = 0, info: MPI.Info = _INFO) -> Prequest:
-        return inter.init(self, "Gatherv", (sendbuf, recvbuf, root))
-
-    def Scatter(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
-        inter.run(self, "Scatter", (sendbuf, recvbuf, root))
-
-    def Iscatter(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> Request:
-        return inter.start(self, "Scatter", (sendbuf, recvbuf, root))
-
-    def Scatter_init(self, sendbuf: Any, recvbuf: Any, root: int = 0, info: MPI.Info = _INFO) -> Prequest:
-        return inter.init(self, "Scatter", (sendbuf, recvbuf, root))
-
-    def Scatterv(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
-        inter.run(self, "Scatterv", (sendbuf, recvbuf, root))
-
-    def Iscatterv(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> Request:
-        return inter.start(self, "Scatterv", (sendbuf, recvbuf, root))
-
-    def Scatterv_init(self, sendbuf: Any, recvbuf: Any, root: int = 0, info: MPI.Info = _INFO) -> Prequest:
-        return inter.init(self, "Scatterv", (sendbuf, recvbuf, root))
-
-    def Reduce(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, root: int = 0) -> None:
-        inter.run(self, "Reduce", (sendbuf, recvbuf, op, root))
-
-    def Ireduce(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, root: int = 0) -> Request:
-        return inter.start(self, "Reduce", (sendbuf, recvbuf, op, root))
-
-    def Reduce_init(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, root: int = 0,
-                    info: MPI.Info = _INFO) -> Prequest:
-        return inter.init(self, "Reduce", (sendbuf, recvbuf, op, root))
-
-    def Allreduce(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM) -> None:
-        inter.run(self, "Allreduce", (sendbuf, recvbuf, op))
-
-    def Iallreduce(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM) -> Request:
-        return inter.start(self, "Allreduce", (sendbuf, recvbuf, op))
-
-    def Allreduce_init(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, info: MPI.Info = _INFO) -> Prequest:
-        return inter.init(self, "Allreduce", (sendbuf, recvbuf, op))
-
-    def Allgather(self, sendbuf: Any, recvbuf: Any) -> None:
-        inter.run(self, "Allgather", (sendbuf, recvbuf))
-
-    def Iallgather(self, sendbuf: Any, recvbuf: Any) -> Request:
-        return inter.start(self, "Allgather", (sendbuf, recvbuf))
-
-    def Allgather_init(self, sendbuf: Any, recvbuf: Any, info: MPI.Info = _INFO) -> Prequest:
-        return inter.init(self, "Allgather", (sendbuf, recvbuf))
-
-    def Allgatherv(self, sendbuf: Any, recvbuf: Any) -> None:
-        inter.run(self, "Allgatherv", (sendbuf, recvbuf))
-
-    def Iallgatherv(self, sendbuf: Any, recvbuf: Any) -> Request:
-        return inter.start(self, "Allgatherv", (sendbuf, recvbuf))
-
-    def Allgatherv_init(self, sendbuf: Any, recvbuf: Any, info: MPI.Info = _INFO) -> Prequest:
-        return inter.init(self, "Allgatherv", (sendbuf, recvbuf))
-
-    def Alltoall(self, sendbuf: Any, recvbuf: Any) -> None:
-        inter.run(self, "Alltoall", (sendbuf, recvbuf))
-
-    def Ialltoall(self, sendbuf: Any, recvbuf: Any) -> Request:
-        return inter.start(self, "Alltoall", (sendbuf, recvbuf))
-
-    def Alltoall_init(self, sendbuf: Any, recvbuf: Any, info: MPI.Info = _INFO) -> Prequest:
-        return inter.init(self, "Alltoall", (sendbuf, recvbuf))
-
-    def Alltoallv(self, sendbuf: Any, recvbuf: Any) -> None:
-        inter.run(self, "Alltoallv", (sendbuf, recvbuf))
-
-    def Ialltoallv(self, sendbuf: Any, recvbuf: Any) -> Request:
-        return inter.start(self, "Alltoallv", (sendbuf, recvbuf))
-
-    def Alltoallv_init(self, sendbuf: Any, recvbuf: Any, info: MPI.Info = _INFO) -> Prequest:
-        return inter.init(self, "Alltoallv", (sendbuf, recvbuf))
-
-    def Alltoallw(self, sendbuf: Any, recvbuf: Any) -> None:
-        inter.run(self, "Alltoallw", (sendbuf, recvbuf))
-
-    def Ialltoallw(self, sendbuf: Any, recvbuf: Any) -> Request:
-        return inter.start(self, "Alltoallw", (sendbuf, recvbuf))
-
-    def Alltoallw_init(self, sendbuf: Any, recvbuf: Any, info: MPI.Info = _INFO) -> Prequest:
-        return inter.init(self, "Alltoallw", (sendbuf, recvbuf))
-
-    def Reduce_scatter_block(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM) -> None:
-        inter.run(self, "Reduce_scatter_block", (sendbuf, recvbuf, op))
-
-    def Ireduce_scatter_block(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM) -> Request:
-        return inter.start(self, "Reduce_scatter_block", (sendbuf, recvbuf, op))
-
-    def Reduce_scatter_block_init(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM,
-                                  info: MPI.Info = _INFO) -> Prequest:
-        return inter.init(self, "Reduce_scatter_block", (sendbuf, recvbuf, op))
-
-    def Reduce_scatter(self, sendbuf: Any, recvbuf: Any, recvcounts: Any = None, op: Any = MPI.SUM) -> None:
-        inter.run(self, "Reduce_scatter", (sendbuf, recvbuf, recvcounts, op))
-
-    def Ireduce_scatter(self, sendbuf: Any, recvbuf: Any, recvcounts: Any = None, op: Any = MPI.SUM) -> Request:
-        return inter.start(self, "Reduce_scatter", (sendbuf, recvbuf, recvcounts, op))
-
-    def Reduce_scatter_init(self, sendbuf: Any, recvbuf: Any, recvcounts: Any = None, op: Any = MPI.SUM,
-                            info: MPI.Info = _INFO) -> Prequest:
-        return inter.init(self, "Reduce_scatter", (sendbuf, recvbuf, recvcounts, op))
 
     # -- the lowercase object collectives --------------------------------------------------------------
 

@@ -22,7 +22,8 @@ from __future__ import annotations
 from typing import Any
 
 from mpicoll.calls.table import TABLE, VALUE_ARGS
-from mpicoll.comm import careful
+from mpicoll.comm import careful, inter
+from mpicoll.comm.inter import InterState
 from mpicoll.comm.preparing import exchanged, prepare, run_plan, stand_in
 from mpicoll.runtime import callkey, requests
 from mpicoll.runtime.callkey import call_key, held, shape_key
@@ -73,6 +74,8 @@ def _cached_prepare(state: CommState, method: str, args: tuple, algorithm: str, 
 def start(comm: Any, method: str, args: tuple, algorithm: str) -> Request:
     """A nonblocking call: prepared (or a cached plan lent) and started; it never waits for another rank."""
     state = _state(comm)
+    if type(state) is InterState:
+        return inter.start(state, method, args, algorithm)
     tag = state.next_tag(NONBLOCKING)
     args = exchanged(state, method, args)
     if state.careful:
@@ -113,17 +116,16 @@ def _lend(state: CommState, method: str, args: tuple, algorithm: str) -> tuple[P
 def init(comm: Any, method: str, args: tuple, algorithm: str) -> Prequest:
     """A persistent call: prepared and bound once, with a tag of its own for its whole life."""
     state = _state(comm)
+    if type(state) is InterState:
+        return inter.init(state, method, args, algorithm)
     tag = state.next_tag(PERSISTENT)
     plan = prepare(state, method, exchanged(state, method, args), algorithm)
-    rebuild = None
-    if plan is not None and (plan.device is not None or plan.before is not None):
-        def rebuild() -> Plan | None:   # GPU buffers staged in, datatypes packed again, at every start
-            plan.begin()
-            return None
-    return requests.persistent(plan, state, tag, rebuild, keep=args)
+    before = plan.begin if plan is not None and (plan.device is not None or plan.before is not None) else None
+    # (GPU buffers staged in, datatypes packed again, at every start)
+    return requests.persistent(plan, state, tag, before, keep=args)
 
 
-def _state(comm: Any) -> CommState:
+def _state(comm: Any) -> CommState | InterState:
     state = comm._state
     if state is None:
         raise ValueError("the communicator is MPI.COMM_NULL")

@@ -57,14 +57,24 @@ from mpicoll import errors
 from mpicoll.calls.alltoallw import as_bytes, parse_w
 from mpicoll.calls.table import VALUE_ARGS
 from mpicoll.comm.preparing import exchanged, prepare
-from mpicoll.runtime import nonblocking, staged
+from mpicoll.runtime import nonblocking
+from mpicoll.runtime.blocking import execute as execute_rounds
 from mpicoll.runtime.buffers import Buffer, is_in_place, parse, parse_blocks, parse_v
-from mpicoll.runtime.callkey import call_key, held, shape_key
-from mpicoll.runtime.datatypes import byte_message, staging
-from mpicoll.runtime.staged import Built, StagedPrequest, StagedRequest, StagedRound
+from mpicoll.runtime.callkey import held, shape_key
+from mpicoll.runtime.datatypes import byte_message, packing
+from mpicoll.runtime.requests import Prequest, Request, split
+from mpicoll.runtime.rounds import Built, CommRound, run_stretches
 from mpicoll.runtime.state import NONBLOCKING, PERSISTENT, CommState
 
 __all__ = ["InterState", "Stages", "STAGES", "ROOT", "IDLE", "role_of", "state_of", "run", "execute", "start", "init"]
+
+
+def state_of(comm: Any) -> InterState:
+    """The state of intercommunicator ``comm`` (an :class:`mpicoll.Intercomm`)."""
+    state = comm._state
+    if state is None:
+        raise ValueError("the communicator is MPI.COMM_NULL")
+    return state
 
 
 class InterState:
@@ -83,6 +93,20 @@ class InterState:
     """
 
     __slots__ = ("merged", "local", "remote", "rank", "size", "remote_size", "calls", "calls_bytes", "__weakref__")
+
+    #: the fields the blocking hot path reads of every state (:data:`mpicoll.runtime.state.HOT_FIELDS`): no
+    #: plan cache of its own (every call takes :meth:`slow_path`); its tags are the merged communicator's
+    entries = None
+
+    @property
+    def tags(self) -> list[int]:
+        """The merged communicator's tag sequences: a blocking call's messages carry the tag drawn from them."""
+        return self.merged._state.tags
+
+    @staticmethod
+    def slow_path(state: InterState, method: str, algorithm: str, args: tuple, tag: int, key: Any) -> None:
+        """How every blocking call runs (:func:`run`), with the tag and the key the hot path drew for it."""
+        run(state, method, args, algorithm, tag, key)
 
     def __init__(self, merged: Any, local: Any, remote: tuple[int, ...]) -> None:
         self.merged, self.local, self.remote = merged, local, remote
@@ -122,7 +146,7 @@ class Stages:
 
     def __init__(self, state: InterState, spans: list[tuple[int, int]] | None = None) -> None:
         self.state = state
-        self.rounds: list[StagedRound] = []
+        self.rounds: list[CommRound] = []
         self.before: list[Callable[[], None]] = []    # packing of non-contiguous datatypes, at every start
         #: the call's buffers ``(address, nbytes)``, for a call to be kept built: its rounds then view them by
         #: address, holding none of the caller's objects (as a cached plan does, see Plan.detach)
@@ -154,7 +178,7 @@ class Stages:
             self.rounds.append((MPI.COMM_NULL, [], [], []))
         self.rounds[-1][3].append(step)
 
-    def agreement(self, method: str, error: BaseException | None) -> list[StagedRound]:
+    def agreement(self, method: str, error: BaseException | None) -> list[CommRound]:
         """The all-reduce over both groups of which ranks failed their checks, and its verdict step."""
         state = self.state
         merged: CommState = state.merged._state
@@ -162,7 +186,7 @@ class Stages:
         failed[merged.rank] = error is not None
         total = np.zeros_like(failed)
         plan = prepare(merged, "Allreduce", (failed, total, MPI.SUM), "auto")
-        rounds: list[StagedRound] = [(merged.private, sends, recvs, list(steps)) for sends, recvs, steps in
+        rounds: list[CommRound] = [(merged.private, sends, recvs, list(steps)) for sends, recvs, steps in
                                      plan.bound()] if plan is not None else [(MPI.COMM_NULL, [], [], [])]
 
         def verdict() -> None:
@@ -477,36 +501,36 @@ STAGES: dict[str, Callable[..., None]] = {
 # -- running them -----------------------------------------------------------------------------------------
 
 
-def _built(state: InterState, method: str, args: tuple,
+def _built(state: InterState, method: str, args: tuple, algorithm: str,
            spans: list[tuple[int, int]] | None = None) -> tuple[Stages, BaseException | None]:
     """The call's stages, or the error its checks raised (no message either way).  Non-contiguous datatypes are
-    packed now and unpacked when the call completes."""
+    packed now and unpacked when the call completes.
+
+    Each collective has one composition of stages (its local stages choose their algorithms as any call
+    does), so ``algorithm`` must be ``"auto"``; another name is refused like any bad argument, after the
+    agreement, so that a rank that names one does not leave the others waiting.
+    """
     st = Stages(state, spans)
     try:
-        with staging() as staged:
+        if algorithm != "auto":
+            raise ValueError(f"algorithm: an intercommunicator {method} has one algorithm, 'auto' (stages of "
+                             f"each group's collectives and exchanges between the groups), not {algorithm!r}")
+        with packing() as packed:
             STAGES[method](st, *args)
-        if staged.pack:
-            st.before.extend(staged.pack)
-            for unpack in staged.unpack:
+        if packed.pack:
+            st.before.extend(packed.pack)
+            for unpack in packed.unpack:
                 st.step(unpack)
     except Exception as exc:
         return Stages(state), exc
     return st, None
 
 
-def state_of(comm: Any) -> InterState:
-    state = comm._state
-    if state is None:
-        raise ValueError("the communicator is MPI.COMM_NULL")
-    return state
-
-
-def start(comm: Any, method: str, args: tuple) -> StagedRequest:
+def start(state: InterState, method: str, args: tuple, algorithm: str) -> Request:
     """A nonblocking intercommunicator call: the agreement, then the call's stages, started."""
-    state = state_of(comm)
     tag = state.merged._state.next_tag(NONBLOCKING)
-    st, error = _built(state, method, args)
-    req = StagedRequest(st.agreement(method, error) + st.rounds, tag, keep=args)
+    st, error = _built(state, method, args, algorithm)
+    req = Request(*split(st.agreement(method, error) + st.rounds), tag, None, keep=args)
     req._launch()
     return req
 
@@ -515,25 +539,24 @@ def start(comm: Any, method: str, args: tuple) -> StagedRequest:
 CACHED_CALLS, CACHED_BYTES = 16, 1 << 24
 
 
-def run(comm: Any, method: str, args: tuple) -> None:
+def run(state: InterState, method: str, args: tuple, algorithm: str, tag: int, key: Any) -> None:
     """A blocking intercommunicator call: the agreement and the stages, run in order.
 
     A call made again with the same arguments (the plan cache's key: the same buffers, counts, datatypes, op
     and root) runs the rounds built the first time, so that only its messages and steps cost anything (such
     a call passed its checks when it was built).  Kept rounds view the caller's buffers by address, holding
     none of them; their scratch is their own: at most ``CACHED_CALLS`` calls, the oldest let go first, whose
-    messages span at most ``CACHED_BYTES`` in all.
+    messages span at most ``CACHED_BYTES`` in all.  ``tag`` (of the merged communicator's blocking sequence)
+    and ``key`` (:func:`~mpicoll.runtime.callkey.call_key`) are drawn by the hot path
+    (:func:`mpicoll.comm.dispatch.run_blocking`).
     """
-    state = state_of(comm)
-    tag = state.merged._state.next_tag(NONBLOCKING)
     values = VALUE_ARGS.get(method, ())
-    key = call_key(method, args, "auto", values)
     kept = state.calls.get(key) if key is not None else None
     if kept is not None:
         state.calls.move_to_end(key)
         execute(state, method, kept[0], tag)
         return
-    st, error = _built(state, method, args, shape_key(method, args, "auto", values)[1] if key else None)
+    st, error = _built(state, method, args, algorithm, shape_key(method, args, algorithm, values)[1] if key else None)
     built = Built(st.agreement(method, error) + st.rounds)
     if key is not None and error is None and not st.before:   # (packed datatypes: built every time)
         _keep(state, key, (built, held(args, values), _message_bytes(built.rounds)))
@@ -550,7 +573,7 @@ def _keep(state: InterState, key: Any, kept: tuple[Built, list[Any], int]) -> No
         state.calls_bytes -= state.calls.popitem(last=False)[1][2]
 
 
-def _message_bytes(rounds: list[StagedRound]) -> int:
+def _message_bytes(rounds: list[CommRound]) -> int:
     """The bytes of every message of ``rounds``."""
     return sum(MPI.buffer(buf[0] if isinstance(buf, list) else buf).nbytes
                for _, sends, recvs, _ in rounds for buf, _ in (*sends, *recvs))
@@ -560,20 +583,19 @@ def execute(state: InterState, method: str, built: Built, tag: int) -> None:
     """Run a built call blocking.  With a timeout (every wait watched), or while nonblocking requests are
     outstanding (they must keep moving), it runs as a request that is waited for."""
     if state.timeout is None and not nonblocking.outstanding():
-        staged.run(built.stretches, tag)
+        run_stretches(built.stretches, tag, execute_rounds)
         return
-    req = StagedRequest(built.rounds, tag)
+    req = Request(*split(built.rounds), tag, None)
     if state.timeout is not None:
         req.watch = (method, state.timeout, state.merged._state.rank)
     req._launch()
     req.Wait()
 
 
-def init(comm: Any, method: str, args: tuple) -> StagedPrequest:
+def init(state: InterState, method: str, args: tuple, algorithm: str) -> Prequest:
     """A persistent intercommunicator call: its arguments checked and its messages bound now."""
-    state = state_of(comm)
     tag = state.merged._state.next_tag(PERSISTENT)
-    st, error = _built(state, method, args)
+    st, error = _built(state, method, args, algorithm)
     if error is not None:
         raise error
     pack = st.before
@@ -582,4 +604,4 @@ def init(comm: Any, method: str, args: tuple) -> StagedPrequest:
         for step in pack:
             step()
 
-    return StagedPrequest(st.rounds, tag, before if pack else None, keep=args)
+    return Prequest(*split(st.rounds), tag, None, before if pack else None, keep=args)

@@ -25,7 +25,7 @@ from mpi4py import MPI
 from mpicoll import errors
 from mpicoll.comm import inter
 from mpicoll.comm.inter import IDLE, ROOT, InterState, Stages, role_of, state_of
-from mpicoll.runtime.staged import Built
+from mpicoll.runtime.rounds import Built
 from mpicoll.runtime.state import BLOCKING, NONBLOCKING
 
 __all__ = ["barrier", "bcast", "gather", "scatter", "allgather", "alltoall", "reduce", "allreduce"]

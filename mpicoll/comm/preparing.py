@@ -10,7 +10,7 @@ from typing import Any
 
 from mpicoll.calls.table import TABLE
 from mpicoll.runtime import nonblocking, requests, standin
-from mpicoll.runtime.datatypes import staging
+from mpicoll.runtime.datatypes import packing
 from mpicoll.runtime.plan import Plan
 from mpicoll.runtime.state import CommState, Preparation
 
@@ -29,8 +29,8 @@ def prepare(state: CommState, method: str, args: tuple, algorithm: str, arena: A
 
     Buffers of non-contiguous datatypes are packed now and unpacked when the plan finishes.
     """
-    with staging() as staged:
-        return staged.attach(TABLE[method].prepare(Preparation(state, arena), *args, algorithm=algorithm))
+    with packing() as packed:
+        return packed.attach(TABLE[method].prepare(Preparation(state, arena), *args, algorithm=algorithm))
 
 
 def run_plan(state: CommState, plan: Plan | None, tag: int) -> None:

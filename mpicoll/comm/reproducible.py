@@ -99,6 +99,10 @@ def run(comm: Any, method: str, algorithm: str, reproducible: bool | None, *args
     op = args[METHODS[method]]
     if not wanted(reproducible) or op != MPI.SUM or not _floats(method, args):
         return ordinary(*args, algorithm=algorithm, reproducible=False)
+    if comm.Is_inter():   # each group's terms are summed in the other group, which would need their window
+        if reproducible:
+            raise errors.ArgError(f"{method}(reproducible=True) runs on intracommunicators only")
+        return ordinary(*args, algorithm=algorithm, reproducible=False)
     if comm.Get_size() > fp.MAX_TERMS:
         raise errors.ArgError(f"reproducible=True sums at most {fp.MAX_TERMS} ranks' terms, "
                               f"the communicator has {comm.Get_size()}")

@@ -12,10 +12,8 @@
  * on every blocking call, and in Python that was the largest part of a cached
  * call's cost.
  *
- * It also runs the whole hit of a blocking call, run(comm, method, algorithm,
- * *args), as mpicoll.comm.dispatch.run_blocking (the definition) does: draw the
- * tag, build the key, look the entry up and call its runner, or hand the call
- * to the communicator's slow path.  Every blocking collective method calls it.
+ * The same module runs the whole hit of a blocking call (run, in _callrun.c),
+ * with the key built here.
  *
  * What it reads of Python objects is declared in READS (exported): the
  * attribute of an mpicoll.Comm that holds its state, the fields of that state
@@ -30,8 +28,10 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "_callkey.h"
+
 /* set once by init(): the objects the Python key builder uses */
-static PyObject *fallback;          /* mpicoll.runtime.plan._call_key */
+PyObject *fallback;                 /* mpicoll.runtime.callkey._call_key */
 static PyObject *generation_cell;   /* mpicoll.config.GENERATION: [n], the configuration's generation */
 static PyObject *ndarray_type;      /* numpy.ndarray */
 static PyObject *buffer_types;      /* frozenset: bytearray, bytes, memoryview, mmap.mmap, array.array */
@@ -42,8 +42,8 @@ static PyObject *in_place;          /* MPI.IN_PLACE */
 static PyObject *array_type;        /* array.array */
 
 static PyObject *s_dtype, *s_typecode, *s_b;
-static PyObject *s_state, *s_tags, *s_entries, *s_slow_path, *s_used, *s_run;
-static PyObject *empty_tuple;
+PyObject *s_state, *s_tags, *s_entries, *s_slow_path, *s_used, *s_run;   /* declared in _callkey.h */
+PyObject *empty_tuple;
 
 #define FALLBACK ((PyObject *)1)   /* "let the Python function decide" */
 
@@ -398,7 +398,7 @@ build(PyObject *method, PyObject *const *argv, Py_ssize_t nargs, PyObject *algor
 }
 
 /* the tuple of argv[0 .. n) */
-static PyObject *
+PyObject *
 tuple_of(PyObject *const *argv, Py_ssize_t n)
 {
     PyObject *tuple = PyTuple_New(n);
@@ -411,7 +411,7 @@ tuple_of(PyObject *const *argv, Py_ssize_t n)
 
 /* the key of a call, or None: build()'s, or the Python function's where build() cannot decide; args is the
    tuple of argv[0 .. nargs), or NULL (made here if the Python function needs it) */
-static PyObject *
+PyObject *
 key_of(PyObject *method, PyObject *const *argv, Py_ssize_t nargs, PyObject *args, PyObject *algorithm,
        PyObject *values)
 {
@@ -449,121 +449,6 @@ call_key(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
     return key_of(method, &PyTuple_GET_ITEM(args, 0), PyTuple_GET_SIZE(args), args, algorithm, values);
 }
 
-/* ---- a whole blocking call: as mpicoll.comm.dispatch.run_blocking ---- */
-
-static PyObject *active_requests;   /* mpicoll.runtime.nonblocking.ACTIVE: the main thread's unfinished requests */
-static PyObject *elsewhere;         /* mpicoll.runtime.nonblocking.ELSEWHERE: the other threads' */
-static PyObject *value_args;        /* mpicoll.calls.VALUE_ARGS: method -> positions of counts given by value */
-
-/* tags[1] = tags[1] % tags[0] + 1, returned (CommState.next_tag(BLOCKING), inline); NULL on error */
-static PyObject *
-draw_tag(PyObject *tags)
-{
-    if (!PyList_CheckExact(tags) || PyList_GET_SIZE(tags) < 2) {
-        PyErr_SetString(PyExc_TypeError, "CommState.tags must be a list of ints");
-        return NULL;
-    }
-    long long per_kind = PyLong_AsLongLong(PyList_GET_ITEM(tags, 0));
-    long long last = PyLong_AsLongLong(PyList_GET_ITEM(tags, 1));
-    if (PyErr_Occurred())
-        return NULL;
-    if (per_kind <= 0 || last < 0) {
-        PyErr_SetString(PyExc_ValueError, "CommState.tags holds a bad tag state");
-        return NULL;
-    }
-    PyObject *tag = PyLong_FromLongLong(last % per_kind + 1);
-    if (tag != NULL) {
-        Py_INCREF(tag);
-        PyList_SetItem(tags, 1, tag);   /* steals one reference */
-    }
-    return tag;
-}
-
-/* the entry of key in entries (a new reference), or NULL: none (an error only if one is set) */
-static PyObject *
-cached_entry(PyObject *entries, PyObject *key)
-{
-    if (!PyDict_CheckExact(entries) || key == Py_None || PyList_GET_SIZE(active_requests) > 0
-        || PyList_GET_SIZE(elsewhere) > 0)
-        return NULL;
-    PyObject *entry = PyDict_GetItemWithError(entries, key);   /* borrowed */
-    Py_XINCREF(entry);
-    return entry;
-}
-
-static PyObject *
-run(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
-{
-    (void)self;
-    if (argc < 3) {
-        PyErr_SetString(PyExc_TypeError, "run(comm, method, algorithm, *args)");
-        return NULL;
-    }
-    if (fallback == NULL || active_requests == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "mpicoll.runtime._callkey.init() and init_run() were not both called");
-        return NULL;
-    }
-    PyObject *comm = argv[0], *method = argv[1], *algorithm = argv[2];
-    PyObject *state = PyObject_GetAttr(comm, s_state);
-    if (state == NULL)
-        return NULL;
-    if (state == Py_None) {   /* MPI.COMM_NULL: the slow path of no state says so */
-        Py_DECREF(state);
-        PyErr_SetString(PyExc_ValueError, "the communicator is MPI.COMM_NULL");
-        return NULL;
-    }
-    PyObject *tags = PyObject_GetAttr(state, s_tags);
-    PyObject *tag = tags ? draw_tag(tags) : NULL;
-    Py_XDECREF(tags);
-    PyObject *values = tag ? PyDict_GetItemWithError(value_args, method) : NULL;   /* borrowed */
-    PyObject *key = tag && !PyErr_Occurred()
-                    ? key_of(method, argv + 3, argc - 3, NULL, algorithm, values ? values : empty_tuple) : NULL;
-    PyObject *entries = key ? PyObject_GetAttr(state, s_entries) : NULL;
-    PyObject *entry = entries ? cached_entry(entries, key) : NULL;
-    Py_XDECREF(entries);
-    PyObject *result = NULL;
-    if (entry != NULL) {
-        if (PyObject_SetAttr(entry, s_used, Py_True) == 0)
-            result = PyObject_CallMethodOneArg(entry, s_run, tag);
-        Py_DECREF(entry);
-    }
-    else if (key != NULL && !PyErr_Occurred()) {   /* not cached, or the careful path: the slow path, with the
-                                                      tag and key drawn here */
-        PyObject *slow = PyObject_GetAttr(state, s_slow_path);
-        PyObject *args = slow ? tuple_of(argv + 3, argc - 3) : NULL;
-        if (args != NULL) {
-            PyObject *call[6] = {state, method, algorithm, args, tag, key};
-            result = PyObject_Vectorcall(slow, call, 6, NULL);
-            Py_DECREF(args);
-        }
-        Py_XDECREF(slow);
-    }
-    Py_XDECREF(key);
-    Py_DECREF(state);
-    Py_XDECREF(tag);
-    if (result == NULL)
-        return NULL;
-    Py_DECREF(result);
-    Py_RETURN_NONE;
-}
-
-static PyObject *
-init_run(PyObject *self, PyObject *args)
-{
-    (void)self;
-    PyObject *active, *others, *values;
-    if (!PyArg_ParseTuple(args, "O!O!O!:init_run", &PyList_Type, &active, &PyList_Type, &others, &PyDict_Type,
-                          &values))
-        return NULL;
-    Py_INCREF(active);
-    Py_XSETREF(active_requests, active);
-    Py_INCREF(others);
-    Py_XSETREF(elsewhere, others);
-    Py_INCREF(values);
-    Py_XSETREF(value_args, values);
-    Py_RETURN_NONE;
-}
-
 static PyObject *
 init(PyObject *self, PyObject *args)
 {
@@ -587,7 +472,7 @@ init(PyObject *self, PyObject *args)
 static PyMethodDef methods[] = {
     {"call_key", (PyCFunction)(void (*)(void))call_key, METH_FASTCALL,
      "call_key(method, args, algorithm, values=())\n--\n\nThe plan cache's key of a blocking call, or None "
-     "(as mpicoll.runtime.plan._call_key)."},
+     "(as mpicoll.runtime.callkey._call_key)."},
     {"run", (PyCFunction)(void (*)(void))run, METH_FASTCALL,
      "run(comm, method, algorithm, *args)\n--\n\nRun a blocking call: its cached plan if it has one, else "
      "the communicator's slow path (as mpicoll.comm.dispatch.run_blocking)."},
@@ -596,7 +481,7 @@ static PyMethodDef methods[] = {
      "once)."},
     {"init", init, METH_VARARGS,
      "init(fallback, generation, ndarray, buffer_types, predefined_types, predefined_ops, "
-     "Op, IN_PLACE)\n--\n\nThe objects the key is built from (mpicoll.runtime.plan calls it once)."},
+     "Op, IN_PLACE)\n--\n\nThe objects the key is built from (mpicoll.runtime.callkey calls it once)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,7 +1,8 @@
 /* mpicoll.runtime._rounds: the blocking executor's round loop, compiled.
  *
  * The same function as mpicoll.runtime.blocking._execute (the pure-Python one,
- * which stays the definition): for each bound round (sends, recvs, steps) it
+ * mpicoll.runtime.rounds.run with the PLAIN policy, which stays the definition): for each bound round
+ * (sends, recvs, steps) it
  * calls comm.Send, comm.Recv or comm.Sendrecv when the round has one message
  * each way at most, hands any other round to the Python ``exchange`` function
  * (every receive posted, then every send, then Waitall), then calls the round's
@@ -28,7 +29,7 @@
 #include <Python.h>
 #include <stddef.h>   /* offsetof */
 
-static PyObject *exchange;   /* mpicoll.runtime.blocking._exchange(sends, recvs, comm, tag) */
+static PyObject *exchange;   /* mpicoll.runtime.rounds.exchange(sends, recvs, comm, tag) */
 static PyObject *failed;     /* mpicoll.runtime.standin.continue_marked(bound, comm, tag, round, exc), or NULL */
 static PyObject *s_send, *s_recv, *s_sendrecv;
 static PyObject *out_kwnames;  /* ("out",): the keyword names of an out_call's call */

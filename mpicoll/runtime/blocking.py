@@ -2,8 +2,9 @@
 
 :func:`bind` resolves every block of a schedule to array views once (MPI sees
 raw bytes, so any dtype travels, bfloat16 included; reductions see typed
-views).  :func:`execute` then runs the rounds: a round with exactly one send and
-one receive uses ``Sendrecv``, a lone send or receive uses ``Send``/``Recv``,
+views).  :func:`execute` then runs the rounds by the :data:`PLAIN` policy of
+:func:`mpicoll.runtime.rounds.run`: a round with exactly one send and one
+receive uses ``Sendrecv``, a lone send or receive uses ``Send``/``Recv``,
 anything else posts every receive and send nonblocking and waits for all; then
 the round's local steps run in order.  A round whose messages raise is handed
 to :func:`mpicoll.runtime.standin.continue_marked` (a peer's stand-in marked
@@ -23,9 +24,10 @@ from mpicoll.ir.layout import Layout
 from mpicoll.ir.schedule import Block, Reduce, Schedule, ScheduleError
 from mpicoll.runtime.compiled import extension
 from mpicoll.runtime.datatypes import byte_message
+from mpicoll.runtime.rounds import Exchange, exchange, run
 from mpicoll.runtime.standin import continue_marked
 
-__all__ = ["bind", "execute", "for_mpi", "BoundRound"]
+__all__ = ["bind", "execute", "for_mpi", "BoundRound", "PLAIN"]
 
 BoundRound = tuple[list[tuple[Any, int]], list[tuple[Any, int]], list[Callable[[], None]]]
 
@@ -139,44 +141,48 @@ def _same_memory(arrays: dict[str, Any], a: Block, b: Block) -> bool:
     return arrays[a.buf] is arrays[b.buf] and (a.lo, a.hi) == (b.lo, b.hi)
 
 
+class Plain(Exchange):
+    """The policy of every blocking call: one send and one receive as ``Sendrecv``, a lone send or receive as
+    ``Send``/``Recv``, anything else posted nonblocking and waited for; a round whose messages raise is handed
+    to :func:`mpicoll.runtime.standin.continue_marked` (a peer's stand-in marked its messages; a correct call
+    never gets there)."""
+
+    def __call__(self, comm: MPI.Comm, tag: int, t: int, sends: list, recvs: list) -> None:
+        if sends:
+            if len(sends) == 1 and not recvs:
+                comm.Send(sends[0][0], sends[0][1], tag)
+            elif len(sends) == 1 and len(recvs) == 1:
+                (sbuf, dest), (rbuf, source) = sends[0], recvs[0]
+                comm.Sendrecv(sbuf, dest, tag, rbuf, source, tag)
+            else:
+                exchange(sends, recvs, comm, tag)
+        elif recvs:
+            if len(recvs) == 1:
+                comm.Recv(recvs[0][0], recvs[0][1], tag)
+            else:
+                exchange(sends, recvs, comm, tag)
+
+    def failed(self, rounds: Any, comm: MPI.Comm, tag: int, t: int, exc: MPI.Exception) -> None:
+        continue_marked(rounds, comm, tag, t, exc)
+
+
+PLAIN = Plain()
+
+
 def _execute(bound: list[BoundRound], comm: MPI.Comm, tag: int = 0) -> None:
-    """Run bound rounds on ``comm`` (a private communicator), in order.
+    """Run bound rounds on ``comm`` (a private communicator), in order: :func:`mpicoll.runtime.rounds.run` with
+    the :data:`PLAIN` policy.
 
     The definition of :func:`execute`, which is the same loop compiled
-    (``mpicoll/_rounds.c``) when that was built, and this function otherwise.
+    (``mpicoll/runtime/_rounds.c``) when that was built, and this function otherwise.
     """
-    for index, (sends, recvs, steps) in enumerate(bound):
-        try:
-            if sends:
-                if len(sends) == 1 and not recvs:
-                    comm.Send(sends[0][0], sends[0][1], tag)
-                elif len(sends) == 1 and len(recvs) == 1:
-                    (sbuf, dest), (rbuf, source) = sends[0], recvs[0]
-                    comm.Sendrecv(sbuf, dest, tag, rbuf, source, tag)
-                else:
-                    _exchange(sends, recvs, comm, tag)
-            elif recvs:
-                if len(recvs) == 1:
-                    comm.Recv(recvs[0][0], recvs[0][1], tag)
-                else:
-                    _exchange(sends, recvs, comm, tag)
-        except MPI.Exception as exc:    # a marked message (a peer's stand-in): see mpicoll.runtime.standin
-            continue_marked(bound, comm, tag, index, exc)
-        for step in steps:
-            step()
-
-
-def _exchange(sends: list[tuple[Any, int]], recvs: list[tuple[Any, int]], comm: MPI.Comm, tag: int) -> None:
-    """A round of several messages: every receive posted, then every send; wait for all."""
-    requests = [comm.Irecv(buf, peer, tag) for buf, peer in recvs]
-    requests += [comm.Isend(buf, peer, tag) for buf, peer in sends]
-    MPI.Request.Waitall(requests)
+    run(bound, comm, tag, PLAIN)
 
 
 def _compiled_execute(rounds: Any) -> Callable[..., None]:
     if rounds is None or not hasattr(rounds, "on_failure"):   # not built, or built from an older _rounds.c
         return _execute
-    rounds.init(_exchange)
+    rounds.init(exchange)
     rounds.on_failure(continue_marked)
     return rounds.execute
 

@@ -139,7 +139,7 @@ def _call_key(method: str, args: Sequence[Any], algorithm: Any, values: tuple[in
     """The plan cache's key for a blocking call, or None: the call must not be cached.
 
     This is the definition; :func:`call_key` is the compiled builder
-    (``mpicoll/_callkey.c``: bytes keys that decide as these tuples do) when
+    (``mpicoll/runtime/_callkey.c``: bytes keys that decide as these tuples do) when
     that was built, and this function otherwise.
 
     ``values`` are the positions of arguments that are counts, not buffers

@@ -41,7 +41,7 @@ from mpi4py import MPI
 from mpicoll import errors
 from mpicoll.runtime.memory import known_bounds
 
-__all__ = ["Typemap", "describe", "check_reducible", "Packed", "pack", "stage", "staging", "Staged", "byte_message"]
+__all__ = ["Typemap", "describe", "check_reducible", "Packed", "pack", "register", "packing", "Packing", "byte_message"]
 
 _INT_MAX = 2**31 - 1   # MPI 3's sizes are C ints (MPI_Pack has no large-count form before MPI 4)
 
@@ -212,7 +212,7 @@ def pack(raw: np.ndarray, datatype: MPI.Datatype, typemap: Typemap, counts: list
     read or write past it); where that memory cannot be known (an
     ``MPI.memory`` made from an address), mpicoll defers to MPI, as the
     built-in does (see :func:`mpicoll.runtime.memory.known_bounds`).  A receive
-    buffer (``writable``) is unpacked when the call completes (see :func:`staging`).
+    buffer (``writable``) is unpacked when the call completes (see :func:`packing`).
     """
     tm = typemap
     if tm.extent <= 0 and any(counts):
@@ -245,17 +245,17 @@ def pack(raw: np.ndarray, datatype: MPI.Datatype, typemap: Typemap, counts: list
     return packed
 
 
-def stage(packed: Any, writable: bool) -> None:
+def register(packed: Any, writable: bool) -> None:
     """Register a :class:`Packed` (or anything with ``pack()`` and ``unpack()``) built by a caller
     (Alltoallw's per-peer blocks) with the call being prepared:
     packed again whenever a persistent request starts, unpacked (``writable``) when the call completes."""
     _current().add(packed, writable)
 
 
-# -- staging: unpack received data when the call completes --------------------------------------------
+# -- packing: pack before the call, unpack received data when the call completes ------------------------
 
 
-class Staged:
+class Packing:
     """The packed buffers of one call being prepared."""
 
     def __init__(self) -> None:
@@ -294,25 +294,25 @@ _PREPARING = threading.local()
 
 
 @contextlib.contextmanager
-def staging() -> Iterator[Staged]:
+def packing() -> Iterator[Packing]:
     """Collect the packed buffers of the call prepared inside the block (in this thread)."""
-    staged = Staged()
+    calls = Packing()
     stack = _stack()
-    stack.append(staged)
+    stack.append(calls)
     try:
-        yield staged
+        yield calls
     finally:
         stack.pop()
 
 
-def _stack() -> list[Staged]:
+def _stack() -> list[Packing]:
     stack = getattr(_PREPARING, "stack", None)
     if stack is None:
         stack = _PREPARING.stack = []
     return stack
 
 
-def _current() -> Staged:
+def _current() -> Packing:
     stack = _stack()
     if not stack:
         raise RuntimeError("a non-contiguous MPI datatype can only be used in a call through mpicoll.Comm")

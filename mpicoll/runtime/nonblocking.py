@@ -46,8 +46,11 @@ from typing import Any
 from mpi4py import MPI
 
 from mpicoll.runtime import watchdog
+from mpicoll.runtime.rounds import fault, is_fault
+from mpicoll.runtime.rounds import testall as _testall
+from mpicoll.runtime.rounds import waitall as _waitall
 
-__all__ = ["ACTIVE", "ELSEWHERE", "outstanding", "wait_mpi", "progress", "requests_outstanding"]
+__all__ = ["ACTIVE", "ELSEWHERE", "outstanding", "progress", "requests_outstanding", "advance_unowned"]
 
 # request states
 _INACTIVE, _RUNNING, _COMPLETE, _FREED = 0, 1, 2, 3
@@ -59,11 +62,9 @@ ACTIVE: list[_Collective] = []
 ELSEWHERE: list[_Collective] = []
 _THREAD = threading.local()   # .engine: this thread's started, unfinished requests; .guard: its lock (see _engine)
 _MAIN_GUARD = threading.Lock()
-_testall = MPI.Request.Testall
-_waitall = MPI.Request.Waitall
 _waitany = MPI.Request.Waitany
 _startall = MPI.Prequest.Startall
-_mpi_wait = MPI.Request.Wait
+_mpi_free = MPI.Request.Free
 _mpi_get_status = MPI.Request.Get_status
 _mpi_bool = MPI.Request.__bool__
 _grequest = MPI.Grequest.Start
@@ -89,7 +90,7 @@ class _Collective(MPI.Request):
     """
 
     __slots__ = ("_steps", "_nrounds", "_round", "_pending", "_finish", "_release", "_state", "tag", "watch",
-                 "_engine", "_guard", "_greq", "_keep", "_error")
+                 "_engine", "_guard", "_greq", "_keep", "_error", "_comms")
 
     def __new__(cls, *args: Any, **kwargs: Any) -> _Collective:
         return MPI.Request.__new__(cls)   # mpi4py's constructor takes a request to copy, not ours' arguments
@@ -111,6 +112,7 @@ class _Collective(MPI.Request):
         self._greq: MPI.Grequest | None = None
         self._keep = keep
         self._error: BaseException | None = None
+        self._comms: list[MPI.Comm] = []     # round t's communicator (set by the subclass that posts them)
 
     def _post(self, t: int) -> list[MPI.Request]:
         raise NotImplementedError
@@ -125,8 +127,9 @@ class _Collective(MPI.Request):
     def _query(self, status: MPI.Status) -> None:
         """MPI asks for the status of the completed collective: empty, with an error if a step raised."""
         _empty(status)
-        if self._error is not None:
-            status.Set_error(MPI.ERR_OTHER)
+        if self._error is not None:    # an MPI error keeps its class (a process failure, ...); others: ERR_OTHER
+            error = self._error
+            status.Set_error(error.Get_error_class() if isinstance(error, MPI.Exception) else MPI.ERR_OTHER)
 
     @staticmethod
     def _cancelled(completed: bool) -> None:
@@ -144,7 +147,11 @@ class _Collective(MPI.Request):
                 self._complete()
                 return
             self._enter()
-            self._pending = self._post(0)
+            try:
+                self._pending = self._post(0)
+            except MPI.Exception as exc:     # e.g. the communicator was revoked: the request ends with it
+                self._fail(exc, ())
+                return
             if not self._pending:
                 self._advance(False)
 
@@ -159,10 +166,13 @@ class _Collective(MPI.Request):
         while True:
             pending = self._pending
             if pending:
-                if block:
-                    _waitall(pending)
-                elif not _testall(pending):
-                    return False
+                try:
+                    if block:
+                        _waitall(pending)
+                    elif not _testall(pending):
+                        return False
+                except MPI.Exception as exc:   # a marked message, or a process failed: the request ends with it
+                    return self._fail(exc, pending)
             try:
                 for step in steps[t]:
                     step()
@@ -180,7 +190,21 @@ class _Collective(MPI.Request):
                 self._complete()
                 return True
             self._round = t
-            self._pending = self._post(t)
+            try:
+                self._pending = self._post(t)
+            except MPI.Exception as exc:
+                return self._fail(exc, ())
+
+    def _fail(self, exc: MPI.Exception, pending: list[MPI.Request]) -> bool:
+        """Round ``self._round``'s messages raised ``exc``: the request is completed with the error its ``Wait``
+        raises (a process failure as :class:`~mpicoll.ProcFailedError`, after revoking the round's
+        communicator: see :func:`mpicoll.runtime.rounds.fault`)."""
+        comm = self._comms[self._round] if self._round < len(self._comms) else None
+        self._leave()
+        self._pending = []
+        self._error = fault(comm, exc, pending) if comm is not None and is_fault(exc, comm) else exc
+        self._complete()
+        return True
 
     def _enter(self) -> None:
         """Join the engine (another thread's also joins the list the hot path reads); wake the progress thread."""
@@ -214,17 +238,16 @@ class _Collective(MPI.Request):
             self._greq.Complete()
 
     def _settle(self, status: MPI.Status | None) -> None:
-        """The engine has completed the collective: free its handle (if no MPI call did), raise its error."""
+        """The engine has completed the collective: free its handle (if no MPI call did), raise its error.
+
+        The completed generalized request is freed (``MPI_Request_free``), not waited on: a wait would call
+        back into Python for the status, which a collective's is empty anyway.
+        """
         error, self._error = self._error, None
-        try:
-            if _mpi_bool(self):
-                _mpi_wait(self, status)     # MPI frees the generalized request; the query fills ``status``
-            elif status is not None:
-                _empty(status)
-        except MPI.Exception:
-            if error is None:
-                raise
-            # the query reported the step's error (MPI_ERR_OTHER): raise the step's own exception instead
+        if _mpi_bool(self):
+            _mpi_free(self)
+        if status is not None:
+            _empty(status)
         self._state = _INACTIVE
         if error is not None:
             raise error
@@ -364,126 +387,6 @@ class _Collective(MPI.Request):
         if self._state != _FREED:
             self.Free()
 
-    # class-level helpers, as MPI.Request has them; they accept MPI.Request objects too
-
-    @staticmethod
-    def Waitall(requests: Sequence[Any], statuses: list[MPI.Status] | None = None) -> bool:
-        """Wait for every request (mpicoll's or MPI's) in ``requests``.
-
-        Unlike ``MPI.Request.Waitall``, this also works when the progress thread
-        is off (``MPICOLL_PROGRESS=0``): the calling thread drives mpicoll's requests.
-
-        Parameters
-        ----------
-        requests : sequence of Request, Prequest or MPI.Request
-            Completed in order.
-        statuses : list of MPI.Status, optional
-            One per request.
-
-        Returns
-        -------
-        bool
-            Always True.
-        """
-        for i, req in enumerate(requests):
-            _wait_one(req, statuses[i] if statuses is not None else None)
-        return True
-
-    @staticmethod
-    def Testall(requests: Sequence[Any], statuses: list[MPI.Status] | None = None) -> bool:
-        """Whether every request is complete; if so, complete them all, else complete none.
-
-        Parameters
-        ----------
-        requests : sequence of Request, Prequest or MPI.Request
-        statuses : list of MPI.Status, optional
-
-        Returns
-        -------
-        bool
-        """
-        _poke()
-        if not all(_is_complete(req) for req in requests):
-            return False
-        return _Collective.Waitall(requests, statuses)
-
-    @staticmethod
-    def Waitany(requests: Sequence[Any], status: MPI.Status | None = None) -> int:
-        """Block until one request completes.
-
-        Parameters
-        ----------
-        requests : sequence of Request, Prequest or MPI.Request
-        status : MPI.Status, optional
-
-        Returns
-        -------
-        int
-            The index of the request completed now, or ``MPI.UNDEFINED`` when none is active.
-        """
-        while True:
-            index, flag = _Collective.Testany(requests, status)
-            if flag:
-                return index
-            mine = [i for i, r in enumerate(requests) if not isinstance(r, _Collective)]
-            with _guard():
-                k = _block_once([requests[i] for i in mine], status)
-            if k is not None:       # one of the MPI requests completed (MPI has completed it)
-                return mine[k]
-
-    @staticmethod
-    def Testany(requests: Sequence[Any], status: MPI.Status | None = None) -> tuple[int, bool]:
-        """Complete one request if one is complete, without blocking.
-
-        Parameters
-        ----------
-        requests : sequence of Request, Prequest or MPI.Request
-        status : MPI.Status, optional
-
-        Returns
-        -------
-        tuple of (int, bool)
-            ``(index, True)`` for a request completed now, ``(MPI.UNDEFINED, True)`` if none is active,
-            otherwise ``(MPI.UNDEFINED, False)``; every outstanding request is moved along first.
-        """
-        _poke()
-        active = False
-        for i, req in enumerate(requests):
-            if not _is_active(req):
-                continue
-            active = True
-            if _is_complete(req):
-                _wait_one(req, status)
-                return i, True
-        return (MPI.UNDEFINED, True) if not active else (MPI.UNDEFINED, False)
-
-    @staticmethod
-    def Startall(requests: Iterable[Any]) -> None:
-        """Start every persistent request in ``requests``, mpicoll's or MPI's.
-
-        ``MPI.Prequest.Startall`` starts MPI's own persistent requests only
-        (``MPI_Startall`` cannot start a generalized request): pass lists that
-        hold mpicoll's here.
-
-        Parameters
-        ----------
-        requests : iterable of Prequest or MPI.Prequest
-
-        Raises
-        ------
-        RuntimeError
-            A request is freed or still active (see :meth:`Prequest.Start`).
-        """
-        theirs = []
-        for req in requests:
-            if isinstance(req, _Collective):
-                req.Start()
-            else:
-                theirs.append(req)
-        if theirs:
-            _startall(theirs)
-
-
 def _engine() -> list[_Collective]:
     """This thread's started, unfinished requests: they advance together (a Wait on one moves them all).
 
@@ -565,11 +468,6 @@ def advance_unowned(requests: Iterable[_Collective]) -> bool:
     return moved
 
 
-def wait_mpi(request: MPI.Request) -> None:
-    """Wait for an MPI request while keeping mpicoll's outstanding requests moving."""
-    _wait_one(request, None)
-
-
 # -- helpers ---------------------------------------------------------------------------
 
 def _progressed(req: _Collective, engine: list[_Collective]) -> bool:
@@ -598,39 +496,6 @@ def _block_once(extra: Sequence[MPI.Request], status: MPI.Status | None = None,
         return None
     i = _waitany(internal + list(extra), status)
     return i - len(internal) if i != MPI.UNDEFINED and i >= len(internal) else None
-
-
-def _wait_one(req: Any, status: MPI.Status | None) -> None:
-    if isinstance(req, _Collective):
-        req.Wait(status)
-    elif isinstance(req, MPI.Request):
-        if _engine():
-            with _guard():
-                while _engine():      # keep this thread's mpicoll requests moving while the MPI request is not done
-                    progress()
-                    if req.Get_status():
-                        break
-                    if _block_once((req,), status) == 0:
-                        return        # Waitany completed it
-        req.Wait(status)
-    else:
-        raise TypeError(f"expected a request, got {type(req).__name__}")
-
-
-def _is_active(req: Any) -> bool:
-    if isinstance(req, _Collective):
-        if req._state == _FREED:
-            raise RuntimeError(f"{req!r} was freed")
-        return req._state == _RUNNING or (req._state == _COMPLETE and _mpi_bool(req))
-    return req != MPI.REQUEST_NULL
-
-
-def _is_complete(req: Any) -> bool:
-    if isinstance(req, _Collective):
-        return req._done()
-    if isinstance(req, MPI.Request):
-        return req.Get_status()    # true for a null or inactive request too, as MPI_Request_get_status says
-    raise TypeError(f"expected a request, got {type(req).__name__}")
 
 
 def _empty(status: MPI.Status | None) -> None:

@@ -51,7 +51,7 @@ class Plan:
     #: None before, and for a plan that cannot be moved to other memory (see :meth:`rebased`)
     relocations: dict[str, tuple[int, int]] | None = None
 
-    lent: bool = False     # a cached nonblocking plan in use by an unfinished request (see Comm._lend)
+    lent: bool = False     # a cached nonblocking plan in use by an unfinished request (see mpicoll.comm.dispatch._lend)
 
     _rounds: list | None = field(default=None, repr=False)
     _runner: tuple[Any, Callable[[int], None]] | None = field(default=None, repr=False)   # (comm, runner(comm))
@@ -71,7 +71,8 @@ class Plan:
 
     def request_parts(self) -> tuple[list, list[list[Callable[[], None]]]]:
         """What a request running this cached plan needs, made once: its rounds in the form MPI reads
-        fastest (:func:`~mpicoll.runtime.blocking.for_mpi`) and each round's local steps (see ``Comm._lend``)."""
+        fastest (:func:`~mpicoll.runtime.blocking.for_mpi`) and each round's local steps (see
+        :func:`mpicoll.comm.dispatch._lend`)."""
         parts = self._request_parts
         if parts is None:
             rounds = for_mpi(self.rounds())

@@ -1,11 +1,15 @@
 """The requests mpicoll's ``I*`` and ``*_init`` calls return, and how they start.
 
-- :class:`Request` (``comm.Iallreduce(...)``) posts ``Irecv``/``Isend`` round by round;
+- :class:`Request` (``comm.Iallreduce(...)``) posts ``Irecv``/``Isend`` round by round
+  (:func:`mpicoll.runtime.rounds.post`);
 - :class:`Prequest` (``comm.Allreduce_init(...)``) binds everything once: views,
   peers, its tag, scratch buffers and one MPI persistent request (``Recv_init``,
   ``Send_init``) per message; ``Start()`` only ``Startall``'s round 0.
 
-Both are advanced by the engine of :mod:`mpicoll.runtime.nonblocking`.
+Both are advanced by the engine of :mod:`mpicoll.runtime.nonblocking`.  Each round
+travels on a communicator of its own (``comms[t]``): a plan's rounds all on the
+communicator's private duplicate, an intercommunicator's stages on the private
+communicators of one group or of both (:func:`split` takes such rounds apart).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from mpi4py import MPI
 
 from mpicoll.runtime import progress
+from mpicoll.runtime.mixed import MixedWaits
 from mpicoll.runtime.nonblocking import (
     _COMPLETE,
     _FREED,
@@ -27,12 +32,13 @@ from mpicoll.runtime.nonblocking import (
     _mpi_bool,
     _startall,
 )
+from mpicoll.runtime.rounds import CommRound, Round, post
 
 if TYPE_CHECKING:
     from mpicoll.runtime.plan import Plan
     from mpicoll.runtime.state import CommState as Comm
 
-__all__ = ["Request", "Prequest", "start", "persistent"]
+__all__ = ["Request", "Prequest", "start", "persistent", "split"]
 
 
 _WAKE.append(progress.first_request)   # the first request's start decides whether the progress thread runs
@@ -40,58 +46,53 @@ _WAKE.append(progress.first_request)   # the first request's start decides wheth
 _NAMES = {_INACTIVE: "inactive", _RUNNING: "running", _COMPLETE: "complete", _FREED: "freed"}
 
 
-class Request(_Collective):
-    """A nonblocking collective in flight (``comm.Iallreduce(...)`` and the like)."""
+class Request(MixedWaits, _Collective):
+    """A nonblocking collective in flight (``comm.Iallreduce(...)`` and the like).
 
-    __slots__ = ("_rounds", "_irecv", "_isend")
+    ``rounds`` are bound rounds, round ``t`` posted on ``comms[t]``; ``steps`` (when given) replace the
+    rounds' own local steps (a lent plan's, made once).
+    """
 
-    def __init__(self, rounds: list, comm: MPI.Comm | None, tag: int, finish: Callable[[], None] | None,
+    __slots__ = ("_rounds",)
+
+    def __init__(self, rounds: list[Round], comms: list[MPI.Comm], tag: int, finish: Callable[[], None] | None,
                  steps: list[list[Callable[[], None]]] | None = None, release: Callable[[], None] | None = None,
                  keep: Any = None) -> None:
         super().__init__([steps for _, _, steps in rounds] if steps is None else steps, finish, tag, release, keep)
-        self._rounds = rounds
-        if comm is not None:
-            self._irecv, self._isend = comm.Irecv, comm.Isend
+        self._rounds, self._comms = rounds, comms
 
     def _post(self, t: int) -> list[MPI.Request]:
         sends, recvs, _ = self._rounds[t]
-        irecv, isend, tag = self._irecv, self._isend, self.tag
-        return [irecv(buf, peer, tag) for buf, peer in recvs] + [isend(buf, peer, tag) for buf, peer in sends]
+        return post(self._comms[t], self.tag, sends, recvs)
 
     def __repr__(self) -> str:
         return f"<mpicoll.Request tag={self.tag} state={_NAMES[self._state]}>"
 
 
-class Prequest(_Collective, MPI.Prequest):
+class Prequest(MixedWaits, _Collective, MPI.Prequest):
     """A persistent collective (``comm.Allreduce_init(...)``): ``Start()``, then ``Wait()``/``Test()``, repeatedly.
 
     Everything is bound once at creation: the schedule's views of the buffers,
-    the scratch space, the tag, and one MPI persistent request per message.
-    The buffers' *contents* may change between starts, the buffers may not.
+    the scratch space, the tag, and one MPI persistent request per message
+    (round ``t``'s on ``comms[t]``).  The buffers' *contents* may change between
+    starts, the buffers may not.  ``before`` runs at every ``Start`` (GPU buffers
+    staged in, non-contiguous datatypes packed again), ``finish`` at every completion.
     """
 
-    __slots__ = ("_requests", "_rebuild", "_comm", "_held")
+    __slots__ = ("_requests", "_before", "_held")
 
-    def __init__(self, plan: Plan | None, comm: Comm, tag: int,
-                 rebuild: Callable[[], Plan | None] | None = None, keep: Any = None) -> None:
-        super().__init__([], None, tag)
+    def __init__(self, rounds: list[Round], comms: list[MPI.Comm], tag: int,
+                 finish: Callable[[], None] | None = None, before: Callable[[], None] | None = None,
+                 keep: Any = None) -> None:
+        super().__init__([steps for _, _, steps in rounds], finish, tag)
+        self._comms = comms
         self._held = keep       # the call's arguments: every start reads and writes their memory, until Free
-        self._comm = comm
-        self._rebuild = rebuild
-        self._requests: list[list[MPI.Prequest]] = []
-        self._bind(plan)
-
-    def _bind(self, plan: Plan | None) -> None:
-        """Create the MPI persistent requests of every round (receives first, as the blocking executor posts them)."""
-        self._free_requests()
-        rounds = plan.bound() if plan is not None else []
-        private, tag = self._comm.private, self.tag
-        self._requests = [[private.Recv_init(buf, peer, tag) for buf, peer in recvs]
-                          + [private.Send_init(buf, peer, tag) for buf, peer in sends]
-                          for sends, recvs, _ in rounds]
-        self._steps = [steps for _, _, steps in rounds]
-        self._nrounds = len(rounds)
-        self._finish = plan.finish if plan is not None else None
+        self._before = before
+        # the MPI persistent requests of every round (receives first, as the blocking executor posts them)
+        self._requests: list[list[MPI.Prequest]] = [
+            [comm.Recv_init(buf, peer, tag) for buf, peer in recvs] + [comm.Send_init(buf, peer, tag)
+                                                                       for buf, peer in sends]
+            for comm, (sends, recvs, _) in zip(comms, rounds)]
 
     def _free_requests(self) -> None:
         for reqs in self._requests:
@@ -117,17 +118,18 @@ class Prequest(_Collective, MPI.Prequest):
         if state != _INACTIVE and not (state == _COMPLETE and not _mpi_bool(self)):   # (completed by MPI's Wait)
             raise RuntimeError(f"{self!r} cannot be started: " + ("it was freed" if state == _FREED else
                                "it is still active (Wait() or Test() it to completion first)"))
-        if self._rebuild is not None:   # GPU buffers: stage the current device contents in
-            plan = self._rebuild()
-            if plan is not None:        # a fresh plan to bind; None: the binding stays
-                self._bind(plan)
+        if self._before is not None:
+            self._before()
         if self._nrounds and self._requests[0]:     # the common case, kept lean: Startall round 0
             with self._guard:
                 self._arm()
                 self._state, self._round = _RUNNING, 0
                 self._pending = reqs = self._requests[0]
-                _startall(reqs)
                 self._enter()
+                try:
+                    _startall(reqs)
+                except MPI.Exception as exc:     # e.g. the communicator was revoked: the request ends with it
+                    self._fail(exc, reqs)
         else:
             self._launch()
 
@@ -175,14 +177,15 @@ def start(plan: Plan | None, comm: Comm, tag: int, lent: bool = False, keep: Any
     would otherwise be freed while its messages are in flight.
     """
     if plan is None:
-        req = Request([], None, tag, None)
+        req = Request([], [], tag, None)
     elif lent:
         plan.lent = True
         rounds, steps = plan.request_parts()
-        req = Request(rounds, comm.private, tag, None, steps, partial(_give_back, plan), keep)
+        req = Request(rounds, [comm.private] * len(rounds), tag, None, steps, partial(_give_back, plan), keep)
     else:
         plan.begin()      # GPU buffers: stage the inputs in
-        req = Request(plan.bound(), comm.private, tag, plan.finish, keep=keep)
+        rounds = plan.bound()
+        req = Request(rounds, [comm.private] * len(rounds), tag, plan.finish, keep=keep)
     req._launch()
     return req
 
@@ -192,12 +195,15 @@ def _give_back(plan: Plan) -> None:
     plan.lent = False
 
 
-def persistent(plan: Plan | None, comm: Comm, tag: int,
-               rebuild: Callable[[], Plan | None] | None = None, keep: Any = None) -> Prequest:
-    """An inactive persistent request for ``plan`` on ``comm`` with a tag of its own for its whole life.
+def persistent(plan: Plan | None, comm: Comm, tag: int, before: Callable[[], None] | None = None,
+               keep: Any = None) -> Prequest:
+    """An inactive persistent request for ``plan`` on ``comm`` with a tag of its own for its whole life;
+    ``before`` runs at every ``Start`` (for GPU buffers: it stages the device buffers' current contents in)."""
+    rounds = plan.bound() if plan is not None else []
+    return Prequest(rounds, [comm.private] * len(rounds), tag, plan.finish if plan is not None else None, before,
+                    keep)
 
-    ``rebuild`` runs at every ``Start`` (for GPU buffers: it stages the device
-    buffers' current contents in) and returns a fresh plan to bind, or None to
-    keep the binding made here.
-    """
-    return Prequest(plan, comm, tag, rebuild, keep)
+
+def split(rounds: list[CommRound]) -> tuple[list[Round], list[MPI.Comm]]:
+    """Rounds that name their communicators, as the rounds and the communicators a request takes."""
+    return [(sends, recvs, steps) for _, sends, recvs, steps in rounds], [comm for comm, _, _, _ in rounds]

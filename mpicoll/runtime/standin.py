@@ -46,9 +46,10 @@ from mpi4py import MPI
 
 from mpicoll import errors
 from mpicoll.runtime.buffers import host_view
+from mpicoll.runtime.rounds import Exchange, fault, is_fault, run, testall
 from mpicoll.runtime.watchdog import CollectiveTimeout
 
-__all__ = ["stand_in_args", "play", "TIMEOUT", "run_marked", "continue_marked", "is_mark"]
+__all__ = ["stand_in_args", "play", "TIMEOUT", "Marked", "run_marked", "continue_marked", "is_mark"]
 
 # seconds a stand-in may wait without progress when the communicator has no timeout of its own:
 # a stand-in that does not match what the peers do (their arguments are wrong too) gives up
@@ -155,27 +156,38 @@ def _length(buf: Any) -> int:
     return len(buf[0]) if isinstance(buf, list) else np.asarray(buf).nbytes
 
 
-def run_marked(bound: list, comm: MPI.Comm, tag: int, start: int = 0, limit: float = TIMEOUT,
-               what: str = "a call") -> None:
-    """Play rounds ``start ..`` of bound rounds (see :func:`mpicoll.runtime.blocking.bind`) marked: every
-    send one byte longer, every receive into scratch one byte longer (a plain or a marked message fits);
-    local steps are skipped (the data are scratch).  Raises :class:`~mpicoll.CollectiveTimeout` after
-    ``limit`` seconds without progress (the peers did something else)."""
-    rank = comm.Get_rank()
-    for t, (sends, recvs, _steps) in enumerate(bound[start:], start):
+class Marked(Exchange):
+    """A stand-in's policy of :func:`mpicoll.runtime.rounds.run`: every send one byte longer, every receive
+    into scratch one byte longer (a plain or a marked message fits), no local steps (the data are scratch),
+    and :class:`~mpicoll.CollectiveTimeout` after ``limit`` seconds without progress (the peers did
+    something else)."""
+
+    steps = False
+
+    def __init__(self, limit: float, what: str, rank: int) -> None:
+        self.limit, self.what, self.rank = limit, what, rank
+
+    def __call__(self, comm: MPI.Comm, tag: int, t: int, sends: list, recvs: list) -> None:
         requests = [comm.Irecv(np.empty(_length(buf) + 1, np.uint8), peer, tag) for buf, peer in recvs]
         requests += [comm.Isend(_marked_copy(buf), peer, tag) for buf, peer in sends]
         last, spins = time.monotonic(), 0
-        while not MPI.Request.Testall(requests):
+        while not testall(requests):
             spins += 1
-            if time.monotonic() - last > limit:
+            if time.monotonic() - last > self.limit:
                 for req in requests:
                     if req != MPI.REQUEST_NULL:
                         req.Cancel()
                 peers = sorted({p for _, p in recvs} | {p for _, p in sends})
-                raise CollectiveTimeout(what, t, peers, limit, rank)
+                raise CollectiveTimeout(self.what, t, peers, self.limit, self.rank)
             if spins > 64:
                 time.sleep(0 if spins < 4096 else 0.0002)
+
+
+def run_marked(bound: list, comm: MPI.Comm, tag: int, start: int = 0, limit: float = TIMEOUT,
+               what: str = "a call") -> None:
+    """Play rounds ``start ..`` of bound rounds (see :func:`mpicoll.runtime.blocking.bind`) marked
+    (:class:`Marked`)."""
+    run(bound, comm, tag, Marked(limit, what, comm.Get_rank()), start)
 
 
 def continue_marked(bound: list, comm: MPI.Comm, tag: int, index: int, exc: BaseException) -> None:
@@ -183,6 +195,8 @@ def continue_marked(bound: list, comm: MPI.Comm, tag: int, index: int, exc: Base
     it is a marked message arriving (:func:`is_mark`); then the round's messages are complete (MPI
     completes every request of a failed ``Waitall``), the rest of the schedule is played marked, and
     :class:`~mpicoll.ArgumentError` is raised."""
+    if is_fault(exc, comm):     # a process failed: every survivor stops (see mpicoll.runtime.rounds.fault)
+        raise fault(comm, exc) from exc
     if not is_mark(exc):
         raise exc
     run_marked(bound, comm, tag, index + 1)

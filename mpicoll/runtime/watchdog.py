@@ -28,7 +28,9 @@ from typing import Any
 
 from mpi4py import MPI
 
-__all__ = ["CollectiveTimeout", "MessageSizeError", "execute", "wait", "wait_mpi"]
+from mpicoll.runtime.rounds import Exchange, run, testall, waitall
+
+__all__ = ["CollectiveTimeout", "MessageSizeError", "Watched", "execute", "wait", "wait_mpi"]
 
 
 class CollectiveTimeout(TimeoutError):
@@ -65,11 +67,16 @@ def _idle(spins: int) -> None:
         time.sleep(0 if spins < 4096 else 0.0002)
 
 
-def execute(bound: list, comm: MPI.Comm, tag: int, collective: str, timeout: float | None = None) -> None:
-    """Run bound rounds (see :func:`mpicoll.runtime.blocking.bind`) with size checks and an optional deadline."""
-    status = MPI.Status()
-    rank = comm.Get_rank()
-    for t, (sends, recvs, steps) in enumerate(bound):
+class Watched(Exchange):
+    """The careful path's policy of :func:`mpicoll.runtime.rounds.run`: sends posted, every receive probed
+    before it is taken (its size checked), and no wait longer than ``timeout`` seconds without progress."""
+
+    def __init__(self, collective: str, timeout: float | None, rank: int = -1) -> None:
+        self.collective, self.timeout, self.rank = collective, timeout, rank
+        self.status = MPI.Status()
+
+    def __call__(self, comm: MPI.Comm, tag: int, t: int, sends: list, recvs: list) -> None:
+        collective, timeout, status = self.collective, self.timeout, self.status
         requests = [comm.Isend(buf, peer, tag) for buf, peer in sends]
         waiting = dict(enumerate(recvs))   # receives not yet done, by position (buffers never compared)
         last, spins = time.monotonic(), 0
@@ -89,12 +96,12 @@ def execute(bound: list, comm: MPI.Comm, tag: int, collective: str, timeout: flo
                 got = status.Get_count(MPI.BYTE)
                 if got != buf.nbytes:
                     msg.Recv(bytearray(got))          # drain it, so no later call can match it
-                    MPI.Request.Waitall(requests)
-                    raise MessageSizeError(collective, peer, buf.nbytes, got, rank)
+                    waitall(requests)
+                    raise MessageSizeError(collective, peer, buf.nbytes, got, self.rank)
                 msg.Recv(buf)
                 del waiting[i]
                 moved = True
-            if requests and MPI.Request.Testall(requests):
+            if requests and testall(requests):
                 requests, moved = [], True
             if moved:
                 last, spins = time.monotonic(), 0
@@ -102,10 +109,13 @@ def execute(bound: list, comm: MPI.Comm, tag: int, collective: str, timeout: flo
             spins += 1
             if timeout is not None and time.monotonic() - last > timeout:
                 peers = sorted({p for _, p in waiting.values()} | ({p for _, p in sends} if requests else set()))
-                raise CollectiveTimeout(collective, t, peers, timeout, rank)
+                raise CollectiveTimeout(collective, t, peers, timeout, self.rank)
             _idle(spins)
-        for step in steps:
-            step()
+
+
+def execute(bound: list, comm: MPI.Comm, tag: int, collective: str, timeout: float | None = None) -> None:
+    """Run bound rounds (see :func:`mpicoll.runtime.blocking.bind`) with size checks and an optional deadline."""
+    run(bound, comm, tag, Watched(collective, timeout, comm.Get_rank()))
 
 
 def wait(done: Callable[[], bool], active: Callable[[], list], collective: str, timeout: float,

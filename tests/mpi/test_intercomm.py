@@ -284,6 +284,30 @@ def test_bad_root_on_one_rank_raises_everywhere(pair):
     check(y[0] == len(OTHERS), y)
 
 
+def test_algorithm_keyword_auto_runs_another_name_is_refused_on_every_rank(pair):
+    """The collectives take ``algorithm=`` as an intracommunicator's do (the methods are shared); an
+    intercommunicator collective has one composition, so a name other than "auto" on one rank is a bad argument
+    that every rank learns of through the agreement, in blocking, nonblocking and persistent calls."""
+    ours, _ = pair
+    y = np.empty(2)
+    ours.Allreduce(np.ones(2), y, algorithm="auto")
+    check(np.all(y == len(OTHERS)), y)
+    for run in (lambda a: ours.Allreduce(np.ones(2), y, algorithm=a),
+                lambda a: ours.Iallreduce(np.ones(2), y, algorithm=a).Wait()):
+        try:
+            run("ring" if R == 0 else "auto")
+            outcome = None
+        except Exception as exc:   # noqa: BLE001
+            outcome = exc
+        if R == 0:
+            check(isinstance(outcome, ValueError) and "one algorithm, 'auto'" in str(outcome), repr(outcome))
+        else:
+            check(isinstance(outcome, mpicoll.ArgumentError), repr(outcome))
+    with pytest.raises(ValueError, match="one algorithm"):
+        ours.Allreduce_init(np.ones(2), y, algorithm="ring")   # persistent: checked when made, on every rank
+    ours.Barrier(algorithm="auto")
+
+
 def test_in_place_is_refused_before_any_message(pair):
     ours, _ = pair
     y = np.ones(2)

@@ -27,7 +27,7 @@ def _column_block(rows: int = 4, cols: int = 6, width: int = 2):
 
 def test_memory_from_address_with_a_resized_vector_is_taken():
     tensor, spec, vector = _column_block()
-    with datatypes.staging():
+    with datatypes.packing():
         buf = parse(spec, "sendbuf")
     assert np.array_equal(buf.array, tensor[:, :2].reshape(-1))
     vector.Free()
@@ -35,10 +35,10 @@ def test_memory_from_address_with_a_resized_vector_is_taken():
 
 def test_a_receive_past_the_memory_object_unpacks_into_the_tensor():
     tensor, spec, vector = _column_block()
-    with datatypes.staging() as staged:
+    with datatypes.packing() as packed:
         buf = parse(spec, "recvbuf", writable=True)
     buf.array[:] = -np.arange(8.0)
-    for unpack in staged.unpack:
+    for unpack in packed.unpack:
         unpack()
     assert np.array_equal(tensor[:, :2].reshape(-1), -np.arange(8.0))
     assert np.array_equal(tensor[:, 2:], np.arange(24.0).reshape(4, 6)[:, 2:])
@@ -65,7 +65,7 @@ def test_past_memory_known_to_end_is_refused(spec, needs):
 
 def test_a_datatype_past_an_owned_array_is_refused():
     vector = MPI.DOUBLE.Create_vector(1, 2, 2).Create_resized(0, 48).Commit()
-    with datatypes.staging(), pytest.raises(ValueError, match="span bytes") as info:
+    with datatypes.packing(), pytest.raises(ValueError, match="span bytes") as info:
         parse([np.zeros(8), 4, vector], "sendbuf")
     assert info.value.Get_error_class() == MPI.ERR_COUNT
     vector.Free()

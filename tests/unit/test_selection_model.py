@@ -218,3 +218,25 @@ def test_autocheck_ratios_from_a_sweep(tmp_path, capsys):
     autocheck.main(["--from", str(tmp_path / "sweep.json")])
     out = capsys.readouterr().out
     assert "over 1.10" in out and "within 10% (by either) at 1 of 2 sizes" in out
+
+
+@pytest.mark.parametrize("collective", sorted(__import__("mpicoll.selection.rules", fromlist=["RULES"]).RULES))
+def test_each_call_module_shows_its_rule_table_as_the_rule_decides(collective):
+    """One source for each "auto" rule: the rows of :mod:`mpicoll.selection.rules` (words and predicate side by
+    side); the docstring of ``mpicoll.calls.<collective>`` shows the table they render, or, for a rule of one
+    row, names its algorithm.  And every row is reachable: some call takes it."""
+    import importlib
+    import itertools
+
+    from mpicoll.selection.rules import RULES
+
+    rule = RULES[collective]
+    doc = importlib.import_module(f"mpicoll.calls.{collective}").__doc__
+    if len(rule.rows) > 1:
+        assert rule.table() in doc, f"mpicoll/calls/{collective}.py's table differs from its rule:\n{rule.table()}"
+    else:
+        assert rule.rows[0].algorithm in doc
+    taken = {rule(size=p, nbytes=n, count=c, commutative=k) for p, n, c, k in itertools.product(
+        (1, 2, 3, 4, 6, 8, 16, 64, 96, 128), (0, 1 << 8, 1 << 12, 1 << 17, 1 << 20, 1 << 23), (0, 1, 1 << 20),
+        (True, False))}
+    assert taken == {row.algorithm for row in rule.rows}, f"unreachable rows in {collective}'s rule"

@@ -8,18 +8,18 @@ its message into them.  Local steps work per block: a copy shares the bytes
 live object an op could change), a reduction sets ``out = op(left, right)``,
 left being the lower ranks' part, as mpi4py's own reductions call the op.
 
-:func:`run` posts a round's sends, then takes its receives (a matched probe
-gives each message's length, so no size travels ahead), then waits for the
-sends and runs the round's steps: the blocking executor's order, on the
-communicator's private duplicate and the call's own tag.  Receives block in
-``Mprobe`` in listed order; with a timeout, or while mpicoll's nonblocking
-requests are outstanding (they must keep moving), they are polled instead.
+:func:`run` runs the schedule's rounds as every blocking call does
+(:func:`mpicoll.runtime.rounds.run`), with the :class:`Probed` policy: a round's
+sends are posted, then its receives taken (a matched probe gives each message's
+length, so no size travels ahead), then the sends waited for and the round's
+steps run, on the communicator's private duplicate and the call's own tag.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 from mpi4py import MPI
@@ -28,9 +28,11 @@ from mpicoll.analysis.lockstep import run_lockstep
 from mpicoll.calls.objects.slots import Failed, Slot, frame, unframe, value
 from mpicoll.ir.schedule import Block, Copy, Reduce, Schedule
 from mpicoll.runtime.nonblocking import outstanding, progress
+from mpicoll.runtime.rounds import Exchange, waitall
+from mpicoll.runtime.rounds import run as run_rounds
 from mpicoll.runtime.watchdog import CollectiveTimeout, _idle
 
-__all__ = ["Buffers", "buffers", "run", "simulate", "Steps"]
+__all__ = ["Buffers", "buffers", "run", "simulate", "Steps", "Probed"]
 
 Buffers = dict[str, list]
 
@@ -75,28 +77,36 @@ class Steps:
             return Failed(self.rank)
 
 
-def run(schedule: Schedule, bufs: Buffers, steps: Steps, comm: MPI.Comm, tag: int,
-        timeout: float | None = None) -> None:
-    """Run ``schedule`` on ``bufs`` over ``comm`` (the private duplicate) with ``tag``."""
-    status = MPI.Status()
-    for t, rnd in enumerate(schedule.rounds):
-        sends = [comm.Isend(frame(bufs[b.buf][b.lo:b.hi]), peer, tag) for peer, b in rnd.sends]
+class Probed(Exchange):
+    """The policy of :func:`mpicoll.runtime.rounds.run` for object messages, whose lengths no rank knows
+    ahead: a send is ``(read, peer)`` (``read()`` frames its blocks when the round is posted), a receive
+    ``(write, peer)`` (``write(slots)`` stores what a message unframes to).  Receives are taken by matched
+    probe, blocking in ``Mprobe`` in listed order, or, with a timeout or while mpicoll's nonblocking requests
+    are outstanding (they must keep moving), polled."""
+
+    def __init__(self, collective: str, rank: int, timeout: float | None) -> None:
+        self.collective, self.rank, self.timeout = collective, rank, timeout
+        self.status = MPI.Status()
+
+    def __call__(self, comm: MPI.Comm, tag: int, t: int, sends: list, recvs: list) -> None:
+        status, timeout = self.status, self.timeout
+        requests = [comm.Isend(read(), peer, tag) for read, peer in sends]
         if timeout is None and not outstanding():
             # every rank posted its round's sends before blocking here: taking the receives in listed
             # order, each in a blocking matched probe, cannot deadlock (and does not yield the core)
-            for peer, block in rnd.recvs:
+            for write, peer in recvs:
                 msg = comm.Mprobe(peer, tag, status)
                 data = bytearray(status.Get_count(MPI.BYTE))
                 msg.Recv([data, MPI.BYTE])
-                _store(bufs[block.buf], block, unframe(data))
+                write(unframe(data))
             waiting = []
         else:
-            waiting = list(rnd.recvs)   # from each peer, messages arrive in the order they are listed
+            waiting = list(recvs)   # from each peer, messages arrive in the order they are listed
         last, spins = time.monotonic(), 0
         while waiting:
             taken = None
             seen: set[int] = set()
-            for i, (peer, block) in enumerate(waiting):
+            for i, (write, peer) in enumerate(waiting):
                 if peer in seen:
                     continue
                 seen.add(peer)
@@ -104,7 +114,7 @@ def run(schedule: Schedule, bufs: Buffers, steps: Steps, comm: MPI.Comm, tag: in
                 if msg is not None:
                     data = bytearray(status.Get_count(MPI.BYTE))
                     msg.Recv([data, MPI.BYTE])
-                    _store(bufs[block.buf], block, unframe(data))
+                    write(unframe(data))
                     taken = i
                     break
             if taken is not None:
@@ -114,12 +124,25 @@ def run(schedule: Schedule, bufs: Buffers, steps: Steps, comm: MPI.Comm, tag: in
             spins += 1
             progress()   # mpicoll's own outstanding requests keep moving meanwhile
             if timeout is not None and time.monotonic() - last > timeout:
-                raise CollectiveTimeout(schedule.collective, t, sorted({p for p, _ in waiting}), timeout,
-                                        schedule.rank)
+                raise CollectiveTimeout(self.collective, t, sorted({p for _, p in waiting}), timeout, self.rank)
             _idle(spins)
-        MPI.Request.Waitall(sends)
-        for step in rnd.steps:
-            (steps.reduce if isinstance(step, Reduce) else steps.copy)(step)
+        waitall(requests)
+
+
+def run(schedule: Schedule, bufs: Buffers, steps: Steps, comm: MPI.Comm, tag: int,
+        timeout: float | None = None) -> None:
+    """Run ``schedule`` on ``bufs`` over ``comm`` (the private duplicate) with ``tag``: its rounds bound to the
+    slots, run by :func:`mpicoll.runtime.rounds.run` with the :class:`Probed` policy."""
+    def read(block: Block) -> Callable[[], bytes]:
+        return lambda: frame(bufs[block.buf][block.lo:block.hi])
+
+    def write(block: Block) -> Callable[[list], None]:
+        return lambda slots: _store(bufs[block.buf], block, slots)
+
+    rounds = [([(read(b), peer) for peer, b in rnd.sends], [(write(b), peer) for peer, b in rnd.recvs],
+               [partial(steps.reduce if isinstance(st, Reduce) else steps.copy, st) for st in rnd.steps])
+              for rnd in schedule.rounds]
+    run_rounds(rounds, comm, tag, Probed(schedule.collective, schedule.rank, timeout))
 
 
 def _store(buf: list, block: Block, slots: list) -> None:

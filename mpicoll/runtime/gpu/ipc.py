@@ -39,6 +39,7 @@ from mpicoll.ir.layout import Layout
 from mpicoll.ir.schedule import Reduce, Schedule
 from mpicoll.runtime.gpu.access import Access, analyse
 from mpicoll.runtime.gpu.device import Device, PeerWindow, Window
+from mpicoll.runtime.rounds import Exchange, run, waitall
 
 __all__ = ["HandleCache", "IpcWindows", "IpcTransport", "windows_of"]
 
@@ -235,16 +236,21 @@ class IpcTransport:
         stream = self.device.current_stream()
         for buf, (lo, hi) in self.access.stage_in:
             self.device.copy(self._mine(buf, lo, hi), self.user[buf][lo:hi], stream)
-        for sends, recvs, steps in self._rounds:
-            self._round(comm, tag, stream, sends, recvs)
-            for step in steps:
-                step()
+        run(self._rounds, comm, tag, Pull(self, stream))
         for buf, spans in self.access.written.items():
             for lo, hi in spans:
                 self.device.copy(self.user[buf][lo:hi], self._mine(buf, lo, hi), stream)
 
-    def _round(self, comm: MPI.Comm, tag: int, stream: Any, sends: list, recvs: list) -> None:
-        """One round's messages as pulls: ready tokens out, copies in, acknowledgements both ways."""
+
+class Pull(Exchange):
+    """The IPC transport's policy of :func:`mpicoll.runtime.rounds.run`: a round's messages as pulls from the
+    peers' windows, with ready tokens out, copies in and acknowledgements both ways (on ``stream``)."""
+
+    def __init__(self, transport: IpcTransport, stream: Any) -> None:
+        self.transport, self.stream = transport, stream
+
+    def __call__(self, comm: MPI.Comm, tag: int, t: int, sends: list, recvs: list) -> None:
+        stream, device, peers = self.stream, self.transport.device, self.transport.windows.peers
         tokens = [np.empty(2, np.int64) for _ in recvs]
         ready = [comm.Irecv(token, peer, tag) for token, (_, peer) in zip(tokens, recvs)]
         acks = [comm.Irecv(_EMPTY, peer, tag) for _, peer in sends]
@@ -260,11 +266,11 @@ class IpcTransport:
                 if nbytes != dst.nbytes:
                     raise RuntimeError(f"IPC transport: rank {peer} sends {nbytes} bytes where this rank expects "
                                        f"{dst.nbytes}: the ranks disagree on the call's counts")
-                self.device.copy(dst, self.windows.peers[peer].view(offset, nbytes), stream)
+                device.copy(dst, peers[peer].view(offset, nbytes), stream)
         if recvs:
             stream.synchronize()          # the pulls are done: the senders may reuse their blocks
             acks += [comm.Isend(_EMPTY, peer, tag) for _, peer in recvs]
-        MPI.Request.Waitall(acks)
+        waitall(acks)
 
 
 _EMPTY = np.empty(0, np.uint8)
