@@ -1,6 +1,6 @@
 """Floats as signed integer limbs on a shared exponent, and back with one correct rounding (no MPI needed).
 
-The reproducible sums (:mod:`mpicoll.calls.reproducible`, :mod:`mpicoll.runtime.accumulator`) turn
+The reproducible sums (:mod:`mpicoll.comm.reproducible`, :mod:`mpicoll.runtime.accumulator`) turn
 each float ``x`` into ``K`` int64 *limbs*: limb ``k`` holds the bits of ``x`` (truncated toward zero)
 in ``[2**(top - (k+1)*L), 2**(top - k*L))``, with the sign of ``x``, where ``top`` is an exponent that
 every contributor agrees on (``|x| < 2**top``).  Integer addition is exact and associative, so the
