@@ -1,11 +1,14 @@
 """Floats as signed integer limbs on a shared exponent, and back with one correct rounding (no MPI needed).
 
 The reproducible sums (:mod:`mpicoll.comm.reproducible`, :mod:`mpicoll.runtime.accumulator`) turn
-each float ``x`` into ``K`` int64 *limbs*: limb ``k`` holds the bits of ``x`` (truncated toward zero)
-in ``[2**(top - (k+1)*L), 2**(top - k*L))``, with the sign of ``x``, where ``top`` is an exponent that
-every contributor agrees on (``|x| < 2**top``).  Integer addition is exact and associative, so the
-limbs of any number of floats add up to the same integers in every order; :func:`combine` turns the
-sums back into floats, rounded once to nearest (ties to even), subnormals and overflow included.
+each float ``x`` into ``K`` int64 *limbs*: limb ``k`` holds the bits of ``x`` in
+``[2**(top - (k+1)*L), 2**(top - k*L))``, with the sign of ``x``, where ``top`` is an exponent that
+every contributor agrees on (``|x| < 2**top``); the bits below the last limb are rounded to nearest
+(:func:`rounded_limbs`, the collectives) or truncated toward zero (:func:`split`, the accumulator,
+whose digits must not depend on the window).  Integer addition is exact and associative, so the
+limbs of any number of floats add up to the same integers in every order; :func:`combine` and
+:func:`decode` turn the sums back into floats, rounded once to nearest (ties to even), subnormals and
+overflow included.
 
 Everything is vectorised over the elements; the only Python loops run over the ``K`` limbs.
 """
