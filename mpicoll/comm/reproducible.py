@@ -97,7 +97,14 @@ def run(comm: Any, method: str, algorithm: str, reproducible: bool | None, *args
     """
     ordinary = getattr(comm, method)
     op = args[METHODS[method]]
-    if not wanted(reproducible) or op != MPI.SUM or not _floats(method, args):
+    if not wanted(reproducible) or op != MPI.SUM:
+        return ordinary(*args, algorithm=algorithm, reproducible=False)
+    try:
+        floats = _floats(method, args)
+    except RuntimeError:     # buffers.parse packs a non-contiguous datatype only inside an ordinary call
+        raise errors.DatatypeError(f"{method}(reproducible=True): a buffer with a non-contiguous MPI datatype "
+                                   "is not supported") from None
+    if not floats:
         return ordinary(*args, algorithm=algorithm, reproducible=False)
     if comm.Is_inter():   # each group's terms are summed in the other group, which would need their window
         if reproducible:
