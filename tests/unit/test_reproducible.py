@@ -177,3 +177,36 @@ def test_accumulator_complex_and_shapes():
         ReproducibleSum(3, np.int64)
     with pytest.raises(ValueError):
         acc.merge(ReproducibleSum(3, np.complex64))
+
+
+# -- the mode's switches -------------------------------------------------------------------------------
+
+def test_always_view_adds_the_keyword_to_the_summing_methods_only():
+    from mpicoll.comm import reproducible
+
+    class Recorder:
+        def Allreduce(self, *args, **kwargs):   # noqa: N802 - mpi4py's name
+            return kwargs
+
+        def Bcast(self, *args, **kwargs):   # noqa: N802 - mpi4py's name
+            return kwargs
+
+    view = reproducible.always(Recorder())
+    assert view.Allreduce(1, 2, algorithm="ring") == {"algorithm": "ring", "reproducible": True}
+    assert view.Bcast(1) == {}
+
+
+def test_the_environment_default_is_read_once_and_again_after_reload(monkeypatch):
+    from mpicoll import config
+    from mpicoll.comm import reproducible
+
+    monkeypatch.setenv("MPICOLL_REPRODUCIBLE", "1")
+    config.reload()
+    assert reproducible.DEFAULT[0] and reproducible.wanted(None) is True and reproducible.DEFAULT[0] is True
+    assert reproducible.wanted(False) is False
+    monkeypatch.setenv("MPICOLL_REPRODUCIBLE", "0")
+    assert reproducible.wanted(None) is True          # read once: a change needs reload()
+    config.reload()
+    assert reproducible.wanted(None) is False and reproducible.wanted(True) is True
+    monkeypatch.delenv("MPICOLL_REPRODUCIBLE")
+    config.reload()
