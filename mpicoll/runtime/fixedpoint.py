@@ -371,9 +371,42 @@ def sum_rows(rows: np.ndarray) -> np.ndarray:
     work = np.asarray(rows, fmt.work)
     if work.size == 0:
         return np.zeros(work.shape[1], rows.dtype)
+    plain = _plain_sum(work, fmt)
+    if plain is not None:
+        with np.errstate(over="ignore"):
+            return plain.astype(rows.dtype)
     code = codes(work.reshape(-1), fmt).reshape(work.shape).max(axis=0, initial=NEG_ZERO)
     terms, count = work.shape
     limbs = encode(work.reshape(-1), np.broadcast_to(code, work.shape).reshape(-1), fmt)
     total = limbs.reshape(terms, count, -1).sum(axis=0)
     with np.errstate(over="ignore"):
         return decode(total, code, fmt, terms).astype(rows.dtype)
+
+
+def _plain_sum(work: np.ndarray, fmt: Format) -> np.ndarray | None:
+    """:func:`sum_rows` in a third of the NumPy calls, for the usual small table (no inf, NaN or -0.0,
+    no window above ``_HIGHEST``, fewer than 512 rows, not bfloat16): the same windows, limbs and
+    rounding, written out for a 2-D table; None where the table is not such a one."""
+    terms = work.shape[0]
+    if fmt.name == "bfloat16" or terms >= _FEW:
+        return None
+    raw = exponents(work)
+    bits = work.view(np.int64 if work.dtype == np.float64 else np.int32)
+    if raw.max() > fmt.emax or (bits == (np.array(1, bits.dtype) << (8 * bits.dtype.itemsize - 1))).any():
+        return None
+    e = np.maximum(raw.max(axis=0), fmt.floor).astype(np.int64)
+    np.minimum(e, fmt.ceiling, out=e)
+    top = fmt.floor + -((fmt.floor - e) // fmt.step) * fmt.step      # top_of(codes(...).max(axis=0))
+    if fmt.limbs > 1 and top.max() > _HIGHEST:
+        return None
+    x = work.astype(np.float64)
+    magic = ((top + (1023 + 52 - LIMB_BITS)) << 52) | _ONE_HALF
+    y = x + magic.view(np.float64)
+    out = np.ldexp((y.view(np.int64) - magic).sum(axis=0).astype(np.float64), (top - LIMB_BITS).astype(np.int32))
+    if fmt.limbs > 1:
+        y -= magic.view(np.float64)
+        magic -= np.int64(LIMB_BITS) << 52
+        z = (x - y) + magic.view(np.float64)
+        out += np.ldexp((z.view(np.int64) - magic).sum(axis=0).astype(np.float64),
+                        (top - 2 * LIMB_BITS).astype(np.int32))
+    return out
