@@ -66,7 +66,7 @@ def main() -> None:
     comm = mpicoll.Comm(world)
     if world.rank == 0:
         load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
-        print(f"# mpicoll reproducible Allreduce, {world.size} processes, MPI: {MPI.Get_library_version().splitlines()[0]}")
+        print(f"# mpicoll reproducible Allreduce, {world.size} processes, MPI: {MPI.Get_library_version().splitlines()[0].rstrip(chr(0) + ' ')}")
         print(f"# load average at start: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} CPUs; "
               f"median of {ns.rounds} rounds")
         print(f"{'Size(B)':>10} {'dtype':>8} {'ordinary(us)':>13} {'reproducible(us)':>17} {'ratio':>6} "
