@@ -66,7 +66,8 @@ def main() -> None:
     comm = mpicoll.Comm(world)
     if world.rank == 0:
         load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
-        print(f"# mpicoll reproducible Allreduce, {world.size} processes, MPI: {MPI.Get_library_version().splitlines()[0].rstrip(chr(0) + ' ')}")
+        library = MPI.Get_library_version().splitlines()[0].rstrip("\x00 ")
+        print(f"# mpicoll reproducible Allreduce, {world.size} processes, MPI: {library}")
         print(f"# load average at start: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} CPUs; "
               f"median of {ns.rounds} rounds")
         print(f"{'Size(B)':>10} {'dtype':>8} {'ordinary(us)':>13} {'reproducible(us)':>17} {'ratio':>6} "
@@ -80,9 +81,9 @@ def main() -> None:
             x = (rng.standard_normal(count) * np.exp2(rng.integers(-20, 20, count))).astype(dtype)
             y = np.empty_like(x)
             variants = {
-                "ordinary": lambda: comm.Allreduce(x, y, op=MPI.SUM, reproducible=False),
-                "reproducible": lambda: comm.Allreduce(x, y, op=MPI.SUM, reproducible=True),
-                "built-in": lambda: world.Allreduce(x, y, op=MPI.SUM),
+                "ordinary": lambda x=x, y=y: comm.Allreduce(x, y, op=MPI.SUM, reproducible=False),
+                "reproducible": lambda x=x, y=y: comm.Allreduce(x, y, op=MPI.SUM, reproducible=True),
+                "built-in": lambda x=x, y=y: world.Allreduce(x, y, op=MPI.SUM),
             }
             batches = {}
             for label, call in variants.items():     # warm up, and size each variant's batch
