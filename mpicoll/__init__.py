@@ -22,6 +22,7 @@ from mpicoll.ir.schedule import Block, Copy, Recv, Reduce, Round, Schedule, Sche
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time these come from __getattr__ below
     from mpicoll.comm.comm import Comm, Intercomm
     from mpicoll.errors import ArgumentError, MismatchError, PeerFailure, ProcFailedError
+    from mpicoll.runtime.accumulator import ReproducibleSum
     from mpicoll.runtime.ops import Op
     from mpicoll.runtime.requests import Prequest, Request
     from mpicoll.runtime.watchdog import CollectiveTimeout, MessageSizeError
@@ -41,11 +42,12 @@ _LAZY = {
     "ProcFailedError": ".errors",
     "CollectiveTimeout": ".runtime.watchdog",
     "MessageSizeError": ".runtime.watchdog",
+    "ReproducibleSum": ".runtime.accumulator",
 }
 
 __all__ = [
     "Comm", "Intercomm", "Request", "Prequest", "Op", "MismatchError", "ArgumentError", "PeerFailure",
-    "ProcFailedError", "CollectiveTimeout", "MessageSizeError",
+    "ProcFailedError", "CollectiveTimeout", "MessageSizeError", "ReproducibleSum",
     "algorithms", "collectives", "schedule", "schedules",
     "Block", "Send", "Recv", "Reduce", "Copy", "Round", "Schedule", "ScheduleSet", "ScheduleError",
     "__version__",

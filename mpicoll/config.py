@@ -31,6 +31,8 @@ variable                   value                                                
                            run to completion in the caller (0); see ``docs/torch.md``
 ``MPICOLL_TORCH_NO_ENV``   1: importing ``mpicoll.torch`` leaves ``RANK``, ``WORLD_SIZE``,  0
                            ``MASTER_ADDR`` and ``MASTER_PORT`` alone
+``MPICOLL_REPRODUCIBLE``   1 or 0: the summing collectives default to                       0
+                           ``reproducible=True`` (see ``docs/reproducible.md``)
 =========================  ==============================================================  ===========
 
 One setting comes from the MPI launcher rather than from mpicoll: whether the job runs with MPI's
@@ -69,6 +71,7 @@ class Config:
     progress: bool = True      # a progress thread advances outstanding requests (mpicoll.runtime.progress)
     torch_thread: bool | None = None   # torch backend: asynchronous calls as requests (None: unset, i.e. yes)
     torch_no_env: bool = False         # torch backend: leave torch's env:// variables alone
+    reproducible: bool = False  # the summing collectives' default for reproducible=None (mpicoll.comm.reproducible)
 
 
 # -- one parser per kind of value ---------------------------------------------------------------------
@@ -178,6 +181,7 @@ def read(env: Mapping[str, str] | None = None) -> Config:
         progress=_flag(env, "MPICOLL_PROGRESS") is not False,
         torch_thread=_flag(env, "MPICOLL_TORCH_THREAD"),
         torch_no_env=bool(_flag(env, "MPICOLL_TORCH_NO_ENV")),
+        reproducible=bool(_flag(env, "MPICOLL_REPRODUCIBLE")),
     )
 
 

@@ -147,9 +147,9 @@ def run_examples(env: dict[str, str], sizes: tuple[int, ...] = EXAMPLE_SIZES,
 
 
 NODE_TESTS = ["tests/mpi/test_hierarchical.py", "tests/mpi/test_allreduce.py", "tests/mpi/test_rooted.py",
-              "tests/mpi/test_allgather.py", "tests/mpi/test_scan_barrier.py"]
+              "tests/mpi/test_allgather.py", "tests/mpi/test_scan_barrier.py", "tests/mpi/test_reproducible.py"]
 VARIANT_RUNS = (  # (label, extra environment, launcher options, processes, tests, pytest -k or None)
-    ("nodes=2", {"MPICOLL_NODE_SIZE": "2"}, [], 5, NODE_TESTS, "hierarchical or auto"),   # nodes of 2 + 2 + 1 ranks
+    ("nodes=2", {"MPICOLL_NODE_SIZE": "2"}, [], 5, NODE_TESTS, "hierarchical or auto or reproducible"),   # 2 + 2 + 1
     ("hosts=2", {"MPICOLL_EXPECT_HOSTS": "2"}, ["--emulate-hosts", "2"], 4, NODE_TESTS, "hierarchical or auto"),
     # the Python definitions of the compiled hot path (what runs where no C compiler built it)
     ("no-ext np=3", {"MPICOLL_NO_EXTENSIONS": "1"}, [], 3, ["tests/mpi"], None),

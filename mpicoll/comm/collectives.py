@@ -18,6 +18,7 @@ from typing import Any
 from mpi4py import MPI
 
 from mpicoll.calls import objects
+from mpicoll.comm import reproducible as reproducible_sum
 from mpicoll.comm.dispatch import init, run_blocking, start
 from mpicoll.comm.docs import document
 from mpicoll.runtime.requests import Prequest, Request
@@ -50,7 +51,10 @@ class Collectives:
     def Bcast_init(self, buf: Any, root: int = 0, info: MPI.Info = _INFO, *, algorithm: str = "auto") -> Prequest:
         return init(self, "Bcast", (buf, root), algorithm)
 
-    def Reduce(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, root: int = 0, *, algorithm: str = "auto") -> None:
+    def Reduce(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, root: int = 0, *, algorithm: str = "auto",
+               reproducible: bool | None = None) -> None:
+        if reproducible or (reproducible is None and reproducible_sum.DEFAULT[0]):
+            return reproducible_sum.run(self, "Reduce", algorithm, reproducible, sendbuf, recvbuf, op, root)
         run_blocking(self, "Reduce", algorithm, sendbuf, recvbuf, op, root)
 
     def Ireduce(
@@ -70,7 +74,10 @@ class Collectives:
     ) -> Prequest:
         return init(self, "Reduce", (sendbuf, recvbuf, op, root), algorithm)
 
-    def Allreduce(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto") -> None:
+    def Allreduce(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto",
+                  reproducible: bool | None = None) -> None:
+        if reproducible or (reproducible is None and reproducible_sum.DEFAULT[0]):
+            return reproducible_sum.run(self, "Allreduce", algorithm, reproducible, sendbuf, recvbuf, op)
         run_blocking(self, "Allreduce", algorithm, sendbuf, recvbuf, op)
 
     def Iallreduce(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto") -> Request:
@@ -147,7 +154,10 @@ class Collectives:
     ) -> Prequest:
         return init(self, "Allgatherv", (sendbuf, recvbuf), algorithm)
 
-    def Reduce_scatter_block(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto") -> None:
+    def Reduce_scatter_block(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto",
+                             reproducible: bool | None = None) -> None:
+        if reproducible or (reproducible is None and reproducible_sum.DEFAULT[0]):
+            return reproducible_sum.run(self, "Reduce_scatter_block", algorithm, reproducible, sendbuf, recvbuf, op)
         run_blocking(self, "Reduce_scatter_block", algorithm, sendbuf, recvbuf, op)
 
     def Ireduce_scatter_block(
@@ -161,8 +171,12 @@ class Collectives:
         return init(self, "Reduce_scatter_block", (sendbuf, recvbuf, op), algorithm)
 
     def Reduce_scatter(
-        self, sendbuf: Any, recvbuf: Any, recvcounts: Any = None, op: Any = MPI.SUM, *, algorithm: str = "auto"
+        self, sendbuf: Any, recvbuf: Any, recvcounts: Any = None, op: Any = MPI.SUM, *, algorithm: str = "auto",
+        reproducible: bool | None = None,
     ) -> None:
+        if reproducible or (reproducible is None and reproducible_sum.DEFAULT[0]):
+            return reproducible_sum.run(self, "Reduce_scatter", algorithm, reproducible,
+                                        sendbuf, recvbuf, recvcounts, op)
         run_blocking(self, "Reduce_scatter", algorithm, sendbuf, recvbuf, recvcounts, op)
 
     def Ireduce_scatter(
@@ -221,7 +235,10 @@ class IntraCollectives(Collectives):
 
     __slots__ = ()
 
-    def Scan(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto") -> None:
+    def Scan(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto",
+             reproducible: bool | None = None) -> None:
+        if reproducible or (reproducible is None and reproducible_sum.DEFAULT[0]):
+            return reproducible_sum.run(self, "Scan", algorithm, reproducible, sendbuf, recvbuf, op)
         run_blocking(self, "Scan", algorithm, sendbuf, recvbuf, op)
 
     def Iscan(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto") -> Request:
@@ -232,7 +249,10 @@ class IntraCollectives(Collectives):
     ) -> Prequest:
         return init(self, "Scan", (sendbuf, recvbuf, op), algorithm)
 
-    def Exscan(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto") -> None:
+    def Exscan(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto",
+               reproducible: bool | None = None) -> None:
+        if reproducible or (reproducible is None and reproducible_sum.DEFAULT[0]):
+            return reproducible_sum.run(self, "Exscan", algorithm, reproducible, sendbuf, recvbuf, op)
         run_blocking(self, "Exscan", algorithm, sendbuf, recvbuf, op)
 
     def Iexscan(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto") -> Request:

@@ -220,6 +220,17 @@ algorithm : str, default "auto"
     One of ``mpicoll.algorithms("{collective}")``, or ``"auto"`` (``MPICOLL_ALGO`` may force it).
 """
 
+_REPRODUCIBLE = """\
+reproducible : bool, optional
+    ``True``: with ``MPI.SUM`` on float16, bfloat16, float32, float64 or complex, the same bits for every
+    algorithm, message size, process count and order of the ranks' contributions, at least as accurate
+    (see the reproducible sums page); other ops and types are unchanged.  ``None`` (the default):
+    ``MPICOLL_REPRODUCIBLE``.  Blocking form only.
+"""
+
+#: the collectives that take ``reproducible`` (mpicoll.comm.reproducible)
+_SUMMING = ("Reduce", "Allreduce", "Reduce_scatter_block", "Reduce_scatter", "Scan", "Exscan")
+
 _RAISES = """
 Raises
 ------
@@ -259,7 +270,7 @@ Prequest
 def document(cls: type) -> None:
     """Write the docstrings of ``cls``'s collective methods (blocking, ``I*`` and ``*_init``) from the table."""
     for method, (summary, parameters) in COLLECTIVE_DOCS.items():
-        algorithm = _ALGORITHM.format(collective=method.lower())
+        algorithm = _ALGORITHM.format(collective=method.lower()) + (_REPRODUCIBLE if method in _SUMMING else "")
         params = f"\nParameters\n----------\n{parameters}{algorithm}" if parameters.strip() else \
             f"\nParameters\n----------\n{algorithm}"
         getattr(cls, method).__doc__ = f"{summary}\n{params}{_RAISES}"

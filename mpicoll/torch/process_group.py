@@ -56,10 +56,15 @@ class Options:
         Asynchronous calls (``async_op=True``, DDP's buckets) are mpicoll requests advanced by mpicoll's
         progress thread while the caller goes on (True), or run to completion in the caller (False: no
         overlap).  None: ``MPICOLL_TORCH_THREAD``, else True.
+    reproducible : bool, default False
+        Sums of floats (all_reduce, reduce, reduce_scatter with SUM or AVG) with ``reproducible=True``:
+        the same bits for every algorithm, world size and placement (``docs/reproducible.md``).  Such calls
+        run to completion in the caller (reproducible sums have no request form yet), ``async_op`` or not.
     """
 
     algorithms: dict[str, str] = field(default_factory=dict)
     progress_thread: bool | None = None
+    reproducible: bool = False
 
 
 def _as_requests(options: Options) -> bool:
@@ -102,6 +107,7 @@ class ProcessGroupMpicoll(collectives.Collectives, dist.ProcessGroup):
     def __init__(self, comm: MPI.Intracomm, timeout: timedelta, options: Options | None = None) -> None:
         super().__init__(comm.Get_rank(), comm.Get_size())
         import mpicoll  # noqa: PLC0415
+        from mpicoll.comm import reproducible  # noqa: PLC0415
 
         settings = config.current()
         self.options = options or Options()
@@ -114,12 +120,14 @@ class ProcessGroupMpicoll(collectives.Collectives, dist.ProcessGroup):
         self._monitor = MonitoredBarrier(comm.Dup())
         self._requests = _as_requests(self.options)
         self._ctx = jobs.Context(self.rank(), self.size(), self._algorithm)
+        # Options(reproducible=True): the summing calls, blocking, through reproducible sums (see _start)
+        self._summing = reproducible.always(self._coll) if self.options.reproducible else None
         self._detail = os.environ.get("TORCH_DISTRIBUTED_DEBUG", "").upper() == "DETAIL"
         self._log = settings.debug >= 2
         self._tag_ub = self._p2p.Get_attr(MPI.TAG_UB) or 32767
         self._arrays = ArrayCache()
         # all_reduce's fast path: a plain tensor, reduced by the op alone, no check, no log
-        self._fast = not (self._detail or self._log)
+        self._fast = not (self._detail or self._log or self._summing is not None)
         self._done = DoneWork("done")   # what every blocking call returns (see _completed)
 
     # -- identity ---------------------------------------------------------------------------------------------
@@ -179,6 +187,12 @@ class ProcessGroupMpicoll(collectives.Collectives, dist.ProcessGroup):
         asynchronous on one rank and blocking on another, and a nonblocking collective never matches a blocking
         one (as in MPI).
         """
+        if self._summing is not None:     # reproducible sums: blocking calls, the same on every rank
+            for method, args, kwargs in planned.calls:
+                getattr(self._summing, method)(*args, **kwargs)
+            if planned.after is not None:
+                planned.after()
+            return self._completed(name, planned.outputs)
         comm = self._coll
         requests = [getattr(comm, jobs.nonblocking_name(method))(*args, **kwargs)
                     for method, args, kwargs in planned.calls]

@@ -49,3 +49,10 @@ def test_values_and_reload(monkeypatch):
 def test_progress_is_on_unless_set_to_0():
     assert config.read({}).progress and config.read({"MPICOLL_PROGRESS": "1"}).progress
     assert not config.read({"MPICOLL_PROGRESS": "0"}).progress
+
+
+def test_reproducible_is_off_unless_set_to_1():
+    assert not config.read({}).reproducible and not config.read({"MPICOLL_REPRODUCIBLE": "0"}).reproducible
+    assert config.read({"MPICOLL_REPRODUCIBLE": "1"}).reproducible
+    with pytest.raises(ValueError, match="MPICOLL_REPRODUCIBLE"):
+        config.read({"MPICOLL_REPRODUCIBLE": "yes"})

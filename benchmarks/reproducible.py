@@ -1,0 +1,107 @@
+"""What ``reproducible=True`` costs: mpicoll's Allreduce with and without it, side by side in one run.
+
+Run on two processes (or more)::
+
+    python -m mpicoll.launch -n 2 benchmarks/reproducible.py [--sizes 8,1K,64K,1M,64M] [--rounds 7]
+
+For each dtype (float64, float32) and message size (bytes of the float buffer), three variants are
+timed interleaved round by round on the same buffers, so that a change of the machine's load hits
+all of them alike: mpicoll's ``Allreduce`` (``auto``), the same with ``reproducible=True``, and the MPI
+library's built-in.  A round times a batch of back-to-back calls (about ``--target`` seconds, at
+least one); its time is the slowest rank's.  The table gives each variant's median time per call
+(microseconds, OSU's unit), the ratio of the reproducible call to the ordinary one, and the ratio of
+the bytes the reproducible call moves (one int8 code and ``K`` int64 limbs per element) to the
+ordinary one's.  The reproducible call's local work (codes, limbs, rounding back) is timed alone too,
+in one process, as ``local(us)``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+
+import numpy as np
+from mpi4py import MPI
+
+import mpicoll
+from mpicoll.runtime import fixedpoint as fp
+
+UNITS = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+
+def size(text: str) -> int:
+    text = text.strip().upper().removesuffix("B").removesuffix("I")
+    return int(text[:-1]) * UNITS[text[-1]] if text[-1] in UNITS else int(text)
+
+
+def timed(world: MPI.Comm, call, batch: int) -> float:
+    """Seconds per call of ``batch`` back-to-back calls, the slowest rank's."""
+    world.Barrier()
+    t0 = time.perf_counter()
+    for _ in range(batch):
+        call()
+    return world.allreduce((time.perf_counter() - t0) / batch, op=MPI.MAX)
+
+
+def local_work(x: np.ndarray) -> float:
+    """Seconds of one process's codes, limbs and rounding back for ``x`` (its own window, its own sum)."""
+    fmt = fp.format_of(x.dtype)
+    t0 = time.perf_counter()
+    code = fp.codes(np.asarray(x, fmt.work), fmt)
+    limbs = fp.encode(x, code, fmt)
+    fp.decode(limbs, code, fmt).astype(x.dtype)
+    return time.perf_counter() - t0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="8,64,1K,64K,1M,16M,64M", help="bytes, comma-separated (K, M: 2**10, 2**20)")
+    parser.add_argument("--dtypes", default="float64,float32")
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--target", type=float, default=0.02, help="seconds per batch")
+    ns = parser.parse_args()
+    world = MPI.COMM_WORLD
+    comm = mpicoll.Comm(world)
+    if world.rank == 0:
+        load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
+        library = MPI.Get_library_version().splitlines()[0].rstrip("\x00 ")
+        print(f"# mpicoll reproducible Allreduce, {world.size} processes, MPI: {library}")
+        print(f"# load average at start: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} CPUs; "
+              f"median of {ns.rounds} rounds")
+        print(f"{'Size(B)':>10} {'dtype':>8} {'ordinary(us)':>13} {'reproducible(us)':>17} {'ratio':>6} "
+              f"{'bytes ratio':>11} {'built-in(us)':>13} {'local(us)':>10}")
+    for name in ns.dtypes.split(","):
+        dtype = np.dtype(name)
+        fmt = fp.format_of(dtype)
+        for nbytes in (size(s) for s in ns.sizes.split(",")):
+            count = max(nbytes // dtype.itemsize, 1)
+            rng = np.random.default_rng(world.rank)
+            x = (rng.standard_normal(count) * np.exp2(rng.integers(-20, 20, count))).astype(dtype)
+            y = np.empty_like(x)
+            variants = {
+                "ordinary": lambda x=x, y=y: comm.Allreduce(x, y, op=MPI.SUM, reproducible=False),
+                "reproducible": lambda x=x, y=y: comm.Allreduce(x, y, op=MPI.SUM, reproducible=True),
+                "built-in": lambda x=x, y=y: world.Allreduce(x, y, op=MPI.SUM),
+            }
+            batches = {}
+            for label, call in variants.items():     # warm up, and size each variant's batch
+                call()
+                once = timed(world, call, 1)
+                batches[label] = max(1, int(ns.target / max(once, 1e-7)))
+            times: dict[str, list[float]] = {label: [] for label in variants}
+            for _ in range(ns.rounds):
+                for label, call in variants.items():
+                    times[label].append(timed(world, call, batches[label]))
+            local = min(local_work(x) for _ in range(3))
+            med = {label: statistics.median(t) * 1e6 for label, t in times.items()}
+            moved = (1 + 8 * fmt.limbs) / dtype.itemsize
+            if world.rank == 0:
+                print(f"{count * dtype.itemsize:>10} {name:>8} {med['ordinary']:>13.1f} {med['reproducible']:>17.1f} "
+                      f"{med['reproducible'] / med['ordinary']:>6.2f} {moved:>11.2f} {med['built-in']:>13.1f} "
+                      f"{local * 1e6:>10.1f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,274 @@
+"""The reproducible mode of the summing collectives: the same bits whatever the algorithm, size or placement.
+
+``comm.Allreduce(x, y, op=MPI.SUM, reproducible=True)`` (and ``Reduce``, ``Reduce_scatter``,
+``Reduce_scatter_block``, ``Scan``, ``Exscan``; ``MPICOLL_REPRODUCIBLE=1`` for every such call) on
+floats runs as two ordinary collectives of the same communicator (see ``docs/reproducible.md``):
+
+1. an ``Allreduce`` MAX of one int8 per element (:func:`mpicoll.runtime.fixedpoint.codes`): every rank
+   learns the window (the exponent of the largest term, rounded up to the format's step) and which
+   elements hold -0.0 only, an infinity or a NaN; one more byte says whether a rank's arguments failed;
+2. the collective itself with ``MPI.SUM`` on int64 limbs (:func:`~mpicoll.runtime.fixedpoint.split`):
+   integer addition is exact and associative, so every algorithm, segmentation and order of the ranks
+   gives the same integers, which :func:`~mpicoll.runtime.fixedpoint.combine` rounds once.
+
+Other ops and element types are exact already (or not sums): the call goes the ordinary way.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from mpi4py import MPI
+
+from mpicoll import config, errors
+from mpicoll.runtime import fixedpoint as fp
+from mpicoll.runtime.buffers import Buffer, is_in_place, parse
+
+__all__ = ["wanted", "run", "always", "METHODS"]
+
+#: method -> position of ``op`` in its arguments
+#: an Allreduce whose contributions together take at most this many bytes gathers them and sums locally
+GATHER_BYTES = 4096
+METHODS = {"Allreduce": 2, "Reduce": 2, "Reduce_scatter_block": 2, "Reduce_scatter": 3, "Scan": 2, "Exscan": 2}
+
+
+class _Always:
+    """``comm`` whose summing collectives default to ``reproducible=True`` (see :func:`always`)."""
+
+    def __init__(self, comm: Any) -> None:
+        self._comm = comm
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._comm, name)
+        if name in METHODS:
+            return functools.partial(attr, reproducible=True)
+        return attr
+
+
+def always(comm: Any) -> Any:
+    """A view of ``comm`` (an ``mpicoll.Comm``) whose ``Allreduce``, ``Reduce``, ``Reduce_scatter(_block)``,
+    ``Scan`` and ``Exscan`` default to ``reproducible=True``; every other attribute is ``comm``'s own (the
+    torch backend's ``Options(reproducible=True)``)."""
+    return _Always(comm)
+
+
+class _Unread:
+    """``DEFAULT[0]`` before ``MPICOLL_REPRODUCIBLE`` is read: true, so that the first call reads it."""
+
+    def __bool__(self) -> bool:
+        return True
+
+
+#: ``[MPICOLL_REPRODUCIBLE]``, read by the first call that takes ``reproducible=None`` (and again after
+#: ``mpicoll.config.reload()``); ``Comm``'s summing methods test it without a call
+DEFAULT: list = [_Unread()]
+config.on_reload(lambda: DEFAULT.__setitem__(0, _Unread()))
+
+
+def wanted(reproducible: bool | None) -> bool:
+    """Whether a call runs in the reproducible mode: its keyword, or ``MPICOLL_REPRODUCIBLE`` when None."""
+    if reproducible is not None:
+        return bool(reproducible)
+    if isinstance(DEFAULT[0], _Unread):
+        DEFAULT[0] = config.current().reproducible
+    return DEFAULT[0]
+
+
+@dataclass
+class _Call:
+    """One rank's side of a reproducible call, from its arguments."""
+
+    values: np.ndarray          # the contribution, as a 1-D real array (complex: real and imaginary parts)
+    fmt: fp.Format
+    out: np.ndarray | None      # where the result goes (real view), or None where this rank gets none
+    first: int                  # the result is elements first .. first + len(out) of the reduced vector
+    counts: list[int] | None    # Reduce_scatter(_block): the real elements of each rank's block
+
+
+def run(comm: Any, method: str, algorithm: str, reproducible: bool | None, *args: Any) -> None:
+    """Run the blocking collective ``method`` of ``comm`` (an ``mpicoll.Comm``) in the reproducible mode
+    where ``reproducible`` (None: ``MPICOLL_REPRODUCIBLE``) asks for it.
+
+    A call whose op is not ``MPI.SUM`` or whose elements are not float16, bfloat16, float32, float64 or
+    complex goes the ordinary way (its result is exact or not a sum).
+    """
+    ordinary = getattr(comm, method)
+    op = args[METHODS[method]]
+    if not wanted(reproducible) or op != MPI.SUM:
+        return ordinary(*args, algorithm=algorithm, reproducible=False)
+    try:
+        floats = _floats(method, args)
+    except RuntimeError:     # buffers.parse packs a non-contiguous datatype only inside an ordinary call
+        raise errors.DatatypeError(f"{method}(reproducible=True): a buffer with a non-contiguous MPI datatype "
+                                   "is not supported") from None
+    if not floats:
+        return ordinary(*args, algorithm=algorithm, reproducible=False)
+    if comm.Is_inter():   # each group's terms are summed in the other group, which would need their window
+        if reproducible:
+            raise errors.ArgError(f"{method}(reproducible=True) runs on intracommunicators only")
+        return ordinary(*args, algorithm=algorithm, reproducible=False)
+    if comm.Get_size() > fp.MAX_TERMS:
+        raise errors.ArgError(f"reproducible=True sums at most {fp.MAX_TERMS} ranks' terms, "
+                              f"the communicator has {comm.Get_size()}")
+    failure: Exception | None = None
+    try:
+        call = _local(comm, method, args)
+    except (ValueError, TypeError) as exc:   # one rank's bad arguments: it still takes the first step
+        failure, call = exc, None
+    size, itemsize = _elements(args) if call is None else (call.values.shape[0], call.values.dtype.itemsize)
+    if method == "Allreduce" and size * itemsize * comm.Get_size() <= GATHER_BYTES:
+        return _gathered(comm, call, failure, size * itemsize)
+    head = np.zeros(size + 1, np.int8)
+    if call is not None:
+        head[:size] = fp.codes(np.asarray(call.values, call.fmt.work), call.fmt)
+    head[size] = failure is not None
+    comm.Allreduce(MPI.IN_PLACE, head, op=MPI.MAX, algorithm=algorithm if method == "Allreduce" else "auto",
+                   reproducible=False)
+    _raise_any(method, failure, head[size])
+    code = head[:size]
+    limbs = fp.encode(call.values, code, call.fmt)
+    summed = _sum(comm, method, algorithm, args, call, limbs)
+    if summed is not None and call.out is not None:
+        part = slice(call.first, call.first + call.out.shape[0])
+        with np.errstate(over="ignore"):    # beyond the dtype's largest finite value: inf, correctly rounded
+            call.out[...] = fp.decode(summed, code[part], call.fmt, comm.Get_size()).astype(call.out.dtype)
+
+
+def _raise_any(method: str, failure: Exception | None, flagged: Any) -> None:
+    """After the first step: this rank's own error, or ArgumentError where another rank's arguments failed."""
+    if failure is not None:
+        raise failure
+    if flagged:
+        raise errors.ArgumentError(f"{method}(reproducible=True): another rank's arguments were rejected",
+                                   method)
+
+
+def _gathered(comm: Any, call: _Call | None, failure: Exception | None, nbytes: int) -> None:
+    """A small Allreduce in one step: every rank gathers every contribution (and a byte saying whether
+    its arguments failed) and sums them itself with the same arithmetic (:func:`fixedpoint.sum_rows`),
+    so the bits are those of the two steps, in one latency instead of two."""
+    p = comm.Get_size()
+    row = np.zeros(nbytes + 1, np.uint8)
+    row[0] = failure is not None
+    if call is not None:
+        row[1:] = call.values.view(np.uint8)
+    table = np.empty((p, nbytes + 1), np.uint8)
+    comm.Allgather(row, table)
+    _raise_any("Allreduce", failure, table[:, 0].any())
+    if nbytes:
+        call.out[...] = fp.sum_rows(np.ascontiguousarray(table[:, 1:]).view(call.values.dtype))
+
+
+def _elements(args: tuple) -> tuple[int, int]:
+    """The real elements of a contribution and their size, for a rank whose arguments failed a check
+    (raises where the contribution itself cannot be read: then no rank can know its length)."""
+    buf = parse(args[1] if is_in_place(args[0]) else args[0], "sendbuf")
+    complex_ = buf.dtype.kind == "c"
+    return buf.count * (2 if complex_ else 1), buf.dtype.itemsize // (2 if complex_ else 1)
+
+
+def _floats(method: str, args: tuple) -> bool:
+    """Whether the call's elements are floats the mode sums (read from a buffer that must be there)."""
+    spec = args[1] if is_in_place(args[0]) else args[0]
+    try:
+        dtype = parse(spec, "sendbuf").dtype
+    except (ValueError, TypeError):
+        return method in ("Allreduce", "Scan", "Exscan", "Reduce_scatter_block", "Reduce_scatter") and \
+            _floats_of(args[1])
+    return _real_format(dtype) is not None
+
+
+def _floats_of(spec: Any) -> bool:
+    try:
+        return _real_format(parse(spec, "recvbuf").dtype) is not None
+    except (ValueError, TypeError):
+        return False
+
+
+def _real_format(dtype: np.dtype) -> fp.Format | None:
+    if dtype.kind == "c":
+        return fp.format_of(np.dtype(dtype.char.lower())) if dtype.char in "FD" else None
+    return fp.format_of(dtype)
+
+
+def _real(buf: Buffer) -> np.ndarray:
+    """A host buffer's elements as a 1-D real array (a view)."""
+    if buf.xp is not np:
+        raise errors.BufferTypeError("reproducible=True needs host (NumPy) buffers")
+    array = buf.array
+    if array.dtype.kind == "c":
+        array = array.view(np.dtype(array.dtype.char.lower()))
+    return array
+
+
+def _local(comm: Any, method: str, args: tuple) -> _Call:
+    """Parse and check this rank's arguments (no message)."""
+    sendbuf, recvbuf = args[0], args[1]
+    rank, p = comm.Get_rank(), comm.Get_size()
+    in_place = is_in_place(sendbuf)
+    root = args[3] if method == "Reduce" else None
+    receives = method != "Reduce" or rank == root
+    recv = parse(recvbuf, "recvbuf", writable=True) if receives else None
+    if recv is not None and not recv.writable:
+        raise errors.BufferValueError(f"{method}: recvbuf is read-only")
+    send = recv if in_place else parse(sendbuf, "sendbuf")
+    if in_place and not receives:
+        raise errors.BufferValueError(f"{method}: MPI.IN_PLACE is for the root only")
+    fmt = _real_format(send.dtype)
+    if fmt is None or (recv is not None and recv.dtype != send.dtype):
+        raise errors.TypeMismatchError(f"{method}: sendbuf holds {send.dtype}, recvbuf "
+                                       f"{None if recv is None else recv.dtype}")
+    values = _real(send)
+    factor = 2 if send.dtype.kind == "c" else 1
+    out = None if recv is None else _real(recv)
+    counts = None
+    if method in ("Reduce_scatter_block", "Reduce_scatter"):
+        if method == "Reduce_scatter_block":
+            block = (recv.count // p) if in_place else recv.count
+            counts = [block] * p
+        else:
+            recvcounts = args[2]
+            if recvcounts is None:
+                raise errors.CountTypeError("recvcounts: Reduce_scatter(reproducible=True) needs explicit recvcounts")
+            counts = [int(c) for c in recvcounts]
+        counts = [c * factor for c in counts]
+        if sum(counts) != values.shape[0]:
+            raise errors.CountError(f"{method}: sendbuf has {values.shape[0] // factor} elements, the blocks "
+                                    f"{sum(counts) // factor}")
+        first = sum(counts[:rank])
+        out = out[:counts[rank]]
+        return _Call(values, fmt, out, first, counts)
+    if out is not None and out.shape[0] < values.shape[0]:
+        raise errors.TruncateError(f"{method}: recvbuf has {out.shape[0] // factor} elements, "
+                                   f"the result {values.shape[0] // factor}")
+    if method == "Exscan" and rank == 0:
+        out = None      # MPI leaves rank 0's recvbuf undefined: untouched
+    return _Call(values, fmt, None if out is None else out[:values.shape[0]], 0, None)
+
+
+def _sum(comm: Any, method: str, algorithm: str, args: tuple, call: _Call, limbs: np.ndarray) -> np.ndarray | None:
+    """The collective on the limbs; the limbs of this rank's result (None where it gets none)."""
+    k = limbs.shape[1]
+    flat = limbs.reshape(-1)
+    if method == "Allreduce":
+        comm.Allreduce(MPI.IN_PLACE, flat, op=MPI.SUM, algorithm=algorithm, reproducible=False)
+        return limbs
+    if method == "Reduce":
+        root = args[3]
+        out = np.empty_like(limbs) if comm.Get_rank() == root else None
+        comm.Reduce(flat, out, op=MPI.SUM, root=root, algorithm=algorithm, reproducible=False)
+        return out
+    if method in ("Scan", "Exscan"):
+        out = np.zeros_like(limbs)
+        getattr(comm, method)(flat, out, op=MPI.SUM, algorithm=algorithm, reproducible=False)
+        return out
+    out = np.empty((call.counts[comm.Get_rank()], k), np.int64)
+    if method == "Reduce_scatter_block":
+        comm.Reduce_scatter_block(flat, out, op=MPI.SUM, algorithm=algorithm, reproducible=False)
+    else:
+        comm.Reduce_scatter(flat, out, [c * k for c in call.counts], op=MPI.SUM, algorithm=algorithm,
+                            reproducible=False)
+    return out

@@ -1,0 +1,191 @@
+"""reproducible=True: every algorithm, size and placement of the contributions gives the bits of one process.
+
+Every rank makes the same table of contributions (rows), with exponents far apart, cancellations, and
+(where asked) zeros of both signs, infinities and NaN; rank ``i`` contributes row ``perm[i]``.  The
+reference is :func:`mpicoll.runtime.fixedpoint.sum_rows` of the table, computed in one process; its
+accuracy is tested against exact rational sums in ``tests/unit/test_reproducible.py``.
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+import mpicoll
+from mpicoll.runtime import fixedpoint as fp
+from mpicoll.runtime.accumulator import ReproducibleSum
+
+from conftest import WORLD, check
+
+pytestmark = pytest.mark.mpi
+
+P, R = WORLD.size, WORLD.rank
+SIZES = [0, 1, 7, 3000]   # 3000: past GATHER_BYTES, the two steps
+DTYPES = [np.float64, np.float32, np.float16, ml_dtypes.bfloat16]
+
+
+def table(rows: int, count: int, dtype, seed: int = 0, special: bool = False) -> np.ndarray:
+    """The same rows on every rank: values spread over many binades, with cancelling pairs."""
+    rng = np.random.default_rng(seed)
+    spread = {np.dtype(np.float16): 6, np.dtype(ml_dtypes.bfloat16): 40}.get(np.dtype(dtype), 60)
+    x = rng.standard_normal((rows, count)) * np.exp2(rng.integers(-spread, spread, (rows, count)))
+    if rows > 1 and count:
+        x[1, ::3] = -x[0, ::3]          # exact cancellations
+    if special and count >= 8:
+        x[:, 0] = -0.0
+        x[0, 1], x[0, 2], x[-1, 2], x[0, 3] = np.inf, np.inf, -np.inf, np.nan
+    return x.astype(dtype)
+
+
+def permutation(seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).permutation(P)
+
+
+def bits(a: np.ndarray) -> bytes:
+    return np.ascontiguousarray(a).view(np.uint8).tobytes()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("algorithm", mpicoll.algorithms("allreduce"))
+def test_allreduce_every_algorithm_and_size_gives_the_one_process_bits(comm, algorithm, dtype):
+    for count in SIZES:
+        for seed in (1, 2):
+            rows = table(P, count, dtype, seed, special=True)
+            mine = rows[permutation(seed)[R]].copy()
+            out = np.full(count, 7, dtype)
+            comm.Allreduce(mine, out, op=MPI.SUM, algorithm=algorithm, reproducible=True)
+            check(bits(out) == bits(fp.sum_rows(rows)), f"{algorithm} {np.dtype(dtype)} count {count} seed {seed}")
+            check(bits(mine) == bits(rows[permutation(seed)[R]]), "sendbuf was modified")
+
+
+@pytest.mark.parametrize("algorithm", mpicoll.algorithms("allreduce"))
+def test_allreduce_in_place_and_complex(comm, algorithm):
+    rows = table(P, 2 * 101, np.float64, 3)
+    mine = rows[permutation(3)[R]].view(np.complex128).copy()
+    comm.Allreduce(MPI.IN_PLACE, mine, algorithm=algorithm, reproducible=True)
+    check(bits(mine) == bits(fp.sum_rows(rows)), f"{algorithm}: complex in place")
+
+
+@pytest.mark.parametrize("algorithm", mpicoll.algorithms("reduce"))
+def test_reduce_every_algorithm_and_root(comm, algorithm):
+    rows = table(P, 333, np.float64, 4, special=True)
+    for root in sorted({0, P - 1}):
+        out = np.full(333, 7.0) if R == root else None
+        comm.Reduce(rows[permutation(root)[R]], out, op=MPI.SUM, root=root, algorithm=algorithm, reproducible=True)
+        check(R != root or bits(out) == bits(fp.sum_rows(rows)), f"{algorithm}: root {root}")
+
+
+@pytest.mark.parametrize("algorithm", mpicoll.algorithms("reduce_scatter_block"))
+def test_reduce_scatter_block(comm, algorithm):
+    block = 50
+    rows = table(P, block * P, np.float32, 5)
+    out = np.full(block, 7, np.float32)
+    comm.Reduce_scatter_block(rows[permutation(5)[R]], out, algorithm=algorithm, reproducible=True)
+    check(bits(out) == bits(fp.sum_rows(rows)[R * block:(R + 1) * block]), algorithm)
+
+
+@pytest.mark.parametrize("algorithm", mpicoll.algorithms("reduce_scatter"))
+def test_reduce_scatter_uneven(comm, algorithm):
+    counts = [(j * 5) % 3 * 11 for j in range(P)]
+    rows = table(P, sum(counts), np.float64, 6)
+    out = np.full(counts[R], 7.0)
+    comm.Reduce_scatter(rows[permutation(6)[R]], out, counts, algorithm=algorithm, reproducible=True)
+    lo = sum(counts[:R])
+    check(bits(out) == bits(fp.sum_rows(rows)[lo:lo + counts[R]]), algorithm)
+
+
+@pytest.mark.parametrize("method", ["Scan", "Exscan"])
+def test_scans_give_the_bits_of_every_algorithm_alike(comm, method):
+    rows = table(P, 257, np.float64, 7)
+    results = []
+    for algorithm in mpicoll.algorithms(method.lower()):
+        out = np.full(257, 7.0)
+        getattr(comm, method)(rows[R], out, algorithm=algorithm, reproducible=True)
+        results.append(bits(out))
+    check(len(set(results)) == 1, f"{method}: algorithms differ")
+    last = R + 1 if method == "Scan" else R
+    if last:   # the prefix's terms, in the window of every rank's terms
+        fmt = fp.format_of(rows.dtype)
+        code = fp.codes(rows.reshape(-1), fmt).reshape(rows.shape).max(axis=0)
+        ref = fp.decode(sum(fp.encode(row, code, fmt) for row in rows[:last]), code, fmt)
+        check(results[0] == bits(ref), f"{method}: prefix")
+    else:
+        check(results[0] == bits(np.full(257, 7.0)), "Exscan: rank 0's recvbuf untouched")
+
+
+def test_environment_variable_turns_it_on(comm, monkeypatch):
+    from mpicoll import config
+
+    rows = table(P, 100, np.float64, 8)
+    out = np.empty(100)
+    monkeypatch.setenv("MPICOLL_REPRODUCIBLE", "1")
+    config.reload()
+    try:
+        comm.Allreduce(rows[permutation(8)[R]], out, algorithm="ring")
+    finally:
+        monkeypatch.delenv("MPICOLL_REPRODUCIBLE")
+        config.reload()
+    check(bits(out) == bits(fp.sum_rows(rows)), "MPICOLL_REPRODUCIBLE=1")
+
+
+def test_other_ops_and_integers_are_unchanged(comm):
+    x = np.arange(10, dtype=np.float64) * (R + 1)
+    out, ref = np.empty(10), np.empty(10)
+    comm.Allreduce(x, out, op=MPI.MAX, reproducible=True)
+    WORLD.Allreduce(x, ref, op=MPI.MAX)
+    check(np.array_equal(out, ref), "MAX")
+    i = np.arange(10) * (R + 1)
+    iout, iref = np.empty_like(i), np.empty_like(i)
+    comm.Allreduce(i, iout, reproducible=True)
+    WORLD.Allreduce(i, iref)
+    check(np.array_equal(iout, iref), "int64 SUM")
+
+
+def test_a_rank_with_bad_arguments_fails_every_rank(comm):
+    out = np.empty(10)
+    if R == P - 1:
+        out.flags.writeable = False
+    with pytest.raises((ValueError, TypeError)):
+        comm.Allreduce(np.ones(10), out, reproducible=True)
+    out = np.empty(10)                    # and the communicator still works
+    comm.Allreduce(np.ones(10), out, reproducible=True)
+    check(np.all(out == P), "after a failed call")
+
+
+def test_accumulator_gives_the_same_bits_for_every_process_count(comm):
+    """N vectors split over 1 .. P ranks (sub-communicators), in any order: the same bits."""
+    n, count = 12, 301
+    rows = table(n, count, np.float64, 9, special=True)
+    whole = ReproducibleSum(count)
+    for row in rows:
+        whole.add(row)
+    expected = bits(whole.value())
+    for q in range(1, P + 1):
+        sub = comm.Split(0 if R < q else MPI.UNDEFINED, R)
+        if sub != MPI.COMM_NULL:
+            acc = ReproducibleSum(count)
+            for i in np.random.default_rng(q).permutation(n)[sub.Get_rank()::q]:
+                acc.add(rows[i])
+            acc.allreduce(sub)
+            check_local = bits(acc.value()) == expected and acc.count == n
+            sub.Free()
+        else:
+            check_local = True
+        check(check_local, f"accumulator over {q} ranks")
+
+
+@pytest.mark.skipif(P < 2, reason="an intercommunicator needs two groups")
+def test_an_intercommunicator_refuses_it_before_any_message(comm):
+    local = comm.Split(R % 2, R)
+    inter = local.Create_intercomm(0, comm, 1 - R % 2)
+    x, y = np.ones(3), np.empty(3)
+    try:
+        with pytest.raises(ValueError, match="intracommunicators only"):
+            inter.Allreduce(x, y, reproducible=True)
+        inter.Allreduce(x, y)             # the ordinary call still runs
+        check(np.all(y == inter.Get_remote_size()), "intercommunicator Allreduce after the refusal")
+    finally:
+        inter.Free()
+        local.Free()
