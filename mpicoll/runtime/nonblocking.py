@@ -30,10 +30,8 @@ called while requests are outstanding keeps them moving (see :func:`mpicoll.comm
 Each thread has its own engine: threads that use their own communicators never
 run each other's steps.
 
-Each request carries the tag ``mpicoll.Comm`` drew for its call from the
-communicator's sequences (blocking, nonblocking and persistent calls have
-ranges of their own), so the messages of different calls never match one
-another.
+Each request carries the tag its call drew from the communicator's sequences (one
+range per kind of call), so the messages of different calls never match.
 """
 
 from __future__ import annotations
@@ -456,12 +454,7 @@ def advance_unowned(requests: Iterable[_Collective]) -> bool:
         try:
             if req._state == _RUNNING:
                 before = req._round
-                try:
-                    req._advance(False)
-                except BaseException as exc:   # an MPI error testing its messages: the request ends with it
-                    req._leave()
-                    req._error = exc
-                    req._complete()
+                req._advance(False)      # (an error of its messages or steps ends the request: see _fail)
                 moved = moved or req._state != _RUNNING or req._round != before
         finally:
             guard.release()
