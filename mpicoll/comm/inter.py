@@ -32,7 +32,7 @@ from mpicoll.runtime.blocking import execute as execute_rounds
 from mpicoll.runtime.callkey import held, shape_key
 from mpicoll.runtime.datatypes import byte_message, packing
 from mpicoll.runtime.requests import Prequest, Request, split
-from mpicoll.runtime.rounds import Built, CommRound, run_stretches
+from mpicoll.runtime.rounds import Built, CommRound, revoke_together, run_stretches
 from mpicoll.runtime.state import NONBLOCKING, PERSISTENT, CommState
 
 __all__ = ["InterState", "Stages", "state_of", "run", "execute", "start", "init"]
@@ -86,6 +86,7 @@ class InterState:
         #: all (see :func:`run`)
         self.calls: OrderedDict[Any, tuple[Built, list[Any], int]] = OrderedDict()
         self.calls_bytes = 0
+        revoke_together([merged._state.private, local._state.private])   # a process failure stops both
 
     @property
     def timeout(self) -> float | None:

@@ -38,7 +38,7 @@ from mpicoll import config
 from mpicoll.errors import ProcFailedError
 
 __all__ = ["Exchange", "run", "post", "exchange", "waitall", "testall", "Built", "run_stretches", "Round",
-           "CommRound", "is_fault", "fault"]
+           "CommRound", "is_fault", "fault", "revoke_together"]
 
 #: one bound round: its sends and receives ``(buffer, peer)``, its local steps
 Round = tuple[list, list, list]
@@ -137,10 +137,11 @@ def fault(comm: MPI.Comm, exc: MPI.Exception, pending: Sequence[MPI.Request] = (
     """
     if isinstance(exc, ProcFailedError):
         return exc
-    try:
-        comm.Revoke()
-    except (MPI.Exception, NotImplementedError):   # revoked already, or an MPI without the extension
-        pass
+    for revoked in (comm, *_together(comm)):
+        try:
+            revoked.Revoke()
+        except (MPI.Exception, NotImplementedError):   # revoked already, or an MPI without the extension
+            pass
     for request in pending:
         try:
             request.Test()
@@ -151,6 +152,24 @@ def fault(comm: MPI.Comm, exc: MPI.Exception, pending: Sequence[MPI.Request] = (
     del ORPHANS[:-MAX_ORPHANS]
     revoked = exc.Get_error_class() == MPI.ERR_REVOKED
     return ProcFailedError(MPI.ERR_REVOKED if revoked else MPI.ERR_PROC_FAILED, failed_ranks(comm))
+
+
+_TOGETHER: list[int] = []    # the keyval of the attribute revoke_together sets
+
+
+def revoke_together(comms: Sequence[MPI.Comm]) -> None:
+    """Make a process failure seen on any of ``comms`` revoke all of them (an intercommunicator's private
+    communicators: a failure met in one group's stage must stop the ranks waiting between the groups, and
+    those ranks then stop their own group's stage).  Kept as an attribute of each communicator, so it goes
+    when they are freed."""
+    if not _TOGETHER:
+        _TOGETHER.append(MPI.Comm.Create_keyval())
+    for comm in comms:
+        comm.Set_attr(_TOGETHER[0], [other for other in comms if other is not comm])
+
+
+def _together(comm: MPI.Comm) -> list[MPI.Comm]:
+    return (comm.Get_attr(_TOGETHER[0]) or []) if _TOGETHER else []
 
 
 def failed_ranks(comm: MPI.Comm) -> list[int]:

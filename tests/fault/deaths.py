@@ -56,7 +56,22 @@ def _calls(comm: MPI.Comm, impl: str) -> dict:
         "iallreduce-mpi-waitall": lambda: MPI.Request.Waitall([comm.Iallreduce(x, y)]),
         "allreduce_init": persistent,
         "allreduce-obj": lambda: [comm.allreduce(np.ones(1000)) for _ in range(50)],
+        "inter-allreduce": lambda: _intercomm(comm).Allreduce(x, y),
+        "inter-bcast": lambda: _intercomm(comm).Bcast(x, MPI.ROOT if comm.Get_rank() == 0 else
+                                                      MPI.PROC_NULL if comm.Get_rank() % 2 == 0 else 0),
     }
+
+
+_INTER: dict = {}
+
+
+def _intercomm(comm: MPI.Comm) -> MPI.Intercomm:
+    """The even and the odd ranks of ``comm`` joined (made once: by mpicoll where ``comm`` is mpicoll's)."""
+    if "made" not in _INTER:
+        color = comm.Get_rank() % 2
+        half = comm.Split(color, comm.Get_rank())
+        _INTER["made"] = half.Create_intercomm(0, comm, 1 - color, tag=11)
+    return _INTER["made"]
 
 
 def main() -> None:

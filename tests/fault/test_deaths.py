@@ -22,7 +22,8 @@ SURVIVORS = (0, 1, 3)
 
 CASES = ["allreduce-ring", "allreduce-recursive_doubling", "allreduce-rabenseifner", "allreduce-double_binary_tree",
          "allreduce-auto", "bcast-binomial", "bcast-pipelined_chain", "reduce", "allgather", "alltoall",
-         "reduce_scatter_block", "barrier", "iallreduce", "allreduce_init", "allreduce-obj"]
+         "reduce_scatter_block", "barrier", "iallreduce", "allreduce_init", "allreduce-obj", "inter-allreduce",
+         "inter-bcast"]
 
 pytestmark = pytest.mark.skipif(not is_open_mpi(find_mpirun()),
                                 reason="the death cases run under Open MPI's ULFM (mpirun --with-ft ulfm)")
