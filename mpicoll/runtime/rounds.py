@@ -46,15 +46,14 @@ Round = tuple[list, list, list]
 CommRound = tuple[MPI.Comm, list, list, list]
 
 
-def post(comm: MPI.Comm, tag: int, sends: Sequence[tuple[Any, int]],
-         recvs: Sequence[tuple[Any, int]]) -> list[MPI.Request]:
-    """Start a round's messages: every receive first, then every send (so a message never waits for its
-    receive to be posted by this rank).
+def _post_all(comm: MPI.Comm, tag: int, sends: Sequence[tuple[Any, int]],
+              recvs: Sequence[tuple[Any, int]]) -> list[MPI.Request]:
+    irecv, isend = comm.Irecv, comm.Isend
+    return [irecv(buf, peer, tag) for buf, peer in recvs] + [isend(buf, peer, tag) for buf, peer in sends]
 
-    A process failure met on the way raises :class:`~mpicoll.ProcFailedError` once the messages already
-    posted have ended (an MPI request dropped while active would be freed with it, and MPI aborts the job
-    when a freed request completes in error).
-    """
+
+def _post_each(comm: MPI.Comm, tag: int, sends: Sequence[tuple[Any, int]],
+               recvs: Sequence[tuple[Any, int]]) -> list[MPI.Request]:
     irecv, isend = comm.Irecv, comm.Isend
     requests: list[MPI.Request] = []
     try:
@@ -84,6 +83,13 @@ def _test_each(requests: Sequence[MPI.Request]) -> bool:
 #: Open MPI 5.0); a request waited for alone is completed or left active, never freed under the caller
 waitall, testall = ((_wait_each, _test_each) if config.fault_tolerant()
                     else (MPI.Request.Waitall, MPI.Request.Testall))
+
+#: ``post(comm, tag, sends, recvs)``: start a round's messages, every receive first, then every send (so a
+#: message never waits for its receive to be posted by this rank).  Where the job runs with MPI's
+#: fault-tolerance extension, a process failure met on the way raises :class:`~mpicoll.ProcFailedError`
+#: once the messages already posted are kept (:func:`fault`): an MPI request dropped while active would be
+#: freed with its object, and MPI aborts the job when a freed request completes in error
+post = _post_each if config.fault_tolerant() else _post_all
 
 
 def exchange(sends: list[tuple[Any, int]], recvs: list[tuple[Any, int]], comm: MPI.Comm, tag: int) -> None:
