@@ -21,7 +21,7 @@ from mpicoll.ir.schedule import Block, Copy, Recv, Reduce, Round, Schedule, Sche
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time these come from __getattr__ below
     from mpicoll.comm.comm import Comm, Intercomm
-    from mpicoll.errors import ArgumentError, MismatchError, PeerFailure, ProcFailedError
+    from mpicoll.errors import ArgumentError, MismatchError, OutOfStepError, PeerFailure, ProcFailedError
     from mpicoll.runtime.accumulator import ReproducibleSum
     from mpicoll.runtime.ops import Op
     from mpicoll.runtime.requests import Prequest, Request
@@ -40,6 +40,7 @@ _LAZY = {
     "ArgumentError": ".errors",
     "PeerFailure": ".errors",
     "ProcFailedError": ".errors",
+    "OutOfStepError": ".errors",
     "CollectiveTimeout": ".runtime.watchdog",
     "MessageSizeError": ".runtime.watchdog",
     "ReproducibleSum": ".runtime.accumulator",
@@ -47,7 +48,7 @@ _LAZY = {
 
 __all__ = [
     "Comm", "Intercomm", "Request", "Prequest", "Op", "MismatchError", "ArgumentError", "PeerFailure",
-    "ProcFailedError", "CollectiveTimeout", "MessageSizeError", "ReproducibleSum",
+    "ProcFailedError", "OutOfStepError", "CollectiveTimeout", "MessageSizeError", "ReproducibleSum",
     "algorithms", "collectives", "schedule", "schedules",
     "Block", "Send", "Recv", "Reduce", "Copy", "Round", "Schedule", "ScheduleSet", "ScheduleError",
     "__version__",

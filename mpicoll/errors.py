@@ -21,7 +21,7 @@ from typing import Any
 
 from mpi4py import MPI
 
-__all__ = ["MismatchError", "ArgumentError", "PeerFailure", "TopologyError", "ProcFailedError",
+__all__ = ["MismatchError", "ArgumentError", "PeerFailure", "TopologyError", "ProcFailedError", "OutOfStepError",
            "MPIError", "RootError", "CountError", "CountTypeError", "TypeMismatchError", "DatatypeError",
            "OpError", "OpTypeError", "BufferValueError", "BufferTypeError", "TruncateError", "ArgError"]
 
@@ -177,3 +177,11 @@ class ProcFailedError(MPI.Exception):
         return f"ProcFailedError({self.Get_error_class()}, {self.failed!r}, {self.collective!r})"
 
     __hash__ = MPI.Exception.__hash__
+
+
+class OutOfStepError(RuntimeError):
+    """A collective on a communicator whose ranks no longer agree on which call is which: an earlier call timed
+    out (:class:`~mpicoll.CollectiveTimeout`), so its messages may still be in flight or never come.  Raised at
+    once, before any message.  Go on with a new communicator, made on every rank: ``comm = comm.Dup()`` (MPI's
+    own ``Dup`` is in step; mpicoll's private communicator is made anew), or ``comm.Shrink()`` under MPI's
+    fault-tolerance extension."""

@@ -52,7 +52,8 @@ def _checked(state: CommState, method: str, args: tuple, algorithm: str, tag: in
 def _run_plan(state: CommState, method: str, plan: Any, tag: int) -> None:
     if nonblocking.outstanding():       # keep this thread's outstanding requests moving
         req = requests.start(plan, state, tag)
-        req.watch = (method, state.timeout, state.rank) if state.timeout is not None else None
+        req.watch = (method, state.timeout, state.rank, state.went_out_of_step) if state.timeout is not None \
+            else None
         req.Wait()
         return
     if plan is None:
@@ -68,20 +69,30 @@ def _run_plan(state: CommState, method: str, plan: Any, tag: int) -> None:
 def run(state: CommState, method: str, algorithm: str, args: tuple, tag: int, key: object = None) -> None:
     """A blocking collective on the careful path (``tag``: the call's, drawn by the hot path; its ``key`` is
     not used: careful calls are not cached)."""
+    state.check_in_step()
     t0 = time.perf_counter()
-    args = exchanged(state, method, args)
-    plan = _checked(state, method, args, algorithm, tag)
-    _run_plan(state, method, plan, tag)
+    try:
+        args = exchanged(state, method, args)
+        plan = _checked(state, method, args, algorithm, tag)
+        _run_plan(state, method, plan, tag)
+    except watchdog.CollectiveTimeout as exc:   # (in the call, or in the ranks' agreement on it)
+        state.went_out_of_step(exc)
+        raise
     if state.debug >= 2:
         debug.log(state, plan, method, time.perf_counter() - t0)
 
 
 def start(state: CommState, method: str, args: tuple, algorithm: str, tag: int) -> Any:
     """A nonblocking collective on the careful path: its request carries the timeout into ``Wait``."""
-    plan = _checked(state, method, args, algorithm, tag, request=True)
+    state.check_in_step()
+    try:
+        plan = _checked(state, method, args, algorithm, tag, request=True)
+    except watchdog.CollectiveTimeout as exc:
+        state.went_out_of_step(exc)
+        raise
     req = requests.start(plan, state, tag, keep=args)
     if state.timeout is not None:
-        req.watch = (method, state.timeout, state.rank)
+        req.watch = (method, state.timeout, state.rank, state.went_out_of_step)
     if state.debug >= 2:
         debug.log(state, plan, "I" + method[0].lower() + method[1:] + " (started)", 0.0)
     return req

@@ -1,37 +1,25 @@
-"""The nonblocking and persistent executor (the engine): a schedule advanced round by round.
+"""Requests, advanced round by round: the request form of :mod:`mpicoll.runtime.rounds`.
 
-A collective's bound rounds (see :func:`mpicoll.runtime.blocking.bind`) become a
-small state machine.  Starting it posts round 0's receives and sends; from then
-on, whoever advances it moves it as far as its messages allow: when all of a
-round's messages are complete, its local steps (reductions, copies) run and the
-next round is posted.  Two kinds of callers advance requests:
+A collective's bound rounds become a small state machine: starting it posts round 0's messages; whoever
+advances it moves it as far as its messages allow (when a round's messages are complete, its local steps
+run and the next round is posted); an error of its messages or steps ends it, and its ``Wait`` raises the
+error.  Two kinds of callers advance requests:
 
-- the caller's own mpicoll calls: every ``Test`` or ``Wait`` on *any* mpicoll
-  request of a thread moves *every* started request of that thread (the thread's
-  *engine*);
-- the progress thread (:mod:`mpicoll.runtime.progress`), while requests are
-  outstanding, so that they also complete while the program is inside another
-  library's call (an mpi4py ``Recv``, ``MPI.Request.Waitall``) or computing.
+- the caller's own mpicoll calls: every ``Test`` or ``Wait`` on *any* mpicoll request of a thread moves
+  *every* started request of that thread (the thread's *engine*): rank 0 may wait on request B while rank 1
+  waits on request A, and if a Wait moved only its own request both would hang.  A blocking mpicoll call
+  made while requests are outstanding keeps them moving too (:func:`mpicoll.comm.preparing.run_plan`);
+- the progress thread (:mod:`mpicoll.runtime.progress`), while requests are outstanding, so that they also
+  complete while the program is inside another library's call (an mpi4py ``Recv``) or computing.
 
-Each engine has a lock (its *guard*): whoever advances a request holds its
-engine's guard, so the messages of one request are only ever tested or waited
-for by one thread at a time, as MPI requires.  A ``Wait`` holds it while it
-blocks; the progress thread only takes a guard that is free.
+Each engine has a lock (its *guard*): whoever advances a request holds it, so the messages of one request
+are only ever tested or waited for by one thread at a time, as MPI requires.  A ``Wait`` holds it while it
+blocks; the progress thread only takes a guard that is free.  Each thread has its own engine.
 
-Every request is an ``MPI.Request`` whose handle is an MPI generalized request
-(``MPI.Grequest``), started when the collective starts and completed when the
-engine finishes it: mpi4py's own functions (``MPI.Request.Waitall``, ``Testany``,
-``Get_status``...) see mpicoll's requests as requests of the MPI library.
-
-Why every request advances every other: rank 0 may wait on request B while
-rank 1 waits on request A; if a Wait moved only its own request, A would never
-finish on rank 0 and both would hang.  Likewise a blocking mpicoll collective
-called while requests are outstanding keeps them moving (see :func:`mpicoll.comm.preparing.run_plan`).
-Each thread has its own engine: threads that use their own communicators never
-run each other's steps.
-
-Each request carries the tag its call drew from the communicator's sequences (one
-range per kind of call), so the messages of different calls never match.
+Every request is an ``MPI.Request`` whose handle is an MPI generalized request (``MPI.Grequest``), started
+when the collective starts and completed when the engine finishes it: mpi4py's own functions
+(``MPI.Request.Waitall``, ``Testany``, ``Get_status``...) see mpicoll's requests as the MPI library's.  Each
+carries the tag its call drew (one range per kind of call), so different calls' messages never match.
 """
 
 from __future__ import annotations
@@ -44,7 +32,7 @@ from typing import Any
 from mpi4py import MPI
 
 from mpicoll.runtime import watchdog
-from mpicoll.runtime.rounds import fault, is_fault
+from mpicoll.runtime.rounds import fault, is_fault, keep_active
 from mpicoll.runtime.rounds import testall as _testall
 from mpicoll.runtime.rounds import waitall as _waitall
 
@@ -103,7 +91,8 @@ class _Collective(MPI.Request):
         self._release = release
         self._state = _INACTIVE
         self.tag = tag
-        self.watch: tuple[str, float, int] | None = None   # (collective, timeout, rank): Wait under the watchdog
+        # (collective, timeout, rank[, on_timeout]): Wait under the watchdog; on_timeout(exc) is told of a timeout
+        self.watch: tuple | None = None
         # the requests advanced together with this one: those of the thread that made it (see _engine)
         self._engine: list[_Collective] = _engine()
         self._guard: threading.Lock = _THREAD.guard
@@ -193,14 +182,18 @@ class _Collective(MPI.Request):
             except MPI.Exception as exc:
                 return self._fail(exc, ())
 
-    def _fail(self, exc: MPI.Exception, pending: list[MPI.Request]) -> bool:
+    def _fail(self, exc: BaseException, pending: list[MPI.Request]) -> bool:
         """Round ``self._round``'s messages raised ``exc``: the request is completed with the error its ``Wait``
         raises (a process failure as :class:`~mpicoll.ProcFailedError`, after revoking the round's
         communicator: see :func:`mpicoll.runtime.rounds.fault`)."""
         comm = self._comms[self._round] if self._round < len(self._comms) else None
         self._leave()
         self._pending = []
-        self._error = fault(comm, exc, pending) if comm is not None and is_fault(exc, comm) else exc
+        if comm is not None and is_fault(exc, comm):
+            self._error = fault(comm, exc, pending)
+        else:
+            self._error = exc
+            keep_active(pending)
         self._complete()
         return True
 
@@ -301,7 +294,14 @@ class _Collective(MPI.Request):
     def _wait_locked(self) -> None:
         engine = self._engine
         if self.watch is not None:      # a timeout was set: poll under the watchdog
-            watchdog.wait(lambda: _progressed(self, engine), lambda: list(engine), *self.watch)
+            try:
+                watchdog.wait(lambda: _progressed(self, engine), lambda: list(engine), *self.watch[:3])
+            except watchdog.CollectiveTimeout as exc:   # the request ends with it (Wait raises it), its
+                for told in self.watch[3:]:             # messages kept (rounds.ORPHANS)
+                    told(exc)
+                if self._state != _RUNNING:
+                    raise
+                self._fail(exc, self._pending)
         elif len(engine) == 1:          # alone: block in MPI round by round, no polling
             self._advance(True)
         else:

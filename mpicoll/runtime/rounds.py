@@ -38,7 +38,7 @@ from mpicoll import config
 from mpicoll.errors import ProcFailedError
 
 __all__ = ["Exchange", "run", "post", "exchange", "waitall", "testall", "Built", "run_stretches", "Round",
-           "CommRound", "is_fault", "fault", "revoke_together"]
+           "CommRound", "is_fault", "fault", "revoke_together", "keep_active"]
 
 #: one bound round: its sends and receives ``(buffer, peer)``, its local steps
 Round = tuple[list, list, list]
@@ -148,14 +148,7 @@ def fault(comm: MPI.Comm, exc: MPI.Exception, pending: Sequence[MPI.Request] = (
             revoked.Revoke()
         except (MPI.Exception, NotImplementedError):   # revoked already, or an MPI without the extension
             pass
-    for request in pending:
-        try:
-            request.Test()
-        except MPI.Exception:
-            pass
-        if request:     # still active: kept (with its buffer), never freed (see ORPHANS); never waited for either,
-            ORPHANS.append(request)     # as the revocation may end it only when someone progresses it
-    del ORPHANS[:-MAX_ORPHANS]
+    keep_active(pending)
     revoked = exc.Get_error_class() == MPI.ERR_REVOKED
     return ProcFailedError(MPI.ERR_REVOKED if revoked else MPI.ERR_PROC_FAILED, failed_ranks(comm))
 
@@ -176,6 +169,19 @@ def revoke_together(comms: Sequence[MPI.Comm]) -> None:
 
 def _together(comm: MPI.Comm) -> list[MPI.Comm]:
     return (comm.Get_attr(_TOGETHER[0]) or []) if _TOGETHER else []
+
+
+def keep_active(requests: Sequence[MPI.Request]) -> None:
+    """Keep the requests of an abandoned round that are still active (with their buffers) in :data:`ORPHANS`,
+    never freed and never waited for (a revocation may end them only when someone progresses them)."""
+    for request in requests:
+        try:
+            request.Test()
+        except MPI.Exception:
+            pass
+        if request:
+            ORPHANS.append(request)
+    del ORPHANS[:-MAX_ORPHANS]
 
 
 def failed_ranks(comm: MPI.Comm) -> list[int]:

@@ -19,6 +19,7 @@ from typing import Any
 
 from mpi4py import MPI
 
+from mpicoll.errors import OutOfStepError
 from mpicoll.ir.nodes import Nodes
 from mpicoll.runtime.plancache import REQUEST_PLAN_SCRATCH, PlanCache
 
@@ -63,7 +64,7 @@ class CommState:
     """
 
     __slots__ = ("private", "rank", "size", "timeout", "debug", "agreed", "nodes", "tags", "plans",
-                 "request_plans", "entries", "slow_path", "devices", "__weakref__")
+                 "request_plans", "entries", "slow_path", "devices", "out_of_step", "__weakref__")
 
     def __init__(self, private: MPI.Intracomm, agreed: Any, nodes: Nodes, *, timeout: float | None,
                  debug: int) -> None:
@@ -78,6 +79,20 @@ class CommState:
         self.entries: dict | None = self.plans.data if timeout is None and not debug else None
         self.slow_path: Callable[..., None] | None = None
         self.devices: dict[str, Any] = {}
+        self.out_of_step: str | None = None   # why the ranks no longer agree on which call is which (a timeout)
+
+    def went_out_of_step(self, exc: BaseException) -> None:
+        """A call timed out (``exc``): the ranks no longer agree on which call is which; every later call
+        raises :class:`~mpicoll.errors.OutOfStepError` at once (see :meth:`check_in_step`)."""
+        if self.out_of_step is None:
+            self.out_of_step = str(exc)
+
+    def check_in_step(self) -> None:
+        """Raise :class:`~mpicoll.errors.OutOfStepError` if an earlier call timed out."""
+        if self.out_of_step is not None:
+            raise OutOfStepError(f"rank {self.rank}: this communicator is out of step since an earlier call timed "
+                                 f"out ({self.out_of_step}); make a new one on every rank (comm = comm.Dup(), "
+                                 "or comm.Shrink() under --with-ft ulfm) and go on with it")
 
     @property
     def careful(self) -> bool:

@@ -123,6 +123,12 @@ def test_watchdog_names_collective_round_and_peer(case: str, debug: str | None) 
     assert "made no progress for 2 s" in result[0] and "waiting for rank 1" in result[0], result
     if not debug:
         assert "in round 0" in result[0], result
+    # the communicator that timed out is out of step: its next call on rank 0 raises at once, before any message;
+    # a new one made by every rank (comm.Dup()) works
+    step = re.search(r"^STEP rank=0 OutOfStepError: (.*) after ([0-9.]+) s$", out, re.M)
+    assert step and "out of step" in step.group(1) and "comm.Dup()" in step.group(1), out[-3000:]
+    assert float(step.group(2)) < 0.5, step.group(2)
+    check_next(out)
 
 
 def test_watchdog_under_launch_aborts_the_job() -> None:
