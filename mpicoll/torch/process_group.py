@@ -28,6 +28,7 @@ import torch.distributed as dist
 from mpi4py import MPI
 
 from mpicoll import config
+from mpicoll.errors import ProcFailedError
 
 from . import collectives, jobs, sparse
 from .checks import Signature, agree
@@ -35,7 +36,7 @@ from .events import profiling, recorded
 from .monitored import MonitoredBarrier
 from .reduceops import reduction
 from .tensors import ArrayCache, Staged, bytes_of, stage_in, stage_out
-from .work import DoneWork, RequestWork
+from .work import DoneWork, RequestWork, torch_error
 
 __all__ = ["BACKEND_NAME", "Options", "ProcessGroupMpicoll"]
 
@@ -197,8 +198,11 @@ class ProcessGroupMpicoll(collectives.Collectives, dist.ProcessGroup):
         requests = [getattr(comm, jobs.nonblocking_name(method))(*args, **kwargs)
                     for method, args, kwargs in planned.calls]
         if _blocking(opts):
-            for request in requests:
-                request.Wait()    # raises the call's error here
+            try:
+                for request in requests:
+                    request.Wait()    # raises the call's error here
+            except ProcFailedError as exc:
+                raise torch_error(exc) from exc
             if planned.after is not None:
                 planned.after()
             return self._completed(name, planned.outputs)
@@ -243,7 +247,10 @@ class ProcessGroupMpicoll(collectives.Collectives, dist.ProcessGroup):
             request = self._coll.Iallreduce(_IN_PLACE, array, op=red.op, algorithm=algorithm)
             if asynchronous:
                 return RequestWork("all_reduce", tensors, [request])
-            request.Wait()   # a request waited for at once, not a blocking Allreduce (see _start)
+            try:
+                request.Wait()   # a request waited for at once, not a blocking Allreduce (see _start)
+            except ProcFailedError as exc:
+                raise torch_error(exc) from exc
         return self._completed("all_reduce", tensors)
 
     def _sparse_allreduce(self, t: torch.Tensor, red: Any) -> dist.Work:

@@ -28,6 +28,8 @@ import torch
 import torch.distributed as dist
 from mpi4py import MPI
 
+from mpicoll.errors import ProcFailedError
+
 __all__ = ["DoneWork", "RequestWork"]
 
 _Future = torch.futures.Future
@@ -142,7 +144,7 @@ class RequestWork(_BaseWork):
             except BaseException as error:  # noqa: BLE001 - handed to whoever waits
                 exc = error
         self._after = None
-        self._exception = exc
+        self._exception = torch_error(exc)
         self._done = True
         return self._future
 
@@ -241,3 +243,14 @@ class RequestWork(_BaseWork):
             return super()._source_rank()
         self.wait()
         return self._status.Get_source()
+
+
+def torch_error(exc: BaseException | None) -> BaseException | None:
+    """What torch expects of a backend's error: a process that died (:class:`mpicoll.ProcFailedError`, under
+    MPI's fault-tolerance extension) is torch's :class:`~torch.distributed.DistBackendError`, its cause the
+    mpicoll error; any other error stays itself."""
+    if isinstance(exc, ProcFailedError):
+        error = dist.DistBackendError(f"mpicoll backend: {exc}")
+        error.__cause__ = exc
+        return error
+    return exc

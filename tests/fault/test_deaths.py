@@ -42,3 +42,16 @@ def test_every_survivor_raises_and_goes_on(case, when):
         assert seconds < WITHIN, f"rank {rank} raised {seconds} s after the death"
     going_on = dict(re.findall(r"^NEXT rank=(\d) (\w+)$", out, re.M))
     assert going_on == {str(r): "ok" for r in SURVIVORS}, f"the shrunk communicator:\n{out[-3000:]}"
+
+
+@pytest.mark.parametrize("case", ["blocking", "async"])
+def test_torch_survivors_raise_dist_backend_error(case):
+    """On the "mpicoll" torch backend, every survivor's collective raises torch's ``DistBackendError``."""
+    pytest.importorskip("torch")
+    code, out, _ = jobs.launch("torch_deaths.py", case, LIMIT, args=("--with-ft", "ulfm"), nprocs=4)
+    raised = {int(m.group(1)): (m.group(2), float(m.group(3)))
+              for m in re.finditer(r"^RAISED rank=(\d) (\S+) (\S+)$", out, re.M)}
+    assert sorted(raised) == list(SURVIVORS), f"not every survivor raised:\n{out[-3000:]}"
+    for rank, (kind, seconds) in raised.items():
+        assert kind == "DistBackendError", (rank, kind)
+        assert seconds < WITHIN, f"rank {rank} raised {seconds} s after the death"
