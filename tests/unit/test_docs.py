@@ -168,3 +168,19 @@ def test_no_hedging_about_what_exists():
     pages = [p for p in (ROOT / "docs").rglob("*") if p.suffix in (".rst", ".md") and "_build" not in p.parts]
     found = [f"{p.name}: {m.group(0)}" for p in [*pages, ROOT / "README.md"] for m in hedges.finditer(p.read_text())]
     assert found == []
+
+
+def test_every_install_line_names_the_python_it_installs_into():
+    """A bare ``pip install ...`` installs into whichever Python the ``pip`` on PATH belongs to (not the
+    ``--without-pip`` venv the pages make): every command says ``pip --python .venv/bin/python``, or is
+    ``python -m pip`` in a page whose venv has its own pip and is activated first."""
+    files = [ROOT / "README.md"] + [p for p in (ROOT / "docs").rglob("*") if p.suffix in (".rst", ".md")
+                                    and "_build" not in p.parts]
+    bad = []
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        own_pip = "python3 -m venv .venv && source .venv/bin/activate" in text
+        for m in re.finditer(r"\bpip install\s+[-\"'\w.]", text):
+            if not (own_pip and re.search(r"(^|[\s`])python -m $", text[max(0, m.start() - 12):m.start()])):
+                bad.append(f"{path.relative_to(ROOT)}: ...{text[max(0, m.start() - 20):m.end() + 20]!r}")
+    assert bad == []
