@@ -51,6 +51,36 @@ def test_rotated_cost_equals_costing_every_rank(collective, algorithm, machine):
             assert fast.rounds == exact.rounds and not fast.sampled
 
 
+NODE_AWARE = [(c, a) for c in registry.collectives() for a in registry.algorithms(c)
+              if "nodes" in registry.get(c, a).params and not registry.get(c, a).rotates]
+
+
+@pytest.mark.parametrize(("collective", "algorithm"), NODE_AWARE)
+@pytest.mark.parametrize("size", [2, 3, 5, 8, 11, 16])
+def test_probed_rotation_of_node_aware_algorithms_on_one_node_holds_at_every_rank(collective, algorithm, size):
+    """Where ranks 1, p/2 and p-1 say a node-aware algorithm on one node rotates, every rank does, and the
+    rotated cost equals costing every rank."""
+    from mpicoll.analysis.cost import _rotates_on_probes
+
+    alg = registry.get(collective, algorithm)
+    zero = alg.rounds(0, size)
+    if not _rotates_on_probes(alg, zero, size, {}):
+        return
+    sched0 = registry.schedule(collective, algorithm, 0, size)
+    for r in range(size):
+        assert registry.schedule(collective, algorithm, r, size).rounds == tuple(
+            _shift(x, r, size) if x else x for x in sched0.rounds)
+    for nbytes in (0, 8, 4103):
+        exact = cost(collective, algorithm, size, nbytes, preset("local"), sample=False)
+        fast = cost(collective, algorithm, size, nbytes, preset("local"), sample=True)
+        assert fast.time == pytest.approx(exact.time, rel=1e-12, abs=1e-18) and not fast.sampled
+
+
+def test_the_hierarchical_allreduce_on_one_node_is_costed_exactly_at_24576_ranks():
+    c = cost("allreduce", "hierarchical", 24576, 8, preset("local"))
+    assert not c.sampled and c.time == pytest.approx(cost("allreduce", "ring", 24576, 8, preset("local")).time)
+
+
 @pytest.mark.parametrize(("argv", "expected"), [
     (["show", "allreduce", "auto", "-p", "4"], "choose one of binomial"),
     (["show", "bcast", "binomial", "-p", "4", "--root", "9"], "0 <= root < 4"),
