@@ -140,7 +140,7 @@ def test_show_one_rank_builds_only_its_schedule():
     from mpicoll.tools import commands
 
     one = commands.show("allreduce", "ring", 100_000, rank=7)
-    assert one.startswith("allreduce / ring: p = 100000") and "rank 7" in one and "send send[6] to 8" in one
+    assert one.startswith("allreduce / ring: p = 100000") and "rank 7" in one and "send[6] -> 8" in one
 
 
 @pytest.mark.parametrize("argv, expected", [
