@@ -108,7 +108,7 @@ def _parser() -> argparse.ArgumentParser:
     m.add_argument("-p", type=_positive, help="number of ranks (needed unless --map)")
     m.add_argument("--bytes", type=_nbytes, dest="nbytes",
                    help="bytes per rank, e.g. 8, 64K, 1M (the whole vector for gather, scatter, allgather, "
-                        "reduce-scatter, alltoall; needed unless --map)")
+                        "reduce-scatter, alltoall; default 8)")
     m.add_argument("--map", action="store_true",
                    help="which algorithm wins at p = 2 .. 4096 and 8 B .. 256 MiB (a table; -p, --bytes not needed)")
     m.add_argument("--alpha", type=float, help="seconds per message")
@@ -242,8 +242,11 @@ def _run(ns: argparse.Namespace) -> int:
                                    progress=_progress(time.perf_counter()))
             print(json.dumps({f"{p},{n}": dict(c) for (p, n), c in grid.cells.items()}) if ns.json else grid.table())
             return 0
-        if ns.p is None or ns.nbytes is None:
-            raise ValueError("-p and --bytes are needed (or --map for a table of p and bytes)")
+        if ns.p is None:
+            raise ValueError("-p is needed (or --map for a table of p and bytes)")
+        if ns.nbytes is None:
+            ns.nbytes = 8
+            print("(no --bytes: 8 bytes per rank; --bytes 1M for a large message)", file=sys.stderr)
         res = tools.model(ns.collective, ns.p, ns.nbytes, _machine(ns), algs,
                           progress=_progress(time.perf_counter()))
         if ns.json:

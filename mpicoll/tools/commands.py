@@ -269,17 +269,22 @@ class ScaleMap:
         return self.cells[p, nbytes][0][0]
 
     def table(self) -> str:
-        """Rows p, columns bytes; each cell the winner and how much slower the runner-up is."""
+        """Rows p, columns bytes; each cell the winner and, under it, the runner-up and how much slower it is."""
         head = f"{'p':>7} | " + " | ".join(f"{_bytes(n):>24}" for n in self.sizes)
-        lines = [f"{self.collective}: the fastest algorithm by the cost model, constants: {self.machine.name} "
-                 "(in brackets: how much slower the runner-up is)", head, "-" * len(head)]
+        lines = [f"{self.collective}: the fastest algorithm by the cost model, constants: {self.machine.name}; "
+                 "under it the runner-up, x how many times slower", head, "-" * len(head)]
         for p in self.ranks:
-            cells = []
+            first, second = [], []
             for n in self.sizes:
                 ranked = self.cells[p, n]
-                ratio = ranked[1][1] / ranked[0][1] if len(ranked) > 1 and ranked[0][1] > 0 else float("nan")
-                cells.append(f"{ranked[0][0]} (x{ratio:.2g})".rjust(24))
-            lines.append(f"{p:>7} | " + " | ".join(cells))
+                first.append(ranked[0][0].rjust(24))
+                if len(ranked) > 1 and ranked[0][1] > 0:
+                    ratio = ranked[1][1] / ranked[0][1]
+                    second.append(f"{ranked[1][0]} x{ratio:.2f}".rjust(24))
+                else:
+                    second.append("".rjust(24))
+            lines.append(f"{p:>7} | " + " | ".join(first))
+            lines.append(f"{'':>7} | " + " | ".join(second))
         for line in describe(self.machine):
             lines += textwrap.wrap(line, 110, initial_indent="assumed: ", subsequent_indent=" " * 9)
         return "\n".join(lines)
