@@ -157,8 +157,8 @@ def describe(machine: Machine) -> list[str]:
     elif machine.name == DEFAULT_LOCAL.name:
         home = str(Path.home())
         where = str(calibration_path())
-        lines.append("why: " + WHY["local (default)"].format(file="~" + where[len(home):] if where.startswith(home + "/")
-                                                               else where))
+        shown = "~" + where[len(home):] if where.startswith(home + "/") else where
+        lines.append("why: " + WHY["local (default)"].format(file=shown))
     elif machine.name.startswith("local ("):
         lines.append("why: " + WHY["local"].format(file=machine.name[len("local ("):-1]))
     return lines
