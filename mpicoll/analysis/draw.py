@@ -4,11 +4,12 @@ Each rank's blocks are drawn after every round as a strip of squares, colored
 by block (hue) and by how many ranks' contributions the block holds (from pale
 to full), from :mod:`mpicoll.analysis.trace`; every message is an arrow from the
 sender's strip to the receiver's next strip, labelled with its block.  Needs
-matplotlib (``pip install "mpicoll[plot]"``).
+matplotlib (the ``plot`` extra: ``python3 -m pip --python .venv/bin/python install -e ".[plot]"``).
 """
 
 from __future__ import annotations
 
+import sys
 import textwrap
 from typing import Any
 
@@ -22,7 +23,8 @@ def _pyplot() -> Any:
     try:
         import matplotlib
     except ImportError:
-        raise ImportError('draw needs matplotlib: pip install "mpicoll[plot]" (or pip install matplotlib)') from None
+        raise ImportError(f"draw needs matplotlib (the [plot] extra): python3 -m pip --python {sys.executable} "
+                          "install matplotlib") from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
