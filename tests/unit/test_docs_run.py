@@ -44,7 +44,8 @@ def tutorial_blocks() -> list[tuple[str, str, str]]:
         line = lines[i]
         python = line.strip() == ".. code-block:: python"
         if python or (line.endswith("::") and not line.lstrip().startswith("..")):
-            before = "\n".join(lines[:i + 1]).rstrip().rsplit("\n\n", 1)[-1]
+            # the paragraph that introduces the block: for ``.. code-block::`` the one above the directive
+            before = "\n".join(lines[:i] if python else lines[:i + 1]).rstrip().rsplit("\n\n", 1)[-1]
             j = i + 1
             while j < len(lines) and (not lines[j].strip() or lines[j].startswith("   ")):
                 j += 1
