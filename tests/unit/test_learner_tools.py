@@ -173,3 +173,17 @@ def test_model_states_the_assumptions_of_its_constants(capsys):
     out = capsys.readouterr().out
     assert "double_binary_tree: alpha 5.1 us per message between nodes instead of 0.9 us" in out
     assert "every other algorithm pays the ring's 0.9 us" in out and "proxy thread" in out
+
+
+@pytest.mark.parametrize("command", ["show", "verify", "draw"])
+def test_help_describes_collective_and_algorithm(command, capsys):
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "one of allgather" in out and "an algorithm of the collective" in out
+
+
+def test_verify_says_which_cases_and_what_was_proved(capsys):
+    assert main(["verify", "bcast", "binomial", "-p", "7"]) == 0
+    out = capsys.readouterr().out
+    assert "bcast/binomial: roots 0, 3, 6; out of place" in out and "each case proved: every rank ends" in out
