@@ -39,6 +39,17 @@ PROGRAMS = {
 }
 
 
+COLLECTIVE_HELP = "one of " + ", ".join(registry.collectives())
+ALGORITHM_HELP = ("an algorithm of the collective, e.g. ring for allreduce; "
+                  "python -c \"import mpicoll; print(mpicoll.algorithms('allreduce'))\" lists them")
+VERIFY_WHAT = ("Run every rank's schedule together on symbolic data (which rank contributed what to which "
+               "block) and prove, for each size and parameter set (roots 0, p/2, p-1; 1 and 3 pipeline "
+               "segments; node layouts) and out of place and in place: every rank ends with exactly the "
+               "collective's result (each contribution counted once, in rank order where the algorithm claims "
+               "it), no block is read before it holds data, every message is received, and nothing in flight "
+               "is overwritten.")
+
+
 def _positive(text: str) -> int:
     try:
         value = int(text)
@@ -73,8 +84,8 @@ def _parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     s = sub.add_parser("show", help="print a schedule as a rounds x ranks table")
-    s.add_argument("collective")
-    s.add_argument("algorithm")
+    s.add_argument("collective", help=COLLECTIVE_HELP)
+    s.add_argument("algorithm", help=ALGORITHM_HELP)
     s.add_argument("-p", type=_positive, required=True, help="number of ranks")
     s.add_argument("--rank", type=int, help="show this rank only")
     s.add_argument("--root", type=int, help="root of a rooted collective (default 0)")
@@ -82,9 +93,9 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--ranks-per-node", type=_positive,
                    help="node-aware algorithms: blocks of this many ranks are nodes")
 
-    v = sub.add_parser("verify", help="prove schedules correct symbolically")
-    v.add_argument("collective", nargs="?")
-    v.add_argument("algorithm", nargs="?")
+    v = sub.add_parser("verify", help="prove schedules correct symbolically", description=VERIFY_WHAT)
+    v.add_argument("collective", nargs="?", help=COLLECTIVE_HELP + " (default: every collective)")
+    v.add_argument("algorithm", nargs="?", help=ALGORITHM_HELP + " (default: every algorithm of the collective)")
     v.add_argument("-p", type=_sizes, action="append",
                    help="sizes (repeat or comma-separate; default 1..64, 127, 128)")
     v.add_argument("-q", "--quiet", action="store_true")
@@ -92,12 +103,12 @@ def _parser() -> argparse.ArgumentParser:
                    help="node-aware algorithms: check blocks of this many ranks as nodes (default: 1 node, 2, 3)")
 
     m = sub.add_parser("model", help="predicted time of each algorithm (alpha-beta-gamma on the schedules)")
-    m.add_argument("collective")
+    m.add_argument("collective", help=COLLECTIVE_HELP)
     m.add_argument("--algorithms", help="comma-separated algorithm names (default: all)")
     m.add_argument("-p", type=_positive, help="number of ranks (needed unless --map)")
     m.add_argument("--bytes", type=_nbytes, dest="nbytes",
                    help="bytes per rank, e.g. 8, 64K, 1M (the whole vector for gather, scatter, allgather, "
-                        "reduce-scatter, alltoall; needed unless --map)")
+                        "reduce-scatter, alltoall; default 8)")
     m.add_argument("--map", action="store_true",
                    help="which algorithm wins at p = 2 .. 4096 and 8 B .. 256 MiB (a table; -p, --bytes not needed)")
     m.add_argument("--alpha", type=float, help="seconds per message")
@@ -110,8 +121,8 @@ def _parser() -> argparse.ArgumentParser:
     m.add_argument("--json", action="store_true", help="print {algorithm: seconds}")
 
     d = sub.add_parser("draw", help="space-time diagram (PNG or SVG; needs matplotlib)")
-    d.add_argument("collective")
-    d.add_argument("algorithm")
+    d.add_argument("collective", help=COLLECTIVE_HELP)
+    d.add_argument("algorithm", help=ALGORITHM_HELP)
     d.add_argument("-p", type=_positive, required=True, help="number of ranks (readable up to 16)")
     d.add_argument("-o", "--output", required=True, help="FILE.png or FILE.svg")
     d.add_argument("--root", type=int, help="root of a rooted collective (default 0)")
@@ -231,8 +242,11 @@ def _run(ns: argparse.Namespace) -> int:
                                    progress=_progress(time.perf_counter()))
             print(json.dumps({f"{p},{n}": dict(c) for (p, n), c in grid.cells.items()}) if ns.json else grid.table())
             return 0
-        if ns.p is None or ns.nbytes is None:
-            raise ValueError("-p and --bytes are needed (or --map for a table of p and bytes)")
+        if ns.p is None:
+            raise ValueError("-p is needed (or --map for a table of p and bytes)")
+        if ns.nbytes is None:
+            ns.nbytes = 8
+            print("(no --bytes: 8 bytes per rank; --bytes 1M for a large message)", file=sys.stderr)
         res = tools.model(ns.collective, ns.p, ns.nbytes, _machine(ns), algs,
                           progress=_progress(time.perf_counter()))
         if ns.json:
@@ -283,19 +297,34 @@ def _verify(ns: argparse.Namespace) -> int:
     algs = [ns.algorithm] if ns.algorithm else None
     t0 = time.perf_counter()
     count = 0
-    done: set[tuple[str, str]] = set()
+    done: dict[tuple[str, str], dict[str, set]] = {}
+    big = max(sizes) >= 256   # a case takes seconds from here on: say each one as it starts
+
+    def starting(case: tools.Checked) -> None:
+        if big and not ns.quiet:
+            forms = "out of place and in place" if case.in_place else "out of place"
+            print(f"  checking {case.collective}/{case.algorithm} p={case.size}"
+                  f"{''.join(f', {k} {v}' for k, v in sorted(case.params.items()))} ({forms}) ..."
+                  f"  {time.perf_counter() - t0:.0f} s so far", flush=True)
+
     try:
-        for case in tools.verify_all(colls, algs, sizes, ns.ranks_per_node):
+        for case in tools.verify_all(colls, algs, sizes, ns.ranks_per_node, starting=starting):
             count += 1
-            if (case.collective, case.algorithm) not in done:
-                done.add((case.collective, case.algorithm))
-                if not ns.quiet:
-                        print(f"checking {case.collective}/{case.algorithm} ...", flush=True)
+            seen = done.setdefault((case.collective, case.algorithm), {"form": set()})
+            seen["form"].add("in place" if case.in_place else "out of place")
+            for key, value in case.params.items():
+                seen.setdefault(key, set()).add("one" if value is None else value)
     except ScheduleError as exc:
         print(f"FAILED: {exc}", file=sys.stderr)
         return 1
-    print(f"verified {count} cases ({len(done)} algorithms, p in {_span(sizes)}) in "
-          f"{time.perf_counter() - t0:.1f} s")
+    print(f"verified {count} cases in {time.perf_counter() - t0:.1f} s, p in {_span(sizes)}:")
+    for (coll, alg), seen in done.items():
+        parts = [f"{'nodes of' if k == 'nodes' else k.rstrip('s') + 's'} {', '.join(map(str, sorted(v, key=str)))}"
+                 for k, v in seen.items() if k != "form"]
+        print(f"  {coll}/{alg}: {'; '.join(parts + [' and '.join(sorted(seen['form'], reverse=True))])}")
+    print("each case proved: every rank ends with exactly the collective's result (every contribution counted "
+          "once; in rank order where the algorithm claims it), no block read before it holds data, every "
+          "message received, nothing in flight overwritten")
     return 0
 
 

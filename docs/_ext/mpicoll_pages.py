@@ -321,7 +321,11 @@ class AlgorithmsDirective(_Rst):
         out = self.env.app.outdir
         text = ("Costs below are in p ranks, n bytes and the machine's constants alpha (per message), beta "
                 "(per byte sent) and gamma (per byte reduced): see the :ref:`glossary <glossary>`; "
-                ":ref:`scale` compares the algorithms at every scale.\n\n")
+                ":ref:`scale` compares the algorithms at every scale.  The model has no link contention: it "
+                "prices a message to a distant rank like one to a neighbour, and so leaves out why rings are "
+                "used on real networks (each rank talks only to its neighbours, so a ring shares no link and "
+                "pipelines its steps); :ref:`scale-ring-wins` shows the ring winning once a node's ranks share "
+                "one link.\n\n")
         text += "".join(algorithm_section(out, collective, a) for a in mpicoll.algorithms(collective))
         return self.render(text)
 

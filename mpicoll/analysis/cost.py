@@ -54,7 +54,7 @@ from math import ceil, log2
 from mpicoll.families import registry
 from mpicoll.ir.layout import Layout
 from mpicoll.ir.nodes import Nodes, block_size, groups, node_of
-from mpicoll.ir.schedule import EMPTY_ROUND, Reduce, Round
+from mpicoll.ir.schedule import EMPTY_ROUND, Block, Copy, Recv, Reduce, Round, Send
 
 __all__ = ["Machine", "Cost", "cost", "lower_bound", "sample_ranks", "EXACT_LIMIT"]
 
@@ -244,9 +244,12 @@ def cost(collective: str, algorithm: str, size: int, nbytes: int, machine: Machi
     nnodes = max(where) + 1 if where else 1
     links: dict[int, list[list[int]]] = {}  # round -> per node [bytes out, bytes in], with link_per_node
     blocks = nodes is None or (isinstance(nodes, int) and nodes == per_node)  # what the rotation assumes
-    if alg.rotates and blocks and not machine.link_per_node and ranks is None and (
-            sample or (sample is None and size > EXACT_LIMIT)):
-        worst_r = _rotated_rounds(alg.rounds(0, size, **params), size, nbytes, consts, machine, per_node)
+    fast = blocks and not machine.link_per_node and ranks is None and (
+        sample or (sample is None and size > EXACT_LIMIT))
+    zero = alg.rounds(0, size, **params) if fast and not alg.rotates and nodes is None and "nodes" in alg.params \
+        else None
+    if fast and (alg.rotates or (zero is not None and _rotates_on_probes(alg, zero, size, params))):
+        worst_r = _rotated_rounds(zero or alg.rounds(0, size, **params), size, nbytes, consts, machine, per_node)
         return Cost(collective, algorithm, size, nbytes, latency=sum(w[1] for w in worst_r),
                     bandwidth=sum(w[2] for w in worst_r), reduction=sum(w[3] for w in worst_r),
                     rounds=sum(1 for w in worst_r if w[0] > 0), sampled=False,
@@ -304,6 +307,41 @@ def cost(collective: str, algorithm: str, size: int, nbytes: int, machine: Machi
                 latency=sum(w[1] for w in worst), bandwidth=sum(w[2] for w in worst),
                 reduction=sum(w[3] for w in worst), rounds=sum(1 for w in worst if w[0] > 0),
                 sampled=len(chosen) < size, overhead=sum(w[4] for w in worst))
+
+
+def _shifted(rnd: Round, r: int, p: int) -> Round:
+    """Rank 0's round as rank r's of a rotating schedule: every peer and block index shifted by r (mod p)."""
+    def b(x: Block) -> Block:
+        lo = (x.lo + r) % p
+        return Block(x.buf, lo, lo + x.hi - x.lo)
+
+    return Round(tuple(Send((m.peer + r) % p, b(m.block)) for m in rnd.sends),
+                 tuple(Recv((m.peer + r) % p, b(m.block)) for m in rnd.recvs),
+                 tuple(Reduce(b(st.out), b(st.left), b(st.right)) if type(st) is Reduce else Copy(b(st.out), b(st.src))
+                       for st in rnd.steps))
+
+
+def _rotates_on_probes(alg: registry.Algorithm, zero: tuple[int, tuple[Round, ...]], size: int,
+                       params: dict) -> bool:
+    """Whether a node-aware algorithm on one node (``nodes`` None) rotates, judged on ranks 1, p/2 and p-1.
+
+    A node-aware algorithm on a single node is its flat intra-node algorithm (the hierarchical all-reduce
+    is then a ring): where rank 0's schedule shifted by r is rank r's at these probes, it is costed
+    exactly from rank 0's as a rotating one (:func:`_rotated_rounds`) instead of over a sample of ranks
+    whose schedules take p rounds each to build.  ``tests/unit/test_learner_tools.py`` checks, for every
+    node-aware algorithm at small p, that the probes never accept a schedule that does not rotate at
+    every rank.
+    """
+    nblocks, rounds = zero
+    if nblocks != size:
+        return False
+    for r in sorted({1 % size, size // 2, size - 1} - {0}):
+        nb, other = alg.rounds(r, size, **params)
+        if nb != nblocks or len(other) != len(rounds):
+            return False
+        if any(o != (_shifted(z, r, size) if z else z) for z, o in zip(rounds, other)):
+            return False
+    return True
 
 
 def _rotated_rounds(built: tuple[int, tuple[Round, ...]], size: int, nbytes: int,

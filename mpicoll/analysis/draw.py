@@ -4,11 +4,12 @@ Each rank's blocks are drawn after every round as a strip of squares, colored
 by block (hue) and by how many ranks' contributions the block holds (from pale
 to full), from :mod:`mpicoll.analysis.trace`; every message is an arrow from the
 sender's strip to the receiver's next strip, labelled with its block.  Needs
-matplotlib (``pip install "mpicoll[plot]"``).
+matplotlib (the ``plot`` extra: ``python3 -m pip --python .venv/bin/python install -e ".[plot]"``).
 """
 
 from __future__ import annotations
 
+import sys
 import textwrap
 from typing import Any
 
@@ -22,7 +23,8 @@ def _pyplot() -> Any:
     try:
         import matplotlib
     except ImportError:
-        raise ImportError('draw needs matplotlib: pip install "mpicoll[plot]" (or pip install matplotlib)') from None
+        raise ImportError(f"draw needs matplotlib (the [plot] extra): python3 -m pip --python {sys.executable} "
+                          "install matplotlib") from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -93,7 +95,7 @@ def draw(collective: str, algorithm: str, size: int, path: str, **params: Any) -
     hues = palette(shown)
     cell = 0.32                           # width of one block square
     strip = shown * cell
-    gap = max(1.6, 0.55 * strip)          # room for arrows between columns
+    gap = max(1.1, 0.45 * strip)          # room for arrows between columns
     colw = strip + gap
     ncols = tr.nrounds + 1
     labels = size * ncols * shown <= 2500  # numbers in the squares while they stay readable
@@ -141,8 +143,10 @@ def draw(collective: str, algorithm: str, size: int, path: str, **params: Any) -
                 vs.append(y(m.peer) - y(s.rank))
                 cols.append(hues[m.block.lo % shown] if m.block.nblocks == 1 else (0.3, 0.3, 0.3))
                 lab = f"{m.block.lo}" if m.block.nblocks == 1 else f"{m.block.lo}:{m.block.hi}"
-                ax.text(x_from + 0.3 * us[-1], y(s.rank) + 0.3 * vs[-1] + 0.08, lab, fontsize=6, ha="center",
-                        va="bottom", color="0.15")
+                # next to the sender, before the arrows of other ranks cross it (a wrap-around arrow's
+                # label at a third of its way sat on its neighbour's)
+                ax.text(x_from + 0.1 * us[-1], y(s.rank) + 0.1 * vs[-1] + (0.1 if vs[-1] >= 0 else -0.1), lab,
+                        fontsize=6, ha="center", va="bottom" if vs[-1] >= 0 else "top", color="0.15")
     if xs:  # one artist for all messages
         ax.quiver(xs, ys, us, vs, color=cols, angles="xy", scale_units="xy", scale=1, width=0.0012,
                   headwidth=6, headlength=7, alpha=0.85)
@@ -168,7 +172,7 @@ def draw(collective: str, algorithm: str, size: int, path: str, **params: Any) -
     ax.set_title("\n".join(lines), fontsize=9)
     top = (0.45 + 0.17 * len(lines) + (0.25 if phases else 0)) / fig_h
     fig.subplots_adjust(left=0.5 / fig_w + 0.03, right=0.99, top=1 - top, bottom=0.02)
-    fig.savefig(path, dpi=min(130, int(4000 / fig_w)))
+    fig.savefig(path, dpi=min(110, int(1800 / fig_w)))   # at most about 1,800 pixels wide
     plt.close(fig)
     return str(path)
 

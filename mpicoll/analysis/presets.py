@@ -33,6 +33,9 @@ about 68 + 14.5 lg(nodes) us.  Derivation, with the model of
   inter is one EDR InfiniBand rail (12.5 GB/s), gamma a GPU's reduction
   (1 / 400 GB/s).  They do not move the 8-byte figures.
 
+``shared-link`` is ``nccl-summit`` with ``link_per_node``: the 6 ranks of a node share one network
+link, so a round lasts at least as long as the busiest node's inter-node bytes take on it (contention).
+
 Not modelled: the fall of the ring's bus bandwidth at 64 MB with scale, which
 needs a contention term the alpha-beta-gamma model does not have.
 """
@@ -41,6 +44,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 from mpicoll import config
@@ -102,7 +106,7 @@ def load_local(path: str | os.PathLike | None = None) -> Machine:
         raise ValueError(f"{file}: expected a JSON object with numbers alpha, beta, gamma ({exc})") from None
 
 
-PRESETS = ("local", "nccl-summit")
+PRESETS = ("local", "nccl-summit", "shared-link")
 
 #: why a preset's constants are what they are, printed wherever its numbers are (``model``, the docs)
 WHY = {
@@ -111,7 +115,14 @@ WHY = {
                     "the network through a proxy thread at every hop, so, like NCCL's own tuning tables, the "
                     "preset gives the tree algorithms their own per-hop latency.  A model of that machine, not "
                     "of this one."),
-    "local": "measured on this machine by python -m mpicoll calibrate (or its built-in default when none ran).",
+    "shared-link": ("nccl-summit's constants, with one network link per node of 6 ranks that their messages "
+                    "to other nodes share (link contention, which the plain alpha-beta model leaves out): a ring "
+                    "sends one block per node boundary and step, recursive doubling and Rabenseifner send one "
+                    "per rank.  A model of contention, not a measurement."),
+    "local": "measured on this machine by python -m mpicoll calibrate, read from {file}.",
+    "local (default)": ("the built-in default: no calibration file ({file}) here, so these are constants "
+                        "calibrate measured on a 2-core virtual machine (Open MPI 5 from PyPI, shared memory); "
+                        "python -m mpicoll.launch -n 2 -m mpicoll calibrate measures this machine's."),
 }
 
 
@@ -141,9 +152,15 @@ def describe(machine: Machine) -> list[str]:
         lines.append("the Python executor's own costs: " + ", ".join(f"{us(v)} {what}" for v, what in over))
     if not machine.duplex:
         lines.append("a rank's sends and receives take turns (not duplex)")
-    key = "nccl-summit" if machine.name == "nccl-summit" else "local" if machine.name.startswith("local") else ""
-    if key:
-        lines.append(f"why: {WHY[key]}")
+    if machine.name in ("nccl-summit", "shared-link"):
+        lines.append(f"why: {WHY[machine.name]}")
+    elif machine.name == DEFAULT_LOCAL.name:
+        home = str(Path.home())
+        where = str(calibration_path())
+        shown = "~" + where[len(home):] if where.startswith(home + "/") else where
+        lines.append("why: " + WHY["local (default)"].format(file=shown))
+    elif machine.name.startswith("local ("):
+        lines.append("why: " + WHY["local"].format(file=machine.name[len("local ("):-1]))
     return lines
 
 
@@ -153,4 +170,6 @@ def preset(name: str) -> Machine:
         return load_local()
     if name == "nccl-summit":
         return NCCL_SUMMIT
+    if name == "shared-link":
+        return replace(NCCL_SUMMIT, link_per_node=True, name="shared-link")
     raise ValueError(f"preset: unknown preset {name!r}; choose one of {', '.join(PRESETS)}")

@@ -36,7 +36,7 @@ def ring_walkthrough(size: int) -> str:
              "(letter = chunk, digit = whose contribution it includes)"]
     for t in range(plan.nrounds):
         phase = "reduce-scatter" if t < size - 1 else "all-gather"
-        lines.append(f"\nround {t} of 0 .. {plan.nrounds - 1} ({phase}):")
+        lines.append(f"\nround {t} ({phase}; {t + 1} of {plan.nrounds}):")
         arrivals = []
         for r in range(size):
             rnd = plan[r].rounds[t]

@@ -214,7 +214,8 @@ class Schedule:
         return out
 
     def __str__(self) -> str:
-        head = f"{self.collective}/{self.algorithm} rank {self.rank} of {self.size}, {self.nblocks} blocks"
+        head = (f"{self.collective}/{self.algorithm} rank {self.rank} of {self.size}, {self.nblocks} "
+                f"block{'' if self.nblocks == 1 else 's'}")
         lines = [head] + [f"  round {t}: {rnd}" for t, rnd in enumerate(self.rounds) if rnd]
         return "\n".join(lines)
 
@@ -261,7 +262,9 @@ class ScheduleSet:
         out = []
         s0 = self.schedules[0] if self.schedules else None
         if s0 is not None:
-            out.append(f"{s0.collective} / {s0.algorithm}: p = {self.size}, {s0.nblocks} blocks")
+            out.append(f"{s0.collective} / {s0.algorithm}: p = {self.size}, {s0.nblocks} "
+                       f"block{'' if s0.nblocks == 1 else 's'}  (x -> r: block x sent to rank r; x <- r: received "
+                       "from rank r)")
             for name, decl in self.scratch(ranks).items():
                 shape = "its own layout" if decl.like == "own" else f"laid out as {decl.like}"
                 out.append(f"scratch {name} ({shape}): {decl.role}")
@@ -283,8 +286,8 @@ class ScheduleSet:
 
 def _cell(rnd: Round) -> str:
     """One rank's round as lines: sends, receives, then local steps."""
-    parts = [f"send {x.block} to {x.peer}" for x in rnd.sends]
-    parts += [f"recv {x.block} from {x.peer}" for x in rnd.recvs]
+    parts = [f"{x.block} -> {x.peer}" for x in rnd.sends]      # not "send send[3] to 1"
+    parts += [f"{x.block} <- {x.peer}" for x in rnd.recvs]
     for st in rnd.steps:
         if isinstance(st, Reduce):
             parts.append(f"{st.out} = {st.left} + {st.right}")

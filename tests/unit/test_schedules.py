@@ -156,7 +156,7 @@ class TestOneRank:
 
 def test_schedule_table_reads_like_the_textbook():
     text = str(mpicoll.schedules("allreduce", "ring", 4))
-    assert "rank 3" in text and "send send[3] to 1" in text and "recv[2] = incoming[2] + send[2]" in text
+    assert "rank 3" in text and "send[3] -> 1" in text and "recv[2] = incoming[2] + send[2]" in text
     assert len(text.splitlines()) > 6
 
 

@@ -32,7 +32,7 @@ def params(collective, algorithm, size, nbytes):
 def test_show_prints_the_table_and_one_rank(capsys):
     assert main(["show", "allreduce", "ring", "-p", "4"]) == 0
     out = capsys.readouterr().out
-    assert "rank 3" in out and "send send[3] to 1" in out and "recv[2] = incoming[2] + send[2]" in out
+    assert "rank 3" in out and "send[3] -> 1" in out and "recv[2] = incoming[2] + send[2]" in out
     assert main(["show", "allreduce", "ring", "-p", "4", "--rank", "2"]) == 0
     out = capsys.readouterr().out
     assert "rank 2" in out and "rank 1 " not in out.splitlines()[1]
