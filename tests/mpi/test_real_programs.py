@@ -28,7 +28,7 @@ import pytest
 from mpi4py import MPI
 
 import mpicoll
-from mpicoll.comm import comm as comm_module
+from mpicoll.comm import collectives as methods_module  # where the collective methods call run_blocking
 
 from conftest import WORLD, check
 
@@ -60,13 +60,13 @@ class Counts:
 def world(request, monkeypatch):
     """(the world communicator as a program gets it, its call counts, which run it is)."""
     counts = Counts()
-    run = comm_module.run_blocking
+    run = methods_module.run_blocking
 
     def counted(comm, method, *rest):
         counts.mpicoll[method] += 1
         return run(comm, method, *rest)
 
-    monkeypatch.setattr(comm_module, "run_blocking", counted)
+    monkeypatch.setattr(methods_module, "run_blocking", counted)
     base = WORLD.Dup()
     comm = mpicoll.Comm(base) if request.param == "mpicoll" else base
     yield comm, counts, request.param
