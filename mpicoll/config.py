@@ -29,8 +29,8 @@ variable                   value                                                
                            ``MPI_THREAD_MULTIPLE``; see ``docs/nonblocking.md``)
 ``MPICOLL_TORCH_THREAD``   1 or 0: torch's asynchronous calls are mpicoll requests (1) or  1
                            run to completion in the caller (0); see ``docs/torch.md``
-``MPICOLL_TORCH_NO_ENV``   1: importing ``mpicoll.torch`` leaves ``RANK``, ``WORLD_SIZE``,  0
-                           ``MASTER_ADDR`` and ``MASTER_PORT`` alone
+``MPICOLL_TORCH_NO_ENV``   1: importing ``mpicoll.torch`` leaves ``RANK``,                   0
+                           ``WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT`` alone
 ``MPICOLL_REPRODUCIBLE``   1 or 0: the summing collectives default to                       0
                            ``reproducible=True`` (see ``docs/reproducible.md``)
 =========================  ==============================================================  ===========

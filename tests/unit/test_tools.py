@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 
 import pytest
 
@@ -260,7 +261,9 @@ def test_draw_without_matplotlib_says_what_to_install(tmp_path, monkeypatch, cap
 
     monkeypatch.setattr(builtins, "__import__", fake)
     assert main(["draw", "allreduce", "ring", "-p", "4", "-o", str(tmp_path / "a.png")]) == 2
-    assert "mpicoll[plot]" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    # the extra to install, and the install line naming the Python that runs mpicoll (not a bare pip)
+    assert "[plot] extra" in err and f"python3 -m pip --python {sys.executable} install matplotlib" in err, err
 
 
 def test_trace_ring_holds_the_textbook_states():
