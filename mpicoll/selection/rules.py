@@ -67,6 +67,10 @@ def _power_of_two(size: int) -> bool:
     return size & (size - 1) == 0
 
 
+#: the rows the all-to-all family shares (every rank with every rank), and the scans'
+_EXCHANGES = [Row("p <= 4", lambda p, n, c, k: p <= 4, "linear", "one round"), otherwise("pairwise")]
+_PREFIXES = [Row("p <= 2", lambda p, n, c, k: p <= 2, "linear", "a chain"), otherwise("recursive_doubling")]
+
 #: collective name: its rule
 RULES: dict[str, Rule] = {rule.collective: rule for rule in (
     Rule("barrier", [otherwise("dissemination")]),
@@ -115,18 +119,9 @@ RULES: dict[str, Rule] = {rule.collective: rule for rule in (
         otherwise("ring")]),
     Rule("alltoall", [
         Row("p >= 8 and b <= 256 bytes", lambda p, n, c, k: p >= 8 and n // p <= 256, "bruck"),
-        Row("p <= 4", lambda p, n, c, k: p <= 4, "linear", "one round"),
-        otherwise("pairwise")], header="condition (b = bytes of one block)"),
-    Rule("alltoallv", [
-        Row("p <= 4", lambda p, n, c, k: p <= 4, "linear", "one round"),
-        otherwise("pairwise")]),
-    Rule("alltoallw", [
-        Row("p <= 4", lambda p, n, c, k: p <= 4, "linear", "one round"),
-        otherwise("pairwise")]),
-    Rule("scan", [
-        Row("p <= 2", lambda p, n, c, k: p <= 2, "linear", "a chain"),
-        otherwise("recursive_doubling")]),
-    Rule("exscan", [
-        Row("p <= 2", lambda p, n, c, k: p <= 2, "linear", "a chain"),
-        otherwise("recursive_doubling")]),
+        *_EXCHANGES], header="condition (b = bytes of one block)"),
+    Rule("alltoallv", _EXCHANGES),
+    Rule("alltoallw", _EXCHANGES),
+    Rule("scan", _PREFIXES),
+    Rule("exscan", _PREFIXES),
 )}
