@@ -65,4 +65,5 @@ def stand_in(state: CommState, method: str, args: tuple, algorithm: str, tag: in
     def prepare_candidate(name: str, *candidate: Any, algorithm: str) -> Plan | None:
         return prepare(state, name, candidate, algorithm)
 
-    standin.play(state, method, args, algorithm, error, prepare_candidate, run)
+    if not standin.play(state, method, args, algorithm, error, prepare_candidate, run):
+        state.messages_left = True

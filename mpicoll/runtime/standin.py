@@ -109,14 +109,15 @@ def stand_in_args(method: str, args: tuple, error: BaseException, size: int) -> 
 
 def play(comm: Any, method: str, args: tuple, algorithm: str, error: BaseException,
          prepare: Callable[..., Any], run: Callable[[Any], None]) -> bool:
-    """Run this rank's part of the call on scratch (when one can be derived); True if it ran.
+    """Run this rank's part of the call on scratch (when one can be derived); True if it ran to its end
+    (False: messages the peers sent this rank may be left unreceived).
 
     ``prepare(method, *args, algorithm=...)`` builds a plan without
     communicating; ``run(plan)`` runs it as the failed call would have.
     Anything going wrong here is swallowed: the caller raises ``error`` next.
     """
     if comm.size == 1:
-        return False
+        return True     # no peer to play for
     for candidate in stand_in_args(method, tuple(args), error, comm.size):
         try:
             plan = prepare(method, *candidate, algorithm=algorithm)
@@ -125,7 +126,7 @@ def play(comm: Any, method: str, args: tuple, algorithm: str, error: BaseExcepti
         try:
             run(plan)
         except Exception:
-            pass
+            return False
         return True
     return False
 

@@ -64,7 +64,8 @@ class CommState:
     """
 
     __slots__ = ("private", "rank", "size", "timeout", "debug", "agreed", "nodes", "tags", "plans",
-                 "request_plans", "entries", "slow_path", "devices", "out_of_step", "__weakref__")
+                 "request_plans", "entries", "slow_path", "devices", "out_of_step", "messages_left",
+                 "__weakref__")
 
     def __init__(self, private: MPI.Intracomm, agreed: Any, nodes: Nodes, *, timeout: float | None,
                  debug: int) -> None:
@@ -80,6 +81,7 @@ class CommState:
         self.slow_path: Callable[..., None] | None = None
         self.devices: dict[str, Any] = {}
         self.out_of_step: str | None = None   # why the ranks no longer agree on which call is which (a timeout)
+        self.messages_left = False   # a call was abandoned here: peers' messages may wait unreceived (see release)
 
     def went_out_of_step(self, exc: BaseException) -> None:
         """A call timed out (``exc``): the ranks no longer agree on which call is which; every later call
@@ -124,7 +126,11 @@ class CommState:
                     pass
         self.devices.clear()
         private, self.private = self.private, MPI.COMM_NULL
-        if private != MPI.COMM_NULL and not MPI.Is_finalized():
+        if private == MPI.COMM_NULL or MPI.Is_finalized():
+            return
+        if self.messages_left or self.out_of_step is not None:
+            _keep(private)
+        else:
             private.Free()
 
     def __del__(self) -> None:
@@ -155,3 +161,16 @@ class Preparation:
         self.private, self.devices, self.debug = state.private, state.devices, state.debug
         self.arena = arena
         self.signature: dict | None = None
+
+
+#: private communicators on which a call was abandoned, kept instead of freed (the newest MAX_KEPT): a peer's
+#: message to an abandoned call may still wait there unreceived, and MPI gives a freed communicator's context
+#: to the next one made (MPICH does so at once), where that stale message would match a later call's receive
+KEPT: list[MPI.Intracomm] = []
+MAX_KEPT = 64
+
+
+def _keep(private: MPI.Intracomm) -> None:
+    KEPT.append(private)
+    while len(KEPT) > MAX_KEPT:
+        KEPT.pop(0).Free()

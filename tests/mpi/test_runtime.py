@@ -64,6 +64,27 @@ def test_a_root_check_failing_on_a_memory_object_never_leaves_a_rank_waiting():
     comm.Free()
 
 
+def test_a_message_left_by_an_abandoned_call_never_reaches_a_later_communicator():
+    """The root's Gather buffer is an MPI.memory too small (no stand-in: the root raises at once), so the
+    other ranks' blocks stay unreceived on the communicator's private duplicate.  Freed, that duplicate's
+    context would go to the next communicator made (MPICH reuses it at once), where a stale block matched a
+    later call's receive (MPI_ERR_TRUNCATE in an Allreduce two tests later, on MPICH only); it is kept."""
+    if P < 2:
+        pytest.skip("needs two ranks")
+    comm = _fresh(timeout=10)
+    recv = [MPI.memory.allocate(4 * 4 * (P - 1)), MPI.INT] if R == 0 else None
+    _outcome(lambda: comm.Gather(np.full(4, R, dtype=np.int32), recv, root=0))
+    comm.Free()
+    x, y = np.full(16, R + 1.0), np.empty(16)   # (a stale 16-byte block fits this receive: a wrong sum, no error)
+    got = set()
+    for _ in range(2000):
+        other = _fresh()
+        got.add(_outcome(lambda: other.Allreduce(x, y)))
+        got.add("ok" if np.all(y == P * (P + 1) / 2) else "wrong sum")
+        other.Free()
+    check(got == {"ok"}, f"{sorted(got)}")
+
+
 def test_the_first_nonblocking_call_returns_at_once_nbx():
     """NBX: Issend to two peers, Iprobe loop, Ibarrier on a fresh communicator once the sends are done."""
     comm = mpicoll.Comm(WORLD.Dup())
