@@ -13,7 +13,9 @@
 #   bench_pP.txt    python -m mpicoll.bench --device gpu (and bench_pP_*.json)
 #   suite_pP.txt    tests/mpi4py_suite.py: mpi4py's six buffer suites, its CuPy, DLPack-CuPy and Numba backends
 #                   included (suite_pP_<rank>.json: cases and failures by backend)
-# (GPU_JSON=FOLDER writes the .json files there instead of into OUT.)
+# (GPU_JSON=FOLDER writes the .json files there instead of into OUT; TESTS_LIMIT, BENCH_LIMIT, SUITE_LIMIT
+# change the steps' time limits in seconds, 170, 100 per bench command and 170 by default, and TEST_TIMEOUT
+# the limit of one GPU test, 120: when it is reached, every rank's stacks are printed and the step ends.)
 set -uo pipefail
 
 usage() { sed -n '2,8p' "$0" >&2; exit 2; }
@@ -64,11 +66,11 @@ for step in "${steps[@]}"; do
     t0=$(date +%s)
     case $step in
     tests[0-9]*) p=${step#tests}
-        launch "$p" 170 -m pytest tests/gpu --with-mpi -q -p no:cacheprovider --tb=short --timeout 120 > "$out/tests_p$p.txt" 2>&1 ;;
+        launch "$p" "${TESTS_LIMIT:-170}" -m pytest tests/gpu --with-mpi -q -p no:cacheprovider --tb=short --timeout "${TEST_TIMEOUT:-120}" --timeout-method=thread > "$out/tests_p$p.txt" 2>&1 ;;
     bench[0-9]*) p=${step#bench}
-        bench "$p" 100 > "$out/bench_p$p.txt" 2>&1 ;;
+        bench "$p" "${BENCH_LIMIT:-100}" > "$out/bench_p$p.txt" 2>&1 ;;
     suite[0-9]*) p=${step#suite}
-        launch "$p" 170 tests/mpi4py_suite.py --timeout 60 --report "$json/suite_p${p}_" > "$out/suite_p$p.txt" 2>&1
+        launch "$p" "${SUITE_LIMIT:-170}" tests/mpi4py_suite.py --timeout 60 --report "$json/suite_p${p}_" > "$out/suite_p$p.txt" 2>&1
         cat "$json/suite_p${p}_0.json" >> "$out/suite_p$p.txt" 2> /dev/null ;;
     setup) ;;   # the environment only (made above)
     *) echo "unknown step $step" >&2; continue ;;

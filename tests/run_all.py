@@ -45,8 +45,8 @@ as one test in the summary.
 MPI is the other one, the driver makes (once) and fills a virtual environment
 with the family's wheel from PyPI and runs itself again there.  The summary
 starts with the MPI library's version.  CI (``.ci/run``) runs Open MPI in full,
-then MPICH without the unit tests (they start no MPI job) at 1 to 4 processes
-(``MPICH_CI_SIZES`` changes them).
+then MPICH without the unit tests (they start no MPI job), the torch tests and the
+examples, at 2 and 3 processes (``MPICH_CI_SIZES`` changes them).
 """
 
 from __future__ import annotations
