@@ -83,8 +83,6 @@ def parse_w(spec: Any, what: str, size: int, *, writable: bool = False) -> WBuff
     if obj is MPI.BOTTOM:
         return _parse_bottom(counts, displs, types, what, size)
     array, xp = _as_array(obj, what)
-    if xp is not np:
-        raise errors.BufferValueError(f"{what}: Alltoallw on device buffers is not supported (host memory only)")
     if writable and not _is_writable(array):
         raise errors.BufferValueError(f"{what}: the buffer is read-only, but it receives data")
     counts = _per_rank(counts, size, f"{what}: counts")
@@ -96,6 +94,8 @@ def parse_w(spec: Any, what: str, size: int, *, writable: bool = False) -> WBuff
             displs.append(displs[-1] + c * m.extent)
     displs = _per_rank(displs, size, f"{what}: displs")
     raw = array.view(np.uint8)
+    if xp is not np:   # device memory: the call runs on a host copy of its bytes (MPI packs host memory only)
+        raw = datatypes.mirror(raw, writable)
     for j, (c, d, m) in enumerate(zip(counts, displs, maps)):
         lo, hi = d + m.true_lb, d + (c - 1) * m.extent + m.true_lb + m.true_extent
         if c and (lo < 0 or hi > raw.shape[0]):

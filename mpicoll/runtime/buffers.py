@@ -72,7 +72,7 @@ def parse(spec: Any, what: str, *, writable: bool = False) -> Buffer:
         raw = array.view(np.uint8)
         count = max(raw.shape[0] // tm.extent - displ, 0) if count is None else as_count(count, f"{what}: count")
         packed = datatypes.pack(raw, datatype, tm, [count], [displ], what, writable=writable)
-        return Buffer(packed.array, tm.element, count * tm.per, xp, _is_writable(array), 1, _packed_type(tm, datatype))
+        return Buffer(packed.array, tm.element, count * tm.per, np, _is_writable(array), 1, _packed_type(tm, datatype))
     factor = tm.per if tm is not None else 1
     writable_array = _is_writable(array)
     units = array.shape[0] // factor
@@ -176,7 +176,7 @@ def parse_v(spec: Any, what: str, blocks: int, *, writable: bool = False) -> VBu
             raise errors.CountError(f"{what}: expected {blocks} displacements (one per rank), got {len(displs)}")
     if tm is not None and not tm.dense:  # a non-contiguous datatype: its elements, packed by MPI
         packed = datatypes.pack(array.view(np.uint8), datatype, tm, counts, displs, what, writable=writable)
-        return VBuffer(packed.array, tm.element, tuple(c * tm.per for c in counts), packed.offsets, xp,
+        return VBuffer(packed.array, tm.element, tuple(c * tm.per for c in counts), packed.offsets, np,
                        _is_writable(array), 1, _packed_type(tm, datatype))
     end = max((d + c for c, d in zip(counts, displs) if c), default=0)
     if end > units:   # past the object: also fine where the memory is there (see _elements)
@@ -221,7 +221,7 @@ def _typed_array(obj: Any, datatype: Any, what: str, writable: bool
     """(one-dimensional array, namespace, the datatype's typemap or None, the datatype or None).
 
     With a dense datatype the array is a view typed by its element type; with a
-    non-contiguous one it is the buffer as it is (to be packed, host memory only).
+    non-contiguous one it is the buffer as it is (to be packed).
     """
     array, xp = _as_array(obj, what)
     if writable and not _is_writable(array):
@@ -233,10 +233,7 @@ def _typed_array(obj: Any, datatype: Any, what: str, writable: bool
     tm = datatypes.describe(datatype, what)
     if tm.dense:
         return _retype(array, tm.element), xp, tm, datatype
-    if xp is not np:
-        raise errors.DatatypeError(f"{what}: a non-contiguous datatype on a device buffer is not supported "
-                                   "(pass the data contiguous, or use the MPI library's own collective)")
-    return array, xp, tm, datatype
+    return array, xp, tm, datatype   # (device memory too: packed from a host copy, see datatypes.pack)
 
 
 def _packed_type(tm: datatypes.Typemap, datatype: MPI.Datatype) -> MPI.Datatype:

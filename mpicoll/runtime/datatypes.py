@@ -22,6 +22,10 @@ signature (so reductions work elementwise, as MPI's predefined ops do on derived
 datatypes); a signature that mixes basic types is packed as bytes, which data
 movement handles and reductions refuse (``MPI.ERR_OP``).
 
+Device memory (a GPU array) given with a non-contiguous datatype is packed the same way from a host
+copy of its bytes (a :class:`Mirror`, refreshed when the call starts, written back when it completes):
+MPI's Pack reads host memory only.
+
 Nothing here is a silent approximation: a datatype NumPy cannot express and
 MPI cannot pack raises ``MPI.ERR_TYPE``.
 """
@@ -157,6 +161,45 @@ def check_reducible(datatype: Any, what: str = "op") -> None:
 # -- packing ------------------------------------------------------------------------------------------
 
 
+class Mirror:
+    """A host copy of a device array's bytes for one call: ``pack`` copies the device bytes in (the call
+    starts), ``unpack`` copies the host bytes back (the call completes, where the call writes the array)."""
+
+    def __init__(self, device_array: Any) -> None:
+        from mpicoll.runtime.gpu.device import device_of  # noqa: PLC0415 - device memory only
+
+        self.device = device_of(device_array)
+        self.array = device_array
+        self.host = np.empty(device_array.shape, device_array.dtype)
+
+    def pack(self) -> None:
+        stream = self.device.current_stream()
+        self.device.to_host(self.host.view(np.uint8), self.device.raw(self.array), stream)
+        stream.synchronize()
+
+    def unpack(self) -> None:
+        stream = self.device.current_stream()
+        self.device.to_device(self.device.raw(self.array), self.host.view(np.uint8), stream)
+        stream.synchronize()
+
+
+def mirror(device_array: Any, writable: bool) -> np.ndarray:
+    """A host copy of ``device_array`` for the call being prepared: filled now and whenever a persistent
+    request starts it, written back to the device (``writable``) when the call completes."""
+    copy = Mirror(device_array)
+    copy.pack()
+    _current().add(copy, writable)
+    _current().for_device.add(id(copy.host))
+    return copy.host
+
+
+def made_for_device(array: Any) -> bool:
+    """Whether ``array`` is host memory made for a device buffer of the call being prepared (its copy, or
+    what a non-contiguous datatype packed from that copy)."""
+    stack = _stack()
+    return bool(stack) and id(array) in stack[-1].for_device
+
+
 @dataclass
 class Packed:
     """The elements a datatype selects in ``blocks`` of a raw byte buffer, packed one block after another.
@@ -215,6 +258,8 @@ def pack(raw: np.ndarray, datatype: MPI.Datatype, typemap: Typemap, counts: list
     buffer (``writable``) is unpacked when the call completes (see :func:`packing`).
     """
     tm = typemap
+    if not isinstance(raw, np.ndarray):   # device memory: packed from (and unpacked into) a host copy of it
+        raw = mirror(raw, writable)
     if tm.extent <= 0 and any(counts):
         raise errors.DatatypeError(f"{what}: a datatype of extent {tm.extent} cannot describe consecutive elements")
     if max(tm.per * tm.element.itemsize, tm.extent) > _INT_MAX and any(counts):
@@ -242,6 +287,8 @@ def pack(raw: np.ndarray, datatype: MPI.Datatype, typemap: Typemap, counts: list
     packed = Packed(raw, datatype, tm, tuple(counts), tuple(displs), np.empty(total, tm.element), tuple(offsets))
     packed.pack()  # the receive side too: an in-place call reads it, and unwritten elements keep their values
     _current().add(packed, writable)
+    if id(raw) in _current().for_device:
+        _current().for_device.add(id(packed.array))
     return packed
 
 
@@ -261,6 +308,7 @@ class Packing:
     def __init__(self) -> None:
         self.pack: list[Callable[[], None]] = []
         self.unpack: list[Callable[[], None]] = []
+        self.for_device: set[int] = set()   # ids of the host arrays made for device buffers (see mirror)
 
     def add(self, packed: Any, writable: bool) -> None:
         self.pack.append(packed.pack)
@@ -268,19 +316,21 @@ class Packing:
             self.unpack.append(packed.unpack)
 
     def attach(self, plan: Any) -> Any:
-        """Make ``plan`` unpack its received data when it finishes, and pack its inputs again whenever a
-        persistent request starts it (``Plan.before``); the call itself packed them already."""
+        """Make ``plan`` unpack its received data when it finishes, and pack its inputs again whenever it
+        runs again (``Plan.before``: a cached plan, a persistent request); the call itself packed them already."""
         if plan is None or not self.pack:
             return plan
-        earlier, pack, unpack = plan.finish, tuple(self.pack), tuple(self.unpack)
+        earlier, earlier_before, pack, unpack = plan.finish, plan.before, tuple(self.pack), tuple(self.unpack)
 
         def finish() -> None:
             if earlier is not None:
                 earlier()
-            for step in unpack:
+            for step in reversed(unpack):   # the last packed first: a device's host copy after what fills it
                 step()
 
         def before() -> None:
+            if earlier_before is not None:
+                earlier_before()
             for step in pack:
                 step()
 

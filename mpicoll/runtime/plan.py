@@ -25,7 +25,7 @@ from mpicoll.ir.layout import Layout
 from mpicoll.ir.schedule import Schedule
 from mpicoll.runtime import gpu as backends
 from mpicoll.runtime.blocking import bind, execute, for_mpi
-from mpicoll.runtime.datatypes import check_reducible
+from mpicoll.runtime.datatypes import check_reducible, made_for_device, mirror
 from mpicoll.runtime.ops import reducer
 
 __all__ = ["Plan", "NOTHING", "make_plan"]
@@ -95,11 +95,15 @@ class Plan:
         return run
 
     def _make_runner(self, comm: Any) -> Callable[[int], None]:
-        if self.device is None and self.finish is None:
+        if self.device is None and self.finish is None and self.before is None:
             return partial(execute, for_mpi(self.rounds()), comm)
         device, rounds, finish = self.device, None if self.device else for_mpi(self.rounds()), self.finish
+        before = [None]   # the first run follows the preparation, which packed the inputs already
 
         def run(tag: int) -> None:
+            if before[0] is not None:
+                before[0]()
+            before[0] = self.before
             if device is not None:
                 device.run(comm, tag)
             else:
@@ -224,6 +228,11 @@ def make_plan(comm: Any, collective: str, name: str, params: dict[str, Any], arr
     bound_layouts = sched.layouts(layouts(sched.nblocks))
     scratch = {s: max(bound_layouts[s].ends, default=0) for s in sched.scratch()}   # elements of each
     device = backends.device_for(arrays)
+    if device is not None and any(made_for_device(a) for a in arrays.values()):
+        # a device buffer packed on the host (a non-contiguous datatype) beside other device buffers: the call
+        # runs on host copies of those too, written back where the call writes them
+        arrays = _host_copies(arrays)
+        device = None
     if device is not None:
         from mpicoll.runtime.gpu.call import DeviceCall  # noqa: PLC0415 - GPU calls only
 
@@ -244,6 +253,22 @@ def make_plan(comm: Any, collective: str, name: str, params: dict[str, Any], arr
     kernel = reducer(op, dtype, xp, datatype).reduce if op is not None else None
     shared = frozenset(scratch) if block is not None else frozenset()
     return Plan(sched, arrays, bound_layouts, kernel, xp, shared=shared)
+
+
+def _host_copies(arrays: dict[str, Any]) -> dict[str, Any]:
+    """``arrays`` with each device array replaced by a host copy for the call being prepared (one copy per
+    array, so that an in-place call's send and receive stay one array); only ``recv`` is written back."""
+    copies: dict[int, Any] = {}
+    out = {}
+    for name in sorted(arrays, key=lambda n: n != "recv"):   # recv first: its copy is the written one
+        a = arrays[name]
+        if backends.device_of(a) is None:
+            out[name] = a
+        else:
+            if id(a) not in copies:
+                copies[id(a)] = mirror(a, writable=name == "recv")
+            out[name] = copies[id(a)]
+    return {name: out[name] for name in arrays}
 
 
 # -- scratch shared by the blocking calls of one communicator --------------------------------------

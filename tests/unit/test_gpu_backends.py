@@ -214,3 +214,32 @@ def test_handle_cache_maps_the_peers_memory():
         win.free()
     with pytest.raises(ValueError):
         HandleCache(device, capacity=0)
+
+
+def test_a_device_buffer_packed_for_a_datatype_goes_through_a_host_copy_both_ways():
+    """A non-contiguous datatype on device memory: MPI packs host memory only, so the call packs from a host
+    copy of the device bytes (refreshed whenever the plan runs again) and, for a receive buffer, unpacks into
+    that copy and then writes it back; the unpacking runs in reverse order of the packing, so the copy goes
+    back to the device after the datatype's elements were unpacked into it."""
+    from mpicoll.runtime import datatypes
+
+    device = np.arange(12.0).view(StandInArray)
+    vector = MPI.DOUBLE.Create_vector(3, 1, 4).Commit()   # elements 0, 4, 8
+    try:
+        tm = datatypes.describe(vector, "recvbuf")
+        with datatypes.packing() as calls:
+            copy = datatypes.mirror(device.view(np.uint8), writable=True)
+            packed = datatypes.pack(copy, vector, tm, [1], [0], "recvbuf", writable=True)
+            assert datatypes.made_for_device(copy) and datatypes.made_for_device(packed.array)
+            assert not datatypes.made_for_device(device)
+        assert list(packed.array) == [0.0, 4.0, 8.0]
+        device[:] = -np.arange(12.0)          # the device buffer changes before the plan runs again
+        plan = type("P", (), {"finish": None, "before": None})()
+        calls.attach(plan)
+        plan.before()                          # refreshed from the device
+        assert list(packed.array) == [0.0, -4.0, -8.0]
+        packed.array[:] = [100.0, 200.0, 300.0]   # what the call received
+        plan.finish()
+        assert list(device[[0, 4, 8]]) == [100.0, 200.0, 300.0] and device[1] == -1.0
+    finally:
+        vector.Free()
