@@ -34,9 +34,11 @@ venv=/tmp/mpicoll-gpu-venv
 export PATH="$venv/bin:$PATH" PYTHONPATH="$repo" MPICOLL_CACHE="$dir/cache" PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1
 cd "$repo" || exit 1
-if command -v nvidia-cuda-mps-control > /dev/null && nvidia-cuda-mps-control -d; then
+gpu_works() { timeout 60 python -c "import cupy; assert int(cupy.arange(4).sum()) == 6" > /dev/null 2>&1; }
+if command -v nvidia-cuda-mps-control > /dev/null && nvidia-cuda-mps-control -d && gpu_works; then
     echo "CUDA MPS started" >> "$out/steps.txt"
-else
+else   # (a daemon that started but serves no client is stopped again)
+    command -v nvidia-cuda-mps-control > /dev/null && echo quit | nvidia-cuda-mps-control 2> /dev/null
     echo "CUDA MPS not started: the ranks time-slice the GPU" >> "$out/steps.txt"
 fi
 
