@@ -155,6 +155,30 @@ def test_ipc_exchange_agreed_when_one_rank_hits_its_plan_cache(comm, gpu_env):
     check(ok, "wrong results")
 
 
+@pytest.mark.parametrize("failing", ["window", "open_peer"])
+def test_an_ipc_window_one_rank_cannot_allocate_or_open_raises_on_every_rank(gpu_env, monkeypatch, failing):
+    """Allocating the window (out of device memory) or opening a peer's handle fails on the last rank only:
+    every rank raises, none waits in the exchange's next collective step (a GPU run hung so, in a Barrier)."""
+    if WORLD.size < 2:
+        pytest.skip("needs two ranks")
+    gpu_env("ipc")
+    fresh = mpicoll.Comm(WORLD.Dup())
+
+    def refused(*args, **kwargs):
+        raise MemoryError(f"{failing} refused")
+
+    if WORLD.rank == WORLD.size - 1:
+        monkeypatch.setattr(devmod.HostDevice, failing, refused)
+    x, y = make(np.ones(64, np.float32)), make(np.zeros(64, np.float32))
+    try:
+        fresh.Allreduce(x, y)
+        got = "ok"
+    except RuntimeError as exc:
+        got = "own" if f"{failing} refused" in str(exc) else "peer's" if "rank(s)" in str(exc) else str(exc)
+    fresh.Free()
+    check(got == ("own" if WORLD.rank == WORLD.size - 1 else "peer's"), got)
+
+
 def test_staged_pipeline_order(comm, gpu_env):
     """Results go back to the device right after their final write, before later rounds' messages."""
     gpu_env("staged", segment=1 << 20)

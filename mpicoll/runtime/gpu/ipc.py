@@ -99,7 +99,8 @@ class IpcWindows:
         self.epoch: tuple[int, ...] = ()
         self.peers: dict[int, PeerWindow] = {}
         self.exchanges = 0
-        self._finalizer = weakref.finalize(self, _release, self.cache, [None])
+        self._retired: list[Window] = []   # replaced windows, freed once no peer maps them
+        self._finalizer = weakref.finalize(self, _release, self.cache, [None, self._retired])
 
     def agree(self, nbytes: int | None) -> None:
         """Swap handles (:meth:`exchange`) when any rank needs to, one small Allreduce (collective).
@@ -115,25 +116,39 @@ class IpcWindows:
             self.exchange(nbytes or 0)
 
     def exchange(self, nbytes: int) -> None:
-        """Grow this rank's window to ``nbytes`` if needed and swap handles with every rank (collective)."""
-        old = None
-        if self.window is None or self.window.nbytes < nbytes:
-            old = self.window
-            self.window = self.device.window(max(nbytes, 2 * self.window.nbytes if self.window else nbytes))
-            self.serial = next(_SERIALS)
-            self._finalizer.detach()
-            self._finalizer = weakref.finalize(self, _release, self.cache, [self.window])
-        entries = self.comm.allgather((self.serial, self.window.handle, self.window.nbytes))
+        """Grow this rank's window to ``nbytes`` if needed and swap handles with every rank (collective).
+
+        What can fail on one rank (allocating the window, opening a peer's handle) is agreed on before the
+        next collective step, so that every rank raises and none waits for a rank that gave up."""
+        error = None
+        try:
+            if self.window is None or self.window.nbytes < nbytes:
+                grown = self.device.window(max(nbytes, 2 * self.window.nbytes if self.window else nbytes))
+                if self.window is not None:
+                    self._retired.append(self.window)    # freed once every peer has closed it (below)
+                self.window, self.serial = grown, next(_SERIALS)
+                self._finalizer.detach()
+                self._finalizer = weakref.finalize(self, _release, self.cache, [self.window, self._retired])
+        except Exception as exc:   # (e.g. out of device memory)
+            error = exc
+        entries = self.comm.allgather(None if error else (self.serial, self.window.handle, self.window.nbytes))
+        _raise_if_any_failed(entries, error, "allocate its IPC window")
         epoch = tuple(serial for serial, _, _ in entries)
         me = self.comm.Get_rank()
         if epoch != self.epoch:
-            self.peers = {peer: self.cache.get(peer, serial, handle, size)
-                          for peer, (serial, handle, size) in enumerate(entries) if peer != me}
-            if old is not None or any(a != b for a, b in zip(epoch, self.epoch)):
+            peers: dict[int, PeerWindow] = {}
+            try:
+                peers = {peer: self.cache.get(peer, serial, handle, size)
+                         for peer, (serial, handle, size) in enumerate(entries) if peer != me}
+            except Exception as exc:   # (a peer's handle that CUDA refuses to open)
+                error = exc
+            _raise_if_any_failed(self.comm.allgather(error is None or None), error, "open its peers' IPC windows")
+            self.peers = peers
+            if any(a != b for a, b in zip(epoch, self.epoch)):   # (the same on every rank: no rank's own state)
                 self.comm.Barrier()      # every peer has closed the windows that were replaced
             self.epoch = epoch
-        if old is not None:
-            old.free()
+        while self._retired:
+            self._retired.pop().free()
         self.exchanges += 1
 
     def close(self) -> None:
@@ -142,10 +157,23 @@ class IpcWindows:
         self.window, self.peers, self.epoch = None, {}, ()
 
 
-def _release(cache: HandleCache, window: list) -> None:
+def _release(cache: HandleCache, windows: list) -> None:
+    """Close the peers' mappings, free this rank's window (``windows[0]``) and the replaced ones (``windows[1]``)."""
     cache.close()
-    if window[0] is not None:
-        window[0].free()
+    if windows[0] is not None:
+        windows[0].free()
+    while windows[1]:
+        windows[1].pop().free()
+
+
+def _raise_if_any_failed(entries: list, error: BaseException | None, what: str) -> None:
+    """After an allgather in which a rank that failed sent None: raise on every rank (this rank's own error
+    where it failed)."""
+    failed = [rank for rank, entry in enumerate(entries) if entry is None]
+    if error is not None:
+        raise RuntimeError(f"IPC transport: this rank could not {what}: {error}") from error
+    if failed:
+        raise RuntimeError(f"IPC transport: rank(s) {failed} of the node could not {what} (their error says why)")
 
 
 def windows_of(comm: Any, device: Device) -> IpcWindows:
