@@ -36,7 +36,7 @@ from mpicoll.calls import alltoall as _alltoall
 from mpicoll.calls import debug_check
 from mpicoll.calls._checks import check_count, check_disjoint
 from mpicoll.ir.layout import Layout
-from mpicoll.runtime import datatypes
+from mpicoll.runtime import datatypes, memory
 from mpicoll.runtime.buffers import VBuffer, _as_array, _is_writable, as_count, is_in_place
 from mpicoll.runtime.plan import Plan
 from mpicoll.selection import choose as selection
@@ -111,6 +111,11 @@ def _parse_bottom(counts: Any, displs: Any, types: Any, what: str, size: int) ->
     types = _datatypes(types, size, what)
     maps = [datatypes.describe(t, f"{what}: datatypes[{j}]") for j, t in enumerate(types)]
     displs = [0] * size if displs is None else _per_rank(displs, size, f"{what}: displs")
+    for j, (c, d, m) in enumerate(zip(counts, displs, maps)):
+        if c and memory.is_device_pointer(d + m.true_lb):
+            raise errors.BufferValueError(f"{what}: block {j} lies in device memory (MPI.BOTTOM with a datatype at "
+                                          "a GPU address): MPI, which packs such blocks, reads host memory only; "
+                                          "pass the device array itself ([buf, counts, displs, datatypes])")
     # a block at an absolute address: ``counts[j]`` elements of ``types[j]`` from byte ``displs[j]`` are one
     # element of a struct type placing them there (freed with the block that packs it, see _BottomBlock)
     for j, (c, d) in enumerate(zip(counts, displs)):

@@ -188,7 +188,7 @@ def cai_on_device(obj: Any) -> bool:
     pointer = obj.__cuda_array_interface__["data"][0]
     if not pointer:   # an empty array has no memory to ask about: a GPU array library's arrays are device arrays
         return type(obj).__module__.split(".")[0] in _GPU_ARRAY_LIBRARIES
-    return _is_device_pointer(pointer)
+    return is_device_pointer(pointer)
 
 
 #: the packages whose ``__cuda_array_interface__`` objects are device arrays even when empty (a null pointer)
@@ -216,7 +216,8 @@ def _cuda_driver() -> Any:
     return lib
 
 
-def _is_device_pointer(pointer: int) -> bool:
+def is_device_pointer(pointer: int) -> bool:
+    """Whether the CUDA driver says ``pointer`` is device (or managed) memory; False without a driver."""
     lib = _cuda_driver()
     if lib is None:
         return False
