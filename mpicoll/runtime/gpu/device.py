@@ -15,7 +15,6 @@ with "device" memory that happens to be host memory.
 
 from __future__ import annotations
 
-import threading
 from collections import deque
 from typing import Any, Protocol
 
@@ -274,44 +273,23 @@ class _CupyWindow:
             self.ptr = 0
 
 
-#: the peer memory this process has mapped, by IPC handle: ``handle: [pointer, users]``.  CUDA maps one
-#: allocation once per process (a second ``cudaIpcOpenMemHandle`` of it fails with cudaErrorAlreadyMapped): a
-#: communicator released on a peer frees its window, whose memory the peer's next window may get again while
-#: this rank still maps it for the released communicator, so the mapping is shared and closed by its last user
-_MAPPED: dict[bytes, list] = {}
-_MAPPED_LOCK = threading.Lock()
-
-
 class _CupyPeer:
     def __init__(self, handle: bytes, nbytes: int) -> None:
         import cupy  # noqa: PLC0415
 
         self._rt = cupy.cuda.runtime
         self._cupy = cupy
-        self.handle = bytes(handle)
-        with _MAPPED_LOCK:
-            mapped = _MAPPED.get(self.handle)
-            if mapped is None:
-                # lazy peer access: works for ranks on one GPU and for ranks on peer-capable GPUs of the node
-                pointer = self._rt.ipcOpenMemHandle(handle, self._rt.cudaIpcMemLazyEnablePeerAccess)
-                mapped = _MAPPED[self.handle] = [pointer, 0]
-            mapped[1] += 1
-        self.ptr = mapped[0]
+        # lazy peer access: works for ranks on one GPU and for ranks on peer-capable GPUs of the node
+        self.ptr = self._rt.ipcOpenMemHandle(handle, self._rt.cudaIpcMemLazyEnablePeerAccess)
         self.nbytes = nbytes
 
     def view(self, offset: int, nbytes: int) -> Any:
         return _cupy_view(self._cupy, self.ptr + offset, nbytes, self)
 
     def close(self) -> None:
-        if not self.ptr:
-            return
-        with _MAPPED_LOCK:
-            mapped = _MAPPED[self.handle]
-            mapped[1] -= 1
-            if mapped[1] == 0:
-                del _MAPPED[self.handle]
-                self._rt.ipcCloseMemHandle(self.ptr)
-        self.ptr = 0
+        if self.ptr:
+            self._rt.ipcCloseMemHandle(self.ptr)
+            self.ptr = 0
 
 
 def _cupy_view(cupy: Any, ptr: int, nbytes: int, owner: Any) -> Any:
