@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from mpicoll.ir.layout import contiguous  # noqa: F401 (used by the call modules from here)
-from mpicoll.runtime.plan import Plan
+from mpicoll.runtime.plan import OUT, Plan
 
 __all__ = ["contiguous", "copy_result_to"]
 
@@ -18,12 +18,14 @@ def copy_result_to(plan: Plan, result: Any, target: Any, spans: Sequence[tuple[i
     runs once all messages are done, and only the ``spans`` (the receive
     blocks) of ``target`` are written.
     """
-    staged = plan.finish
+    staged, arrays = plan.finish, plan.arrays
+    arrays[OUT] = target   # named, so that a cached plan views it by address (Plan.detach), keeping no user object
 
     def finish() -> None:
         if staged is not None:
             staged()  # a GPU result first comes back into ``result`` on the device
+        out = arrays[OUT]
         for start, stop in spans:
-            target[start:stop] = result[start:stop]
+            out[start:stop] = result[start:stop]
 
-    plan.finish = finish
+    plan.finish, plan.finish_by_name = finish, staged is None

@@ -27,7 +27,7 @@ from mpicoll.calls._checks import check_disjoint, check_pair
 from mpicoll.families import registry
 from mpicoll.ir.layout import Layout
 from mpicoll.runtime.buffers import is_in_place, parse, parse_v
-from mpicoll.runtime.plan import Plan, make_plan
+from mpicoll.runtime.plan import OUT, Plan, make_plan
 from mpicoll.selection import choose as selection
 
 if TYPE_CHECKING:
@@ -69,11 +69,13 @@ def _gathered_in_scratch(comm: Preparation, name: str, params: dict, recv: Any, 
     gathered = recv.xp.empty(sum(recv.counts), recv.dtype)
     plan = make_plan(comm, "allgatherv", name, params, {"send": send_array, "recv": gathered},
                      lambda nb: {"recv": packed, "send": send_layout}, dtype=recv.dtype)
-    target, pieces = recv.array, list(zip(recv.displs, packed.starts, recv.counts))
+    pieces, arrays = list(zip(recv.displs, packed.starts, recv.counts)), plan.arrays
+    arrays[OUT] = recv.array   # named, so that a cached plan views it by address (Plan.detach)
 
     def finish() -> None:
+        out = arrays[OUT]
         for displ, start, count in pieces:
-            target[displ:displ + count] = gathered[start:start + count]
+            out[displ:displ + count] = gathered[start:start + count]
 
-    plan.finish = finish
+    plan.finish, plan.finish_by_name = finish, plan.device is None
     return plan

@@ -92,7 +92,8 @@ def _lend(state: CommState, method: str, args: tuple, algorithm: str) -> tuple[P
     """The plan of a nonblocking call, and whether it is a cached one lent to this request.
 
     A cached plan serves one request at a time (its scratch is its own); an equal call made while it is
-    lent gets a fresh plan.  Plans that stage GPU buffers or pack datatypes are never cached.
+    lent gets a fresh plan.  Plans that stage GPU buffers, pack datatypes or finish into the caller's objects
+    are never cached (an in-place call's copy into the caller's buffer is by address: it is cached).
     """
     collective = TABLE[method]
     key = call_key(method, args, algorithm, collective.values)
@@ -106,7 +107,8 @@ def _lend(state: CommState, method: str, args: tuple, algorithm: str) -> tuple[P
     plan = prepare(state, method, args, algorithm)
     if key is None or (collective.cacheable is not None and not collective.cacheable(*args)) or key in cache.data:
         return plan, False
-    if plan is not None and (plan.device is not None or plan.before is not None or plan.finish is not None):
+    if plan is not None and (plan.device is not None or plan.before is not None
+                             or (plan.finish is not None and not plan.finish_by_name)):
         return plan, False
     cache.put(key, plan, held(args, collective.values), shape_key(method, args, algorithm, collective.values)[1],
               comm=state.private)

@@ -44,6 +44,9 @@ class Plan:
     finish: Callable[[], None] | None = None   # e.g. unpack a result staged for a non-contiguous datatype
     device: Any = None     # a backends.call.DeviceCall when the buffers are on a GPU: it runs the plan
     before: Callable[[], None] | None = None   # run at each start: packs non-contiguous datatypes again
+    #: ``finish`` writes the caller's memory only through ``arrays[OUT]``, which :meth:`detach` views by address,
+    #: so the plan can be cached (other finishes hold the caller's objects: see PlanCache.put)
+    finish_by_name: bool = False
 
     owned_bytes: int = 0                        # memory the plan allocated itself (known once detached)
     shared: frozenset[str] = frozenset()        # scratch buffers that are views of the communicator's arena
@@ -202,6 +205,9 @@ def _by_address(arr: np.ndarray, address: int) -> np.ndarray:
     raw = MPI.buffer.fromaddress(address, arr.nbytes, readonly=not arr.flags.writeable)
     return np.frombuffer(raw, dtype=arr.dtype)
 
+
+#: the name of the caller's array an in-place call's finish copies its result into (see finish_by_name)
+OUT = "out"
 
 #: what the cache holds for a call with nothing to do (a zero count; a collective on one rank)
 NOTHING = Plan(Schedule("none", "nothing", 0, 1, 1, ()), {}, {}, None, np)

@@ -136,8 +136,8 @@ class PlanCache:
         """
         if plan is None or plan is NOTHING:
             plan = NOTHING
-        elif plan.finish is not None and plan.device is None:   # finishes hold user objects
-            return
+        elif plan.finish is not None and plan.device is None and not plan.finish_by_name:
+            return   # its finish holds the caller's objects (unpacking into them, say)
         else:
             plan.detach(spans)
             if plan.owned_bytes > self.scratch:
