@@ -335,6 +335,7 @@ class Packing:
                 step()
 
         plan.finish, plan.before = finish, before
+        plan.finish_by_name = False     # (it unpacks into the caller's objects: see Plan.finish_by_name)
         return plan
 
 

@@ -181,7 +181,7 @@ def start(plan: Plan | None, comm: Comm, tag: int, lent: bool = False, keep: Any
     elif lent:
         plan.lent = True
         rounds, steps = plan.request_parts()
-        req = Request(rounds, [comm.private] * len(rounds), tag, None, steps, partial(_give_back, plan), keep)
+        req = Request(rounds, [comm.private] * len(rounds), tag, plan.finish, steps, partial(_give_back, plan), keep)
     else:
         plan.begin()      # GPU buffers: stage the inputs in
         rounds = plan.bound()

@@ -41,8 +41,9 @@ def test_scratch_sizes_and_roles():
     check(_scratch(plan) == expected, f"binomial gather scratch {_scratch(plan)}, expected {expected}")
 
 
+@pytest.mark.parametrize("nonblocking", [False, True])
 @pytest.mark.parametrize("method", ["Alltoall", "Reduce_scatter_block", "Allgatherv"])
-def test_an_in_place_call_hits_the_plan_cache_and_keeps_no_user_array_alive(method):
+def test_an_in_place_call_hits_the_plan_cache_and_keeps_no_user_array_alive(method, nonblocking):
     """An in-place call computes into scratch and copies its result into the caller's buffer when it finishes;
     that copy reads the buffer by address (Plan.OUT), so the plan is cached like any other (it was prepared
     again on every call: 10x the out-of-place call's time at 4 and 16 processes), holds no user array, and a
@@ -51,6 +52,14 @@ def test_an_in_place_call_hits_the_plan_cache_and_keeps_no_user_array_alive(meth
     import weakref
 
     comm = mpicoll.Comm(WORLD.Dup())
+    plans = comm._state.request_plans if nonblocking else comm._state.plans
+
+    def call(name: str, *args, **kwargs) -> None:   # (the I* form waited on: its result too is the new one)
+        if nonblocking:
+            getattr(comm, "I" + name[0].lower() + name[1:])(*args, **kwargs).Wait()
+        else:
+            getattr(comm, name)(*args, **kwargs)
+
     n, gap = 3, 2     # Allgatherv: blocks 2 elements apart, which the hierarchical algorithm gathers in scratch
     buf = np.zeros((n + gap) * P)
     displs = [j * (n + gap) for j in range(P)]
@@ -58,20 +67,20 @@ def test_an_in_place_call_hits_the_plan_cache_and_keeps_no_user_array_alive(meth
     for step in range(4):
         if method == "Alltoall":        # block j of rank r's result: block r of rank j's buffer
             buf[:n * P] = np.arange(n * P) * (R + 1) + step
-            comm.Alltoall(MPI.IN_PLACE, buf[:n * P])
+            call("Alltoall", MPI.IN_PLACE, buf[:n * P])
             got, want = buf[:n * P], np.concatenate([np.arange(R * n, R * n + n) * (j + 1) + step for j in range(P)])
         elif method == "Reduce_scatter_block":
             buf[:n * P] = np.arange(n * P) * (R + 1) + step
-            comm.Reduce_scatter_block(MPI.IN_PLACE, buf[:n * P], MPI.SUM)
+            call("Reduce_scatter_block", MPI.IN_PLACE, buf[:n * P], MPI.SUM)
             got, want = buf[:n], np.arange(R * n, R * n + n) * sum(range(1, P + 1)) + P * step
         else:                           # every rank's own block, where it lies
             buf[displs[R]:displs[R] + n] = np.arange(n) * (R + 1) + step
-            comm.Allgatherv(MPI.IN_PLACE, [buf, [n] * P, displs, MPI.DOUBLE],
-                            algorithm="hierarchical" if P > 1 else "auto")
+            call("Allgatherv", MPI.IN_PLACE, [buf, [n] * P, displs, MPI.DOUBLE],
+                 algorithm="hierarchical" if P > 1 else "auto")
             got = np.concatenate([buf[d:d + n] for d in displs])
             want = np.concatenate([np.arange(n) * (j + 1) + step for j in range(P)])
         wrong += [] if np.array_equal(got, want) else [step]
-    entries = len(comm._state.plans.data)
+    entries = len(plans.data)
     alive = weakref.ref(buf)
     del buf, got
     gc.collect()
