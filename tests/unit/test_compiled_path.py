@@ -25,6 +25,7 @@ from mpicoll.ir.schedule import Block, Reduce, Round, Schedule
 from mpicoll.runtime import blocking, nonblocking, plancache
 from mpicoll.runtime.callkey import call_key
 from mpicoll.runtime.ops import reducer
+from mpicoll.runtime.recorder import Recorder
 from mpicoll.runtime.state import HOT_FIELDS, CommState
 
 rounds_built = pytest.mark.skipif(blocking.execute is blocking._execute, reason="mpicoll.runtime._rounds is not built")
@@ -248,7 +249,8 @@ def test_the_compiled_hot_path_reads_only_declared_fields():
     from mpicoll.runtime import _callkey
 
     reads = _callkey.READS
-    assert set(reads) == {"Comm", "CommState", "_Entry"}
+    assert set(reads) == {"Comm", "CommState", "_Entry", "Recorder"}
+    assert set(reads["Recorder"]) <= set(Recorder.__slots__)
     assert reads["Comm"] == tuple(Comm.__slots__)
     assert reads["CommState"] == HOT_FIELDS and set(HOT_FIELDS) <= set(CommState.__slots__)
     assert set(reads["_Entry"]) <= set(plancache._Entry.__slots__)
