@@ -30,6 +30,7 @@ import socket
 import threading
 import time
 import weakref
+from collections import deque
 from typing import Any
 
 from mpi4py import MPI
@@ -45,7 +46,10 @@ KINDS = ("blocking", "nonblocking", "persistent")
 #: the errors that make a rank write its record: a timeout, a message of the wrong size, and MPI's errors
 #: (a failed process: :class:`~mpicoll.ProcFailedError`), but not mpicoll's argument errors
 _WRITE_ON = (TimeoutError, MessageSizeError, MPI.Exception)
-_LIVE: weakref.WeakSet[Recorder] = weakref.WeakSet()   # every communicator's recorder, for dump
+_LIVE: weakref.WeakSet[Recorder] = weakref.WeakSet()   # every live communicator's recorder, for dump
+#: the newest recorders made, kept past their communicators (a program's communicators are often gone, freed
+#: or collected, by the time it exits and writes its record)
+_RECENT: deque[Recorder] = deque(maxlen=32)
 _MADE: dict[tuple[int, ...], int] = {}   # how many communicators of these world ranks this process made
 _WRITTEN = [0]                           # records this process wrote
 
@@ -68,6 +72,7 @@ class Recorder:
         self.members = _world_ranks(comm)
         self.ordinal = _MADE[self.members] = _MADE.get(self.members, -1) + 1
         _LIVE.add(self)
+        _RECENT.append(self)
         _install()
 
     def slots(self) -> list[dict]:
@@ -180,7 +185,7 @@ def dump(reason: str) -> str | None:
         return None
     rank = MPI.COMM_WORLD.Get_rank() if MPI.Is_initialized() and not MPI.Is_finalized() else _RANK[0]
     comms = [{"members": list(r.members), "ordinal": r.ordinal, "rank": r.rank, "calls": r.slots()}
-             for r in list(_LIVE)]
+             for r in sorted(set(_LIVE) | set(_RECENT), key=lambda r: (r.members, r.ordinal))]
     record = {"rank": rank, "pid": os.getpid(), "host": socket.gethostname(), "reason": reason,
               "time": time.time(), "comms": comms}
     os.makedirs(folder, exist_ok=True)
