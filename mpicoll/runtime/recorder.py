@@ -37,6 +37,7 @@ from mpi4py import MPI
 
 from mpicoll import config
 from mpicoll.errors import MPIError
+from mpicoll.runtime.nonblocking import requests_outstanding
 from mpicoll.runtime.watchdog import MessageSizeError
 
 __all__ = ["Recorder", "Traced", "begin", "end", "named", "failed", "dump", "KINDS"]
@@ -235,8 +236,6 @@ def _on_signal(reader: socket.socket, writer: socket.socket) -> None:
 
 
 def _at_exit() -> None:
-    from mpicoll.runtime.nonblocking import requests_outstanding   # (imported late: it imports rounds, which ...)
-
     if requests_outstanding():
         dump("exit with requests outstanding")
     elif not _WRITTEN[0]:

@@ -134,12 +134,13 @@ def _mismatch(calls: dict[int, dict[str, dict]]) -> list[str]:
             groups: dict[Any, list[int]] = {}
             for rank, call in sorted(here.items()):
                 groups.setdefault(_name(call) if field == "collective" else call[field], []).append(rank)
-            verb = "are in" if not any(_finished(c) for c in here.values()) else "called"
+            running = not any(_finished(c) for c in here.values())
+            verbs = {key: ("is in" if len(r) == 1 else "are in") if running else "called" for key, r in groups.items()}
             if field == "collective":
-                parts = [f"{ranks_text(r)} {verb} {name} #{seq}" for name, r in groups.items()]
+                parts = [f"{ranks_text(r)} {verbs[name]} {name} #{seq}" for name, r in groups.items()]
             else:
                 unit = " bytes" if field == "bytes" else ""
-                parts = [f"{ranks_text(r)} {verb} {_label(here[r[0]])} with {value}{unit}"
+                parts = [f"{ranks_text(r)} {verbs[value]} {_label(here[r[0]])} with {value}{unit}"
                          for value, r in groups.items() if value not in ("", -1)]
             return [", ".join(parts[:-1]) + f", {parts[-1]} (a mismatch)" if len(parts) > 1 else parts[0]]
     return []
