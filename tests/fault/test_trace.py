@@ -86,11 +86,8 @@ def test_sigusr1_writes_every_rank_record_even_one_blocked_in_mpi(tmp_path):
     try:
         pids, seen, t0 = {}, [], time.monotonic()
         while len(pids) < 3 and time.monotonic() - t0 < LIMIT:
-            line = proc.stdout.readline()
-            seen.append(line)
-            found = re.match(r"WAITING rank=(\d) (\d+)$", line.strip())
-            if found:
-                pids[int(found.group(1))] = int(found.group(2))
+            seen.append(proc.stdout.readline())
+            pids = {int(r): int(pid) for r, pid in re.findall(r"WAITING rank=(\d) (\d+)\n", "".join(seen))}
         assert len(pids) == 3, "".join(seen)
         time.sleep(1.0)      # ranks 0 and 1 are inside the Allreduce by now
         for pid in pids.values():

@@ -30,6 +30,12 @@ from mpi4py import MPI
 import mpicoll
 
 
+def say(line: str) -> None:
+    """One write per line (MPICH's hydra forwards each write as it comes: a print's pieces can interleave)."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
 def main() -> None:
     case = sys.argv[1]
     base = MPI.COMM_WORLD.Dup()
@@ -49,7 +55,7 @@ def main() -> None:
             else:
                 comm.Bcast(np.ones(16), root=0, algorithm="binomial")
         elif case == "hang":
-            print(f"WAITING rank={rank} {os.getpid()}", flush=True)
+            say(f"WAITING rank={rank} {os.getpid()}")
             if rank == 2:
                 time.sleep(60)
             else:
@@ -58,9 +64,9 @@ def main() -> None:
             if rank == 2:
                 os.kill(os.getpid(), signal.SIGKILL)
             comm.Allreduce(x, y, algorithm="ring")
-        print(f"RESULT rank={rank} ok", flush=True)
+        say(f"RESULT rank={rank} ok")
     except Exception as exc:   # (the error is in the record; the test reads the doctor's report)
-        print(f"RESULT rank={rank} {type(exc).__name__}", flush=True)
+        say(f"RESULT rank={rank} {type(exc).__name__}")
     if case == "death":
         os._exit(0)     # a finalize would wait for the dead process (the record was written when it raised)
 
