@@ -204,13 +204,15 @@ _INSTALLED: list[bool] = []
 
 def _install() -> None:
     """With ``MPICOLL_TRACE``: write at exit, and on ``SIGUSR1`` (from a thread, so that a rank blocked in
-    MPI writes too: Python's handler writes the signal's number to a socket that the thread reads)."""
+    MPI writes too: Python's handler writes the signal's number to a socket that the thread reads).  A program
+    that handles ``SIGUSR1`` itself keeps its handler (then only a timeout, a failure or the exit write)."""
     if _INSTALLED or not config.current().trace:
         return
     _INSTALLED.append(True)
     _RANK[0] = MPI.COMM_WORLD.Get_rank()
     atexit.register(_at_exit)
-    if threading.current_thread() is not threading.main_thread():
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGUSR1) is not signal.SIG_DFL:     # (the program's own handler stays)
         return
     reader, writer = socket.socketpair()
     writer.setblocking(False)
