@@ -75,6 +75,19 @@ def test_a_death(tmp_path):
     assert report[-1] == NO_RECORD, report
 
 
+def test_an_outstanding_request_at_exit(tmp_path):
+    """Ranks 0 and 1 exit with an Iallreduce that rank 2 never started: their records name it.  (Which of them
+    writes at exit and which when its request fails as its communicator goes at exit varies from run to run.)"""
+    traced("outstanding", str(tmp_path))
+    report = doctor(str(tmp_path))
+    assert report[0].startswith("3 records (ranks 0-2), written on ") and "exit (rank 2)" in report[0], report
+    assert report[1:3] == ["comm 1 (3 ranks):",
+                           "  rank 2 never entered call 1 (Iallreduce on comm 1); it made no call there before"], report
+    waiting = re.compile(r"  ranks? [01](, 1)? (waits?|raised \w+) in round [01] of ring")
+    assert all(waiting.match(line) for line in report[3:]), report
+    assert len(report) > 3, report
+
+
 def test_sigusr1_writes_every_rank_record_even_one_blocked_in_mpi(tmp_path):
     """No timeout: ranks 0 and 1 block in MPI, rank 2 sleeps; SIGUSR1 makes each write its record."""
     environ = dict(os.environ, PYTHONPATH=ROOT, MPICOLL_TRACE=str(tmp_path))

@@ -10,6 +10,7 @@ Every case makes two correct ``Allreduce`` calls (ring) on an ``mpicoll.Comm`` o
 - ``missing``: rank 2 skips the third; ranks 0 and 1 time out (``MPICOLL_TIMEOUT``);
 - ``mismatch``: ranks 0 and 2 call ``Bcast`` third, rank 1 ``Allreduce``;
 - ``death``: rank 2 kills itself (SIGKILL) before the third; ranks 0 and 1 raise ``ProcFailedError``;
+- ``outstanding``: ranks 0 and 1 start an ``Iallreduce`` that rank 2 never starts, and exit without waiting;
 - ``hang``: as ``missing`` with no timeout: rank 2 sleeps, ranks 0 and 1 wait; every rank prints
   ``WAITING rank=R PID`` and writes its record on ``SIGUSR1``.
 
@@ -60,6 +61,9 @@ def main() -> None:
                 time.sleep(60)
             else:
                 comm.Allreduce(x, y, algorithm="ring")
+        elif case == "outstanding":
+            if rank != 2:
+                comm.Iallreduce(x, y, algorithm="ring")     # never waited for: the job ends with it outstanding
         elif case == "death":
             if rank == 2:
                 os.kill(os.getpid(), signal.SIGKILL)
