@@ -9,6 +9,7 @@
     python -m mpicoll.launch -n 2 -m mpicoll bench allreduce --sizes 8:64M     (= python -m mpicoll.bench)
     python -m mpicoll.launch -n 2 -m mpicoll osu                       (= python -m mpicoll.bench.osu)
     python -m mpicoll.launch -n 2 -m mpicoll autocheck                 (= python -m mpicoll.bench.autocheck)
+    python -m mpicoll doctor DIR          (what the flight records a job wrote with MPICOLL_TRACE=DIR say)
 
 Every mistake in the arguments is answered with one line naming the valid
 choices, printed by one rank (exit status 2), never a traceback.
@@ -36,6 +37,7 @@ PROGRAMS = {
     "osu": ("mpicoll.bench.osu", "mpi4py's OSU latency demos with the built-in and with mpicoll.Comm"),
     "autocheck": ("mpicoll.bench.autocheck", "how close algorithm='auto' comes to the fastest algorithm"),
     "launch": ("mpicoll.launch", "run a program on N processes with the MPI found next to this Python"),
+    "doctor": ("mpicoll.tools.doctor", "say what the ranks' flight records (MPICOLL_TRACE=DIR) show happened"),
 }
 
 

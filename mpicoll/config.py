@@ -33,6 +33,10 @@ variable                   value                                                
                            ``WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT`` alone
 ``MPICOLL_REPRODUCIBLE``   1 or 0: the summing collectives default to                       0
                            ``reproducible=True`` (see ``docs/reproducible.md``)
+``MPICOLL_TRACE``          a folder: every rank writes its flight record there on a        none
+                           timeout, a failure, ``SIGUSR1`` and at exit (see
+                           ``docs/diagnostics.rst``)
+``MPICOLL_TRACE_CALLS``    calls the flight recorder keeps per communicator (0: none)      64
 =========================  ==============================================================  ===========
 
 One setting comes from the MPI launcher rather than from mpicoll: whether the job runs with MPI's
@@ -72,6 +76,8 @@ class Config:
     torch_thread: bool | None = None   # torch backend: asynchronous calls as requests (None: unset, i.e. yes)
     torch_no_env: bool = False         # torch backend: leave torch's env:// variables alone
     reproducible: bool = False  # the summing collectives' default for reproducible=None (mpicoll.comm.reproducible)
+    trace: str | None = None    # where the flight recorder writes (mpicoll.runtime.recorder), or None
+    trace_calls: int = 64       # calls the flight recorder keeps per communicator (0: it records nothing)
 
 
 # -- one parser per kind of value ---------------------------------------------------------------------
@@ -114,6 +120,16 @@ def _positive_int(env: Mapping[str, str], name: str) -> int | None:
     if value < 1:
         raise _fail(name, text, "a positive integer")
     return value
+
+
+def _count(env: Mapping[str, str], name: str, default: int) -> int:
+    """A count, 0 included; unset: ``default``."""
+    text = _text(env, name)
+    if not text:
+        return default
+    if not text.isdigit():
+        raise _fail(name, text, "a count (0 or a positive integer)")
+    return int(text)
 
 
 def _level(env: Mapping[str, str], name: str) -> int:
@@ -182,6 +198,8 @@ def read(env: Mapping[str, str] | None = None) -> Config:
         torch_thread=_flag(env, "MPICOLL_TORCH_THREAD"),
         torch_no_env=bool(_flag(env, "MPICOLL_TORCH_NO_ENV")),
         reproducible=bool(_flag(env, "MPICOLL_REPRODUCIBLE")),
+        trace=_path(env, "MPICOLL_TRACE"),
+        trace_calls=_count(env, "MPICOLL_TRACE_CALLS", 64),
     )
 
 

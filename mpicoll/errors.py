@@ -164,6 +164,7 @@ class ProcFailedError(MPI.Exception):
     def __init__(self, error_class: int, failed: list[int], collective: str = "") -> None:
         MPI.Exception.__init__(self, error_class)
         self.failed, self.collective = failed, collective
+        self.round = -1      # the round of the call this rank was in, where known (for the flight recorder)
 
     def __str__(self) -> str:
         how = "a process failed" if self.Get_error_class() != MPI.ERR_REVOKED else \

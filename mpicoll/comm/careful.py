@@ -25,7 +25,7 @@ from typing import Any
 
 from mpicoll.calls.table import TABLE
 from mpicoll.comm.preparing import exchanged, prepare, stand_in
-from mpicoll.runtime import debug, nonblocking, requests, watchdog
+from mpicoll.runtime import debug, nonblocking, recorder, requests, watchdog
 from mpicoll.runtime.datatypes import packing
 from mpicoll.runtime.state import CommState, Preparation
 
@@ -74,6 +74,7 @@ def run(state: CommState, method: str, algorithm: str, args: tuple, tag: int, ke
     try:
         args = exchanged(state, method, args)
         plan = _checked(state, method, args, algorithm, tag)
+        recorder.named(state.recorder, tag, plan)
         _run_plan(state, method, plan, tag)
     except watchdog.CollectiveTimeout as exc:   # (in the call, or in the ranks' agreement on it)
         state.went_out_of_step(exc)

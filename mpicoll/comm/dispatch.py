@@ -25,7 +25,7 @@ from mpicoll.calls.table import TABLE, VALUE_ARGS
 from mpicoll.comm import careful, inter
 from mpicoll.comm.inter import InterState
 from mpicoll.comm.preparing import exchanged, prepare, run_plan, stand_in
-from mpicoll.runtime import callkey, requests
+from mpicoll.runtime import callkey, recorder, requests
 from mpicoll.runtime.callkey import call_key, held, shape_key
 from mpicoll.runtime.compiled import extension
 from mpicoll.runtime.nonblocking import ACTIVE, ELSEWHERE
@@ -47,6 +47,7 @@ def fast_miss(state: CommState, method: str, algorithm: str, args: tuple, tag: i
     except Exception as exc:
         stand_in(state, method, args, algorithm, tag, exc)
         raise
+    recorder.named(state.recorder, tag, plan)
     run_plan(state, plan, tag)
 
 
@@ -135,19 +136,29 @@ def _state(comm: Any) -> CommState | InterState:
 
 
 def _run_blocking(comm: Any, method: str, algorithm: str, *args: Any) -> None:
-    """A blocking call (the Python definition of the compiled ``run``): a cached plan's entry, or the slow path."""
+    """A blocking call (the Python definition of the compiled ``run``): a cached plan's entry, or the slow path,
+    noted in the communicator's flight recorder (:func:`mpicoll.runtime.recorder.begin`, ``end``, ``failed``)."""
     state = _state(comm)
     tags = state.tags
     tag = tags[1] = tags[1] % tags[0] + 1
     key = call_key(method, args, algorithm, VALUE_ARGS.get(method, ()))
     entries = state.entries
-    if entries is not None and key is not None and not ACTIVE and not ELSEWHERE:
-        entry = entries.get(key)
+    entry = entries.get(key) if entries is not None and key is not None and not ACTIVE and not ELSEWHERE else None
+    traced = state.recorder
+    slot = recorder.begin(traced, tag, (entry.what or method) if entry is not None else method) \
+        if traced is not None else None
+    try:
         if entry is not None:
             entry.used = True
             entry.run(tag)
-            return
-    state.slow_path(state, method, algorithm, args, tag, key)
+        else:
+            state.slow_path(state, method, algorithm, args, tag, key)
+    except BaseException as exc:
+        if slot is not None:
+            recorder.failed(slot, exc)
+        raise
+    if slot is not None:
+        recorder.end(slot)
 
 
 def _compiled_run_blocking() -> Any:
@@ -155,7 +166,7 @@ def _compiled_run_blocking() -> Any:
     if call_key is callkey._call_key:
         return _run_blocking
     _callkey = extension("_callkey")
-    _callkey.init_run(ACTIVE, ELSEWHERE, VALUE_ARGS)
+    _callkey.init_run(ACTIVE, ELSEWHERE, VALUE_ARGS, recorder.failed)
     return _callkey.run
 
 

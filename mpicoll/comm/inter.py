@@ -64,8 +64,9 @@ class InterState:
     __slots__ = ("merged", "local", "remote", "rank", "size", "remote_size", "calls", "calls_bytes", "__weakref__")
 
     #: the fields the blocking hot path reads of every state (:data:`mpicoll.runtime.state.HOT_FIELDS`): no
-    #: plan cache of its own (every call takes :meth:`slow_path`); its tags are the merged communicator's
-    entries = None
+    #: plan cache of its own (every call takes :meth:`slow_path`); its tags are the merged communicator's; no
+    #: flight recorder (an intercommunicator's calls are not recorded)
+    entries = recorder = None
 
     @property
     def tags(self) -> list[int]:

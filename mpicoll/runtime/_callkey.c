@@ -42,7 +42,7 @@ static PyObject *in_place;          /* MPI.IN_PLACE */
 static PyObject *array_type;        /* array.array */
 
 static PyObject *s_dtype, *s_typecode, *s_b;
-PyObject *s_state, *s_tags, *s_entries, *s_slow_path, *s_used, *s_run;   /* declared in _callkey.h */
+PyObject *s_state, *s_tags, *s_entries, *s_slow_path, *s_used, *s_run, *s_recorder, *s_calls, *s_what;   /* declared in _callkey.h */
 PyObject *empty_tuple;
 
 #define FALLBACK ((PyObject *)1)   /* "let the Python function decide" */
@@ -477,7 +477,7 @@ static PyMethodDef methods[] = {
      "run(comm, method, algorithm, *args)\n--\n\nRun a blocking call: its cached plan if it has one, else "
      "the communicator's slow path (as mpicoll.comm.dispatch.run_blocking)."},
     {"init_run", init_run, METH_VARARGS,
-     "init_run(active, elsewhere, value_args)\n--\n\nThe objects run reads besides the key's (mpicoll.comm.dispatch calls it "
+     "init_run(active, elsewhere, value_args, failed)\n--\n\nThe objects run reads besides the key's (mpicoll.comm.dispatch calls it "
      "once)."},
     {"init", init, METH_VARARGS,
      "init(fallback, generation, ndarray, buffer_types, predefined_types, predefined_ops, "
@@ -499,9 +499,12 @@ PyInit__callkey(void)
     s_slow_path = PyUnicode_InternFromString("slow_path");
     s_used = PyUnicode_InternFromString("used");
     s_run = PyUnicode_InternFromString("run");
+    s_recorder = PyUnicode_InternFromString("recorder");
+    s_calls = PyUnicode_InternFromString("calls");
+    s_what = PyUnicode_InternFromString("what");
     empty_tuple = PyTuple_New(0);
     if (!s_dtype || !s_typecode || !s_b || !s_state || !s_tags || !s_entries || !s_slow_path || !s_used || !s_run
-        || !empty_tuple)
+        || !s_recorder || !s_calls || !s_what || !empty_tuple)
         return NULL;
     PyObject *array_module = PyImport_ImportModule("array");
     if (array_module == NULL)
@@ -512,8 +515,9 @@ PyInit__callkey(void)
         return NULL;
     PyObject *made = PyModule_Create(&module);
     /* what run reads, by the class that declares it (checked against Python by tests/unit/test_compiled_path.py) */
-    PyObject *reads = made ? Py_BuildValue("{s(s)s(sss)s(ss)}", "Comm", "_state", "CommState", "tags", "entries",
-                                           "slow_path", "_Entry", "run", "used") : NULL;
+    PyObject *reads = made ? Py_BuildValue("{s(s)s(ssss)s(sss)s(s)}", "Comm", "_state", "CommState", "tags",
+                                           "entries", "slow_path", "recorder", "_Entry", "run", "used", "what",
+                                           "Recorder", "calls") : NULL;
     if (reads == NULL || PyModule_AddObject(made, "READS", reads) < 0) {
         Py_XDECREF(reads);
         Py_XDECREF(made);

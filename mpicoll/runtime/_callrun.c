@@ -2,13 +2,100 @@
  *
  * run(comm, method, algorithm, *args) does what mpicoll.comm.dispatch.run_blocking (the definition) does:
  * draw the tag, build the key (key_of, in _callkey.c), look the entry up and call its runner, or hand the call
- * to the communicator's slow path.  Every blocking collective method calls it.
+ * to the communicator's slow path.  Every blocking collective method calls it.  The call is noted in the
+ * communicator's flight recorder (mpicoll.runtime.recorder: begin and end, written here as there; a failure
+ * handed to its failed).
  */
+#include <time.h>
+
 #include "_callkey.h"
 
 static PyObject *active_requests;   /* mpicoll.runtime.nonblocking.ACTIVE: the main thread's unfinished requests */
 static PyObject *elsewhere;         /* mpicoll.runtime.nonblocking.ELSEWHERE: the other threads' */
 static PyObject *value_args;        /* mpicoll.calls.table.VALUE_ARGS: method -> positions of counts given by value */
+static PyObject *on_failure;        /* mpicoll.runtime.recorder.failed(slot, exc) */
+
+/* time.time() */
+static double
+now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* list[i] = item, stealing item (NULL: an error is set, and it fails) */
+static int
+set_item(PyObject *list, Py_ssize_t i, PyObject *item)
+{
+    return item == NULL ? -1 : PyList_SetItem(list, i, item);
+}
+
+/* recorder.begin(state.recorder, seq, what), inline: the slot of blocking call tag in the communicator's
+ * recorder, written (a new reference); NULL where the communicator keeps no record, or with an error set.
+ * what: the hit's entry.what, else the method's name */
+static PyObject *
+begin(PyObject *state, PyObject *tag, PyObject *entry, PyObject *method)
+{
+    PyObject *recorder = PyObject_GetAttr(state, s_recorder);
+    if (recorder == NULL || recorder == Py_None) {
+        Py_XDECREF(recorder);
+        return NULL;
+    }
+    PyObject *calls = PyObject_GetAttr(recorder, s_calls);
+    Py_DECREF(recorder);
+    if (calls == NULL)
+        return NULL;
+    long long seq = PyLong_AsLongLong(tag);
+    Py_ssize_t n = PyList_CheckExact(calls) ? PyList_GET_SIZE(calls) : 0;
+    PyObject *slot = n > 0 && seq >= 0 ? PyList_GET_ITEM(calls, (Py_ssize_t)(seq % n)) : NULL;
+    if (slot == NULL || !PyList_CheckExact(slot) || PyList_GET_SIZE(slot) != 6) {
+        Py_DECREF(calls);
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "Recorder.calls must be a list of slots [kind, seq, what, start, end, "
+                                             "outcome]");
+        return NULL;
+    }
+    Py_INCREF(slot);
+    Py_DECREF(calls);
+    PyObject *what = entry != NULL ? PyObject_GetAttr(entry, s_what) : NULL;
+    if (what == Py_None || (what == NULL && !PyErr_Occurred())) {
+        Py_XDECREF(what);
+        Py_INCREF(method);
+        what = method;
+    }
+    Py_INCREF(tag);
+    Py_INCREF(Py_None);
+    Py_INCREF(Py_None);
+    if (set_item(slot, 1, tag) < 0 || set_item(slot, 2, what) < 0 || set_item(slot, 3, PyFloat_FromDouble(now())) < 0
+        || set_item(slot, 4, Py_None) < 0 || set_item(slot, 5, Py_None) < 0) {
+        Py_DECREF(slot);
+        return NULL;
+    }
+    return slot;
+}
+
+/* recorder.end(slot) when result is not NULL, else recorder.failed(slot, the error), the error kept */
+static PyObject *
+end(PyObject *slot, PyObject *result)
+{
+    if (result != NULL) {
+        if (set_item(slot, 4, PyFloat_FromDouble(now())) < 0)
+            Py_CLEAR(result);
+        return result;
+    }
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    PyErr_NormalizeException(&type, &value, &traceback);
+    if (traceback != NULL && value != NULL)
+        PyException_SetTraceback(value, traceback);
+    PyObject *noted = value != NULL ? PyObject_CallFunctionObjArgs(on_failure, slot, value, NULL) : NULL;
+    if (noted == NULL && value != NULL)
+        PyErr_WriteUnraisable(on_failure);   /* the record could not be written: the call's own error goes on */
+    Py_XDECREF(noted);
+    PyErr_Restore(type, value, traceback);
+    return NULL;
+}
 
 /* tags[1] = tags[1] % tags[0] + 1, returned (CommState.next_tag(BLOCKING), inline); NULL on error */
 static PyObject *
@@ -76,13 +163,16 @@ run(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
     PyObject *entries = key ? PyObject_GetAttr(state, s_entries) : NULL;
     PyObject *entry = entries ? cached_entry(entries, key) : NULL;
     Py_XDECREF(entries);
+    PyObject *slot = key != NULL && !PyErr_Occurred() ? begin(state, tag, entry, method) : NULL;
     PyObject *result = NULL;
-    if (entry != NULL) {
+    if (PyErr_Occurred())
+        Py_CLEAR(entry);
+    else if (entry != NULL) {
         if (PyObject_SetAttr(entry, s_used, Py_True) == 0)
             result = PyObject_CallMethodOneArg(entry, s_run, tag);
         Py_DECREF(entry);
     }
-    else if (key != NULL && !PyErr_Occurred()) {   /* not cached, or the careful path: the slow path, with the
+    else if (key != NULL) {   /* not cached, or the careful path: the slow path, with the
                                                       tag and key drawn here */
         PyObject *slow = PyObject_GetAttr(state, s_slow_path);
         PyObject *args = slow ? tuple_of(argv + 3, argc - 3) : NULL;
@@ -92,6 +182,10 @@ run(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
             Py_DECREF(args);
         }
         Py_XDECREF(slow);
+    }
+    if (slot != NULL) {
+        result = end(slot, result);
+        Py_DECREF(slot);
     }
     Py_XDECREF(key);
     Py_DECREF(state);
@@ -106,10 +200,12 @@ PyObject *
 init_run(PyObject *self, PyObject *args)
 {
     (void)self;
-    PyObject *active, *others, *values;
-    if (!PyArg_ParseTuple(args, "O!O!O!:init_run", &PyList_Type, &active, &PyList_Type, &others, &PyDict_Type,
-                          &values))
+    PyObject *active, *others, *values, *failed;
+    if (!PyArg_ParseTuple(args, "O!O!O!O:init_run", &PyList_Type, &active, &PyList_Type, &others, &PyDict_Type,
+                          &values, &failed))
         return NULL;
+    Py_INCREF(failed);
+    Py_XSETREF(on_failure, failed);
     Py_INCREF(active);
     Py_XSETREF(active_requests, active);
     Py_INCREF(others);

@@ -76,7 +76,7 @@ class _Collective(MPI.Request):
     """
 
     __slots__ = ("_steps", "_nrounds", "_round", "_pending", "_finish", "_release", "_state", "tag", "watch",
-                 "_engine", "_guard", "_greq", "_keep", "_error", "_comms")
+                 "_engine", "_guard", "_greq", "_keep", "_error", "_comms", "trace")
 
     def __new__(cls, *args: Any, **kwargs: Any) -> _Collective:
         return MPI.Request.__new__(cls)   # mpi4py's constructor takes a request to copy, not ours' arguments
@@ -100,6 +100,7 @@ class _Collective(MPI.Request):
         self._keep = keep
         self._error: BaseException | None = None
         self._comms: list[MPI.Comm] = []     # round t's communicator (set by the subclass that posts them)
+        self.trace: Any = None   # its flight record (a mpicoll.runtime.recorder.Traced), or None
 
     def _post(self, t: int) -> list[MPI.Request]:
         raise NotImplementedError
@@ -190,7 +191,7 @@ class _Collective(MPI.Request):
         self._leave()
         self._pending = []
         if comm is not None and is_fault(exc, comm):
-            self._error = fault(comm, exc, pending)
+            self._error = fault(comm, exc, pending, self._round)
         else:
             self._error = exc
             keep_active(pending)
@@ -198,13 +199,16 @@ class _Collective(MPI.Request):
         return True
 
     def _enter(self) -> None:
-        """Join the engine (another thread's also joins the list the hot path reads); wake the progress thread."""
+        """Join the engine (another thread's also joins the list the hot path reads); wake the progress thread;
+        note the start in the flight recorder."""
         engine = self._engine
         engine.append(self)
         if engine is not ACTIVE:
             ELSEWHERE.append(self)
         if _WAKE:
             _WAKE[0]()
+        if self.trace is not None:
+            self.trace.started(self)
 
     def _leave(self) -> None:
         engine = self._engine
@@ -225,6 +229,8 @@ class _Collective(MPI.Request):
             if self._release is not None:
                 self._release()
             self._keep = None          # the buffers are no longer read or written
+            if self.trace is not None:
+                self.trace.ended(self._error, self._round)
             self._state = _COMPLETE
             self._greq.Complete()
 
@@ -358,24 +364,14 @@ class _Collective(MPI.Request):
         return self.Test(status), None
 
     def Cancel(self) -> None:
-        """Refused: MPI makes cancelling a collective request erroneous (MPI-4.1 section 6.12).
-
-        Raises
-        ------
-        RuntimeError
-            Always; complete the request with ``Wait()`` instead.
-        """
+        """Refused (RuntimeError, always): MPI makes cancelling a collective request erroneous (MPI-4.1
+        section 6.12); complete the request with ``Wait()`` instead."""
         raise RuntimeError(f"{self!r}: a collective request cannot be cancelled (MPI makes MPI_Cancel on it "
                            "erroneous); complete it with Wait()")
 
     def Free(self) -> None:
-        """Release the request.
-
-        Raises
-        ------
-        RuntimeError
-            The request is active: MPI forbids freeing an active collective request.
-        """
+        """Release the request (RuntimeError if it is active: MPI forbids freeing an active collective
+        request)."""
         if self._state == _RUNNING or (self._state == _COMPLETE and _mpi_bool(self)):
             raise RuntimeError(f"{self!r} is active: complete it with Wait() or Test() before Free()")
         self._state = _FREED

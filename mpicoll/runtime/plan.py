@@ -22,7 +22,7 @@ from mpi4py import MPI
 
 from mpicoll.families import registry
 from mpicoll.ir.layout import Layout
-from mpicoll.ir.schedule import Schedule
+from mpicoll.ir.schedule import USER_BUFFERS, Schedule
 from mpicoll.runtime import gpu as backends
 from mpicoll.runtime.blocking import bind, execute, for_mpi
 from mpicoll.runtime.datatypes import check_reducible, made_for_device, mirror
@@ -115,6 +115,12 @@ class Plan:
                 finish()
 
         return run
+
+    def what(self) -> tuple[str, str, int]:
+        """``(collective, algorithm, bytes)``: what the flight recorder notes of a call this plan runs
+        (:mod:`mpicoll.runtime.recorder`; bytes: the largest of the caller's buffers, scratch left out)."""
+        nbytes = max((getattr(self.arrays.get(name), "nbytes", 0) for name in USER_BUFFERS), default=0)
+        return (self.schedule.collective, self.schedule.algorithm, int(nbytes))
 
     def begin(self) -> None:
         """A request starts: GPU buffers make their inputs visible to MPI, buffers of non-contiguous

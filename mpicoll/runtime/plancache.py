@@ -60,13 +60,15 @@ def _skip(tag: int) -> None:
 
 
 class _Entry:
-    """One cached plan, ``run(tag)`` (the plan's runner), what it keeps alive, and whether it was used
-    since the last eviction sweep."""
+    """One cached plan, ``run(tag)`` (the plan's runner), what it keeps alive, whether it was used since the
+    last eviction sweep, and what the flight recorder notes of its calls (:meth:`Plan.what`; None: nothing to
+    do)."""
 
-    __slots__ = ("plan", "run", "refs", "used")
+    __slots__ = ("plan", "run", "refs", "used", "what")
 
     def __init__(self, plan: Plan, run: Callable[[int], None], refs: list) -> None:
         self.plan, self.run, self.refs, self.used = plan, run, refs, False
+        self.what = None if plan is NOTHING else plan.what()
 
 
 class PlanCache:

@@ -32,7 +32,9 @@ from mpicoll.runtime.nonblocking import (
     _mpi_bool,
     _startall,
 )
+from mpicoll.runtime.recorder import Traced
 from mpicoll.runtime.rounds import CommRound, Round, post
+from mpicoll.runtime.state import NONBLOCKING, PERSISTENT
 
 if TYPE_CHECKING:
     from mpicoll.runtime.plan import Plan
@@ -186,6 +188,7 @@ def start(plan: Plan | None, comm: Comm, tag: int, lent: bool = False, keep: Any
         plan.begin()      # GPU buffers: stage the inputs in
         rounds = plan.bound()
         req = Request(rounds, [comm.private] * len(rounds), tag, plan.finish, keep=keep)
+    req.trace = _traced(comm, NONBLOCKING, tag, plan)
     req._launch()
     return req
 
@@ -200,8 +203,18 @@ def persistent(plan: Plan | None, comm: Comm, tag: int, before: Callable[[], Non
     """An inactive persistent request for ``plan`` on ``comm`` with a tag of its own for its whole life;
     ``before`` runs at every ``Start`` (for GPU buffers: it stages the device buffers' current contents in)."""
     rounds = plan.bound() if plan is not None else []
-    return Prequest(rounds, [comm.private] * len(rounds), tag, plan.finish if plan is not None else None, before,
-                    keep)
+    req = Prequest(rounds, [comm.private] * len(rounds), tag, plan.finish if plan is not None else None, before,
+                   keep)
+    req.trace = _traced(comm, PERSISTENT, tag, plan)
+    return req
+
+
+def _traced(comm: Comm, kind: int, tag: int, plan: Plan | None) -> Traced | None:
+    """What a request of ``kind`` notes in its communicator's flight recorder (None: nothing to do, or no
+    record kept)."""
+    if plan is None or comm.recorder is None:
+        return None
+    return Traced(comm.recorder, kind, tag - kind * comm.tags[0], plan)
 
 
 def split(rounds: list[CommRound]) -> tuple[list[Round], list[MPI.Comm]]:

@@ -135,13 +135,16 @@ def is_fault(exc: BaseException, comm: MPI.Comm | None = None) -> bool:
     return bool(failed_ranks(comm))
 
 
-def fault(comm: MPI.Comm, exc: MPI.Exception, pending: Sequence[MPI.Request] = ()) -> ProcFailedError:
-    """What a rank does when a round's messages say a process failed: revoke ``comm`` (mpicoll's private
+def fault(comm: MPI.Comm, exc: MPI.Exception, pending: Sequence[MPI.Request] = (),
+          rnd: int = -1) -> ProcFailedError:
+    """What a rank does when round ``rnd``'s messages say a process failed: revoke ``comm`` (mpicoll's private
     communicator), so that every rank further along the schedule stops too instead of waiting for a peer that
     stopped, keep the round's ``pending`` requests that are still active (:data:`ORPHANS`), and return the
-    error to raise.
+    error to raise (its ``round``: ``rnd``).
     """
     if isinstance(exc, ProcFailedError):
+        if exc.round < 0:
+            exc.round = rnd
         return exc
     for revoked in (comm, *_together(comm)):
         try:
@@ -150,7 +153,9 @@ def fault(comm: MPI.Comm, exc: MPI.Exception, pending: Sequence[MPI.Request] = (
             pass
     keep_active(pending)
     revoked = exc.Get_error_class() == MPI.ERR_REVOKED
-    return ProcFailedError(MPI.ERR_REVOKED if revoked else MPI.ERR_PROC_FAILED, failed_ranks(comm))
+    error = ProcFailedError(MPI.ERR_REVOKED if revoked else MPI.ERR_PROC_FAILED, failed_ranks(comm))
+    error.round = rnd
+    return error
 
 
 _TOGETHER: list[int] = []    # the keyval of the attribute revoke_together sets
@@ -219,7 +224,7 @@ class Exchange:
         (:func:`fault`), any other error as it is.
         """
         if is_fault(exc, comm):
-            raise fault(comm, exc) from exc
+            raise fault(comm, exc, rnd=t) from exc
         raise exc
 
 

@@ -197,7 +197,7 @@ def continue_marked(bound: list, comm: MPI.Comm, tag: int, index: int, exc: Base
     completes every request of a failed ``Waitall``), the rest of the schedule is played marked, and
     :class:`~mpicoll.ArgumentError` is raised."""
     if is_fault(exc, comm):     # a process failed: every survivor stops (see mpicoll.runtime.rounds.fault)
-        raise fault(comm, exc) from exc
+        raise fault(comm, exc, rnd=index) from exc
     if not is_mark(exc):
         raise exc
     run_marked(bound, comm, tag, index + 1)

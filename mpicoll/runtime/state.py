@@ -7,8 +7,8 @@ of its last wrapper).  Preparing a call reads it and never sends a message:
 the rank, the size, the node layout and the tuning data the ranks agreed on are
 all here before the first call.
 
-The compiled hot path (``mpicoll.runtime._callkey``) reads three of its fields,
-``tags``, ``entries`` and ``slow_path``: they are declared in :data:`HOT_FIELDS`,
+The compiled hot path (``mpicoll.runtime._callkey``) reads four of its fields,
+``tags``, ``entries``, ``slow_path`` and ``recorder``: they are declared in :data:`HOT_FIELDS`,
 and a test checks that the C module reads exactly these.
 """
 
@@ -21,12 +21,13 @@ from mpi4py import MPI
 
 from mpicoll.errors import OutOfStepError
 from mpicoll.ir.nodes import Nodes
+from mpicoll.runtime import recorder
 from mpicoll.runtime.plancache import REQUEST_PLAN_SCRATCH, PlanCache
 
 __all__ = ["CommState", "Preparation", "HOT_FIELDS", "BLOCKING", "NONBLOCKING", "PERSISTENT"]
 
 #: the fields of a CommState the compiled hot path reads (see mpicoll.runtime._callkey's READS)
-HOT_FIELDS = ("tags", "entries", "slow_path")
+HOT_FIELDS = ("tags", "entries", "slow_path", "recorder")
 
 # the three tag sequences: a call's messages carry a tag from the sequence of its kind
 BLOCKING, NONBLOCKING, PERSISTENT = 0, 1, 2
@@ -61,11 +62,13 @@ class CommState:
     devices : dict
         What the GPU transports keep for this communicator (node-local communicator, IPC
         windows): anything with a ``Free()`` or ``close()`` is released with the state.
+    recorder : mpicoll.runtime.recorder.Recorder or None
+        The flight recorder of the communicator's last calls (None: ``MPICOLL_TRACE_CALLS=0``).
     """
 
     __slots__ = ("private", "rank", "size", "timeout", "debug", "agreed", "nodes", "tags", "plans",
                  "request_plans", "entries", "slow_path", "devices", "out_of_step", "messages_left",
-                 "__weakref__")
+                 "recorder", "__weakref__")
 
     def __init__(self, private: MPI.Intracomm, agreed: Any, nodes: Nodes, *, timeout: float | None,
                  debug: int) -> None:
@@ -82,6 +85,7 @@ class CommState:
         self.devices: dict[str, Any] = {}
         self.out_of_step: str | None = None   # why the ranks no longer agree on which call is which (a timeout)
         self.messages_left = False   # a call was abandoned here: peers' messages may wait unreceived (see release)
+        self.recorder = recorder.make(private)
 
     def went_out_of_step(self, exc: BaseException) -> None:
         """A call timed out (``exc``): the ranks no longer agree on which call is which; every later call

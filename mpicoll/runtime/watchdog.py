@@ -51,11 +51,14 @@ class CollectiveTimeout(TimeoutError):
 class MessageSizeError(RuntimeError):
     """A received message is longer or shorter than the schedule expects.
 
-    Attributes: ``collective``, ``peer``, ``expected`` and ``received`` (bytes).
+    Attributes: ``collective``, ``peer``, ``expected`` and ``received`` (bytes), and ``round`` (0-based; -1:
+    not known).
     """
 
-    def __init__(self, collective: str, peer: int, expected: int, received: int, rank: int = -1) -> None:
+    def __init__(self, collective: str, peer: int, expected: int, received: int, rank: int = -1,
+                 rnd: int = -1) -> None:
         self.collective, self.peer, self.expected, self.received = collective, peer, expected, received
+        self.round = rnd
         who = f"rank {rank}: " if rank >= 0 else ""
         super().__init__(f"{who}{collective}: the message from rank {peer} has {received} bytes, the schedule "
                          f"expects {expected} (do the ranks agree on count, dtype, root and algorithm?)")
@@ -97,7 +100,7 @@ class Watched(Exchange):
                 if got != buf.nbytes:
                     msg.Recv(bytearray(got))          # drain it, so no later call can match it
                     waitall(requests)
-                    raise MessageSizeError(collective, peer, buf.nbytes, got, self.rank)
+                    raise MessageSizeError(collective, peer, buf.nbytes, got, self.rank, t)
                 msg.Recv(buf)
                 del waiting[i]
                 moved = True

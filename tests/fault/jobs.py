@@ -19,7 +19,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HERE = os.path.join(ROOT, "tests", "fault")
 #: the mpicoll variables a case sees only when it sets them
-MPICOLL_VARIABLES = ("MPICOLL_DEBUG", "MPICOLL_TIMEOUT", "MPICOLL_PROGRESS")
+MPICOLL_VARIABLES = ("MPICOLL_DEBUG", "MPICOLL_TIMEOUT", "MPICOLL_PROGRESS", "MPICOLL_TRACE", "MPICOLL_TRACE_CALLS")
 
 
 def launch(script: str, case: str, limit: float, *, env: dict[str, str] | None = None, args: tuple = (),

@@ -25,6 +25,7 @@ from mpicoll.ir.schedule import Block, Reduce, Round, Schedule
 from mpicoll.runtime import blocking, nonblocking, plancache
 from mpicoll.runtime.callkey import call_key
 from mpicoll.runtime.ops import reducer
+from mpicoll.runtime.recorder import Recorder
 from mpicoll.runtime.state import HOT_FIELDS, CommState
 
 rounds_built = pytest.mark.skipif(blocking.execute is blocking._execute, reason="mpicoll.runtime._rounds is not built")
@@ -248,7 +249,38 @@ def test_the_compiled_hot_path_reads_only_declared_fields():
     from mpicoll.runtime import _callkey
 
     reads = _callkey.READS
-    assert set(reads) == {"Comm", "CommState", "_Entry"}
+    assert set(reads) == {"Comm", "CommState", "_Entry", "Recorder"}
+    assert set(reads["Recorder"]) <= set(Recorder.__slots__)
     assert reads["Comm"] == tuple(Comm.__slots__)
     assert reads["CommState"] == HOT_FIELDS and set(HOT_FIELDS) <= set(CommState.__slots__)
     assert set(reads["_Entry"]) <= set(plancache._Entry.__slots__)
+
+
+def _recorded(no_extensions: str) -> str:
+    """The flight record of a fresh communicator's calls (a miss, hits, a call with nothing to do, a failure)."""
+    code = (
+        "import numpy as np, mpicoll\n"
+        "from mpi4py import MPI\n"
+        "c = mpicoll.Comm(MPI.COMM_WORLD)\n"
+        "x, y = np.ones(3), np.zeros(3)\n"
+        "for _ in range(3): c.Allreduce(x, y, algorithm='ring')\n"
+        "c.Bcast(np.ones(0), root=0)\n"
+        "try: c.Bcast(np.ones(2), root=5)\n"
+        "except Exception as e: pass\n"
+        "print([(s['seq'], s['collective'], s['algorithm'], s['bytes'], s['end'] is not None, s.get('error'))"
+        " for s in c._state.recorder.slots()])\n")
+    env = dict(os.environ, MPICOLL_NO_EXTENSIONS=no_extensions)
+    env.pop("MPICOLL_TRACE", None)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+@run_built
+def test_the_compiled_hot_path_records_what_the_python_definition_does():
+    """Call numbers, names, sizes, ends and errors, written by _callrun.c and by dispatch._run_blocking."""
+    recorded = _recorded("0")
+    assert recorded == _recorded("1")
+    # (a call with nothing to do keeps its method's name; one that raised has its end time, when it raised)
+    assert recorded.strip() == str([(i, "allreduce", "ring", 24, True, None) for i in (1, 2, 3)]
+                                   + [(4, "bcast", "", -1, True, None), (5, "bcast", "", -1, True, "RootError")])

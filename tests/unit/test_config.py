@@ -56,3 +56,12 @@ def test_reproducible_is_off_unless_set_to_1():
     assert config.read({"MPICOLL_REPRODUCIBLE": "1"}).reproducible
     with pytest.raises(ValueError, match="MPICOLL_REPRODUCIBLE"):
         config.read({"MPICOLL_REPRODUCIBLE": "yes"})
+
+
+def test_trace_variables():
+    assert config.read({}).trace is None and config.read({}).trace_calls == 64
+    assert config.read({"MPICOLL_TRACE": "/tmp/t", "MPICOLL_TRACE_CALLS": "0"}).trace == "/tmp/t"
+    assert config.read({"MPICOLL_TRACE_CALLS": "0"}).trace_calls == 0
+    for bad in ("-1", "many", "1.5"):
+        with pytest.raises(ValueError, match="MPICOLL_TRACE_CALLS"):
+            config.read({"MPICOLL_TRACE_CALLS": bad})
