@@ -98,15 +98,11 @@ class Plan:
         return run
 
     def _make_runner(self, comm: Any) -> Callable[[int], None]:
-        if self.device is None and self.finish is None and self.before is None:
+        if self.device is None and self.finish is None:
             return partial(execute, for_mpi(self.rounds()), comm)
         device, rounds, finish = self.device, None if self.device else for_mpi(self.rounds()), self.finish
-        before = [None]   # the first run follows the preparation, which packed the inputs already
 
         def run(tag: int) -> None:
-            if before[0] is not None:
-                before[0]()
-            before[0] = self.before
             if device is not None:
                 device.run(comm, tag)
             else:
@@ -271,16 +267,10 @@ def _host_copies(arrays: dict[str, Any]) -> dict[str, Any]:
     """``arrays`` with each device array replaced by a host copy for the call being prepared (one copy per
     array, so that an in-place call's send and receive stay one array); only ``recv`` is written back."""
     copies: dict[int, Any] = {}
-    out = {}
-    for name in sorted(arrays, key=lambda n: n != "recv"):   # recv first: its copy is the written one
-        a = arrays[name]
-        if backends.device_of(a) is None:
-            out[name] = a
-        else:
-            if id(a) not in copies:
-                copies[id(a)] = mirror(a, writable=name == "recv")
-            out[name] = copies[id(a)]
-    return {name: out[name] for name in arrays}
+    for a in arrays.values():
+        if backends.device_of(a) is not None and id(a) not in copies:
+            copies[id(a)] = mirror(a, writable=a is arrays.get("recv"))
+    return {name: copies.get(id(a), a) for name, a in arrays.items()}
 
 
 # -- scratch shared by the blocking calls of one communicator --------------------------------------

@@ -79,7 +79,7 @@ def test_a_message_left_by_an_abandoned_call_never_reaches_a_later_communicator(
     got = set()
     for _ in range(2000):
         other = _fresh()
-        got.add(_outcome(lambda: other.Allreduce(x, y)))
+        got.add(_outcome(lambda c=other: c.Allreduce(x, y)))
         got.add("ok" if np.all(y == P * (P + 1) / 2) else "wrong sum")
         other.Free()
     check(got == {"ok"}, f"{sorted(got)}")

@@ -243,3 +243,22 @@ def test_a_device_buffer_packed_for_a_datatype_goes_through_a_host_copy_both_way
         assert list(device[[0, 4, 8]]) == [100.0, 200.0, 300.0] and device[1] == -1.0
     finally:
         vector.Free()
+
+
+def test_host_copies_of_a_call_mixing_a_packed_device_buffer_with_device_arrays():
+    """A call whose receive buffer was packed on the host (a non-contiguous datatype on device memory) runs on
+    host copies of its other device arrays too; an array under two names (in place) gets one copy, and only
+    the receive array's copy is written back when the call completes."""
+    from mpicoll.runtime import datatypes, plan
+
+    send, other = np.arange(4.0).view(StandInArray), np.arange(3.0).view(StandInArray)
+    with datatypes.packing() as calls:
+        copies = plan._host_copies({"send": send, "recv": other, "again": send})
+    assert type(copies["send"]) is np.ndarray and copies["send"] is copies["again"]
+    assert list(copies["send"]) == [0.0, 1.0, 2.0, 3.0] and type(copies["recv"]) is np.ndarray
+    copies["send"][:] = -1.0
+    copies["recv"][:] = 7.0
+    target = type("P", (), {"finish": None, "before": None})()
+    calls.attach(target)
+    target.finish()
+    assert list(other) == [7.0, 7.0, 7.0] and list(send) == [0.0, 1.0, 2.0, 3.0]
