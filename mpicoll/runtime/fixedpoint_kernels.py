@@ -1,0 +1,102 @@
+"""The reproducible sums' local passes: the compiled kernels where built, else the NumPy definitions.
+
+:mod:`mpicoll.runtime.fixedpoint` defines the arithmetic (codes, limbs, rounding back) in NumPy, about
+13 ns per element in some 35 array passes; ``mpicoll.runtime._fixedpoint`` (``_fixedpoint.c``) runs
+each function as one loop over the elements, with the same bits.  The functions here take and return
+what :mod:`~mpicoll.runtime.fixedpoint`'s do, and call the extension when it is built and not disabled
+by ``MPICOLL_NO_EXTENSIONS=1`` (read once, at import, as for the other extensions); the rare elements
+the kernel cannot round in double arithmetic (limbs past ``2**53``, a double sum that overflows in the
+highest windows) it flags, and :func:`~mpicoll.runtime.fixedpoint.combine` rounds them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mpicoll.runtime import fixedpoint as fp
+from mpicoll.runtime.compiled import extension
+
+__all__ = ["KERNELS", "codes", "encode", "decode", "sum_rows"]
+
+#: the compiled module, or None (not built, or ``MPICOLL_NO_EXTENSIONS=1``)
+KERNELS = extension("_fixedpoint")
+
+_PARAMS: dict = {}
+
+
+def _params(fmt: fp.Format) -> tuple[int, int, int, int, int]:
+    """``fmt`` as the kernels take it: floor, ceiling, step, emax, limbs."""
+    try:
+        return _PARAMS[fmt.name]
+    except KeyError:
+        _PARAMS[fmt.name] = params = (fmt.floor, fmt.ceiling, fmt.step, fmt.emax, fmt.limbs)
+        return params
+
+
+def _work(values: np.ndarray, fmt: fp.Format) -> np.ndarray:
+    """``values`` (1-D or 2-D) as a contiguous array the kernels read: float64, or float32 for the others."""
+    return np.ascontiguousarray(values, np.float64 if fmt.work is np.float64 else np.float32)
+
+
+def codes(x: np.ndarray, fmt: fp.Format) -> np.ndarray:
+    """:func:`mpicoll.runtime.fixedpoint.codes`."""
+    if KERNELS is None:
+        return fp.codes(x, fmt)
+    out = np.empty(x.shape[0], np.int8)
+    KERNELS.codes(_work(x, fmt), out, _params(fmt))
+    return out
+
+
+def encode(values: np.ndarray, code: np.ndarray, fmt: fp.Format) -> np.ndarray:
+    """:func:`mpicoll.runtime.fixedpoint.encode`."""
+    if KERNELS is None:
+        return fp.encode(values, code, fmt)
+    special = code.shape[0] > 0 and int(code.max()) >= fp.INF
+    out = np.empty((values.shape[0], fmt.limbs + special), np.int64)
+    KERNELS.encode(_work(values, fmt), np.ascontiguousarray(code), out, _params(fmt))
+    return out
+
+
+def decode(summed: np.ndarray, code: np.ndarray, fmt: fp.Format, terms: int | None = None,
+           out: np.ndarray | None = None) -> np.ndarray:
+    """:func:`mpicoll.runtime.fixedpoint.decode`, cast to ``out``'s dtype into ``out`` where given (then
+    returned); without ``out``, float64 as the definition returns."""
+    if KERNELS is None or fmt.name == "bfloat16":   # bfloat16 rounds in integers (fixedpoint._decode)
+        value = fp.decode(summed, code, fmt, terms)
+        return value if out is None else _cast_into(value, out)
+    direct = out is not None and out.dtype in (np.float64, np.float32) and out.flags.c_contiguous
+    target = out if direct else np.empty(code.shape[0], np.float64)
+    flags = np.empty(code.shape[0], np.uint8)
+    check = terms is None or terms >= fp._FEW
+    if KERNELS.decode(np.ascontiguousarray(summed), np.ascontiguousarray(code), target, _params(fmt), check, flags):
+        bad = flags.view(bool)
+        value = fp.combine(summed[bad, :fmt.limbs], fp._windows(code[bad], fmt), fp.LIMB_BITS, fmt)
+        with np.errstate(over="ignore"):
+            target[bad] = value
+    if out is None or direct:
+        return target
+    return _cast_into(target, out)
+
+
+def _cast_into(value: np.ndarray, out: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore"):    # beyond the dtype's largest finite value: inf, correctly rounded
+        out[...] = value.astype(out.dtype)
+    return out
+
+
+def sum_rows(rows: np.ndarray) -> np.ndarray:
+    """:func:`mpicoll.runtime.fixedpoint.sum_rows`."""
+    fmt = fp.format_of(rows.dtype)
+    if KERNELS is None or fmt is None or fmt.name == "bfloat16" or rows.ndim != 2 or rows.shape[0] == 0:
+        return fp.sum_rows(rows)
+    direct = rows.dtype in (np.float64, np.float32)
+    out = np.empty(rows.shape[1], rows.dtype if direct else np.float64)
+    flags = np.empty(rows.shape[1], np.uint8)
+    if KERNELS.sum_rows(_work(rows, fmt), rows.shape[0], out, _params(fmt), flags):
+        bad = flags.view(bool)
+        with np.errstate(over="ignore"):
+            out[bad] = fp.sum_rows(np.ascontiguousarray(rows[:, bad])).astype(out.dtype)
+    if direct:
+        return out
+    with np.errstate(over="ignore"):
+        return out.astype(rows.dtype)
