@@ -25,6 +25,7 @@ from mpi4py import MPI
 
 from mpicoll import config, errors
 from mpicoll.runtime import fixedpoint as fp
+from mpicoll.runtime import fixedpoint_kernels as kernels
 from mpicoll.runtime.buffers import Buffer, is_in_place, parse
 
 __all__ = ["wanted", "run", "always", "METHODS"]
@@ -99,13 +100,15 @@ def run(comm: Any, method: str, algorithm: str, reproducible: bool | None, *args
     op = args[METHODS[method]]
     if not wanted(reproducible) or op != MPI.SUM:
         return ordinary(*args, algorithm=algorithm, reproducible=False)
-    try:
-        floats = _floats(method, args)
-    except RuntimeError:     # buffers.parse packs a non-contiguous datatype only inside an ordinary call
-        raise errors.DatatypeError(f"{method}(reproducible=True): a buffer with a non-contiguous MPI datatype "
-                                   "is not supported") from None
-    if not floats:
-        return ordinary(*args, algorithm=algorithm, reproducible=False)
+    call = _plain(method, args)
+    if call is None:
+        try:
+            floats = _floats(method, args)
+        except RuntimeError:     # buffers.parse packs a non-contiguous datatype only inside an ordinary call
+            raise errors.DatatypeError(f"{method}(reproducible=True): a buffer with a non-contiguous MPI "
+                                       "datatype is not supported") from None
+        if not floats:
+            return ordinary(*args, algorithm=algorithm, reproducible=False)
     if comm.Is_inter():   # each group's terms are summed in the other group, which would need their window
         if reproducible:
             raise errors.ArgError(f"{method}(reproducible=True) runs on intracommunicators only")
@@ -114,27 +117,27 @@ def run(comm: Any, method: str, algorithm: str, reproducible: bool | None, *args
         raise errors.ArgError(f"reproducible=True sums at most {fp.MAX_TERMS} ranks' terms, "
                               f"the communicator has {comm.Get_size()}")
     failure: Exception | None = None
-    try:
-        call = _local(comm, method, args)
-    except (ValueError, TypeError) as exc:   # one rank's bad arguments: it still takes the first step
-        failure, call = exc, None
+    if call is None:
+        try:
+            call = _local(comm, method, args)
+        except (ValueError, TypeError) as exc:   # one rank's bad arguments: it still takes the first step
+            failure = exc
     size, itemsize = _elements(args) if call is None else (call.values.shape[0], call.values.dtype.itemsize)
     if method == "Allreduce" and size * itemsize * comm.Get_size() <= GATHER_BYTES:
         return _gathered(comm, call, failure, size * itemsize)
     head = np.zeros(size + 1, np.int8)
     if call is not None:
-        head[:size] = fp.codes(np.asarray(call.values, call.fmt.work), call.fmt)
+        kernels.codes(call.values, call.fmt, out=head[:size])
     head[size] = failure is not None
     comm.Allreduce(MPI.IN_PLACE, head, op=MPI.MAX, algorithm=algorithm if method == "Allreduce" else "auto",
                    reproducible=False)
     _raise_any(method, failure, head[size])
     code = head[:size]
-    limbs = fp.encode(call.values, code, call.fmt)
+    limbs = kernels.encode(call.values, code, call.fmt)
     summed = _sum(comm, method, algorithm, args, call, limbs)
     if summed is not None and call.out is not None:
         part = slice(call.first, call.first + call.out.shape[0])
-        with np.errstate(over="ignore"):    # beyond the dtype's largest finite value: inf, correctly rounded
-            call.out[...] = fp.decode(summed, code[part], call.fmt, comm.Get_size()).astype(call.out.dtype)
+        kernels.decode(summed, code[part], call.fmt, comm.Get_size(), out=call.out)
 
 
 def _raise_any(method: str, failure: Exception | None, flagged: Any) -> None:
@@ -147,19 +150,38 @@ def _raise_any(method: str, failure: Exception | None, flagged: Any) -> None:
 
 
 def _gathered(comm: Any, call: _Call | None, failure: Exception | None, nbytes: int) -> None:
-    """A small Allreduce in one step: every rank gathers every contribution (and a byte saying whether
-    its arguments failed) and sums them itself with the same arithmetic (:func:`fixedpoint.sum_rows`),
-    so the bits are those of the two steps, in one latency instead of two."""
+    """A small Allreduce in one step: every rank gathers every contribution (and, in the 8 bytes after it,
+    a byte saying whether its arguments failed; 8 keep the next row aligned for every float) and sums them
+    itself with the same arithmetic (:func:`mpicoll.runtime.fixedpoint.sum_rows`), so the bits are those of
+    the two steps, in one latency instead of two."""
     p = comm.Get_size()
-    row = np.zeros(nbytes + 1, np.uint8)
-    row[0] = failure is not None
-    if call is not None:
-        row[1:] = call.values.view(np.uint8)
-    table = np.empty((p, nbytes + 1), np.uint8)
+    row = (bytes(nbytes) if call is None else call.values.tobytes()) + _FLAGS[failure is not None]
+    table = np.empty((p, nbytes + _FLAG_BYTES), np.uint8)
     comm.Allgather(row, table)
-    _raise_any("Allreduce", failure, table[:, 0].any())
+    _raise_any("Allreduce", failure, any(table[:, nbytes].tobytes()))
     if nbytes:
-        call.out[...] = fp.sum_rows(np.ascontiguousarray(table[:, 1:]).view(call.values.dtype))
+        kernels.sum_rows(table.view(call.values.dtype), call.values.shape[0], out=call.out)
+
+
+_FLAG_BYTES = 8
+_FLAGS = (bytes(_FLAG_BYTES), bytes([1]) + bytes(_FLAG_BYTES - 1))   # a row's tail: arguments accepted, rejected
+
+
+def _plain(method: str, args: tuple) -> _Call | None:
+    """The usual ``Allreduce(x, y)``'s call without parsing: two C-contiguous NumPy arrays of one real float
+    dtype and length, ``y`` writable; None for any other arguments (:func:`_local` parses and checks them)."""
+    if method != "Allreduce":
+        return None
+    send, recv = args[0], args[1]
+    if type(send) is not np.ndarray or type(recv) is not np.ndarray or send.dtype != recv.dtype \
+            or send.size != recv.size or not (send.flags.c_contiguous and recv.flags.c_contiguous
+                                              and recv.flags.writeable):
+        return None
+    fmt = fp.format_of(send.dtype)
+    if fmt is None:
+        return None
+    return _Call(send if send.ndim == 1 else send.reshape(-1), fmt, recv if recv.ndim == 1 else recv.reshape(-1), 0,
+                 None)
 
 
 def _elements(args: tuple) -> tuple[int, int]:

@@ -392,9 +392,12 @@ decode(PyObject *self, PyObject *args)
     return PyLong_FromSsize_t(bad);
 }
 
-/* sum_rows(rows, out, fmt, flags): rows (p rows of n float64 or float32) summed per column as the
+/* sum_rows(rows, p, out, fmt, flags): the first n = len(out) columns of rows (p rows of float64 or float32,
+ * of any equal length: a gathered table may carry more after each contribution) summed per column as the
  * reproducible Allreduce sums p contributions (codes, their MAX, limbs, their sum, one rounding) into
- * out (n, float64 or float32); columns that need fixedpoint.combine get flags[j] = 1; returns how many */
+ * out (float64 or float32); columns that need fixedpoint.combine get flags[j] = 1 (and a value to be
+ * overwritten), the others 0; returns how many.  flags None: no flags (a small call's usual case, where
+ * none is flagged; else the caller runs it again with flags) */
 static PyObject *
 sum_rows(PyObject *self, PyObject *args)
 {
@@ -412,43 +415,48 @@ sum_rows(PyObject *self, PyObject *args)
         PyBuffer_Release(&rows);
         return NULL;
     }
-    if (get_buffer(flo, &flags, 1, "B?", &ff, "flags") < 0) {
+    int flagged = flo != Py_None;
+    if (flagged && get_buffer(flo, &flags, 1, "B?", &ff, "flags") < 0) {
         PyBuffer_Release(&rows);
         PyBuffer_Release(&out);
         return NULL;
     }
-    Py_ssize_t n = items(&out), bad = 0;
-    if (p < 1 || items(&rows) != p * n || items(&flags) != n) {
-        PyErr_SetString(PyExc_ValueError, "sum_rows: rows must be p rows of len(out) elements, flags len(out)");
+    Py_ssize_t n = items(&out), bad = 0, stride = p > 0 ? items(&rows) / p : 0;
+    if (p < 1 || items(&rows) != p * stride || stride < n || (flagged && items(&flags) != n)) {
+        PyErr_SetString(PyExc_ValueError, "sum_rows: rows must be p rows of len(out) elements or more, flags "
+                        "len(out)");
     } else {
-        uint8_t *fl = flags.buf;
+        uint8_t *fl = flagged ? flags.buf : NULL;
         int check = p >= (1 << (53 - LIMB_BITS));
         const Format f = fmt;
         Py_BEGIN_ALLOW_THREADS
         for (Py_ssize_t j = 0; j < n; j++) {
             int code = NEG_ZERO;
             for (Py_ssize_t r = 0; r < p; r++) {
-                int c = rf == 'd' ? code_of_double(((const double *)rows.buf)[r * n + j], &fmt)
-                                  : code_of_float(((const float *)rows.buf)[r * n + j], &f);
+                int c = rf == 'd' ? code_of_double(((const double *)rows.buf)[r * stride + j], &f)
+                                  : code_of_float(((const float *)rows.buf)[r * stride + j], &f);
                 code = c > code ? c : code;
             }
             int64_t acc[MAX_LIMBS + 1] = {0};
             int tally = code >= INF_CODE;
             for (Py_ssize_t r = 0; r < p; r++) {
-                double v = rf == 'd' ? ((const double *)rows.buf)[r * n + j]
-                                     : (double)((const float *)rows.buf)[r * n + j];
+                double v = rf == 'd' ? ((const double *)rows.buf)[r * stride + j]
+                                     : (double)((const float *)rows.buf)[r * stride + j];
                 encode_one(v, code, &f, f.limbs, tally, 1, acc);
             }
             double value;
-            fl[j] = decode_one(acc, code, &f, f.limbs, tally, check, &value);
-            bad += fl[j];
+            int b = decode_one(acc, code, &f, f.limbs, tally, check, &value);
+            if (fl)
+                fl[j] = (uint8_t)b;
+            bad += b;
             store(out.buf, of, j, value);
         }
         Py_END_ALLOW_THREADS
     }
     PyBuffer_Release(&rows);
     PyBuffer_Release(&out);
-    PyBuffer_Release(&flags);
+    if (flagged)
+        PyBuffer_Release(&flags);
     if (PyErr_Occurred())
         return NULL;
     return PyLong_FromSsize_t(bad);

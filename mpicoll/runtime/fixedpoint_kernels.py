@@ -38,11 +38,15 @@ def _work(values: np.ndarray, fmt: fp.Format) -> np.ndarray:
     return np.ascontiguousarray(values, np.float64 if fmt.work is np.float64 else np.float32)
 
 
-def codes(x: np.ndarray, fmt: fp.Format) -> np.ndarray:
-    """:func:`mpicoll.runtime.fixedpoint.codes`."""
+def codes(x: np.ndarray, fmt: fp.Format, out: np.ndarray | None = None) -> np.ndarray:
+    """:func:`mpicoll.runtime.fixedpoint.codes` of ``x`` (any float dtype), into ``out`` (int8) where given."""
     if KERNELS is None:
-        return fp.codes(x, fmt)
-    out = np.empty(x.shape[0], np.int8)
+        value = fp.codes(np.asarray(x, fmt.work), fmt)
+        if out is None:
+            return value
+        out[...] = value
+        return out
+    out = np.empty(x.shape[0], np.int8) if out is None else out
     KERNELS.codes(_work(x, fmt), out, _params(fmt))
     return out
 
@@ -84,19 +88,29 @@ def _cast_into(value: np.ndarray, out: np.ndarray) -> np.ndarray:
     return out
 
 
-def sum_rows(rows: np.ndarray) -> np.ndarray:
-    """:func:`mpicoll.runtime.fixedpoint.sum_rows`."""
+def sum_rows(rows: np.ndarray, count: int | None = None, out: np.ndarray | None = None) -> np.ndarray:
+    """:func:`mpicoll.runtime.fixedpoint.sum_rows` of ``rows[:, :count]`` (default: every column), into
+    ``out`` where given (then returned); ``rows`` may be a gathered table that carries more after each
+    contribution."""
+    count = rows.shape[1] if count is None else count
     fmt = fp.format_of(rows.dtype)
-    if KERNELS is None or fmt is None or fmt.name == "bfloat16" or rows.ndim != 2 or rows.shape[0] == 0:
-        return fp.sum_rows(rows)
+    if KERNELS is None or fmt is None or fmt.name == "bfloat16" or rows.shape[0] == 0:
+        value = fp.sum_rows(rows[:, :count])
+        return value if out is None else _cast_into(value, out)
     direct = rows.dtype in (np.float64, np.float32)
-    out = np.empty(rows.shape[1], rows.dtype if direct else np.float64)
-    flags = np.empty(rows.shape[1], np.uint8)
-    if KERNELS.sum_rows(_work(rows, fmt), rows.shape[0], out, _params(fmt), flags):
+    if direct and out is not None and out.dtype == rows.dtype and out.flags.c_contiguous:
+        target = out
+    else:     # float16's sums are rounded from float64 by the cast
+        target = np.empty(count, rows.dtype if direct else np.float64)
+    work = _work(rows, fmt)
+    if KERNELS.sum_rows(work, work.shape[0], target, _params(fmt), None):     # some column needs combine
+        flags = np.empty(count, np.uint8)
+        KERNELS.sum_rows(work, work.shape[0], target, _params(fmt), flags)
         bad = flags.view(bool)
         with np.errstate(over="ignore"):
-            out[bad] = fp.sum_rows(np.ascontiguousarray(rows[:, bad])).astype(out.dtype)
-    if direct:
+            target[bad] = fp.sum_rows(np.ascontiguousarray(rows[:, :count][:, bad])).astype(target.dtype)
+    if target is out:
         return out
-    with np.errstate(over="ignore"):
-        return out.astype(rows.dtype)
+    if out is None:
+        return target if direct else _cast_into(target, np.empty(count, rows.dtype))
+    return _cast_into(target, out)
