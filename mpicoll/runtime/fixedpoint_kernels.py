@@ -51,12 +51,18 @@ def codes(x: np.ndarray, fmt: fp.Format, out: np.ndarray | None = None) -> np.nd
     return out
 
 
-def encode(values: np.ndarray, code: np.ndarray, fmt: fp.Format) -> np.ndarray:
-    """:func:`mpicoll.runtime.fixedpoint.encode`."""
+def encode(values: np.ndarray, code: np.ndarray, fmt: fp.Format, out: np.ndarray | None = None) -> np.ndarray:
+    """:func:`mpicoll.runtime.fixedpoint.encode`, into ``out`` where given (C-contiguous int64, ``fmt.limbs``
+    columns and one more, the tally, where some code is inf or NaN, or always: a request's limbs are bound
+    before the codes are known; an all-zero tally changes no sum)."""
+    if out is None:
+        special = code.shape[0] > 0 and int(code.max()) >= fp.INF
+        out = np.empty((values.shape[0], fmt.limbs + special), np.int64)
     if KERNELS is None:
-        return fp.encode(values, code, fmt)
-    special = code.shape[0] > 0 and int(code.max()) >= fp.INF
-    out = np.empty((values.shape[0], fmt.limbs + special), np.int64)
+        value = fp.encode(values, code, fmt)
+        out[:, :value.shape[1]] = value
+        out[:, value.shape[1]:] = 0
+        return out
     KERNELS.encode(_work(values, fmt), np.ascontiguousarray(code), out, _params(fmt))
     return out
 
