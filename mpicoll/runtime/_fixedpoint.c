@@ -47,29 +47,17 @@
 #define MAX_LIMBS 2
 #define EXACT 9007199254740992.0   /* 2**53 */
 
+struct Tables;
+
 /* One dtype's format (mpicoll.runtime.fixedpoint.Format): what the codes and windows need. */
 typedef struct {
     int floor, ceiling, step, emax, limbs;
     int shift;          /* log2(step) */
     int highest_code;   /* the code of the highest window (that of INF and NAN) */
+    const struct Tables *t;   /* what the loops look up instead of computing (see Tables) */
 } Format;
 
 #define INLINE static inline __attribute__((always_inline))
-
-static int
-parse_format(PyObject *tuple, Format *fmt)
-{
-    if (!PyArg_ParseTuple(tuple, "iiiii", &fmt->floor, &fmt->ceiling, &fmt->step, &fmt->emax, &fmt->limbs))
-        return -1;
-    if (fmt->limbs < 1 || fmt->limbs > MAX_LIMBS || fmt->step < 1 || (fmt->step & (fmt->step - 1))) {
-        PyErr_SetString(PyExc_ValueError, "format: 1 or 2 limbs and a power-of-two step");
-        return -1;
-    }
-    for (fmt->shift = 0; (1 << fmt->shift) < fmt->step; fmt->shift++)
-        ;
-    fmt->highest_code = ((fmt->ceiling - fmt->floor + fmt->step - 1) >> fmt->shift) + FINITE0;
-    return 0;
-}
 
 /* -- one element ---------------------------------------------------------------------------------- */
 
@@ -101,25 +89,6 @@ code_from(int32_t raw, int32_t negzero, int32_t nan, const Format *fmt)
     return negzero ? NEG_ZERO : code;
 }
 
-INLINE int32_t
-code_of_double(double x, const Format *fmt)
-{
-    uint64_t u = bits_of(x);
-    uint32_t hi = (uint32_t)(u >> 32), lo = (uint32_t)u, magnitude = hi & 0x7FFFFFFFu;
-    int32_t raw = (int32_t)(hi >> 20 & 0x7FF) - 1022;
-    int32_t nan = magnitude > 0x7FF00000u || (magnitude == 0x7FF00000u && lo != 0);
-    return code_from(raw, hi == 0x80000000u && lo == 0, nan, fmt);
-}
-
-INLINE int32_t
-code_of_float(float x, const Format *fmt)
-{
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    int32_t raw = (int32_t)(u >> 23 & 0xFF) - 126;
-    return code_from(raw, u == 0x80000000u, (u & 0x7FFFFFFFu) > 0x7F800000u, fmt);
-}
-
 /* 2**e as a double, for -1074 <= e <= 1023 (subnormal below -1022): multiplying an integer below 2**53
  * by it is exact wherever the product is in range, as ldexp is, and costs no call */
 INLINE double
@@ -136,6 +105,92 @@ top_of(int code, const Format *fmt)
     return (code - FINITE0) * fmt->step + fmt->floor;
 }
 
+/* What depends only on a value's exponent field or on an agreed code, computed once per format: the loops
+ * look it up (one load) instead of computing it per element.  Indexed by code + 128. */
+typedef struct Tables {
+    int key[5];                       /* floor, ceiling, step, emax, limbs; limbs 0: unused */
+    int8_t code64[2048], code32[256]; /* a non-NaN value's code by its exponent field (double, float) */
+    double prescale[256];             /* 2**-64 for the windows above HIGHEST (exact at their unit), else 1 */
+    uint64_t magic[256];              /* limb 0's magic number, 1.5 * 2**(top - 44 + 52), after the prescale */
+    double unit[MAX_LIMBS][256];      /* limb k's unit, 2**(top - 44*(k+1)) */
+    uint8_t high[256];                /* top > HIGHEST: a double sum may overflow where integers would not */
+} Tables;
+
+static Tables tables[8];   /* one per format seen (four dtypes): filled with the GIL held, then only read */
+
+static void
+fill_tables(Tables *t, const Format *fmt)
+{
+    for (int field = 0; field < 2048; field++)
+        t->code64[field] = (int8_t)code_from(field - 1022, 0, 0, fmt);
+    for (int field = 0; field < 256; field++)
+        t->code32[field] = (int8_t)code_from(field - 126, 0, 0, fmt);
+    for (int code = NEG_ZERO; code <= NAN_CODE; code++) {
+        int i = code + 128, top = top_of(code, fmt), high = top > HIGHEST;
+        t->prescale[i] = high ? 0x1p-64 : 1.0;
+        t->magic[i] = ((uint64_t)(top - (high ? 64 : 0) + (1023 + 52 - LIMB_BITS)) << 52) | (UINT64_C(1) << 51);
+        for (int k = 0; k < MAX_LIMBS; k++) {
+            int e = top - (k + 1) * LIMB_BITS;
+            t->unit[k][i] = e < -1074 ? 0.0 : pow2(e);   /* (below the floor: a second limb the format lacks) */
+        }
+        t->high[i] = (uint8_t)high;
+    }
+}
+
+static int
+parse_format(PyObject *tuple, Format *fmt)
+{
+    if (!PyArg_ParseTuple(tuple, "iiiii", &fmt->floor, &fmt->ceiling, &fmt->step, &fmt->emax, &fmt->limbs))
+        return -1;
+    if (fmt->limbs < 1 || fmt->limbs > MAX_LIMBS || fmt->step < 1 || (fmt->step & (fmt->step - 1))
+            || fmt->ceiling < fmt->floor) {
+        PyErr_SetString(PyExc_ValueError, "format: 1 or 2 limbs, a power-of-two step, ceiling >= floor");
+        return -1;
+    }
+    for (fmt->shift = 0; (1 << fmt->shift) < fmt->step; fmt->shift++)
+        ;
+    fmt->highest_code = ((fmt->ceiling - fmt->floor + fmt->step - 1) >> fmt->shift) + FINITE0;
+    /* every window's code is below INF_CODE, its limb 0's unit and magic number are doubles */
+    if (fmt->highest_code >= INF_CODE || fmt->floor < -1030 || top_of(NAN_CODE, fmt) - LIMB_BITS > 1023) {
+        PyErr_SetString(PyExc_ValueError, "format: its windows are not all named by a code and held in doubles");
+        return -1;
+    }
+    int key[5] = {fmt->floor, fmt->ceiling, fmt->step, fmt->emax, fmt->limbs};
+    for (size_t j = 0; j < sizeof tables / sizeof *tables; j++) {
+        Tables *t = &tables[j];
+        if (t->key[4] == 0) {
+            fill_tables(t, fmt);
+            memcpy(t->key, key, sizeof key);
+        }
+        if (memcmp(t->key, key, sizeof key) == 0) {
+            fmt->t = t;
+            return 0;
+        }
+    }
+    PyErr_SetString(PyExc_ValueError, "format: more than 8 formats");
+    return -1;
+}
+
+/* a value's code through the tables: its exponent field's, NaN's (its bits above infinity's), or -0.0's */
+INLINE int32_t
+code_of_double(double x, const Format *fmt)
+{
+    uint64_t u = bits_of(x);
+    int32_t code = fmt->t->code64[u >> 52 & 0x7FF];
+    code = u << 1 > UINT64_C(0x7FF) << 53 ? NAN_CODE : code;
+    return u == UINT64_C(1) << 63 ? NEG_ZERO : code;
+}
+
+INLINE int32_t
+code_of_float(float x, const Format *fmt)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    int32_t code = fmt->t->code32[u >> 23 & 0xFF];
+    code = u << 1 > UINT32_C(0xFF) << 24 ? NAN_CODE : code;
+    return u == UINT32_C(1) << 31 ? NEG_ZERO : code;
+}
+
 /* x's limbs in the window of `code`, stored in acc[0 .. limbs-1] (added there with `add`); with `tally`,
  * its count of +inf, -inf and NaN stored (added) in acc[limbs] (a non-finite x then has no limbs) */
 INLINE void
@@ -147,11 +202,8 @@ encode_one(double x, int code, const Format *fmt, int limbs, int tally, int add,
         acc[limbs] = add ? acc[limbs] + count : count;
         x = isfinite(x) ? x : 0.0;
     }
-    int64_t top = top_of(code, fmt);
-    int high = top > HIGHEST;
-    x = high ? x * 0x1p-64 : x;
-    top -= high ? 64 : 0;
-    uint64_t magic = ((uint64_t)(top + (1023 + 52 - LIMB_BITS)) << 52) | (UINT64_C(1) << 51);
+    x *= fmt->t->prescale[code + 128];
+    uint64_t magic = fmt->t->magic[code + 128];
     double rest = x;
     for (int k = 0; k < limbs; k++) {
         double m = double_of(magic);
@@ -171,14 +223,15 @@ encode_one(double x, int code, const Format *fmt, int limbs, int tally, int add,
 INLINE int
 decode_one(const int64_t *sums, int code, const Format *fmt, int limbs, int tally, int check, double *out)
 {
-    int top = top_of(code, fmt), bad = 0;
+    const Tables *t = fmt->t;
+    int i = code + 128, bad = 0;
     double value = 0.0;
     for (int k = 0; k < limbs; k++) {
         double f = (double)sums[k];
         bad |= check & !(fabs(f) < EXACT);
-        value = k == 0 ? f * pow2(top - LIMB_BITS) : value + f * pow2(top - (k + 1) * LIMB_BITS);
+        value = k == 0 ? f * t->unit[0][i] : value + f * t->unit[k][i];
     }
-    bad |= limbs > 1 && top > HIGHEST && !isfinite(value);
+    bad |= limbs > 1 && t->high[i] && !isfinite(value);
     bad &= code != NEG_ZERO;
     value = code == NEG_ZERO ? -0.0 : value;
     if (tally) {
