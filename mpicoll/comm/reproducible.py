@@ -79,7 +79,7 @@ def wanted(reproducible: bool | None) -> bool:
     return DEFAULT[0]
 
 
-@dataclass
+@dataclass(slots=True)
 class _Call:
     """One rank's side of a reproducible call, from its arguments."""
 

@@ -33,8 +33,14 @@ def _params(fmt: fp.Format) -> tuple[int, int, int, int, int]:
         return params
 
 
+#: the formats whose values the kernels read and write as they are
+_DIRECT = {"float64": np.dtype(np.float64), "float32": np.dtype(np.float32)}
+
+
 def _work(values: np.ndarray, fmt: fp.Format) -> np.ndarray:
     """``values`` (1-D or 2-D) as a contiguous array the kernels read: float64, or float32 for the others."""
+    if _DIRECT.get(fmt.name) is values.dtype and values.flags.c_contiguous:
+        return values
     return np.ascontiguousarray(values, np.float64 if fmt.work is np.float64 else np.float32)
 
 
@@ -103,8 +109,8 @@ def sum_rows(rows: np.ndarray, count: int | None = None, out: np.ndarray | None 
     if KERNELS is None or fmt is None or fmt.name == "bfloat16" or rows.shape[0] == 0:
         value = fp.sum_rows(rows[:, :count])
         return value if out is None else _cast_into(value, out)
-    direct = rows.dtype in (np.float64, np.float32)
-    if direct and out is not None and out.dtype == rows.dtype and out.flags.c_contiguous:
+    direct = fmt.name in _DIRECT
+    if direct and out is not None and out.dtype is rows.dtype and out.flags.c_contiguous:
         target = out
     else:     # float16's sums are rounded from float64 by the cast
         target = np.empty(count, rows.dtype if direct else np.float64)
