@@ -37,6 +37,11 @@ GATHER_BYTES = 4096
 METHODS = {"Allreduce": 2, "Reduce": 2, "Reduce_scatter_block": 2, "Reduce_scatter": 3, "Scan": 2, "Exscan": 2}
 
 
+#: the summing methods with their ``I*`` and ``*_init`` forms
+SUMMING = frozenset(name for method in METHODS for name in (method, "I" + method[0].lower() + method[1:],
+                                                            method + "_init"))
+
+
 class _Always:
     """``comm`` whose summing collectives default to ``reproducible=True`` (see :func:`always`)."""
 
@@ -45,15 +50,15 @@ class _Always:
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._comm, name)
-        if name in METHODS:
+        if name in SUMMING:
             return functools.partial(attr, reproducible=True)
         return attr
 
 
 def always(comm: Any) -> Any:
     """A view of ``comm`` (an ``mpicoll.Comm``) whose ``Allreduce``, ``Reduce``, ``Reduce_scatter(_block)``,
-    ``Scan`` and ``Exscan`` default to ``reproducible=True``; every other attribute is ``comm``'s own (the
-    torch backend's ``Options(reproducible=True)``)."""
+    ``Scan`` and ``Exscan``, and their ``I*`` and ``*_init`` forms, default to ``reproducible=True``; every
+    other attribute is ``comm``'s own (the torch backend's ``Options(reproducible=True)``)."""
     return _Always(comm)
 
 
