@@ -242,8 +242,16 @@ def _gathered(comm: Any, call: _Call | None, failure: Exception | None, nbytes: 
     table = np.empty((p, nbytes + FLAG_BYTES), np.uint8)
     comm.Allgather(row, table)
     raise_any("Allreduce", failure, any(table[:, nbytes].tobytes()))
-    if nbytes:
-        kernels.sum_rows(table.view(call.values.dtype), call.values.shape[0], out=call.out)
+    if not nbytes:
+        return
+    out = call.out
+    if call.fmt.name in _DIRECT and out.flags.c_contiguous:
+        kernels.sum_rows_into(table.view(out.dtype), out, call.fmt)
+    else:
+        kernels.sum_rows(table.view(call.values.dtype), call.values.shape[0], out=out)
+
+
+_DIRECT = ("float64", "float32")    # results the kernels write as they are
 
 
 FLAG_BYTES = 8

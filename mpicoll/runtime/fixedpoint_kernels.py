@@ -16,7 +16,7 @@ import numpy as np
 from mpicoll.runtime import fixedpoint as fp
 from mpicoll.runtime.compiled import extension
 
-__all__ = ["KERNELS", "codes", "encode", "decode", "sum_rows"]
+__all__ = ["KERNELS", "codes", "encode", "decode", "sum_rows", "sum_rows_into"]
 
 #: the compiled module, or None (not built, or ``MPICOLL_NO_EXTENSIONS=1``)
 KERNELS = extension("_fixedpoint")
@@ -126,3 +126,10 @@ def sum_rows(rows: np.ndarray, count: int | None = None, out: np.ndarray | None 
     if out is None:
         return target if direct else _cast_into(target, np.empty(count, rows.dtype))
     return _cast_into(target, out)
+
+
+def sum_rows_into(rows: np.ndarray, out: np.ndarray, fmt: fp.Format) -> None:
+    """:func:`sum_rows` of ``rows[:, :len(out)]`` into ``out``, in one kernel call where nothing needs more
+    (a small Allreduce's usual case: both C-contiguous, of ``fmt``'s dtype, float64 or float32)."""
+    if KERNELS is None or KERNELS.sum_rows(rows, rows.shape[0], out, _params(fmt), None):
+        sum_rows(rows, out.shape[0], out)
