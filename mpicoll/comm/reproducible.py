@@ -158,7 +158,7 @@ def run(comm: Any, method: str, algorithm: str, reproducible: bool | None, *args
                    reproducible=False)
     raise_any(method, failure, head[size])
     code = head[:size]
-    cols = call.fmt.limbs + (size > 0 and int(code.max()) >= fp.INF)
+    cols = call.fmt.limbs + (method in PREFIXES and size > 0 and int(code.max()) >= fp.INF)
     limbs, summed = carve(arena[_align(size + 1):], size, rows, cols)
     kernels.encode(call.values, code, call.fmt, out=limbs)
     getattr(comm, method)(*sum_args(method, args, call, limbs, summed), algorithm=algorithm, reproducible=False)
@@ -190,6 +190,11 @@ def _scratch(comm: Any, nbytes: int) -> np.ndarray:
 def _align(nbytes: int) -> int:
     """``nbytes`` rounded up to a cache line (the next buffer of an arena starts there)."""
     return -(-nbytes // 64) * 64
+
+
+#: the methods whose results are sums of some terms only (prefixes): the counts of inf and NaN need a column
+#: of their own there (fixedpoint.encode); a sum of every term keeps them in limb 0 of the elements that have any
+PREFIXES = ("Scan", "Exscan")
 
 
 def summed_rows(method: str, call: _Call, rank: int) -> int | None:

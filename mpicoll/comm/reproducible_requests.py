@@ -20,8 +20,9 @@ request's one tag, posted once the round before it is complete here; a peer's me
 cannot match another's receives, because MPI keeps the order of two messages between the same ranks
 with the same tag.
 
-The limbs always have a tally column: their buffers are bound before the codes say whether some
-element is infinite or NaN, and an all-zero tally changes no sum, so the bits are the blocking call's.
+The limbs of a scan always have a column for the counts of inf and NaN (its buffers are bound before the
+codes say whether some element has any, and an all-zero count changes no sum); every other call keeps
+those counts in limb 0, as the blocking call does, so the bits are the blocking call's.
 """
 
 from __future__ import annotations
@@ -121,7 +122,7 @@ class _Stages:
         if call is None:      # this rank's arguments failed: it raises once every rank has the flags
             self._step(self._verdict)
             return
-        cols = call.fmt.limbs + 1
+        cols = call.fmt.limbs + (method in blocking.PREFIXES)   # (a scan's counts: always their column)
         rows = blocking.summed_rows(method, call, state.rank)
         space = np.empty(8 * (size + (rows or 0)) * cols, np.uint8)
         self.limbs, self.summed = blocking.carve(space, size, rows, cols)

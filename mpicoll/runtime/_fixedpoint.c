@@ -219,7 +219,8 @@ encode_one(double x, int code, const Format *fmt, int limbs, int tally, int add,
 }
 
 /* the sum of `limbs` (and tally) in the window of `code` as a double in *out; returns 0 there, or 1
- * where it must be rounded in integers instead (flagged: *out is then meaningless) */
+ * where it must be rounded in integers instead (flagged: *out is then meaningless).  Without a tally
+ * column, an element whose code is INF or NAN has its counts in limb 0 (see encode). */
 INLINE int
 decode_one(const int64_t *sums, int code, const Format *fmt, int limbs, int tally, int check, double *out)
 {
@@ -234,8 +235,8 @@ decode_one(const int64_t *sums, int code, const Format *fmt, int limbs, int tall
     bad |= limbs > 1 && t->high[i] && !isfinite(value);
     bad &= code != NEG_ZERO;
     value = code == NEG_ZERO ? -0.0 : value;
-    if (tally) {
-        int64_t mask = (INT64_C(1) << COUNT_BITS) - 1, t = sums[limbs];
+    if (tally || code >= INF_CODE) {   /* the counts: in their column, or in limb 0 (encode's inline) */
+        int64_t mask = (INT64_C(1) << COUNT_BITS) - 1, t = sums[tally ? limbs : 0];
         int64_t pos = t & mask, neg = (t >> COUNT_BITS) & mask, nan = t >> (2 * COUNT_BITS);
         int special = nan > 0 || pos > 0 || neg > 0;
         value = !special ? value : nan > 0 || (pos > 0 && neg > 0) ? NAN : pos > 0 ? INFINITY : -INFINITY;
@@ -313,15 +314,17 @@ codes(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
-/* encode(x, code, out, fmt): out (n rows of fmt.limbs int64, one more column when some code is INF or NAN)
- * gets x's limbs in the agreed windows `code` */
+/* encode(x, code, out, fmt, inline): out (n rows of fmt.limbs int64, one more column for the counts of
+ * +inf, -inf and NaN) gets x's limbs in the agreed windows `code`; with `inline` (no such column: a sum of
+ * every term), an element whose code is INF or NAN gets its counts in limb 0 and zeros after it */
 static PyObject *
 encode(PyObject *self, PyObject *args)
 {
     (void)self;
     PyObject *xo, *co, *oo, *fo;
+    int inline_counts;
     Format fmt;
-    if (!PyArg_ParseTuple(args, "OOOO", &xo, &co, &oo, &fo) || parse_format(fo, &fmt) < 0)
+    if (!PyArg_ParseTuple(args, "OOOOp", &xo, &co, &oo, &fo, &inline_counts) || parse_format(fo, &fmt) < 0)
         return NULL;
     Py_buffer x, code, out;
     char xf, cf, of;
@@ -349,7 +352,16 @@ encode(PyObject *self, PyObject *args)
         /* one loop per element type and limb count, each with its constants folded in */
 #define ENCODE(T, L) for (Py_ssize_t i = 0; i < n; i++) \
             encode_one((double)((const T *)x.buf)[i], c[i], &f, L, tally, 0, o + i * cols)
-        if (xf == 'd' && f.limbs == 2)
+        if (inline_counts && !tally) {
+            for (Py_ssize_t i = 0; i < n; i++) {
+                int64_t acc[MAX_LIMBS + 1] = {0};
+                double v = xf == 'd' ? ((const double *)x.buf)[i] : (double)((const float *)x.buf)[i];
+                int special = c[i] >= INF_CODE;
+                encode_one(v, c[i], &f, f.limbs, 1, 0, acc);
+                for (int k = 0; k < f.limbs; k++)
+                    o[i * cols + k] = special ? (k == 0 ? acc[f.limbs] : 0) : acc[k];
+            }
+        } else if (xf == 'd' && f.limbs == 2)
             ENCODE(double, 2);
         else if (xf == 'd')
             ENCODE(double, 1);

@@ -57,19 +57,21 @@ def codes(x: np.ndarray, fmt: fp.Format, out: np.ndarray | None = None) -> np.nd
     return out
 
 
-def encode(values: np.ndarray, code: np.ndarray, fmt: fp.Format, out: np.ndarray | None = None) -> np.ndarray:
-    """:func:`mpicoll.runtime.fixedpoint.encode`, into ``out`` where given (C-contiguous int64, ``fmt.limbs``
-    columns and one more, the tally, where some code is inf or NaN, or always: a request's limbs are bound
-    before the codes are known; an all-zero tally changes no sum)."""
+def encode(values: np.ndarray, code: np.ndarray, fmt: fp.Format, out: np.ndarray | None = None,
+           column: bool = True) -> np.ndarray:
+    """:func:`mpicoll.runtime.fixedpoint.encode` (``column`` as there), into ``out`` where given (C-contiguous
+    int64 of ``fmt.limbs`` columns, or one more for the counts of inf and NaN: a request's limbs are bound
+    before the codes are known, and an all-zero count changes no sum)."""
+    special = code.shape[0] > 0 and int(code.max()) >= fp.INF
     if out is None:
-        special = code.shape[0] > 0 and int(code.max()) >= fp.INF
-        out = np.empty((values.shape[0], fmt.limbs + special), np.int64)
+        out = np.empty((values.shape[0], fmt.limbs + (special and column)), np.int64)
+    inline = special and out.shape[1] == fmt.limbs
     if KERNELS is None:
-        value = fp.encode(values, code, fmt)
+        value = fp.encode(values, code, fmt, column=not inline)
         out[:, :value.shape[1]] = value
         out[:, value.shape[1]:] = 0
         return out
-    KERNELS.encode(_work(values, fmt), np.ascontiguousarray(code), out, _params(fmt))
+    KERNELS.encode(_work(values, fmt), np.ascontiguousarray(code), out, _params(fmt), inline)
     return out
 
 

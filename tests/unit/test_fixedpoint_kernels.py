@@ -2,9 +2,10 @@
 
 :mod:`mpicoll.runtime.fixedpoint` is the reference (its arithmetic is tested against exact rational sums in
 ``tests/unit/test_reproducible.py``); here :mod:`mpicoll.runtime.fixedpoint_kernels` with the extension is
-compared with it bit for bit on values of every exponent, zeros of both signs, infinities, NaN, sums that
-overflow, and tables of up to 600 rows (whose limb sums pass ``2**53`` and are rounded in integers).  The
-extension is used here even under ``MPICOLL_NO_EXTENSIONS=1`` (that setting is tested to turn it off).
+compared with it bit for bit on values of every exponent, zeros of both signs, infinities, NaN (their
+counts in a column of their own or in limb 0), sums that overflow, and tables of up to 600 rows (whose limb
+sums pass ``2**53`` and are rounded in integers).  The extension is used here even under
+``MPICOLL_NO_EXTENSIONS=1`` (that setting is tested to turn it off).
 """
 
 from __future__ import annotations
@@ -79,6 +80,11 @@ def test_every_pass_gives_the_definitions_bits(dtype, rows, count, seed, special
     summed = sum(limbs)
     expected = fp.decode(summed, agreed, fmt, rows)
     assert bits(fk.decode(summed, agreed, fmt, rows)) == bits(expected)
+    inline = [fp.encode(row, agreed, fmt, column=False) for row in x]    # a sum of every term: counts in limb 0
+    assert all(mine.shape[1] == fmt.limbs for mine in inline)
+    assert all(bits(fk.encode(row, agreed, fmt, column=False)) == bits(mine) for row, mine in zip(x, inline))
+    assert bits(fp.decode(sum(inline), agreed, fmt, rows)) == bits(expected)
+    assert bits(fk.decode(sum(inline), agreed, fmt, rows)) == bits(expected)
     with np.errstate(over="ignore"):
         out = np.full(count, 7, dtype)
         fk.decode(summed, agreed, fmt, rows, out=out)
@@ -115,7 +121,7 @@ def test_the_kernels_refuse_wrong_buffers():
     with pytest.raises(ValueError, match="one int8 per element"):
         COMPILED.codes(np.ones(3), np.empty(2, np.int8), params)
     with pytest.raises(ValueError, match="limbs"):
-        COMPILED.encode(np.ones(3), np.zeros(3, np.int8), np.empty((3, 5), np.int64), params)
+        COMPILED.encode(np.ones(3), np.zeros(3, np.int8), np.empty((3, 5), np.int64), params, False)
     with pytest.raises(ValueError, match="power-of-two step"):
         COMPILED.codes(np.ones(3), np.empty(3, np.int8), params[:2] + (3,) + params[3:])
 
