@@ -10,7 +10,7 @@ functions in Python (``mpicoll.comm.dispatch._run_blocking``,
 
 from setuptools import Extension, setup
 
-SOURCES = {"_callkey": ["_callkey.c", "_callrun.c"], "_rounds": ["_rounds.c"]}
+SOURCES = {"_callkey": ["_callkey.c", "_callrun.c"], "_rounds": ["_rounds.c"], "_fixedpoint": ["_fixedpoint.c"]}
 
 setup(ext_modules=[Extension(f"mpicoll.runtime.{name}", [f"mpicoll/runtime/{file}" for file in files],
                              depends=["mpicoll/runtime/_callkey.h"], optional=True)

@@ -19,6 +19,7 @@ from mpi4py import MPI
 
 from mpicoll.calls import objects
 from mpicoll.comm import reproducible as reproducible_sum
+from mpicoll.comm import reproducible_requests
 from mpicoll.comm.dispatch import init, run_blocking, start
 from mpicoll.comm.docs import document
 from mpicoll.runtime.requests import Prequest, Request
@@ -58,8 +59,11 @@ class Collectives:
         run_blocking(self, "Reduce", algorithm, sendbuf, recvbuf, op, root)
 
     def Ireduce(
-        self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, root: int = 0, *, algorithm: str = "auto"
+        self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, root: int = 0, *, algorithm: str = "auto",
+        reproducible: bool | None = None,
     ) -> Request:
+        if reproducible or (reproducible is None and reproducible_sum.DEFAULT[0]):
+            return reproducible_requests.start(self, "Reduce", algorithm, reproducible, sendbuf, recvbuf, op, root)
         return start(self, "Reduce", (sendbuf, recvbuf, op, root), algorithm)
 
     def Reduce_init(
@@ -71,7 +75,10 @@ class Collectives:
         info: MPI.Info = _INFO,
         *,
         algorithm: str = "auto",
+        reproducible: bool | None = None,
     ) -> Prequest:
+        if reproducible or (reproducible is None and reproducible_sum.DEFAULT[0]):
+            return reproducible_requests.init(self, "Reduce", algorithm, reproducible, sendbuf, recvbuf, op, root)
         return init(self, "Reduce", (sendbuf, recvbuf, op, root), algorithm)
 
     def Allreduce(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto",
@@ -80,12 +87,20 @@ class Collectives:
             return reproducible_sum.run(self, "Allreduce", algorithm, reproducible, sendbuf, recvbuf, op)
         run_blocking(self, "Allreduce", algorithm, sendbuf, recvbuf, op)
 
-    def Iallreduce(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto") -> Request:
+    def Iallreduce(
+        self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto",
+        reproducible: bool | None = None,
+    ) -> Request:
+        if reproducible or (reproducible is None and reproducible_sum.DEFAULT[0]):
+            return reproducible_requests.start(self, "Allreduce", algorithm, reproducible, sendbuf, recvbuf, op)
         return start(self, "Allreduce", (sendbuf, recvbuf, op), algorithm)
 
     def Allreduce_init(
-        self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, info: MPI.Info = _INFO, *, algorithm: str = "auto"
+        self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, info: MPI.Info = _INFO, *, algorithm: str = "auto",
+        reproducible: bool | None = None,
     ) -> Prequest:
+        if reproducible or (reproducible is None and reproducible_sum.DEFAULT[0]):
+            return reproducible_requests.init(self, "Allreduce", algorithm, reproducible, sendbuf, recvbuf, op)
         return init(self, "Allreduce", (sendbuf, recvbuf, op), algorithm)
 
     def Gather(self, sendbuf: Any, recvbuf: Any, root: int = 0, *, algorithm: str = "auto") -> None:
@@ -161,13 +176,21 @@ class Collectives:
         run_blocking(self, "Reduce_scatter_block", algorithm, sendbuf, recvbuf, op)
 
     def Ireduce_scatter_block(
-        self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto"
+        self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto",
+        reproducible: bool | None = None,
     ) -> Request:
+        if reproducible or (reproducible is None and reproducible_sum.DEFAULT[0]):
+            return reproducible_requests.start(self, "Reduce_scatter_block", algorithm, reproducible,
+                                               sendbuf, recvbuf, op)
         return start(self, "Reduce_scatter_block", (sendbuf, recvbuf, op), algorithm)
 
     def Reduce_scatter_block_init(
-        self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, info: MPI.Info = _INFO, *, algorithm: str = "auto"
+        self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, info: MPI.Info = _INFO, *, algorithm: str = "auto",
+        reproducible: bool | None = None,
     ) -> Prequest:
+        if reproducible or (reproducible is None and reproducible_sum.DEFAULT[0]):
+            return reproducible_requests.init(self, "Reduce_scatter_block", algorithm, reproducible,
+                                              sendbuf, recvbuf, op)
         return init(self, "Reduce_scatter_block", (sendbuf, recvbuf, op), algorithm)
 
     def Reduce_scatter(
@@ -180,8 +203,12 @@ class Collectives:
         run_blocking(self, "Reduce_scatter", algorithm, sendbuf, recvbuf, recvcounts, op)
 
     def Ireduce_scatter(
-        self, sendbuf: Any, recvbuf: Any, recvcounts: Any = None, op: Any = MPI.SUM, *, algorithm: str = "auto"
+        self, sendbuf: Any, recvbuf: Any, recvcounts: Any = None, op: Any = MPI.SUM, *, algorithm: str = "auto",
+        reproducible: bool | None = None,
     ) -> Request:
+        if reproducible or (reproducible is None and reproducible_sum.DEFAULT[0]):
+            return reproducible_requests.start(self, "Reduce_scatter", algorithm, reproducible,
+                                               sendbuf, recvbuf, recvcounts, op)
         return start(self, "Reduce_scatter", (sendbuf, recvbuf, recvcounts, op), algorithm)
 
     def Reduce_scatter_init(
@@ -193,7 +220,11 @@ class Collectives:
         info: MPI.Info = _INFO,
         *,
         algorithm: str = "auto",
+        reproducible: bool | None = None,
     ) -> Prequest:
+        if reproducible or (reproducible is None and reproducible_sum.DEFAULT[0]):
+            return reproducible_requests.init(self, "Reduce_scatter", algorithm, reproducible,
+                                              sendbuf, recvbuf, recvcounts, op)
         return init(self, "Reduce_scatter", (sendbuf, recvbuf, recvcounts, op), algorithm)
 
     def Alltoall(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> None:
@@ -241,12 +272,20 @@ class IntraCollectives(Collectives):
             return reproducible_sum.run(self, "Scan", algorithm, reproducible, sendbuf, recvbuf, op)
         run_blocking(self, "Scan", algorithm, sendbuf, recvbuf, op)
 
-    def Iscan(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto") -> Request:
+    def Iscan(
+        self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto",
+        reproducible: bool | None = None,
+    ) -> Request:
+        if reproducible or (reproducible is None and reproducible_sum.DEFAULT[0]):
+            return reproducible_requests.start(self, "Scan", algorithm, reproducible, sendbuf, recvbuf, op)
         return start(self, "Scan", (sendbuf, recvbuf, op), algorithm)
 
     def Scan_init(
-        self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, info: MPI.Info = _INFO, *, algorithm: str = "auto"
+        self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, info: MPI.Info = _INFO, *, algorithm: str = "auto",
+        reproducible: bool | None = None,
     ) -> Prequest:
+        if reproducible or (reproducible is None and reproducible_sum.DEFAULT[0]):
+            return reproducible_requests.init(self, "Scan", algorithm, reproducible, sendbuf, recvbuf, op)
         return init(self, "Scan", (sendbuf, recvbuf, op), algorithm)
 
     def Exscan(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto",
@@ -255,12 +294,20 @@ class IntraCollectives(Collectives):
             return reproducible_sum.run(self, "Exscan", algorithm, reproducible, sendbuf, recvbuf, op)
         run_blocking(self, "Exscan", algorithm, sendbuf, recvbuf, op)
 
-    def Iexscan(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto") -> Request:
+    def Iexscan(
+        self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto",
+        reproducible: bool | None = None,
+    ) -> Request:
+        if reproducible or (reproducible is None and reproducible_sum.DEFAULT[0]):
+            return reproducible_requests.start(self, "Exscan", algorithm, reproducible, sendbuf, recvbuf, op)
         return start(self, "Exscan", (sendbuf, recvbuf, op), algorithm)
 
     def Exscan_init(
-        self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, info: MPI.Info = _INFO, *, algorithm: str = "auto"
+        self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, info: MPI.Info = _INFO, *, algorithm: str = "auto",
+        reproducible: bool | None = None,
     ) -> Prequest:
+        if reproducible or (reproducible is None and reproducible_sum.DEFAULT[0]):
+            return reproducible_requests.init(self, "Exscan", algorithm, reproducible, sendbuf, recvbuf, op)
         return init(self, "Exscan", (sendbuf, recvbuf, op), algorithm)
 
     # -- neighbourhood collectives: any wrapped communicator with a virtual topology (mpicoll.calls._neighbors) --

@@ -225,7 +225,7 @@ reproducible : bool, optional
     ``True``: with ``MPI.SUM`` on float16, bfloat16, float32, float64 or complex, the same bits for every
     algorithm, message size, process count and order of the ranks' contributions, at least as accurate
     (see the reproducible sums page); other ops and types are unchanged.  ``None`` (the default):
-    ``MPICOLL_REPRODUCIBLE``.  Blocking form only.
+    ``MPICOLL_REPRODUCIBLE``.  The ``I*`` and ``*_init`` forms take it too, with the same bits.
 """
 
 #: the collectives that take ``reproducible`` (mpicoll.comm.reproducible)

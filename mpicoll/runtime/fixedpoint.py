@@ -224,15 +224,25 @@ def _windows(code: np.ndarray, fmt: Format) -> np.ndarray:
     return top_of(window, fmt)
 
 
-def encode(values: np.ndarray, code: np.ndarray, fmt: Format) -> np.ndarray:
+def encode(values: np.ndarray, code: np.ndarray, fmt: Format, column: bool = True) -> np.ndarray:
     """One term per element (``values``, 1-D, any float dtype) as limbs in the agreed windows ``code``
     (the MAX of every term's :func:`codes`): ``(elements, fmt.limbs)`` int64, with one more column
     when some element's code is inf or NaN, counting this term's ``+inf``, ``-inf`` and NaN.
+
+    ``column=False`` (for sums of every term, not a scan's prefixes): no such column; an element whose
+    code is inf or NaN has its count in limb 0 and zeros after it instead (some term of it is inf or
+    NaN, so its finite terms cannot change its sum).  :func:`decode` tells the two apart by the width.
 
     The limbs of ``x`` sum to ``x`` rounded to nearest (ties to even) on the grid ``2**(top - F)``
     (``F = fmt.limbs * LIMB_BITS``), see :func:`rounded_limbs`.
     """
     special = bool((code >= INF).any())
+    if special and not column:
+        out = encode(values, code, fmt)
+        inline = code >= INF
+        out[inline, 0] = out[inline, -1]
+        out[inline, 1:] = 0
+        return np.ascontiguousarray(out[:, :-1])
     out = np.zeros((values.shape[0], fmt.limbs + special), np.int64)
     for lo in range(0, values.shape[0], CHUNK):
         part = np.asarray(values[lo:lo + CHUNK], np.float64)
@@ -328,6 +338,11 @@ def _decode(summed: np.ndarray, code: np.ndarray, fmt: Format, terms: int | None
     if summed.shape[0] == 0:
         return np.empty(0, np.float64)
     k = fmt.limbs
+    tally = summed[:, k] if summed.shape[1] > k else None
+    if tally is None and code.max() >= INF:      # the counts in limb 0 (encode's column=False)
+        inline = code >= INF
+        tally = np.where(inline, summed[:, 0], 0)
+        summed = np.where(inline[:, None], 0, summed)
     top = _windows(code, fmt)
     limbs = summed[:, :k]
     if fmt.name == "bfloat16":     # ml_dtypes rounds float64 to bfloat16 through float32: twice
@@ -352,9 +367,8 @@ def _decode(summed: np.ndarray, code: np.ndarray, fmt: Format, terms: int | None
             out[bad] = combine(limbs[bad], top[bad], LIMB_BITS, fmt)
     if code.min() == NEG_ZERO:
         out[code == NEG_ZERO] = -0.0
-    if summed.shape[1] > k:
+    if tally is not None:
         mask = (1 << _COUNT_BITS) - 1
-        tally = summed[:, k]
         pos, neg, nan = tally & mask, (tally >> _COUNT_BITS) & mask, tally >> 2 * _COUNT_BITS
         out = np.where(pos > 0, np.inf, out)
         out = np.where(neg > 0, np.where(pos > 0, np.nan, -np.inf), out)

@@ -60,7 +60,7 @@ class Options:
     reproducible : bool, default False
         Sums of floats (all_reduce, reduce, reduce_scatter with SUM or AVG) with ``reproducible=True``:
         the same bits for every algorithm, world size and placement (``docs/reproducible.md``).  Such calls
-        run to completion in the caller (reproducible sums have no request form yet), ``async_op`` or not.
+        are mpicoll's reproducible requests (``Iallreduce(..., reproducible=True)`` ...), asynchronous as any.
     """
 
     algorithms: dict[str, str] = field(default_factory=dict)
@@ -121,14 +121,15 @@ class ProcessGroupMpicoll(collectives.Collectives, dist.ProcessGroup):
         self._monitor = MonitoredBarrier(comm.Dup())
         self._requests = _as_requests(self.options)
         self._ctx = jobs.Context(self.rank(), self.size(), self._algorithm)
-        # Options(reproducible=True): the summing calls, blocking, through reproducible sums (see _start)
-        self._summing = reproducible.always(self._coll) if self.options.reproducible else None
+        # the communicator the planned calls are started on: Options(reproducible=True) makes its summing calls
+        # (their request forms) reproducible
+        self._calls = reproducible.always(self._coll) if self.options.reproducible else self._coll
         self._detail = os.environ.get("TORCH_DISTRIBUTED_DEBUG", "").upper() == "DETAIL"
         self._log = settings.debug >= 2
         self._tag_ub = self._p2p.Get_attr(MPI.TAG_UB) or 32767
         self._arrays = ArrayCache()
         # all_reduce's fast path: a plain tensor, reduced by the op alone, no check, no log
-        self._fast = not (self._detail or self._log or self._summing is not None)
+        self._fast = not (self._detail or self._log or self.options.reproducible)
         self._done = DoneWork("done")   # what every blocking call returns (see _completed)
 
     # -- identity ---------------------------------------------------------------------------------------------
@@ -188,13 +189,7 @@ class ProcessGroupMpicoll(collectives.Collectives, dist.ProcessGroup):
         asynchronous on one rank and blocking on another, and a nonblocking collective never matches a blocking
         one (as in MPI).
         """
-        if self._summing is not None:     # reproducible sums: blocking calls, the same on every rank
-            for method, args, kwargs in planned.calls:
-                getattr(self._summing, method)(*args, **kwargs)
-            if planned.after is not None:
-                planned.after()
-            return self._completed(name, planned.outputs)
-        comm = self._coll
+        comm = self._calls
         requests = [getattr(comm, jobs.nonblocking_name(method))(*args, **kwargs)
                     for method, args, kwargs in planned.calls]
         if _blocking(opts):

@@ -63,3 +63,18 @@ def test_reduce_scatter_and_the_default_is_off(rank, size):
     mine = expected[rank * block:(rank + 1) * block]
     check(torch.equal(out.view(torch.int64), mine.view(torch.int64)), "reduce_scatter_tensor")
     check(not mpicoll.torch.Options().reproducible, "off unless asked for")
+
+
+def test_asynchronous_sums_are_requests_with_the_same_bits(rank, size):
+    """async_op=True on a reproducible group: mpicoll's reproducible requests, several in flight at once."""
+    rows = table(size, torch.float64)
+    expected = reference(rows)
+    group = dist.new_group(pg_options=mpicoll.torch.Options(reproducible=True))
+    tensors = [rows[(rank + shift) % size].clone() for shift in (0, 1)]
+    works = [dist.all_reduce(t, group=group, async_op=True) for t in tensors]
+    plain = torch.full((5,), float(rank))
+    other = dist.all_reduce(plain, group=group, async_op=True)      # an ordinary sum among them (integers)
+    for work in (*works, other):
+        work.wait()
+    check(all(torch.equal(t.view(torch.int64), expected.view(torch.int64)) for t in tensors), "async all_reduce")
+    check(torch.equal(plain, torch.full((5,), float(size * (size - 1) // 2))), "the sum of small integers")

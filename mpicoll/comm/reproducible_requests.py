@@ -1,0 +1,179 @@
+"""The nonblocking (``I*``) and persistent (``*_init``) forms of the reproducible sums: the steps as one request.
+
+A reproducible call (:mod:`mpicoll.comm.reproducible`) is two collectives of the same communicator and
+local passes between them.  Here they are the rounds of one request, as an intercommunicator call's
+stages are (:class:`mpicoll.comm.inter.Stages`): each collective is prepared like any call (its plan's
+bound rounds, on the communicator's private communicator), and each local pass is a step that runs
+once the rounds before it are complete on this rank:
+
+1. the codes (and the byte saying whether this rank's arguments failed), computed when the call
+   starts (``I*``) or at every ``Start()`` (``*_init``);
+2. the rounds of an ``Allreduce`` MAX of the codes;
+3. a step: every rank raises :class:`~mpicoll.errors.ArgumentError` (its ``Wait`` does) where some
+   rank's arguments failed, else computes its limbs;
+4. the rounds of the collective itself on the limbs (``MPI.SUM``, the ``algorithm`` asked for);
+5. a step: the summed limbs rounded once into the result.
+
+A small ``Allreduce`` (at most ``GATHER_BYTES`` of contributions in all) is, as blocking, the rounds
+of an ``Allgather`` of the contributions and a step that sums them.  Every round travels with the
+request's one tag, posted once the round before it is complete here; a peer's messages of one stage
+cannot match another's receives, because MPI keeps the order of two messages between the same ranks
+with the same tag.
+
+The limbs of a scan always have a column for the counts of inf and NaN (its buffers are bound before the
+codes say whether some element has any, and an all-zero count changes no sum); every other call keeps
+those counts in limb 0, as the blocking call does, so the bits are the blocking call's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from mpi4py import MPI
+
+from mpicoll.comm import reproducible as blocking
+from mpicoll.comm.preparing import prepare
+from mpicoll.runtime import fixedpoint_kernels as kernels
+from mpicoll.runtime.requests import Prequest, Request
+from mpicoll.runtime.state import NONBLOCKING, PERSISTENT
+
+__all__ = ["start", "init"]
+
+
+def _nonblocking_name(method: str) -> str:
+    return "I" + method[0].lower() + method[1:]
+
+
+def start(comm: Any, method: str, algorithm: str, reproducible: bool | None, *args: Any) -> Request:
+    """The nonblocking form of ``method`` (``Iallreduce`` for ``"Allreduce"``, ...) of ``comm``, reproducible
+    where :func:`mpicoll.comm.reproducible.accept` takes it (else the ordinary request)."""
+    accepted = blocking.accept(comm, method, reproducible, args)
+    if accepted is None:
+        return getattr(comm, _nonblocking_name(method))(*args, algorithm=algorithm, reproducible=False)
+    state = comm._state
+    state.check_in_step()
+    tag = state.next_tag(NONBLOCKING)
+    stages = _Stages(comm, method, algorithm, args, *accepted)
+    stages.fill()
+    req = Request([r[1:] for r in stages.rounds], [r[0] for r in stages.rounds], tag, None, keep=(args, stages))
+    _watch(req, state, method)
+    req._launch()
+    return req
+
+
+def init(comm: Any, method: str, algorithm: str, reproducible: bool | None, *args: Any) -> Prequest:
+    """The persistent form of ``method`` of ``comm`` (``Allreduce_init`` ...), reproducible where
+    :func:`mpicoll.comm.reproducible.accept` takes it: every ``Start()`` computes the codes of the buffers'
+    current contents, then runs the rounds and steps bound here.
+
+    Raises
+    ------
+    ValueError, TypeError
+        This rank's arguments failed a check (no message is sent by an ``*_init`` call, as in the
+        ordinary form).
+    """
+    accepted = blocking.accept(comm, method, reproducible, args)
+    if accepted is None:
+        return getattr(comm, method + "_init")(*args, algorithm=algorithm, reproducible=False)
+    call, failure = accepted
+    if failure is not None:
+        raise failure
+    state = comm._state
+    tag = state.next_tag(PERSISTENT)
+    stages = _Stages(comm, method, algorithm, args, call, None)
+    req = Prequest([r[1:] for r in stages.rounds], [r[0] for r in stages.rounds], tag, None, stages.fill,
+                   keep=(args, stages))
+    _watch(req, state, method)
+    return req
+
+
+def _watch(req: Any, state: Any, method: str) -> None:
+    """A communicator with a timeout: the request's waits are watched, as its ordinary requests' are."""
+    if state.timeout is not None:
+        req.watch = (method, state.timeout, state.rank, state.went_out_of_step)
+
+
+class _Stages:
+    """One rank's rounds ``(comm, sends, recvs, steps)`` of a reproducible request, and the buffers they bind.
+
+    ``fill()`` writes what the first round sends (the codes, or a small Allreduce's contribution), from the
+    contribution's current contents.
+    """
+
+    def __init__(self, comm: Any, method: str, algorithm: str, args: tuple, call: Any, failure: Exception | None):
+        self.state = state = comm._state
+        self.method, self.call, self.failure = method, call, failure
+        self.rounds: list[tuple[Any, list, list, list]] = []
+        size, itemsize = blocking.elements(args) if call is None else (call.values.shape[0],
+                                                                          call.values.dtype.itemsize)
+        self.size, self.nbytes = size, size * itemsize
+        if method == "Allreduce" and self.nbytes * state.size <= blocking.GATHER_BYTES:
+            self.row = np.zeros(self.nbytes + blocking.FLAG_BYTES, np.uint8)
+            self.table = np.empty((state.size, self.row.shape[0]), np.uint8)
+            self._collective("Allgather", (self.row, self.table), "auto")
+            self._step(self._sum_table)
+            self.fill = self._fill_row
+            return
+        self.head = np.zeros(size + 1, np.int8)
+        self.fill = self._fill_head
+        self._collective("Allreduce", (MPI.IN_PLACE, self.head, MPI.MAX), algorithm if method == "Allreduce" else
+                         "auto")
+        if call is None:      # this rank's arguments failed: it raises once every rank has the flags
+            self._step(self._verdict)
+            return
+        cols = call.fmt.limbs + (method in blocking.PREFIXES)   # (a scan's counts: always their column)
+        rows = blocking.summed_rows(method, call, state.rank)
+        space = np.empty(8 * (size + (rows or 0)) * cols, np.uint8)
+        self.limbs, self.summed = blocking.carve(space, size, rows, cols)
+        self._step(self._encode)
+        self._collective(method, blocking.sum_args(method, args, call, self.limbs, self.summed), algorithm)
+        if self.summed is not None and call.out is not None:
+            self._step(self._decode)
+
+    def _collective(self, method: str, args: tuple, algorithm: str) -> None:
+        """The bound rounds of the ordinary collective ``method(*args)`` (checked now, like any call)."""
+        plan = prepare(self.state, method, args, algorithm)
+        if plan is None:
+            return
+        self.rounds.extend((self.state.private, sends, recvs, list(steps)) for sends, recvs, steps in plan.bound())
+        if plan.finish is not None:
+            self._step(plan.finish)
+
+    def _step(self, step: Any) -> None:
+        """A local step, run once the rounds so far are complete (a round of no message where there is none)."""
+        if not self.rounds:
+            self.rounds.append((MPI.COMM_NULL, [], [], []))
+        self.rounds[-1][3].append(step)
+
+    # -- the local passes ----------------------------------------------------------------------------
+
+    def _fill_head(self) -> None:
+        call, size = self.call, self.size
+        if call is not None:
+            kernels.codes(call.values, call.fmt, out=self.head[:size])
+        self.head[size] = self.failure is not None
+
+    def _verdict(self) -> None:
+        blocking.raise_any(self.method, self.failure, self.head[self.size])
+
+    def _encode(self) -> None:
+        self._verdict()
+        kernels.encode(self.call.values, self.head[:self.size], self.call.fmt, out=self.limbs)
+
+    def _decode(self) -> None:
+        call = self.call
+        code = self.head[call.first:call.first + call.out.shape[0]]
+        kernels.decode(self.summed, code, call.fmt, self.state.size, out=call.out)
+
+    def _fill_row(self) -> None:
+        nbytes = self.nbytes
+        self.row[nbytes:] = self.failure is not None
+        if self.call is not None:
+            self.row[:nbytes] = self.call.values.view(np.uint8)
+
+    def _sum_table(self) -> None:
+        nbytes = self.nbytes
+        blocking.raise_any(self.method, self.failure, any(self.table[:, nbytes].tobytes()))
+        if nbytes:
+            kernels.sum_rows(self.table.view(self.call.values.dtype), self.call.values.shape[0], out=self.call.out)

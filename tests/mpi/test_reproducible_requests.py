@@ -1,0 +1,150 @@
+"""reproducible=True on the nonblocking (I*) and persistent (*_init) forms: the bits of the blocking form.
+
+The blocking form is tested against a one-process reference in ``tests/mpi/test_reproducible.py``; here each
+request form is compared with it bit for bit, on the same data (with zeros of both signs, infinities and
+NaN), on a fresh communicator, with several requests in flight, after a rank's bad arguments, and under
+``MPICOLL_REPRODUCIBLE=1``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+from test_reproducible import bits, permutation, table
+
+import mpicoll
+
+from conftest import WORLD, check
+
+pytestmark = pytest.mark.mpi
+
+P, R = WORLD.size, WORLD.rank
+SIZES = [0, 5, 3000]       # 5: the small Allreduce's gather; 3000: the two steps
+
+
+def _calls(count: int):
+    """(method, blocking arguments given the contribution, what to compare) for each summing collective."""
+    block = max(count // P, 1)
+    counts = [(j * 7) % 3 * 5 for j in range(P)]
+    return [
+        ("Allreduce", lambda x: (x, np.full(count, 7.0))),
+        ("Reduce", lambda x: (x, np.full(count, 7.0), MPI.SUM, P - 1)),
+        ("Reduce_scatter_block", lambda x: (np.resize(x, block * P), np.full(block, 7.0))),
+        ("Reduce_scatter", lambda x: (np.resize(x, sum(counts)), np.full(counts[R], 7.0), counts)),
+        ("Scan", lambda x: (x, np.full(count, 7.0))),
+        ("Exscan", lambda x: (x, np.full(count, 7.0))),
+    ]
+
+
+def _nonblocking(method: str) -> str:
+    return "I" + method[0].lower() + method[1:]
+
+
+@pytest.mark.parametrize("count", SIZES)
+def test_every_request_form_gives_the_blocking_bits(count):
+    comm = mpicoll.Comm(WORLD.Dup())          # a fresh communicator: its first calls are these
+    try:
+        rows = table(P, count, np.float64, 11, special=True)
+        mine = rows[permutation(11)[R]].copy()
+        for method, arguments in _calls(count):
+            expected = arguments(mine)
+            getattr(comm, method)(*expected, reproducible=True)
+            started = arguments(mine)
+            getattr(comm, _nonblocking(method))(*started, reproducible=True).Wait()
+            check(bits(started[1]) == bits(expected[1]), f"{_nonblocking(method)} count {count}")
+            bound = arguments(np.zeros_like(mine))   # contents changed before each Start
+            req = getattr(comm, method + "_init")(*bound, reproducible=True)
+            for scale in (1.0, -3.0):
+                again = arguments(mine * scale)
+                bound[0][...] = again[0]
+                getattr(comm, method)(*again, reproducible=True)
+                req.Start()
+                req.Wait()
+                check(bits(bound[1]) == bits(again[1]), f"{method}_init count {count} scale {scale}")
+            req.Free()
+    finally:
+        comm.Free()
+
+
+@pytest.mark.parametrize("algorithm", mpicoll.algorithms("allreduce"))
+def test_iallreduce_every_algorithm_and_float32(comm, algorithm):
+    rows = table(P, 777, np.float32, 12, special=True)
+    expected = np.empty(777, np.float32)
+    comm.Allreduce(rows[R], expected, algorithm="linear", reproducible=True)
+    out = np.full(777, 7, np.float32)
+    comm.Iallreduce(rows[permutation(12)[R]], out, algorithm=algorithm, reproducible=True).Wait()
+    check(bits(out) == bits(expected), algorithm)
+
+
+def test_requests_in_flight_together_and_with_ordinary_ones(comm):
+    rows = table(P, 2000, np.float64, 13)
+    expected = np.empty(2000)
+    comm.Allreduce(rows[R], expected, reproducible=True)
+    outs = [np.empty(2000) for _ in range(3)]
+    plain_in, plain_out = np.full(10, float(R)), np.empty(10)
+    reqs = [comm.Iallreduce(rows[R], outs[0], reproducible=True),
+            comm.Iallreduce(plain_in, plain_out),
+            comm.Iallreduce(rows[R], outs[1], algorithm="ring", reproducible=True),
+            comm.Iscan(rows[R], outs[2], reproducible=True)]
+    MPI.Request.Waitall(reqs)
+    check(bits(outs[0]) == bits(expected) and bits(outs[1]) == bits(expected), "concurrent Iallreduce")
+    check(np.all(plain_out == P * (P - 1) / 2), "the ordinary request among them")
+    scan = np.empty(2000)
+    comm.Scan(rows[R], scan, reproducible=True)
+    check(bits(outs[2]) == bits(scan), "Iscan among them")
+
+
+@pytest.mark.parametrize("count", [3, 3000])
+def test_a_rank_with_bad_arguments_fails_every_rank_at_wait(comm, count):
+    out = np.empty(count)
+    if R == P - 1:
+        out.flags.writeable = False
+    req = comm.Iallreduce(np.ones(count), out, reproducible=True) if R != P - 1 or P == 1 else None
+    if req is None:                         # the bad rank: its own error, at the call or at Wait
+        with pytest.raises((ValueError, TypeError)):
+            comm.Iallreduce(np.ones(count), out, reproducible=True).Wait()
+    else:
+        with pytest.raises((ValueError, TypeError)):
+            req.Wait()
+    out = np.empty(count)                     # and the communicator still works
+    comm.Iallreduce(np.ones(count), out, reproducible=True).Wait()
+    check(np.all(out == P), "after a failed request")
+
+
+def test_environment_variable_turns_the_request_forms_on(comm, monkeypatch):
+    from mpicoll import config
+
+    rows = table(P, 100, np.float64, 14)
+    expected = np.empty(100)
+    comm.Allreduce(rows[permutation(14)[R]], expected, reproducible=True)
+    out, bound = np.empty(100), np.empty(100)
+    monkeypatch.setenv("MPICOLL_REPRODUCIBLE", "1")
+    config.reload()
+    try:
+        comm.Iallreduce(rows[permutation(14)[R]], out, algorithm="ring").Wait()
+        req = comm.Allreduce_init(rows[permutation(14)[R]], bound, algorithm="recursive_doubling")
+    finally:
+        monkeypatch.delenv("MPICOLL_REPRODUCIBLE")
+        config.reload()
+    req.Start()
+    req.Wait()
+    req.Free()
+    check(bits(out) == bits(expected) and bits(bound) == bits(expected), "MPICOLL_REPRODUCIBLE=1")
+
+
+@pytest.mark.skipif(P < 2, reason="an intercommunicator needs two groups")
+def test_an_intercommunicator_refuses_the_request_forms(comm):
+    local = comm.Split(R % 2, R)
+    inter = local.Create_intercomm(0, comm, 1 - R % 2)
+    x, y = np.ones(3), np.empty(3)
+    try:
+        with pytest.raises(ValueError, match="intracommunicators only"):
+            inter.Iallreduce(x, y, reproducible=True)
+        with pytest.raises(ValueError, match="intracommunicators only"):
+            inter.Allreduce_init(x, y, reproducible=True)
+        inter.Iallreduce(x, y).Wait()
+        check(np.all(y == inter.Get_remote_size()), "intercommunicator Iallreduce after the refusal")
+    finally:
+        inter.Free()
+        local.Free()
