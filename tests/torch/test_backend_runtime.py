@@ -124,11 +124,11 @@ def _sparse_input(r: int, dense_width: int = 0) -> torch.Tensor:
     """Rank r's sparse COO input: a few entries, some at indices other ranks use too, and a duplicate."""
     g = torch.Generator().manual_seed(100 + r)
     nnz = 3 + r
-    idx = torch.randint(0, 6, (2, nnz), generator=g)
-    idx[:, -1] = idx[:, 0]   # a repeated index: not coalesced on input
     shape = (6, 5) if not dense_width else (6, 5, dense_width)
+    idx = torch.stack([torch.randint(0, n, (nnz,), generator=g) for n in shape[:2]])   # inside the shape
+    idx[:, -1] = idx[:, 0]   # a repeated index: not coalesced on input
     vals = torch.randn((nnz,) if not dense_width else (nnz, dense_width), generator=g, dtype=torch.float64)
-    return torch.sparse_coo_tensor(idx, vals, shape)
+    return torch.sparse_coo_tensor(idx, vals, shape, check_invariants=True)
 
 
 @pytest.mark.parametrize("dense_width", [0, 3])
