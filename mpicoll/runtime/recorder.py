@@ -179,6 +179,8 @@ def _entry(slot: list) -> dict:
 
 # -- writing the record ------------------------------------------------------------------------------------
 
+_DUMPING = threading.RLock()
+
 def dump(reason: str) -> str | None:
     """Write this rank's record of every live communicator to ``MPICOLL_TRACE/rank-R.json``; its path."""
     folder = config.current().trace
@@ -191,10 +193,12 @@ def dump(reason: str) -> str | None:
               "time": time.time(), "comms": comms}
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, f"rank-{rank}.json")
-    with open(path + ".part", "w") as out:
+    part = f"{path}.{threading.get_ident()}.part"   # one writer per file at a time, each with its own part file:
+    with _DUMPING, open(part, "w") as out:          # an error's writer and the exit's may meet (MPICH did)
         json.dump(record, out)
-    os.replace(path + ".part", path)
-    _WRITTEN[0] += 1
+        out.close()
+        os.replace(part, path)
+        _WRITTEN[0] += 1
     return path
 
 
