@@ -31,7 +31,7 @@ from typing import Any
 
 from mpi4py import MPI
 
-from mpicoll.runtime import watchdog
+from mpicoll.runtime import direct, watchdog
 from mpicoll.runtime.rounds import fault, is_fault, keep_active
 from mpicoll.runtime.rounds import testall as _testall
 from mpicoll.runtime.rounds import waitall as _waitall
@@ -76,7 +76,7 @@ class _Collective(MPI.Request):
     """
 
     __slots__ = ("_steps", "_nrounds", "_round", "_pending", "_finish", "_release", "_state", "tag", "watch",
-                 "_engine", "_guard", "_greq", "_keep", "_error", "_comms", "trace")
+                 "_engine", "_guard", "_greq", "_keep", "_error", "_comms", "trace", "_generalized")
 
     def __new__(cls, *args: Any, **kwargs: Any) -> _Collective:
         return MPI.Request.__new__(cls)   # mpi4py's constructor takes a request to copy, not ours' arguments
@@ -101,6 +101,8 @@ class _Collective(MPI.Request):
         self._error: BaseException | None = None
         self._comms: list[MPI.Comm] = []     # round t's communicator (set by the subclass that posts them)
         self.trace: Any = None   # its flight record (a mpicoll.runtime.recorder.Traced), or None
+        # the generalized request started and completed from C (mpicoll.runtime.direct), or None: mpi4py's
+        self._generalized = direct.generalized(self)
 
     def _post(self, t: int) -> list[MPI.Request]:
         raise NotImplementedError
@@ -109,15 +111,17 @@ class _Collective(MPI.Request):
 
     def _arm(self) -> None:
         """Start this run's generalized request and make it this object's MPI handle."""
+        if self._generalized is not None:
+            self._generalized.start()
+            return
         greq = self._greq = _grequest(self._query, None, self._cancelled)
         _memmove(_addressof(self), _addressof(greq), _HANDLE)
 
     def _query(self, status: MPI.Status) -> None:
         """MPI asks for the status of the completed collective: empty, with an error if a step raised."""
         _empty(status)
-        if self._error is not None:    # an MPI error keeps its class (a process failure, ...); others: ERR_OTHER
-            error = self._error
-            status.Set_error(error.Get_error_class() if isinstance(error, MPI.Exception) else MPI.ERR_OTHER)
+        if self._error is not None:
+            status.Set_error(_error_class(self._error))
 
     @staticmethod
     def _cancelled(completed: bool) -> None:
@@ -232,7 +236,10 @@ class _Collective(MPI.Request):
             if self.trace is not None:
                 self.trace.ended(self._error, self._round)
             self._state = _COMPLETE
-            self._greq.Complete()
+            if self._generalized is None:
+                self._greq.Complete()
+            else:
+                self._generalized.complete(_error_class(self._error))
 
     def _settle(self, status: MPI.Status | None) -> None:
         """The engine has completed the collective: free its handle (if no MPI call did), raise its error.
@@ -485,6 +492,14 @@ def _block_once(extra: Sequence[MPI.Request], status: MPI.Status | None = None,
         return None
     i = _waitany(internal + list(extra), status)
     return i - len(internal) if i != MPI.UNDEFINED and i >= len(internal) else None
+
+
+def _error_class(error: BaseException | None) -> int:
+    """The error class a collective's status carries: an MPI error keeps its own (a process failure, ...),
+    another error is ``MPI.ERR_OTHER``."""
+    if error is None:
+        return MPI.SUCCESS
+    return error.Get_error_class() if isinstance(error, MPI.Exception) else MPI.ERR_OTHER
 
 
 def _empty(status: MPI.Status | None) -> None:

@@ -23,6 +23,7 @@ from mpi4py import MPI
 from mpicoll.families import registry
 from mpicoll.ir.layout import Layout
 from mpicoll.ir.schedule import USER_BUFFERS, Schedule
+from mpicoll.runtime import direct
 from mpicoll.runtime import gpu as backends
 from mpicoll.runtime.blocking import bind, execute, for_mpi
 from mpicoll.runtime.datatypes import check_reducible, made_for_device, mirror
@@ -99,7 +100,8 @@ class Plan:
 
     def _make_runner(self, comm: Any) -> Callable[[int], None]:
         if self.device is None and self.finish is None:
-            return partial(execute, for_mpi(self.rounds()), comm)
+            rounds = for_mpi(self.rounds())
+            return direct.blocking(rounds, comm) or partial(execute, rounds, comm)
         device, rounds, finish = self.device, None if self.device else for_mpi(self.rounds()), self.finish
 
         def run(tag: int) -> None:

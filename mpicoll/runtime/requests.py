@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from mpi4py import MPI
 
-from mpicoll.runtime import progress
+from mpicoll.runtime import direct, progress
 from mpicoll.runtime.mixed import MixedWaits
 from mpicoll.runtime.nonblocking import (
     _COMPLETE,
@@ -81,7 +81,7 @@ class Prequest(MixedWaits, _Collective, MPI.Prequest):
     staged in, non-contiguous datatypes packed again), ``finish`` at every completion.
     """
 
-    __slots__ = ("_requests", "_before", "_held")
+    __slots__ = ("_requests", "_before", "_held", "_direct")
 
     def __init__(self, rounds: list[Round], comms: list[MPI.Comm], tag: int,
                  finish: Callable[[], None] | None = None, before: Callable[[], None] | None = None,
@@ -95,8 +95,37 @@ class Prequest(MixedWaits, _Collective, MPI.Prequest):
             [comm.Recv_init(buf, peer, tag) for buf, peer in recvs] + [comm.Send_init(buf, peer, tag)
                                                                        for buf, peer in sends]
             for comm, (sends, recvs, _) in zip(comms, rounds)]
+        # the same rounds started and completed from C (mpicoll.runtime.direct), where they travel on one
+        # communicator; None: mpi4py's Startall and Waitall
+        self._direct = (direct.persistent(rounds, comms[0], self._requests)
+                        if comms and all(comm is comms[0] for comm in comms) else None)
+
+    def _advance(self, block: bool) -> bool:
+        """As :meth:`_Collective._advance`, the loop run from C where the rounds are bound there."""
+        rounds = self._direct
+        if rounds is None:
+            return super()._advance(block)
+        try:
+            done = rounds.advance(block)
+        except BaseException as exc:
+            self._round = rounds.current
+            if isinstance(exc, MPI.Exception) and not rounds.in_steps:
+                return self._fail(exc, self._requests[self._round])
+            self._leave()          # a step raised (a user op): the request ends with its error
+            self._error = exc
+            self._complete()
+            return True
+        if not done:
+            if self._round != rounds.current:
+                self._round = rounds.current
+                self._pending = self._requests[self._round]
+            return False
+        self._leave()
+        self._complete()
+        return True
 
     def _free_requests(self) -> None:
+        self._direct = None
         for reqs in self._requests:
             for req in reqs:
                 req.Free()
@@ -122,14 +151,17 @@ class Prequest(MixedWaits, _Collective, MPI.Prequest):
                                "it is still active (Wait() or Test() it to completion first)"))
         if self._before is not None:
             self._before()
-        if self._nrounds and self._requests[0]:     # the common case, kept lean: Startall round 0
+        if self._nrounds and (self._requests[0] or self._direct is not None):   # the common case, kept lean
             with self._guard:
                 self._arm()
                 self._state, self._round = _RUNNING, 0
                 self._pending = reqs = self._requests[0]
                 self._enter()
                 try:
-                    _startall(reqs)
+                    if self._direct is None:
+                        _startall(reqs)
+                    else:
+                        self._direct.start()
                 except MPI.Exception as exc:     # e.g. the communicator was revoked: the request ends with it
                     self._fail(exc, reqs)
         else:

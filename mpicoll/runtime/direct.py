@@ -1,0 +1,145 @@
+"""MPI called from C: a plan's messages bound to addresses once and posted with the MPI library's own functions.
+
+The blocking executor (:func:`mpicoll.runtime.blocking.execute`) and the request engine
+(:mod:`mpicoll.runtime.nonblocking`) call MPI through mpi4py's methods, which parse their arguments and export
+a buffer for every message.  Where the optional extension ``mpicoll.runtime._direct`` is built, a plan run many
+times instead binds its messages once, as ``(address, bytes, peer)``, and C posts them with ``MPI_Sendrecv``,
+``MPI_Isend``, ``MPI_Startall``... found in the MPI library mpi4py has loaded (nothing is linked when mpicoll is
+built).  It is used where all of these hold, and the mpi4py paths everywhere else:
+
+- the extension is built and ``MPICOLL_NO_EXTENSIONS`` is not set;
+- the running MPI is Open MPI or MPICH with the handle and status sizes the extension was written for
+  (:func:`available` says why not);
+- the job does not run with MPI's fault-tolerance extension (there mpicoll completes a round's requests one at
+  a time: :data:`mpicoll.runtime.rounds.waitall`);
+- every message of the plan is host memory of fewer than 2^31 bytes.
+
+``python -m mpicoll --version`` says whether it is in use.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any
+
+import numpy as np
+from mpi4py import MPI
+
+from mpicoll import config
+from mpicoll.runtime.compiled import extension
+from mpicoll.runtime.standin import continue_marked
+
+__all__ = ["MODULE", "available", "messages", "blocking", "persistent", "generalized"]
+
+#: the family's sizes of MPI_Request and MPI_Status, and its MPI_STATUS_IGNORE, that the extension was written for
+_FAMILIES = {"Open MPI": ("openmpi", 8, 24, 0), "MPICH": ("mpich", 4, 20, 1)}
+_INT_MAX = 2**31 - 1
+
+
+def _library() -> str | None:
+    """The path of the MPI library this process has loaded (Linux: from ``/proc/self/maps``)."""
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                path = line.split()[-1]
+                if path.rsplit("/", 1)[-1].startswith("libmpi.so"):
+                    return path
+    except OSError:
+        pass
+    return None
+
+
+def _status_layout() -> tuple[int, int, int]:
+    """Where ``MPI_Status`` keeps ``MPI_SOURCE``, ``MPI_TAG`` and ``MPI_ERROR``: found by setting them."""
+    status = MPI.Status()
+    status.Set_source(0x5A5A01)
+    status.Set_tag(0x5A5A02)
+    status.Set_error(0x5A5A03)
+    raw = ctypes.string_at(MPI._addressof(status), MPI._sizeof(MPI.Status))
+    return tuple(raw.index(value.to_bytes(4, "little")) for value in (0x5A5A01, 0x5A5A02, 0x5A5A03))  # type: ignore
+
+
+def _load() -> tuple[Any, str]:
+    """The initialised extension, or None and why not."""
+    if config.fault_tolerant():
+        return None, "the job runs with MPI's fault-tolerance extension (a round's requests complete one at a time)"
+    module = extension("_direct")
+    if module is None:
+        return None, "mpicoll.runtime._direct is not built, or MPICOLL_NO_EXTENSIONS is set"
+    vendor = MPI.get_vendor()[0]
+    if vendor not in _FAMILIES:
+        return None, f"the running MPI is {vendor}: the extension calls Open MPI and MPICH only"
+    family, request_size, status_size, ignore = _FAMILIES[vendor]
+    if (MPI._sizeof(MPI.Request), MPI._sizeof(MPI.Status)) != (request_size, status_size):
+        return None, f"{vendor}'s handles or status have other sizes than the extension was written for"
+    path = _library()
+    if path is None:
+        return None, "the MPI library's path is not known (/proc/self/maps)"
+    source_at, tag_at, error_at = _status_layout()
+    try:
+        module.init(path, family, (MPI._handleof(MPI.BYTE), ignore, MPI.ERR_OTHER, MPI.ANY_SOURCE, MPI.ANY_TAG,
+                                   status_size, source_at, tag_at, error_at), MPI.Exception)
+    except ImportError as exc:
+        return None, str(exc)
+    module.on_failure(continue_marked)
+    return module, f"in use ({family}, {path})"
+
+
+MODULE, _WHY = _load()
+
+
+def available() -> tuple[bool, str]:
+    """Whether the direct path is in use, and what says so (or why it is not)."""
+    return MODULE is not None, _WHY
+
+
+def messages(rounds: list) -> list | None:
+    """Each round's messages as ``(receives, sends)`` of ``(address, bytes, peer)``, from bound rounds (NumPy
+    views, or the :func:`mpicoll.runtime.blocking.for_mpi` form); None where a message is not a plain host one
+    (a GPU array, a message of 2^31 bytes or more)."""
+    out = []
+    for sends, recvs, _ in rounds:
+        pair = []
+        for side in (recvs, sends):
+            bound = []
+            for spec, peer in side:
+                if type(spec) is np.ndarray and spec.flags.c_contiguous:
+                    buffer = MPI.buffer(spec)
+                elif type(spec) is list and len(spec) == 2 and spec[1] is MPI.BYTE:
+                    buffer = spec[0]
+                else:
+                    return None
+                if buffer.nbytes > _INT_MAX:
+                    return None
+                bound.append((buffer.address, buffer.nbytes, peer))
+            pair.append(bound)
+        out.append(tuple(pair))
+    return out
+
+
+def blocking(rounds: list, comm: MPI.Comm) -> Any:
+    """``run(tag)`` running ``rounds`` (the :func:`~mpicoll.runtime.blocking.for_mpi` form) blocking on ``comm``
+    from C, or None where the direct path does not apply."""
+    if MODULE is None:
+        return None
+    bound = messages(rounds)
+    return None if bound is None else MODULE.Rounds(rounds, comm, bound, keep=rounds)
+
+
+def persistent(rounds: list, comm: MPI.Comm, requests: list[list[MPI.Prequest]]) -> Any:
+    """The C side of a persistent request: bound ``rounds`` whose
+    messages are ``requests`` (MPI persistent requests, each round's receives first), started and completed from
+    C (``start()``, ``advance(block)``); None where the direct path does not apply."""
+    if MODULE is None:
+        return None
+    bound = messages(rounds)
+    if bound is None:
+        return None
+    handles = [[MPI._handleof(request) for request in round_requests] for round_requests in requests]
+    return MODULE.Rounds(rounds, comm, bound, handles, keep=(rounds, requests))
+
+
+def generalized(request: MPI.Request) -> Any:
+    """The generalized request behind ``request``'s MPI handle, started (``start()``) and completed
+    (``complete(error_class)``) from C; None where the direct path does not apply."""
+    return None if MODULE is None else MODULE.Generalized(MPI._addressof(request))
