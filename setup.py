@@ -13,8 +13,9 @@ functions in Python (``mpicoll.comm.dispatch._run_blocking``,
 from setuptools import Extension, setup
 
 SOURCES = {"_callkey": ["_callkey.c", "_callrun.c"], "_rounds": ["_rounds.c"], "_fixedpoint": ["_fixedpoint.c"],
-           "_direct": ["_direct.c"]}
+           "_direct": ["_direct.c", "_requests.c"]}
+HEADERS = ["_callkey.h", "_direct.h", "_direct_family.h"]
 
 setup(ext_modules=[Extension(f"mpicoll.runtime.{name}", [f"mpicoll/runtime/{file}" for file in files],
-                             depends=["mpicoll/runtime/_callkey.h", "mpicoll/runtime/_direct_family.h"], optional=True)
+                             depends=[f"mpicoll/runtime/{header}" for header in HEADERS], optional=True)
                    for name, files in SOURCES.items()])

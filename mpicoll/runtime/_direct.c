@@ -18,11 +18,8 @@
  * A round whose messages fail is handed, as in mpicoll.runtime._rounds, to the function set by
  * on_failure(function), with an MPI.Exception made from MPI's error code.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "_direct.h"
 #include <dlfcn.h>
-#include <stddef.h>
-#include <stdint.h>
 #include <string.h>
 #include <structmember.h>
 
@@ -40,32 +37,7 @@ as_int(PyObject *value)
     return (int)v;
 }
 
-typedef struct {
-    void *address;
-    int nbytes;
-    int peer;
-} Message;
-
-/* a round: its receives then its sends, the memory of their MPI requests, its local steps */
-typedef struct {
-    Message *messages;
-    int nrecvs, nsends;
-    void *requests;
-    PyObject *steps;
-} Round;
-
-typedef struct {
-    size_t handle_size;
-    int (*transfer)(const Round *, intptr_t, int);
-    int (*startall)(Round *);
-    int (*waitall)(Round *);
-    int (*testall)(Round *, int *);
-    int (*grequest_start)(void *, void *);
-    int (*grequest_complete)(const void *);
-    int (*request_free)(void *);
-} Api;
-
-static Api api;
+Api api;
 static int ready;
 static intptr_t byte;            /* MPI_BYTE */
 static void *status_ignore;      /* MPI_STATUS(ES)_IGNORE */
@@ -115,7 +87,7 @@ cancel(void *state, int complete)
 #undef F
 
 /* MPI error code rc as a raised MPI.Exception */
-static void
+void
 raise_mpi(int rc)
 {
     PyObject *code = PyLong_FromLong(rc);
@@ -128,7 +100,7 @@ raise_mpi(int rc)
 }
 
 /* run a list of steps: 0, or -1 with the exception set */
-static int
+int
 run_steps(PyObject *steps)
 {
     for (Py_ssize_t s = 0; s < PyList_GET_SIZE(steps); s++) {
@@ -142,16 +114,6 @@ run_steps(PyObject *steps)
 
 /* -- Rounds --------------------------------------------------------------------------------------- */
 
-typedef struct {
-    PyObject_HEAD
-    vectorcallfunc vectorcall;
-    Py_ssize_t nrounds;
-    Round *rounds;
-    Py_ssize_t current;     /* a request's round in flight (nrounds: finished) */
-    int in_steps;           /* whether advance's last error came from a local step */
-    intptr_t comm;
-    PyObject *bound, *comm_object, *keep;
-} Rounds;
 
 static void
 rounds_release(Rounds *self)
@@ -322,33 +284,36 @@ rounds_call(PyObject *op, PyObject *const *argv, size_t nargsf, PyObject *kwname
     return Py_XNewRef(result);
 }
 
+int
+rounds_start_run(Rounds *self)
+{
+    self->current = 0;
+    self->in_steps = 0;
+    int rc = self->nrounds ? api.startall(&self->rounds[0]) : 0;
+    if (rc != 0) {
+        raise_mpi(rc);
+        return -1;
+    }
+    return 0;
+}
+
 static PyObject *
 rounds_start(Rounds *self, PyObject *unused)
 {
     (void)unused;
-    self->current = 0;
-    self->in_steps = 0;
-    if (self->nrounds == 0)
-        Py_RETURN_NONE;
-    int rc = api.startall(&self->rounds[0]);
-    if (rc != 0) {
-        raise_mpi(rc);
-        return NULL;
-    }
-    Py_RETURN_NONE;
+    return rounds_start_run(self) < 0 ? NULL : Py_NewRef(Py_None);
 }
 
 /* advance(block): complete round `current` (waiting if block), run its steps, start the next; True when every
  * round is done, False when a round's messages are not complete yet.  An error leaves `current` at its round
  * (in_steps says whether a step raised it, else the round's messages did). */
-static PyObject *
-rounds_advance(Rounds *self, PyObject *block)
+int
+rounds_advance_run(Rounds *self, int block)
 {
-    int blocking = PyObject_IsTrue(block);
     while (self->current < self->nrounds) {
         Round *r = &self->rounds[self->current];
         int rc, done = 1;
-        if (blocking) {
+        if (block) {
             Py_BEGIN_ALLOW_THREADS
             rc = api.waitall(r);
             Py_END_ALLOW_THREADS
@@ -359,21 +324,29 @@ rounds_advance(Rounds *self, PyObject *block)
         if (rc != 0) {
             self->in_steps = 0;
             raise_mpi(rc);
-            return NULL;
+            return -1;
         }
         if (!done)
-            Py_RETURN_FALSE;
+            return 0;
         if (run_steps(r->steps) < 0) {
             self->in_steps = 1;
-            return NULL;
+            return -1;
         }
         if (++self->current < self->nrounds && (rc = api.startall(&self->rounds[self->current])) != 0) {
             self->in_steps = 0;
             raise_mpi(rc);
-            return NULL;
+            return -1;
         }
     }
-    Py_RETURN_TRUE;
+    return 1;
+}
+
+static PyObject *
+rounds_advance(Rounds *self, PyObject *block)
+{
+    int blocking = PyObject_IsTrue(block);
+    int done = blocking < 0 ? -1 : rounds_advance_run(self, blocking);
+    return done < 0 ? NULL : PyBool_FromLong(done);
 }
 
 static int
@@ -419,7 +392,7 @@ static PyMemberDef rounds_members[] = {
     {NULL, 0, 0, 0, NULL},
 };
 
-static PyTypeObject RoundsType = {
+PyTypeObject RoundsType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "mpicoll.runtime._direct.Rounds",
     .tp_basicsize = sizeof(Rounds),
@@ -438,12 +411,6 @@ static PyTypeObject RoundsType = {
 
 /* -- Generalized ---------------------------------------------------------------------------------- */
 
-typedef struct {
-    PyObject_HEAD
-    int error_class;                /* first: the query callback's state points here */
-    unsigned char handle[16];       /* the generalized request, as MPI_Grequest_start made it */
-    char *address;                  /* where the mpicoll request keeps its MPI handle */
-} Generalized;
 
 static PyObject *
 generalized_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
@@ -465,18 +432,36 @@ generalized_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     return (PyObject *)self;
 }
 
-static PyObject *
-generalized_start(Generalized *self, PyObject *unused)
+int
+generalized_start_run(Generalized *self)
 {
-    (void)unused;
     self->error_class = 0;
     int rc = api.grequest_start(&self->error_class, self->handle);
     if (rc != 0) {
         raise_mpi(rc);
-        return NULL;
+        return -1;
     }
     memcpy(self->address, self->handle, api.handle_size);
-    Py_RETURN_NONE;
+    return 0;
+}
+
+int
+generalized_complete_run(Generalized *self, int error_class)
+{
+    self->error_class = error_class;
+    int rc = api.grequest_complete(self->handle);
+    if (rc != 0) {
+        raise_mpi(rc);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *
+generalized_start(Generalized *self, PyObject *unused)
+{
+    (void)unused;
+    return generalized_start_run(self) < 0 ? NULL : Py_NewRef(Py_None);
 }
 
 static PyObject *
@@ -485,13 +470,7 @@ generalized_complete(Generalized *self, PyObject *error_class)
     int error = as_int(error_class);
     if (error == -1 && PyErr_Occurred())
         return NULL;
-    self->error_class = error;
-    int rc = api.grequest_complete(self->handle);
-    if (rc != 0) {
-        raise_mpi(rc);
-        return NULL;
-    }
-    Py_RETURN_NONE;
+    return generalized_complete_run(self, error) < 0 ? NULL : Py_NewRef(Py_None);
 }
 
 static PyMethodDef generalized_methods[] = {
@@ -502,7 +481,7 @@ static PyMethodDef generalized_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static PyTypeObject GeneralizedType = {
+PyTypeObject GeneralizedType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "mpicoll.runtime._direct.Generalized",
     .tp_basicsize = sizeof(Generalized),
@@ -569,6 +548,13 @@ on_failure(PyObject *self, PyObject *callable)
 }
 
 static PyMethodDef methods[] = {
+    {"init_requests", init_requests, METH_VARARGS,
+     "init_requests(cls, engine, wake, failed)\n--\n\nThe persistent request class whose Start and Wait start() and "
+     "wait() run (see mpicoll.runtime.requests)."},
+    {"start", fast_start, METH_O,
+     "start(request)\n--\n\nStart a persistent request in its common case; False where Python must."},
+    {"wait", (PyCFunction)(void (*)(void))fast_wait, METH_FASTCALL,
+     "wait(request, status)\n--\n\nWait for a persistent request in its common case; False where Python must."},
     {"init", init, METH_VARARGS,
      "init(path, family, constants, exception)\n--\n\nFind the MPI functions in the library at path (see "
      "mpicoll.runtime.direct)."},

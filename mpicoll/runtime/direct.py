@@ -29,7 +29,7 @@ from mpicoll import config
 from mpicoll.runtime.compiled import extension
 from mpicoll.runtime.standin import continue_marked
 
-__all__ = ["MODULE", "available", "messages", "blocking", "persistent", "generalized"]
+__all__ = ["MODULE", "available", "messages", "blocking", "persistent", "generalized", "fast_requests"]
 
 #: the family's sizes of MPI_Request and MPI_Status, and its MPI_STATUS_IGNORE, that the extension was written for
 _FAMILIES = {"Open MPI": ("openmpi", 8, 24, 0), "MPICH": ("mpich", 4, 20, 1)}
@@ -143,3 +143,14 @@ def generalized(request: MPI.Request) -> Any:
     """The generalized request behind ``request``'s MPI handle, started (``start()``) and completed
     (``complete(error_class)``) from C; None where the direct path does not apply."""
     return None if MODULE is None else MODULE.Generalized(MPI._addressof(request))
+
+
+def fast_requests(cls: type, engine: list, wake: list, empty: Any) -> tuple[Any, Any]:
+    """``(start, wait)``: ``start(request)`` and ``wait(request, status)`` run a persistent request of class ``cls``
+    in its common case from C and return True, or return False where its Python methods must (see
+    ``mpicoll/runtime/_requests.c``); ``(None, None)`` where the direct path does not apply.  ``engine``: the
+    main thread's requests; ``wake``: what a start calls; ``empty(status)``: a collective's status."""
+    if MODULE is None:
+        return None, None
+    MODULE.init_requests(cls, engine, wake, empty)
+    return MODULE.start, MODULE.wait

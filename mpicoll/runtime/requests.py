@@ -23,12 +23,14 @@ from mpi4py import MPI
 from mpicoll.runtime import direct, progress
 from mpicoll.runtime.mixed import MixedWaits
 from mpicoll.runtime.nonblocking import (
+    ACTIVE,
     _COMPLETE,
     _FREED,
     _INACTIVE,
     _RUNNING,
     _WAKE,
     _Collective,
+    _empty,
     _mpi_bool,
     _startall,
 )
@@ -109,12 +111,7 @@ class Prequest(MixedWaits, _Collective, MPI.Prequest):
             done = rounds.advance(block)
         except BaseException as exc:
             self._round = rounds.current
-            if isinstance(exc, MPI.Exception) and not rounds.in_steps:
-                return self._fail(exc, self._requests[self._round])
-            self._leave()          # a step raised (a user op): the request ends with its error
-            self._error = exc
-            self._complete()
-            return True
+            return self._advance_failed(exc)
         if not done:
             if self._round != rounds.current:
                 self._round = rounds.current
@@ -123,6 +120,22 @@ class Prequest(MixedWaits, _Collective, MPI.Prequest):
         self._leave()
         self._complete()
         return True
+
+    def _advance_failed(self, exc: BaseException) -> bool:
+        """Round ``self._round`` of the C rounds raised ``exc``: its messages (the request ends as
+        :meth:`_fail` says) or a local step (a user op: the request ends with the error)."""
+        if isinstance(exc, MPI.Exception) and not self._direct.in_steps:
+            return self._fail(exc, self._requests[self._round])
+        self._leave()
+        self._error = exc
+        self._complete()
+        return True
+
+    def _start_failed(self, exc: MPI.Exception) -> None:
+        """Round 0 could not be started (e.g. the communicator was revoked): the request ends with ``exc``."""
+        with self._guard:
+            self._enter()
+            self._fail(exc, self._requests[0])
 
     def _free_requests(self) -> None:
         self._direct = None
@@ -145,6 +158,8 @@ class Prequest(MixedWaits, _Collective, MPI.Prequest):
         RuntimeError
             The request was freed, or is still active (``Wait()`` or ``Test()`` it to completion first).
         """
+        if _FAST_START is not None and _FAST_START(self):    # the common case, from C
+            return
         state = self._state
         if state != _INACTIVE and not (state == _COMPLETE and not _mpi_bool(self)):   # (completed by MPI's Wait)
             raise RuntimeError(f"{self!r} cannot be started: " + ("it was freed" if state == _FREED else
@@ -166,6 +181,30 @@ class Prequest(MixedWaits, _Collective, MPI.Prequest):
                     self._fail(exc, reqs)
         else:
             self._launch()
+
+    def Wait(self, status: MPI.Status | None = None) -> bool:
+        """Block until the collective is complete, moving every outstanding mpicoll request along.
+
+        Parameters
+        ----------
+        status : MPI.Status, optional
+            Set empty, as MPI does for collectives.
+
+        Returns
+        -------
+        bool
+            Always True (mpi4py's convention).
+
+        Raises
+        ------
+        RuntimeError
+            The request was freed.
+        CollectiveTimeout
+            The communicator has a timeout and the collective made no progress for that long.
+        """
+        if _FAST_WAIT is not None and _FAST_WAIT(self, status):    # the common case, from C
+            return True
+        return super().Wait(status)
 
     def Free(self) -> None:
         """Release the MPI persistent requests; the request cannot be started again.
@@ -191,6 +230,10 @@ class Prequest(MixedWaits, _Collective, MPI.Prequest):
             self._free_requests()
 
 
+
+
+#: a persistent request's Start and Wait in their common case, from C (None: the Python methods do it all)
+_FAST_START, _FAST_WAIT = direct.fast_requests(Prequest, ACTIVE, _WAKE, _empty)
 
 
 # -- entry points used by mpicoll.Comm ------------------------------------------------

@@ -1,0 +1,73 @@
+/* What the source files of mpicoll.runtime._direct share: _direct.c binds a plan's rounds and runs them, and
+ * starts and completes generalized requests; _requests.c runs a persistent request's Start and Wait. */
+#ifndef MPICOLL_DIRECT_H
+#define MPICOLL_DIRECT_H
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    void *address;
+    int nbytes;
+    int peer;
+} Message;
+
+/* a round: its receives then its sends, the memory of their MPI requests, its local steps */
+typedef struct {
+    Message *messages;
+    int nrecvs, nsends;
+    void *requests;
+    PyObject *steps;
+} Round;
+
+typedef struct {
+    size_t handle_size;
+    int (*transfer)(const Round *, intptr_t, int);
+    int (*startall)(Round *);
+    int (*waitall)(Round *);
+    int (*testall)(Round *, int *);
+    int (*grequest_start)(void *, void *);
+    int (*grequest_complete)(const void *);
+    int (*request_free)(void *);
+} Api;
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    Py_ssize_t nrounds;
+    Round *rounds;
+    Py_ssize_t current;     /* a request's round in flight (nrounds: finished) */
+    int in_steps;           /* whether advance's last error came from a local step */
+    intptr_t comm;
+    PyObject *bound, *comm_object, *keep;
+} Rounds;
+
+typedef struct {
+    PyObject_HEAD
+    int error_class;                /* first: the query callback's state points here */
+    unsigned char handle[16];       /* the generalized request, as MPI_Grequest_start made it */
+    char *address;                  /* where the mpicoll request keeps its MPI handle */
+} Generalized;
+
+extern Api api;                     /* the running MPI family's calls (set by init) */
+extern PyTypeObject RoundsType, GeneralizedType;
+
+/* MPI error code rc as a raised MPI.Exception */
+void raise_mpi(int rc);
+/* run a list of steps: 0, or -1 with the exception set */
+int run_steps(PyObject *steps);
+/* Rounds.start() and Rounds.advance(block), for C callers: 0 (advance: 1 when every round is done, 0 when a
+ * round is not complete), or -1 with an exception set */
+int rounds_start_run(Rounds *self);
+int rounds_advance_run(Rounds *self, int block);
+/* Generalized.start() and .complete(error_class), for C callers: 0, or -1 with an exception set */
+int generalized_start_run(Generalized *self);
+int generalized_complete_run(Generalized *self, int error_class);
+
+/* _requests.c: the module's functions init_requests, start and wait */
+PyObject *init_requests(PyObject *self, PyObject *args);
+PyObject *fast_start(PyObject *self, PyObject *request);
+PyObject *fast_wait(PyObject *self, PyObject *const *argv, Py_ssize_t argc);
+
+#endif

@@ -1,0 +1,259 @@
+/* mpicoll.runtime._direct's start() and wait(): a persistent request's Start and Wait in their common case.
+ *
+ * The definition is Python's (mpicoll.runtime.requests.Prequest.Start and
+ * mpicoll.runtime.nonblocking._Collective.Wait); these do the same for a persistent request whose rounds
+ * C runs (mpicoll.runtime.direct.persistent), started and waited for by the main thread, with no timeout,
+ * nothing to run before a start or after the last round, and, for wait, no other request outstanding.
+ * Each returns False where any of that does not hold, and the Python method goes on as if it had not
+ * been called.  The request's state lives in its slots, which these read and write where Python would
+ * (their offsets are found once, from the class's member descriptors).
+ *
+ * start: the generalized request behind the handle, the state, round 0's Startall, the flight recorder's
+ * note, and only then the engine's list (so the progress thread never sees a request whose messages have
+ * not started), then the progress thread's wake-up.  wait: the engine's guard (taken without blocking,
+ * else Python waits), every round in C, then what _complete and _settle do.
+ */
+#include "_direct.h"
+#include <structmember.h>
+
+enum { INACTIVE, RUNNING, COMPLETE };   /* mpicoll.runtime.nonblocking's request states */
+
+static PyTypeObject *prequest;     /* the class whose slots' offsets follow */
+static PyObject *main_engine;      /* mpicoll.runtime.nonblocking.ACTIVE */
+static PyObject *wake;             /* mpicoll.runtime.nonblocking._WAKE: what a start calls, if anything */
+static PyObject *empty_status;     /* mpicoll.runtime.nonblocking._empty(status) */
+static PyObject *s_start_failed, *s_advance_failed, *s_started, *s_ended, *s_acquire, *s_release;
+static Py_ssize_t at_state, at_round, at_pending, at_engine, at_error, at_trace, at_generalized, at_direct,
+    at_requests, at_finish, at_release, at_keep, at_watch, at_guard, at_before;
+
+#define SLOT(object, at) (*(PyObject **)((char *)(object) + (at)))
+
+static void
+set_slot(PyObject *object, Py_ssize_t at, PyObject *value)   /* value: a new reference, stolen */
+{
+    PyObject *old = SLOT(object, at);
+    SLOT(object, at) = value;
+    Py_XDECREF(old);
+}
+
+static long
+state_of(PyObject *request)
+{
+    PyObject *state = SLOT(request, at_state);
+    return state != NULL && PyLong_CheckExact(state) ? PyLong_AsLong(state) : -1;
+}
+
+/* the offset of slot `name` of cls, or -1 with an exception set */
+static Py_ssize_t
+offset_of(PyTypeObject *cls, const char *name)
+{
+    PyObject *descr = PyObject_GetAttrString((PyObject *)cls, name);
+    if (descr == NULL)
+        return -1;
+    Py_ssize_t offset = -1;
+    if (Py_TYPE(descr) == &PyMemberDescr_Type && ((PyMemberDescrObject *)descr)->d_member->type == T_OBJECT_EX)
+        offset = ((PyMemberDescrObject *)descr)->d_member->offset;
+    else
+        PyErr_Format(PyExc_TypeError, "init_requests: %s.%s is not a slot", cls->tp_name, name);
+    Py_DECREF(descr);
+    return offset;
+}
+
+PyObject *
+init_requests(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *cls, *engine, *wakes, *empty;
+    if (!PyArg_ParseTuple(args, "O!O!O!O", &PyType_Type, &cls, &PyList_Type, &engine, &PyList_Type, &wakes,
+                          &empty))
+        return NULL;
+    PyTypeObject *type = (PyTypeObject *)cls;
+    struct { Py_ssize_t *at; const char *name; } slots[] = {
+        {&at_state, "_state"}, {&at_round, "_round"}, {&at_pending, "_pending"}, {&at_engine, "_engine"},
+        {&at_error, "_error"}, {&at_trace, "trace"}, {&at_generalized, "_generalized"}, {&at_direct, "_direct"},
+        {&at_requests, "_requests"}, {&at_finish, "_finish"}, {&at_release, "_release"}, {&at_keep, "_keep"},
+        {&at_watch, "watch"}, {&at_guard, "_guard"}, {&at_before, "_before"},
+    };
+    for (size_t i = 0; i < sizeof slots / sizeof slots[0]; i++)
+        if ((*slots[i].at = offset_of(type, slots[i].name)) < 0)
+            return NULL;
+    s_start_failed = PyUnicode_InternFromString("_start_failed");
+    s_advance_failed = PyUnicode_InternFromString("_advance_failed");
+    s_started = PyUnicode_InternFromString("started");
+    s_ended = PyUnicode_InternFromString("ended");
+    s_acquire = PyUnicode_InternFromString("acquire");
+    s_release = PyUnicode_InternFromString("release");
+    if (!s_start_failed || !s_advance_failed || !s_started || !s_ended || !s_acquire || !s_release)
+        return NULL;
+    Py_XSETREF(prequest, (PyTypeObject *)Py_NewRef(cls));
+    Py_XSETREF(main_engine, Py_NewRef(engine));
+    Py_XSETREF(wake, Py_NewRef(wakes));
+    Py_XSETREF(empty_status, Py_NewRef(empty));
+    Py_RETURN_NONE;
+}
+
+/* the request's C rounds and generalized request where start and wait apply to it, else 0 */
+static int
+applies(PyObject *request, Rounds **rounds, Generalized **generalized)
+{
+    if (prequest == NULL || Py_TYPE(request) != prequest)
+        return 0;
+    PyObject *r = SLOT(request, at_direct), *g = SLOT(request, at_generalized);
+    if (r == NULL || Py_TYPE(r) != &RoundsType || ((Rounds *)r)->nrounds == 0 || g == NULL
+        || Py_TYPE(g) != &GeneralizedType || SLOT(request, at_engine) != main_engine
+        || SLOT(request, at_watch) != Py_None)
+        return 0;
+    *rounds = (Rounds *)r;
+    *generalized = (Generalized *)g;
+    return 1;
+}
+
+PyObject *
+fast_start(PyObject *self, PyObject *request)
+{
+    (void)self;
+    Rounds *rounds;
+    Generalized *generalized;
+    if (!applies(request, &rounds, &generalized) || state_of(request) != INACTIVE
+        || SLOT(request, at_before) != Py_None)
+        Py_RETURN_FALSE;
+    PyObject *requests = SLOT(request, at_requests);
+    if (!PyList_Check(requests) || PyList_GET_SIZE(requests) == 0)
+        Py_RETURN_FALSE;
+    if (generalized_start_run(generalized) < 0)
+        return NULL;
+    set_slot(request, at_state, PyLong_FromLong(RUNNING));
+    set_slot(request, at_round, PyLong_FromLong(0));
+    set_slot(request, at_pending, Py_NewRef(PyList_GET_ITEM(requests, 0)));
+    if (rounds_start_run(rounds) < 0) {     /* the request ends with the error (Python: _enter, then _fail) */
+        PyObject *type, *value, *traceback;
+        PyErr_Fetch(&type, &value, &traceback);
+        PyErr_NormalizeException(&type, &value, &traceback);
+        PyObject *result = PyObject_CallMethodOneArg(request, s_start_failed, value);
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(traceback);
+        if (result == NULL)
+            return NULL;
+        Py_DECREF(result);
+        Py_RETURN_TRUE;
+    }
+    PyObject *trace = SLOT(request, at_trace);
+    if (trace != Py_None) {
+        PyObject *result = PyObject_CallMethodOneArg(trace, s_started, request);
+        if (result == NULL)
+            return NULL;
+        Py_DECREF(result);
+    }
+    if (PyList_Append(main_engine, request) < 0)
+        return NULL;
+    if (PyList_GET_SIZE(wake) > 0) {
+        PyObject *result = PyObject_CallNoArgs(PyList_GET_ITEM(wake, 0));
+        if (result == NULL)
+            return NULL;
+        Py_DECREF(result);
+    }
+    Py_RETURN_TRUE;
+}
+
+static int
+call_guard(PyObject *guard, PyObject *name, PyObject *argument)
+{
+    PyObject *result = argument ? PyObject_CallMethodOneArg(guard, name, argument)
+                                : PyObject_CallMethodNoArgs(guard, name);
+    if (result == NULL)
+        return -1;
+    int held = PyObject_IsTrue(result);
+    Py_DECREF(result);
+    return held;
+}
+
+/* what _complete and _settle do after the last round: the engine's list left, the recorder told, the
+ * generalized request completed and freed, the request inactive again */
+static int
+finish(PyObject *request, Generalized *generalized, PyObject *status)
+{
+    Py_ssize_t n = PyList_GET_SIZE(main_engine);
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (PyList_GET_ITEM(main_engine, i) == request) {
+            if (PyList_SetSlice(main_engine, i, i + 1, NULL) < 0)
+                return -1;
+            break;
+        }
+    set_slot(request, at_pending, PyList_New(0));
+    set_slot(request, at_keep, Py_NewRef(Py_None));
+    PyObject *trace = SLOT(request, at_trace);
+    if (trace != Py_None) {
+        PyObject *result = PyObject_CallMethod(trace, "ended", "OO", Py_None, SLOT(request, at_round));
+        if (result == NULL)
+            return -1;
+        Py_DECREF(result);
+    }
+    set_slot(request, at_state, PyLong_FromLong(COMPLETE));
+    if (generalized_complete_run(generalized, 0) < 0)
+        return -1;
+    int rc = api.request_free(generalized->address);
+    if (rc != 0) {
+        raise_mpi(rc);
+        return -1;
+    }
+    if (status != Py_None) {
+        PyObject *result = PyObject_CallOneArg(empty_status, status);
+        if (result == NULL)
+            return -1;
+        Py_DECREF(result);
+    }
+    set_slot(request, at_state, PyLong_FromLong(INACTIVE));
+    return 0;
+}
+
+PyObject *
+fast_wait(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
+{
+    (void)self;
+    if (argc != 2) {
+        PyErr_SetString(PyExc_TypeError, "wait(request, status)");
+        return NULL;
+    }
+    PyObject *request = argv[0], *status = argv[1];
+    Rounds *rounds;
+    Generalized *generalized;
+    if (!applies(request, &rounds, &generalized) || state_of(request) != RUNNING
+        || SLOT(request, at_finish) != Py_None || SLOT(request, at_release) != Py_None
+        || PyList_GET_SIZE(main_engine) != 1 || PyList_GET_ITEM(main_engine, 0) != request)
+        Py_RETURN_FALSE;
+    PyObject *guard = SLOT(request, at_guard);
+    int held = call_guard(guard, s_acquire, Py_False);
+    if (held <= 0)
+        return held < 0 ? NULL : Py_NewRef(Py_False);
+    PyObject *outcome = Py_False;
+    if (state_of(request) == RUNNING) {      /* (the progress thread may have finished it first) */
+        if (rounds_advance_run(rounds, 1) < 0) {    /* Python ends the request with the error; its Wait raises */
+            PyObject *type, *value, *traceback;
+            PyErr_Fetch(&type, &value, &traceback);
+            PyErr_NormalizeException(&type, &value, &traceback);
+            set_slot(request, at_round, PyLong_FromSsize_t(rounds->current));
+            PyObject *result = PyObject_CallMethodOneArg(request, s_advance_failed, value);
+            Py_XDECREF(type);
+            Py_XDECREF(value);
+            Py_XDECREF(traceback);
+            outcome = result == NULL ? NULL : Py_False;
+            Py_XDECREF(result);
+        }
+        else {
+            outcome = finish(request, generalized, status) < 0 ? NULL : Py_True;
+        }
+    }
+    if (outcome == NULL) {      /* the guard is released with no exception set, and the error raised after */
+        PyObject *type, *value, *traceback;
+        PyErr_Fetch(&type, &value, &traceback);
+        int released = call_guard(guard, s_release, NULL);
+        if (released < 0)
+            PyErr_Clear();
+        PyErr_Restore(type, value, traceback);
+        return NULL;
+    }
+    if (call_guard(guard, s_release, NULL) < 0)
+        return NULL;
+    return Py_NewRef(outcome);
+}
