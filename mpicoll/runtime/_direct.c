@@ -12,8 +12,8 @@
  *   blocking (what mpicoll.runtime.blocking.execute does: a round's messages, then its local steps); with
  *   the handles of a persistent request's MPI persistent requests, start(), advance(block) and
  *   requests_of(round) run them as a request (what mpicoll.runtime.nonblocking._Collective._advance does).
- * - Generalized(address): the MPI generalized request behind an mpicoll request's handle, started and
- *   completed from C (mpi4py's Grequest.Start makes Python callbacks at every start).
+ * - Generalized(address) (in _requests.c): the MPI generalized request behind an mpicoll request's handle,
+ *   started and completed from C (mpi4py's Grequest.Start makes Python callbacks at every start).
  *
  * A round whose messages fail is handed, as in mpicoll.runtime._rounds, to the function set by
  * on_failure(function), with an MPI.Exception made from MPI's error code.
@@ -24,7 +24,7 @@
 #include <structmember.h>
 
 /* an int argument (PyLong_AsInt is Python 3.13's) */
-static int
+int
 as_int(PyObject *value)
 {
     long v = PyLong_AsLong(value);
@@ -38,13 +38,15 @@ as_int(PyObject *value)
 }
 
 Api api;
-static int ready;
+int ready;
 static intptr_t byte;            /* MPI_BYTE */
 static void *status_ignore;      /* MPI_STATUS(ES)_IGNORE */
 static int err_other, any_source, any_tag;
 static Py_ssize_t status_size, source_at, tag_at, error_at;   /* MPI_Status: its size, its public fields */
 static PyObject *exception;      /* MPI.Exception */
 static PyObject *failed;         /* mpicoll.runtime.standin.continue_marked */
+static PyObject *fromhandle;     /* MPI.Request.fromhandle */
+static unsigned long long request_null;   /* MPI_REQUEST_NULL, as mpi4py gives handles */
 
 /* the callbacks of a generalized request: its status is a collective's (empty, with the run's error) */
 static int
@@ -232,6 +234,7 @@ rounds_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     }
     self->comm = (intptr_t)value;
     self->current = n;
+    self->tag = -1;
     self->bound = Py_NewRef(bound);
     self->comm_object = Py_NewRef(comm);
     self->keep = Py_NewRef(keep);
@@ -285,11 +288,13 @@ rounds_call(PyObject *op, PyObject *const *argv, size_t nargsf, PyObject *kwname
 }
 
 int
-rounds_start_run(Rounds *self)
+rounds_start_run(Rounds *self, int tag)
 {
     self->current = 0;
     self->in_steps = 0;
-    int rc = self->nrounds ? api.startall(&self->rounds[0]) : 0;
+    self->tag = tag;
+    int rc = self->nrounds == 0 ? 0 : tag < 0 ? api.startall(&self->rounds[0])
+                                              : api.post(&self->rounds[0], self->comm, tag);
     if (rc != 0) {
         raise_mpi(rc);
         return -1;
@@ -297,11 +302,70 @@ rounds_start_run(Rounds *self)
     return 0;
 }
 
+/* start(tag=-1): round 0's messages started (persistent requests), or posted with tag */
 static PyObject *
-rounds_start(Rounds *self, PyObject *unused)
+rounds_start(Rounds *self, PyObject *const *argv, Py_ssize_t argc)
+{
+    int tag = argc > 0 ? as_int(argv[0]) : -1;
+    if (argc > 1 || (tag == -1 && PyErr_Occurred()))
+        return argc > 1 ? PyErr_Format(PyExc_TypeError, "start(tag=-1)") : NULL;
+    return rounds_start_run(self, tag) < 0 ? NULL : Py_NewRef(Py_None);
+}
+
+/* the i-th handle of round r, as mpi4py gives handles */
+static unsigned long long
+handle_at(const Round *r, int i)
+{
+    if (api.handle_size == sizeof(int))
+        return (unsigned long long)(long long)((const int *)r->requests)[i];
+    return (unsigned long long)(uintptr_t)((void *const *)r->requests)[i];
+}
+
+/* pending(): the current round's active requests, as MPI.Request objects that do not own their handles */
+static PyObject *
+rounds_pending(Rounds *self, PyObject *unused)
 {
     (void)unused;
-    return rounds_start_run(self) < 0 ? NULL : Py_NewRef(Py_None);
+    PyObject *out = PyList_New(0);
+    if (out == NULL || self->current >= self->nrounds)
+        return out;
+    Round *r = &self->rounds[self->current];
+    for (int i = 0; i < r->nrecvs + r->nsends; i++) {
+        unsigned long long h = handle_at(r, i);
+        if (h == request_null)
+            continue;
+        PyObject *value = PyLong_FromUnsignedLongLong(h);
+        PyObject *request = value ? PyObject_CallOneArg(fromhandle, value) : NULL;
+        Py_XDECREF(value);
+        if (request == NULL || PyList_Append(out, request) < 0) {
+            Py_XDECREF(request);
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_DECREF(request);
+    }
+    return out;
+}
+
+/* drop(handle): MPI completed and freed that request of the current round elsewhere (mpi4py's Waitany on the
+ * objects pending() gave): forget it (a persistent request is never freed: nothing to do) */
+static PyObject *
+rounds_drop(Rounds *self, PyObject *handle)
+{
+    unsigned long long h = PyLong_AsUnsignedLongLongMask(handle);
+    if (h == (unsigned long long)-1 && PyErr_Occurred())
+        return NULL;
+    if (self->tag < 0 || self->current >= self->nrounds)
+        Py_RETURN_NONE;
+    Round *r = &self->rounds[self->current];
+    for (int i = 0; i < r->nrecvs + r->nsends; i++)
+        if (handle_at(r, i) == h || (api.handle_size == sizeof(int) && (unsigned)handle_at(r, i) == (unsigned)h)) {
+            if (api.handle_size == sizeof(int))
+                ((int *)r->requests)[i] = (int)request_null;
+            else
+                ((void **)r->requests)[i] = (void *)(uintptr_t)request_null;
+        }
+    Py_RETURN_NONE;
 }
 
 /* advance(block): complete round `current` (waiting if block), run its steps, start the next; True when every
@@ -332,7 +396,9 @@ rounds_advance_run(Rounds *self, int block)
             self->in_steps = 1;
             return -1;
         }
-        if (++self->current < self->nrounds && (rc = api.startall(&self->rounds[self->current])) != 0) {
+        if (++self->current < self->nrounds
+            && (rc = self->tag < 0 ? api.startall(&self->rounds[self->current])
+                                   : api.post(&self->rounds[self->current], self->comm, self->tag)) != 0) {
             self->in_steps = 0;
             raise_mpi(rc);
             return -1;
@@ -379,7 +445,12 @@ rounds_dealloc(Rounds *self)
 }
 
 static PyMethodDef rounds_methods[] = {
-    {"start", (PyCFunction)rounds_start, METH_NOARGS, "Start round 0's persistent requests (MPI_Startall)."},
+    {"start", (PyCFunction)(void (*)(void))rounds_start, METH_FASTCALL,
+     "start(tag=-1)\n--\n\nStart round 0's persistent requests (tag -1), or post its messages with tag."},
+    {"pending", (PyCFunction)rounds_pending, METH_NOARGS,
+     "The current round's active requests, as MPI.Request objects that do not own their handles."},
+    {"drop", (PyCFunction)rounds_drop, METH_O,
+     "drop(handle)\n--\n\nForget a request of the current round that MPI completed elsewhere."},
     {"advance", (PyCFunction)rounds_advance, METH_O,
      "advance(block)\n--\n\nRun rounds while their messages are complete (waiting for them if block); True when "
      "every round is done."},
@@ -409,102 +480,22 @@ PyTypeObject RoundsType = {
     .tp_members = rounds_members,
 };
 
-/* -- Generalized ---------------------------------------------------------------------------------- */
-
-
-static PyObject *
-generalized_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
-{
-    unsigned long long address;
-    if (kwargs != NULL && PyDict_GET_SIZE(kwargs) != 0) {
-        PyErr_SetString(PyExc_TypeError, "Generalized(address) takes no keyword arguments");
-        return NULL;
-    }
-    if (!ready) {
-        PyErr_SetString(PyExc_RuntimeError, "mpicoll.runtime._direct.init() was not called");
-        return NULL;
-    }
-    if (!PyArg_ParseTuple(args, "K", &address))
-        return NULL;
-    Generalized *self = (Generalized *)type->tp_alloc(type, 0);
-    if (self != NULL)
-        self->address = (char *)(uintptr_t)address;
-    return (PyObject *)self;
-}
-
-int
-generalized_start_run(Generalized *self)
-{
-    self->error_class = 0;
-    int rc = api.grequest_start(&self->error_class, self->handle);
-    if (rc != 0) {
-        raise_mpi(rc);
-        return -1;
-    }
-    memcpy(self->address, self->handle, api.handle_size);
-    return 0;
-}
-
-int
-generalized_complete_run(Generalized *self, int error_class)
-{
-    self->error_class = error_class;
-    int rc = api.grequest_complete(self->handle);
-    if (rc != 0) {
-        raise_mpi(rc);
-        return -1;
-    }
-    return 0;
-}
-
-static PyObject *
-generalized_start(Generalized *self, PyObject *unused)
-{
-    (void)unused;
-    return generalized_start_run(self) < 0 ? NULL : Py_NewRef(Py_None);
-}
-
-static PyObject *
-generalized_complete(Generalized *self, PyObject *error_class)
-{
-    int error = as_int(error_class);
-    if (error == -1 && PyErr_Occurred())
-        return NULL;
-    return generalized_complete_run(self, error) < 0 ? NULL : Py_NewRef(Py_None);
-}
-
-static PyMethodDef generalized_methods[] = {
-    {"start", (PyCFunction)generalized_start, METH_NOARGS,
-     "Start a generalized request and make it the mpicoll request's MPI handle."},
-    {"complete", (PyCFunction)generalized_complete, METH_O,
-     "complete(error_class)\n--\n\nComplete it; its status carries error_class (0: none)."},
-    {NULL, NULL, 0, NULL},
-};
-
-PyTypeObject GeneralizedType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "mpicoll.runtime._direct.Generalized",
-    .tp_basicsize = sizeof(Generalized),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Generalized(address)\n--\n\nThe generalized request behind the MPI handle kept at address.",
-    .tp_new = generalized_new,
-    .tp_methods = generalized_methods,
-};
-
 /* -- the module ----------------------------------------------------------------------------------- */
 
-/* init(path, family, constants, exception): the MPI library at path (loaded already), its family ("openmpi",
- * "mpich"), its constants (MPI_BYTE's handle, MPI_STATUS_IGNORE's address, ERR_OTHER, ANY_SOURCE, ANY_TAG,
- * the size of MPI_Status and the offsets of MPI_SOURCE, MPI_TAG, MPI_ERROR), MPI.Exception */
+/* init(path, family, constants, exception, fromhandle): the MPI library at path (loaded already), its family
+ * ("openmpi", "mpich"), its constants (MPI_BYTE's and MPI_REQUEST_NULL's handles, MPI_STATUS_IGNORE's
+ * address, ERR_OTHER, ANY_SOURCE, ANY_TAG, the size of MPI_Status and the offsets of MPI_SOURCE, MPI_TAG,
+ * MPI_ERROR), MPI.Exception, MPI.Request.fromhandle */
 static PyObject *
 init(PyObject *self, PyObject *args)
 {
     (void)self;
     const char *path, *family;
     unsigned long long byte_handle, ignore;
-    PyObject *exc;
-    if (!PyArg_ParseTuple(args, "ss(KKiiinnnn)O", &path, &family, &byte_handle, &ignore, &err_other, &any_source,
-                          &any_tag, &status_size, &source_at, &tag_at, &error_at, &exc))
+    PyObject *exc, *from;
+    if (!PyArg_ParseTuple(args, "ss(KKKiiinnnn)OO", &path, &family, &byte_handle, &request_null, &ignore,
+                          &err_other, &any_source, &any_tag, &status_size, &source_at, &tag_at, &error_at, &exc,
+                          &from))
         return NULL;
     void *lib = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
     if (lib == NULL) {
@@ -531,6 +522,7 @@ init(PyObject *self, PyObject *args)
     byte = (intptr_t)byte_handle;
     status_ignore = (void *)(uintptr_t)ignore;
     Py_XSETREF(exception, Py_NewRef(exc));
+    Py_XSETREF(fromhandle, Py_NewRef(from));
     ready = 1;
     Py_RETURN_NONE;
 }
@@ -556,7 +548,7 @@ static PyMethodDef methods[] = {
     {"wait", (PyCFunction)(void (*)(void))fast_wait, METH_FASTCALL,
      "wait(request, status)\n--\n\nWait for a persistent request in its common case; False where Python must."},
     {"init", init, METH_VARARGS,
-     "init(path, family, constants, exception)\n--\n\nFind the MPI functions in the library at path (see "
+     "init(path, family, constants, exception, fromhandle)\n--\n\nFind the MPI functions in the library at path (see "
      "mpicoll.runtime.direct)."},
     {"on_failure", on_failure, METH_O,
      "on_failure(function)\n--\n\nThe function a blocking round whose messages failed is handed to, as "

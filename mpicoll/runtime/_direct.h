@@ -1,5 +1,5 @@
-/* What the source files of mpicoll.runtime._direct share: _direct.c binds a plan's rounds and runs them, and
- * starts and completes generalized requests; _requests.c runs a persistent request's Start and Wait. */
+/* What the source files of mpicoll.runtime._direct share: _direct.c binds a plan's rounds and runs them;
+ * _requests.c starts and completes generalized requests, and runs a persistent request's Start and Wait. */
 #ifndef MPICOLL_DIRECT_H
 #define MPICOLL_DIRECT_H
 #define PY_SSIZE_T_CLEAN
@@ -24,6 +24,7 @@ typedef struct {
 typedef struct {
     size_t handle_size;
     int (*transfer)(const Round *, intptr_t, int);
+    int (*post)(Round *, intptr_t, int);
     int (*startall)(Round *);
     int (*waitall)(Round *);
     int (*testall)(Round *, int *);
@@ -38,6 +39,7 @@ typedef struct {
     Py_ssize_t nrounds;
     Round *rounds;
     Py_ssize_t current;     /* a request's round in flight (nrounds: finished) */
+    int tag;                /* a nonblocking request's tag (its rounds are posted), -1 (started: persistent) */
     int in_steps;           /* whether advance's last error came from a local step */
     intptr_t comm;
     PyObject *bound, *comm_object, *keep;
@@ -51,15 +53,18 @@ typedef struct {
 } Generalized;
 
 extern Api api;                     /* the running MPI family's calls (set by init) */
-extern PyTypeObject RoundsType, GeneralizedType;
+extern int ready;                   /* whether init succeeded */
+extern PyTypeObject RoundsType, GeneralizedType;   /* (GeneralizedType: _requests.c) */
 
+/* an int argument, or -1 with an exception set (PyLong_AsInt is Python 3.13's) */
+int as_int(PyObject *value);
 /* MPI error code rc as a raised MPI.Exception */
 void raise_mpi(int rc);
 /* run a list of steps: 0, or -1 with the exception set */
 int run_steps(PyObject *steps);
-/* Rounds.start() and Rounds.advance(block), for C callers: 0 (advance: 1 when every round is done, 0 when a
+/* Rounds.start(tag=-1) and Rounds.advance(block), for C callers: 0 (advance: 1 when every round is done, 0 when a
  * round is not complete), or -1 with an exception set */
-int rounds_start_run(Rounds *self);
+int rounds_start_run(Rounds *self, int tag);
 int rounds_advance_run(Rounds *self, int block);
 /* Generalized.start() and .complete(error_class), for C callers: 0, or -1 with an exception set */
 int generalized_start_run(Generalized *self);

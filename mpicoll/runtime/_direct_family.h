@@ -63,6 +63,19 @@ F(transfer)(const Round *r, intptr_t comm, int tag)
     return rc != 0 ? rc : waited;
 }
 
+/* a round's messages posted nonblocking with tag: every receive, then every send */
+static int
+F(post)(Round *r, intptr_t comm, int tag)
+{
+    const Message *m = r->messages;
+    HANDLE *requests = (HANDLE *)r->requests;
+    int rc = 0;
+    for (int i = 0; i < r->nrecvs + r->nsends && rc == 0; i++)
+        rc = i < r->nrecvs ? F(mpi).irecv(m[i].address, m[i].nbytes, H(byte), m[i].peer, tag, H(comm), &requests[i])
+                           : F(mpi).isend(m[i].address, m[i].nbytes, H(byte), m[i].peer, tag, H(comm), &requests[i]);
+    return rc;
+}
+
 static int
 F(startall)(Round *r)
 {
@@ -108,6 +121,7 @@ F(api)(Api *api)
 {
     api->handle_size = sizeof(HANDLE);
     api->transfer = F(transfer);
+    api->post = F(post);
     api->startall = F(startall);
     api->waitall = F(waitall);
     api->testall = F(testall);

@@ -1,4 +1,5 @@
-/* mpicoll.runtime._direct's start() and wait(): a persistent request's Start and Wait in their common case.
+/* mpicoll.runtime._direct's requests: the generalized request behind an mpicoll request's handle
+ * (Generalized), and a persistent request's Start and Wait in their common case (start() and wait()).
  *
  * The definition is Python's (mpicoll.runtime.requests.Prequest.Start and
  * mpicoll.runtime.nonblocking._Collective.Wait); these do the same for a persistent request whose rounds
@@ -14,6 +15,7 @@
  * else Python waits), every round in C, then what _complete and _settle do.
  */
 #include "_direct.h"
+#include <string.h>
 #include <structmember.h>
 
 enum { INACTIVE, RUNNING, COMPLETE };   /* mpicoll.runtime.nonblocking's request states */
@@ -125,7 +127,7 @@ fast_start(PyObject *self, PyObject *request)
     set_slot(request, at_state, PyLong_FromLong(RUNNING));
     set_slot(request, at_round, PyLong_FromLong(0));
     set_slot(request, at_pending, Py_NewRef(PyList_GET_ITEM(requests, 0)));
-    if (rounds_start_run(rounds) < 0) {     /* the request ends with the error (Python: _enter, then _fail) */
+    if (rounds_start_run(rounds, -1) < 0) {     /* the request ends with the error (Python: _enter, then _fail) */
         PyObject *type, *value, *traceback;
         PyErr_Fetch(&type, &value, &traceback);
         PyErr_NormalizeException(&type, &value, &traceback);
@@ -257,3 +259,85 @@ fast_wait(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
         return NULL;
     return Py_NewRef(outcome);
 }
+
+/* -- Generalized ---------------------------------------------------------------------------------- */
+
+
+static PyObject *
+generalized_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    unsigned long long address;
+    if (kwargs != NULL && PyDict_GET_SIZE(kwargs) != 0) {
+        PyErr_SetString(PyExc_TypeError, "Generalized(address) takes no keyword arguments");
+        return NULL;
+    }
+    if (!ready) {
+        PyErr_SetString(PyExc_RuntimeError, "mpicoll.runtime._direct.init() was not called");
+        return NULL;
+    }
+    if (!PyArg_ParseTuple(args, "K", &address))
+        return NULL;
+    Generalized *self = (Generalized *)type->tp_alloc(type, 0);
+    if (self != NULL)
+        self->address = (char *)(uintptr_t)address;
+    return (PyObject *)self;
+}
+
+int
+generalized_start_run(Generalized *self)
+{
+    self->error_class = 0;
+    int rc = api.grequest_start(&self->error_class, self->handle);
+    if (rc != 0) {
+        raise_mpi(rc);
+        return -1;
+    }
+    memcpy(self->address, self->handle, api.handle_size);
+    return 0;
+}
+
+int
+generalized_complete_run(Generalized *self, int error_class)
+{
+    self->error_class = error_class;
+    int rc = api.grequest_complete(self->handle);
+    if (rc != 0) {
+        raise_mpi(rc);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *
+generalized_start(Generalized *self, PyObject *unused)
+{
+    (void)unused;
+    return generalized_start_run(self) < 0 ? NULL : Py_NewRef(Py_None);
+}
+
+static PyObject *
+generalized_complete(Generalized *self, PyObject *error_class)
+{
+    int error = as_int(error_class);
+    if (error == -1 && PyErr_Occurred())
+        return NULL;
+    return generalized_complete_run(self, error) < 0 ? NULL : Py_NewRef(Py_None);
+}
+
+static PyMethodDef generalized_methods[] = {
+    {"start", (PyCFunction)generalized_start, METH_NOARGS,
+     "Start a generalized request and make it the mpicoll request's MPI handle."},
+    {"complete", (PyCFunction)generalized_complete, METH_O,
+     "complete(error_class)\n--\n\nComplete it; its status carries error_class (0: none)."},
+    {NULL, NULL, 0, NULL},
+};
+
+PyTypeObject GeneralizedType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "mpicoll.runtime._direct.Generalized",
+    .tp_basicsize = sizeof(Generalized),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Generalized(address)\n--\n\nThe generalized request behind the MPI handle kept at address.",
+    .tp_new = generalized_new,
+    .tp_methods = generalized_methods,
+};

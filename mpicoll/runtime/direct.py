@@ -77,8 +77,9 @@ def _load() -> tuple[Any, str]:
         return None, "the MPI library's path is not known (/proc/self/maps)"
     source_at, tag_at, error_at = _status_layout()
     try:
-        module.init(path, family, (MPI._handleof(MPI.BYTE), ignore, MPI.ERR_OTHER, MPI.ANY_SOURCE, MPI.ANY_TAG,
-                                   status_size, source_at, tag_at, error_at), MPI.Exception)
+        module.init(path, family, (MPI._handleof(MPI.BYTE), MPI._handleof(MPI.REQUEST_NULL), ignore, MPI.ERR_OTHER,
+                                   MPI.ANY_SOURCE, MPI.ANY_TAG, status_size, source_at, tag_at, error_at),
+                    MPI.Exception, MPI.Request.fromhandle)
     except ImportError as exc:
         return None, str(exc)
     module.on_failure(continue_marked)

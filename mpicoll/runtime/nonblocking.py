@@ -76,7 +76,7 @@ class _Collective(MPI.Request):
     """
 
     __slots__ = ("_steps", "_nrounds", "_round", "_pending", "_finish", "_release", "_state", "tag", "watch",
-                 "_engine", "_guard", "_greq", "_keep", "_error", "_comms", "trace", "_generalized")
+                 "_engine", "_guard", "_greq", "_keep", "_error", "_comms", "trace", "_generalized", "_direct")
 
     def __new__(cls, *args: Any, **kwargs: Any) -> _Collective:
         return MPI.Request.__new__(cls)   # mpi4py's constructor takes a request to copy, not ours' arguments
@@ -103,6 +103,8 @@ class _Collective(MPI.Request):
         self.trace: Any = None   # its flight record (a mpicoll.runtime.recorder.Traced), or None
         # the generalized request started and completed from C (mpicoll.runtime.direct), or None: mpi4py's
         self._generalized = direct.generalized(self)
+        # the rounds posted and completed from C (mpicoll.runtime.direct), or None: by _post and mpi4py
+        self._direct: Any = None
 
     def _post(self, t: int) -> list[MPI.Request]:
         raise NotImplementedError
@@ -140,9 +142,12 @@ class _Collective(MPI.Request):
                 return
             self._enter()
             try:
+                if self._direct is not None:
+                    self._direct.start(self.tag)
+                    return
                 self._pending = self._post(0)
             except MPI.Exception as exc:     # e.g. the communicator was revoked: the request ends with it
-                self._fail(exc, ())
+                self._fail(exc, self._waitable())
                 return
             if not self._pending:
                 self._advance(False)
@@ -154,6 +159,8 @@ class _Collective(MPI.Request):
         the error, which its ``Wait`` or ``Test`` raises (the round's messages are
         complete then, so nothing of it is left in flight).
         """
+        if self._direct is not None:
+            return self._advance_direct(block)
         steps, t = self._steps, self._round
         while True:
             pending = self._pending
@@ -186,6 +193,35 @@ class _Collective(MPI.Request):
                 self._pending = self._post(t)
             except MPI.Exception as exc:
                 return self._fail(exc, ())
+
+    def _advance_direct(self, block: bool) -> bool:
+        """:meth:`_advance` for rounds that C posts and completes (``self._direct``)."""
+        rounds = self._direct
+        try:
+            done = rounds.advance(block)
+        except BaseException as exc:
+            self._round = rounds.current
+            return self._advance_failed(exc)
+        self._round = rounds.current
+        if not done:
+            return False
+        self._leave()
+        self._complete()
+        return True
+
+    def _advance_failed(self, exc: BaseException) -> bool:
+        """Round ``self._round`` of the rounds C runs raised ``exc``: its messages (the request ends as
+        :meth:`_fail` says) or a local step (a user op: the request ends with the error)."""
+        if isinstance(exc, MPI.Exception) and not self._direct.in_steps:
+            return self._fail(exc, self._direct.pending())
+        self._leave()
+        self._error = exc
+        self._complete()
+        return True
+
+    def _waitable(self) -> list[MPI.Request]:
+        """The current round's MPI requests (for a wait on several requests' messages at once)."""
+        return self._pending if self._direct is None else self._direct.pending()
 
     def _fail(self, exc: BaseException, pending: list[MPI.Request]) -> bool:
         """Round ``self._round``'s messages raised ``exc``: the request is completed with the error its ``Wait``
@@ -487,11 +523,23 @@ def _block_once(extra: Sequence[MPI.Request], status: MPI.Status | None = None,
     request that completed (MPI has then completed it, as ``Waitany`` does,
     filling ``status``), or None.
     """
-    internal = [q for req in (_engine() if engine is None else engine) for q in req._pending]
+    internal: list[MPI.Request] = []
+    owners: list[_Collective] = []
+    for req in _engine() if engine is None else engine:
+        waitable = req._waitable()
+        internal += waitable
+        owners += [req] * len(waitable)
     if not internal and not any(extra):
         return None
+    handles = [request.handle for request in internal]
     i = _waitany(internal + list(extra), status)
-    return i - len(internal) if i != MPI.UNDEFINED and i >= len(internal) else None
+    if i == MPI.UNDEFINED:
+        return None
+    if i < len(internal):
+        if owners[i]._direct is not None:    # MPI freed a request C posted: C forgets it
+            owners[i]._direct.drop(handles[i])
+        return None
+    return i - len(internal)
 
 
 def _error_class(error: BaseException | None) -> int:

@@ -60,6 +60,7 @@ class Plan:
     _rounds: list | None = field(default=None, repr=False)
     _runner: tuple[Any, Callable[[int], None]] | None = field(default=None, repr=False)   # (comm, runner(comm))
     _request_parts: tuple | None = field(default=None, repr=False)   # see request_parts
+    _what: tuple | None = field(default=None, repr=False)            # see what
 
     def bound(self) -> list:
         """Freshly bound rounds (the nonblocking paths own theirs)."""
@@ -73,14 +74,15 @@ class Plan:
             self._rounds = self.bound()
         return self._rounds
 
-    def request_parts(self) -> tuple[list, list[list[Callable[[], None]]]]:
-        """What a request running this cached plan needs, made once: its rounds in the form MPI reads
-        fastest (:func:`~mpicoll.runtime.blocking.for_mpi`) and each round's local steps (see
-        :func:`mpicoll.comm.dispatch._lend`)."""
+    def request_parts(self, comm: Any) -> tuple[list, list[list[Callable[[], None]]], Any]:
+        """What a request running this cached plan on ``comm`` (the private communicator) needs, made once: its
+        rounds in the form MPI reads fastest (:func:`~mpicoll.runtime.blocking.for_mpi`), each round's local
+        steps, and the same rounds posted from C (:func:`mpicoll.runtime.direct.blocking`; None: by mpi4py)
+        (see :func:`mpicoll.comm.dispatch._lend`)."""
         parts = self._request_parts
         if parts is None:
             rounds = for_mpi(self.rounds())
-            parts = self._request_parts = (rounds, [steps for _, _, steps in rounds])
+            parts = self._request_parts = (rounds, [steps for _, _, steps in rounds], direct.blocking(rounds, comm))
         return parts
 
     def runner(self, comm: Any) -> Callable[[int], None]:
@@ -117,8 +119,10 @@ class Plan:
     def what(self) -> tuple[str, str, int]:
         """``(collective, algorithm, bytes)``: what the flight recorder notes of a call this plan runs
         (:mod:`mpicoll.runtime.recorder`; bytes: the largest of the caller's buffers, scratch left out)."""
-        nbytes = max((getattr(self.arrays.get(name), "nbytes", 0) for name in USER_BUFFERS), default=0)
-        return (self.schedule.collective, self.schedule.algorithm, int(nbytes))
+        if self._what is None:
+            nbytes = max((getattr(self.arrays.get(name), "nbytes", 0) for name in USER_BUFFERS), default=0)
+            self._what = (self.schedule.collective, self.schedule.algorithm, int(nbytes))
+        return self._what
 
     def begin(self) -> None:
         """A request starts: GPU buffers make their inputs visible to MPI, buffers of non-contiguous

@@ -83,7 +83,7 @@ class Prequest(MixedWaits, _Collective, MPI.Prequest):
     staged in, non-contiguous datatypes packed again), ``finish`` at every completion.
     """
 
-    __slots__ = ("_requests", "_before", "_held", "_direct")
+    __slots__ = ("_requests", "_before", "_held")
 
     def __init__(self, rounds: list[Round], comms: list[MPI.Comm], tag: int,
                  finish: Callable[[], None] | None = None, before: Callable[[], None] | None = None,
@@ -101,35 +101,6 @@ class Prequest(MixedWaits, _Collective, MPI.Prequest):
         # communicator; None: mpi4py's Startall and Waitall
         self._direct = (direct.persistent(rounds, comms[0], self._requests)
                         if comms and all(comm is comms[0] for comm in comms) else None)
-
-    def _advance(self, block: bool) -> bool:
-        """As :meth:`_Collective._advance`, the loop run from C where the rounds are bound there."""
-        rounds = self._direct
-        if rounds is None:
-            return super()._advance(block)
-        try:
-            done = rounds.advance(block)
-        except BaseException as exc:
-            self._round = rounds.current
-            return self._advance_failed(exc)
-        if not done:
-            if self._round != rounds.current:
-                self._round = rounds.current
-                self._pending = self._requests[self._round]
-            return False
-        self._leave()
-        self._complete()
-        return True
-
-    def _advance_failed(self, exc: BaseException) -> bool:
-        """Round ``self._round`` of the C rounds raised ``exc``: its messages (the request ends as
-        :meth:`_fail` says) or a local step (a user op: the request ends with the error)."""
-        if isinstance(exc, MPI.Exception) and not self._direct.in_steps:
-            return self._fail(exc, self._requests[self._round])
-        self._leave()
-        self._error = exc
-        self._complete()
-        return True
 
     def _start_failed(self, exc: MPI.Exception) -> None:
         """Round 0 could not be started (e.g. the communicator was revoked): the request ends with ``exc``."""
@@ -257,8 +228,9 @@ def start(plan: Plan | None, comm: Comm, tag: int, lent: bool = False, keep: Any
         req = Request([], [], tag, None)
     elif lent:
         plan.lent = True
-        rounds, steps = plan.request_parts()
+        rounds, steps, posted_from_c = plan.request_parts(comm.private)
         req = Request(rounds, [comm.private] * len(rounds), tag, plan.finish, steps, partial(_give_back, plan), keep)
+        req._direct = posted_from_c
     else:
         plan.begin()      # GPU buffers: stage the inputs in
         rounds = plan.bound()

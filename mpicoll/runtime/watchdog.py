@@ -154,7 +154,7 @@ def _pending_peers(req: Any) -> list[int]:
         return []
     sends, recvs, _ = rounds[req._round]
     peers = [peer for _, peer in recvs] + [peer for _, peer in sends]
-    pending = req._pending
+    pending = req._waitable()
     if len(pending) != len(peers):
         return sorted(set(peers))
     return sorted({peer for peer, r in zip(peers, pending) if not r.Get_status()})
