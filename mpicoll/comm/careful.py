@@ -25,7 +25,7 @@ from typing import Any
 
 from mpicoll.calls.table import TABLE
 from mpicoll.comm.preparing import exchanged, prepare, stand_in
-from mpicoll.runtime import debug, nonblocking, recorder, requests, watchdog
+from mpicoll.runtime import debug, engines, recorder, requests, watchdog
 from mpicoll.runtime.datatypes import packing
 from mpicoll.runtime.state import CommState, Preparation
 
@@ -50,7 +50,7 @@ def _checked(state: CommState, method: str, args: tuple, algorithm: str, tag: in
 
 
 def _run_plan(state: CommState, method: str, plan: Any, tag: int) -> None:
-    if nonblocking.outstanding():       # keep this thread's outstanding requests moving
+    if engines.outstanding():       # keep this thread's outstanding requests moving
         req = requests.start(plan, state, tag)
         req.watch = (method, state.timeout, state.rank, state.went_out_of_step) if state.timeout is not None \
             else None

@@ -28,7 +28,7 @@ from mpicoll.comm.preparing import exchanged, prepare, run_plan, stand_in
 from mpicoll.runtime import callkey, recorder, requests
 from mpicoll.runtime.callkey import call_key, held, shape_key
 from mpicoll.runtime.compiled import extension
-from mpicoll.runtime.nonblocking import ACTIVE, ELSEWHERE
+from mpicoll.runtime.engines import ACTIVE, ELSEWHERE
 from mpicoll.runtime.plan import NOTHING, Plan
 from mpicoll.runtime.requests import Prequest, Request
 from mpicoll.runtime.state import NONBLOCKING, PERSISTENT, CommState

@@ -27,7 +27,7 @@ from mpicoll import errors
 from mpicoll.calls.table import VALUE_ARGS
 from mpicoll.comm.inter_stages import STAGES
 from mpicoll.comm.preparing import prepare
-from mpicoll.runtime import nonblocking
+from mpicoll.runtime import engines
 from mpicoll.runtime.blocking import execute as execute_rounds
 from mpicoll.runtime.callkey import held, shape_key
 from mpicoll.runtime.datatypes import byte_message, packing
@@ -284,7 +284,7 @@ def _message_bytes(rounds: list[CommRound]) -> int:
 def execute(state: InterState, method: str, built: Built, tag: int) -> None:
     """Run a built call blocking.  With a timeout (every wait watched), or while nonblocking requests are
     outstanding (they must keep moving), it runs as a request that is waited for."""
-    if state.timeout is None and not nonblocking.outstanding():
+    if state.timeout is None and not engines.outstanding():
         run_stretches(built.stretches, tag, execute_rounds)
         return
     req = Request(*split(built.rounds), tag, None)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from mpicoll.calls.table import TABLE
-from mpicoll.runtime import nonblocking, requests, standin
+from mpicoll.runtime import engines, requests, standin
 from mpicoll.runtime.datatypes import packing
 from mpicoll.runtime.plan import Plan
 from mpicoll.runtime.state import CommState, Preparation
@@ -35,7 +35,7 @@ def prepare(state: CommState, method: str, args: tuple, algorithm: str, arena: A
 
 def run_plan(state: CommState, plan: Plan | None, tag: int) -> None:
     """Run a prepared plan blocking; as a request while this thread has requests outstanding (they move too)."""
-    if nonblocking.outstanding():
+    if engines.outstanding():
         requests.start(plan, state, tag).Wait()
     elif plan is not None:
         plan.runner(state.private)(tag)

@@ -16,19 +16,8 @@ from typing import Any
 
 from mpi4py import MPI
 
-from mpicoll.runtime.nonblocking import (
-    _COMPLETE,
-    _FREED,
-    _RUNNING,
-    _block_once,
-    _Collective,
-    _engine,
-    _guard,
-    _mpi_bool,
-    _poke,
-    _startall,
-    progress,
-)
+from mpicoll.runtime.engines import COMPLETE, FREED, RUNNING, block_once, guard, outstanding, poke, progress
+from mpicoll.runtime.nonblocking import _Collective, _mpi_bool, _startall
 
 __all__ = ["MixedWaits"]
 
@@ -76,7 +65,7 @@ class MixedWaits:
         -------
         bool
         """
-        _poke()
+        poke()
         if not all(_is_complete(req) for req in requests):
             return False
         return MixedWaits.Waitall(requests, statuses)
@@ -100,8 +89,8 @@ class MixedWaits:
             if flag:
                 return index
             mine = [i for i, r in enumerate(requests) if not isinstance(r, _Collective)]
-            with _guard():
-                k = _block_once([requests[i] for i in mine], status)
+            with guard():
+                k = block_once([requests[i] for i in mine], status)
             if k is not None:       # one of the MPI requests completed (MPI has completed it)
                 return mine[k]
 
@@ -120,7 +109,7 @@ class MixedWaits:
             ``(index, True)`` for a request completed now, ``(MPI.UNDEFINED, True)`` if none is active,
             otherwise ``(MPI.UNDEFINED, False)``; every outstanding request is moved along first.
         """
-        _poke()
+        poke()
         active = False
         for i, req in enumerate(requests):
             if not _is_active(req):
@@ -162,13 +151,13 @@ def _wait_one(req: Any, status: MPI.Status | None) -> None:
     if isinstance(req, _Collective):
         req.Wait(status)
     elif isinstance(req, MPI.Request):
-        if _engine():
-            with _guard():
-                while _engine():      # keep this thread's mpicoll requests moving while the MPI request is not done
+        if outstanding():
+            with guard():
+                while outstanding():      # keep this thread's mpicoll requests moving while the MPI request is not done
                     progress()
                     if req.Get_status():
                         break
-                    if _block_once((req,), status) == 0:
+                    if block_once((req,), status) == 0:
                         return        # Waitany completed it
         req.Wait(status)
     else:
@@ -177,9 +166,9 @@ def _wait_one(req: Any, status: MPI.Status | None) -> None:
 
 def _is_active(req: Any) -> bool:
     if isinstance(req, _Collective):
-        if req._state == _FREED:
+        if req._state == FREED:
             raise RuntimeError(f"{req!r} was freed")
-        return req._state == _RUNNING or (req._state == _COMPLETE and _mpi_bool(req))
+        return req._state == RUNNING or (req._state == COMPLETE and _mpi_bool(req))
     return req != MPI.REQUEST_NULL
 
 

@@ -6,15 +6,15 @@ run and the next round is posted); an error of its messages or steps ends it, an
 error.  Two kinds of callers advance requests:
 
 - the caller's own mpicoll calls: every ``Test`` or ``Wait`` on *any* mpicoll request of a thread moves
-  *every* started request of that thread (the thread's *engine*): rank 0 may wait on request B while rank 1
-  waits on request A, and if a Wait moved only its own request both would hang.  A blocking mpicoll call
-  made while requests are outstanding keeps them moving too (:func:`mpicoll.comm.preparing.run_plan`);
+  *every* started request of that thread (the thread's *engine*, :mod:`mpicoll.runtime.engines`).  A
+  blocking mpicoll call made while requests are outstanding keeps them moving too
+  (:func:`mpicoll.comm.preparing.run_plan`);
 - the progress thread (:mod:`mpicoll.runtime.progress`), while requests are outstanding, so that they also
   complete while the program is inside another library's call (an mpi4py ``Recv``) or computing.
 
-Each engine has a lock (its *guard*): whoever advances a request holds it, so the messages of one request
-are only ever tested or waited for by one thread at a time, as MPI requires.  A ``Wait`` holds it while it
-blocks; the progress thread only takes a guard that is free.  Each thread has its own engine.
+Where the optional extension is built (:mod:`mpicoll.runtime.direct`), a request's rounds are posted and
+completed from C (``self._direct``), and a persistent request's ``Start`` and ``Wait`` run from C in their
+common case.
 
 Every request is an ``MPI.Request`` whose handle is an MPI generalized request (``MPI.Grequest``), started
 when the collective starts and completed when the engine finishes it: mpi4py's own functions
@@ -25,30 +25,29 @@ carries the tag its call drew (one range per kind of call), so different calls' 
 from __future__ import annotations
 
 import ctypes
-import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from mpi4py import MPI
 
 from mpicoll.runtime import direct, watchdog
+from mpicoll.runtime.engines import (
+    ACTIVE,
+    COMPLETE,
+    ELSEWHERE,
+    FREED,
+    INACTIVE,
+    RUNNING,
+    engine_of_this_thread,
+    progress,
+    wait_until,
+)
 from mpicoll.runtime.rounds import fault, is_fault, keep_active
 from mpicoll.runtime.rounds import testall as _testall
 from mpicoll.runtime.rounds import waitall as _waitall
 
-__all__ = ["ACTIVE", "ELSEWHERE", "outstanding", "progress", "requests_outstanding", "advance_unowned"]
+__all__ = ["_Collective"]
 
-# request states
-_INACTIVE, _RUNNING, _COMPLETE, _FREED = 0, 1, 2, 3
-
-#: the started, unfinished mpicoll requests of the main thread (its engine, see _engine), and those of every
-#: other thread: the blocking hot path (mpicoll.comm.dispatch) reads both without a call, and takes the slow
-#: path while either is not empty; the progress thread advances both
-ACTIVE: list[_Collective] = []
-ELSEWHERE: list[_Collective] = []
-_THREAD = threading.local()   # .engine: this thread's started, unfinished requests; .guard: its lock (see _engine)
-_MAIN_GUARD = threading.Lock()
-_waitany = MPI.Request.Waitany
 _startall = MPI.Prequest.Startall
 _mpi_free = MPI.Request.Free
 _mpi_get_status = MPI.Request.Get_status
@@ -89,13 +88,12 @@ class _Collective(MPI.Request):
         self._pending: list[MPI.Request] = []
         self._finish = finish
         self._release = release
-        self._state = _INACTIVE
+        self._state = INACTIVE
         self.tag = tag
         # (collective, timeout, rank[, on_timeout]): Wait under the watchdog; on_timeout(exc) is told of a timeout
         self.watch: tuple | None = None
         # the requests advanced together with this one: those of the thread that made it (see _engine)
-        self._engine: list[_Collective] = _engine()
-        self._guard: threading.Lock = _THREAD.guard
+        self._engine, self._guard = engine_of_this_thread()
         self._greq: MPI.Grequest | None = None
         self._keep = keep
         self._error: BaseException | None = None
@@ -135,7 +133,7 @@ class _Collective(MPI.Request):
         """Post round 0 (or finish at once when there is nothing to send)."""
         with self._guard:
             self._arm()
-            self._state = _RUNNING
+            self._state = RUNNING
             self._round = 0
             if self._nrounds == 0:
                 self._complete()
@@ -271,7 +269,7 @@ class _Collective(MPI.Request):
             self._keep = None          # the buffers are no longer read or written
             if self.trace is not None:
                 self.trace.ended(self._error, self._round)
-            self._state = _COMPLETE
+            self._state = COMPLETE
             if self._generalized is None:
                 self._greq.Complete()
             else:
@@ -288,23 +286,23 @@ class _Collective(MPI.Request):
             _mpi_free(self)
         if status is not None:
             _empty(status)
-        self._state = _INACTIVE
+        self._state = INACTIVE
         if error is not None:
             raise error
 
     def _done(self) -> bool:
         """Whether the engine has finished, progressing this thread's requests first (if no one else is)."""
-        if self._state == _RUNNING:
+        if self._state == RUNNING:
             guard = self._guard
             if guard.acquire(blocking=False):
                 try:
                     progress(self._engine)
                 finally:
                     guard.release()
-        return self._state != _RUNNING
+        return self._state != RUNNING
 
     def _check_not_freed(self, doing: str) -> None:
-        if self._state == _FREED:
+        if self._state == FREED:
             raise RuntimeError(f"{self!r} was freed: it cannot be {doing}")
 
     # -- mpi4py's names ---------------------------------------------------------
@@ -330,11 +328,11 @@ class _Collective(MPI.Request):
             The communicator has a timeout and the collective made no progress for that long.
         """
         self._check_not_freed("waited on")
-        if self._state == _RUNNING:
+        if self._state == RUNNING:
             with self._guard:       # the progress thread keeps off this engine while the waiting thread drives it
-                if self._state == _RUNNING:
+                if self._state == RUNNING:
                     self._wait_locked()
-        if self._state == _COMPLETE:
+        if self._state == COMPLETE:
             self._settle(status)
         elif status is not None:
             _empty(status)
@@ -348,13 +346,13 @@ class _Collective(MPI.Request):
             except watchdog.CollectiveTimeout as exc:   # the request ends with it (Wait raises it), its
                 for told in self.watch[3:]:             # messages kept (rounds.ORPHANS)
                     told(exc)
-                if self._state != _RUNNING:
+                if self._state != RUNNING:
                     raise
                 self._fail(exc, self._pending)
         elif len(engine) == 1:          # alone: block in MPI round by round, no polling
             self._advance(True)
         else:
-            _wait_until(lambda: self._state != _RUNNING, engine)
+            wait_until(lambda: self._state != RUNNING, engine)
 
     def Test(self, status: MPI.Status | None = None) -> bool:
         """Move every outstanding mpicoll request along, without blocking.
@@ -377,7 +375,7 @@ class _Collective(MPI.Request):
         self._check_not_freed("tested")
         if not self._done():
             return False
-        if self._state == _COMPLETE:
+        if self._state == COMPLETE:
             self._settle(status)
         elif status is not None:
             _empty(status)
@@ -391,7 +389,7 @@ class _Collective(MPI.Request):
         self._check_not_freed("queried")
         if not self._done():
             return False
-        if self._state == _COMPLETE and _mpi_bool(self):
+        if self._state == COMPLETE and _mpi_bool(self):
             return _mpi_get_status(self, status)
         if status is not None:
             _empty(status)
@@ -415,132 +413,14 @@ class _Collective(MPI.Request):
     def Free(self) -> None:
         """Release the request (RuntimeError if it is active: MPI forbids freeing an active collective
         request)."""
-        if self._state == _RUNNING or (self._state == _COMPLETE and _mpi_bool(self)):
+        if self._state == RUNNING or (self._state == COMPLETE and _mpi_bool(self)):
             raise RuntimeError(f"{self!r} is active: complete it with Wait() or Test() before Free()")
-        self._state = _FREED
+        self._state = FREED
 
     def free(self) -> None:
         """``Free()`` unless freed already (mpi4py's lowercase form)."""
-        if self._state != _FREED:
+        if self._state != FREED:
             self.Free()
-
-def _engine() -> list[_Collective]:
-    """This thread's started, unfinished requests: they advance together (a Wait on one moves them all).
-
-    Each thread has its own, so threads that call collectives on their own
-    communicators never run each other's steps; a request waited on by another
-    thread still advances with the requests of the thread that made it.  Its
-    guard (``_THREAD.guard``) is held by whoever advances them.
-    """
-    engine = getattr(_THREAD, "engine", None)
-    if engine is None:   # the main thread's is ACTIVE: a program without threads keeps one list
-        main = threading.current_thread() is threading.main_thread()
-        engine = _THREAD.engine = ACTIVE if main else []
-        _THREAD.guard = _MAIN_GUARD if main else threading.Lock()
-    return engine
-
-
-def _guard() -> threading.Lock:
-    """This thread's engine's lock."""
-    _engine()
-    return _THREAD.guard
-
-
-def outstanding() -> bool:
-    """Whether any mpicoll request started by this thread is not finished."""
-    return bool(_engine())
-
-
-def requests_outstanding() -> list[_Collective]:
-    """Every thread's started, unfinished requests (a snapshot)."""
-    return ACTIVE + ELSEWHERE
-
-
-def progress(engine: list[_Collective] | None = None) -> None:
-    """Move every outstanding request of ``engine`` (this thread's) as far as its messages allow, without blocking.
-
-    The caller holds the engine's guard, or is the engine's own thread (whose requests the progress
-    thread only advances under the guard: see :func:`advance_unowned`).
-    """
-    for req in list(_engine() if engine is None else engine):
-        if req._state == _RUNNING:
-            req._advance(False)
-
-
-def _poke() -> None:
-    """Advance this thread's requests unless some thread is driving them already (its guard is taken)."""
-    guard = _guard()
-    if guard.acquire(blocking=False):
-        try:
-            progress()
-        finally:
-            guard.release()
-
-
-def advance_unowned(requests: Iterable[_Collective]) -> bool:
-    """Advance each of ``requests`` whose engine no one is driving now (its guard is free); True if any moved.
-
-    What the progress thread runs: it never waits for a guard, so a thread that
-    blocks in ``Wait`` keeps its engine to itself.
-    """
-    moved = False
-    for req in requests:
-        if not isinstance(req, _Collective):   # (a test's stand-in that makes the hot path take its slow path)
-            continue
-        guard = req._guard
-        if not guard.acquire(blocking=False):
-            continue
-        try:
-            if req._state == _RUNNING:
-                before = req._round
-                req._advance(False)      # (an error of its messages or steps ends the request: see _fail)
-                moved = moved or req._state != _RUNNING or req._round != before
-        finally:
-            guard.release()
-    return moved
-
-
-# -- helpers ---------------------------------------------------------------------------
-
-def _progressed(req: _Collective, engine: list[_Collective]) -> bool:
-    progress(engine)
-    return req._state != _RUNNING
-
-
-def _wait_until(done: Callable[[], bool], engine: list[_Collective]) -> None:
-    """Progress ``engine`` until ``done()``, sleeping inside MPI (Waitany) rather than polling in Python."""
-    progress(engine)
-    while not done():
-        _block_once((), engine=engine)
-        progress(engine)
-
-
-def _block_once(extra: Sequence[MPI.Request], status: MPI.Status | None = None,
-                engine: list[_Collective] | None = None) -> int | None:
-    """Block until one message of some outstanding request, or one of ``extra``, completes.
-
-    The caller holds the engine's guard.  Returns the index in ``extra`` of the
-    request that completed (MPI has then completed it, as ``Waitany`` does,
-    filling ``status``), or None.
-    """
-    internal: list[MPI.Request] = []
-    owners: list[_Collective] = []
-    for req in _engine() if engine is None else engine:
-        waitable = req._waitable()
-        internal += waitable
-        owners += [req] * len(waitable)
-    if not internal and not any(extra):
-        return None
-    handles = [request.handle for request in internal]
-    i = _waitany(internal + list(extra), status)
-    if i == MPI.UNDEFINED:
-        return None
-    if i < len(internal):
-        if owners[i]._direct is not None:    # MPI freed a request C posted: C forgets it
-            owners[i]._direct.drop(handles[i])
-        return None
-    return i - len(internal)
-
 
 def _error_class(error: BaseException | None) -> int:
     """The error class a collective's status carries: an MPI error keeps its own (a process failure, ...),
@@ -557,3 +437,8 @@ def _empty(status: MPI.Status | None) -> None:
         status.Set_tag(MPI.ANY_TAG)
         status.Set_error(MPI.SUCCESS)
         status.Set_elements(MPI.BYTE, 0)
+
+
+def _progressed(req: _Collective, engine: list[_Collective]) -> bool:
+    progress(engine)
+    return req._state != RUNNING

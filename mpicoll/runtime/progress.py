@@ -19,7 +19,7 @@ it is not):
 - while no request is outstanding it sleeps on an event: the blocking hot path
   pays nothing (a request's start wakes it, a few dozen ns when it is awake);
 - while requests are outstanding it polls: every request whose engine no thread
-  is driving (its guard is free; see :func:`~mpicoll.runtime.nonblocking.advance_unowned`)
+  is driving (its guard is free; see :func:`~mpicoll.runtime.engines.advance_unowned`)
   is tested and advanced, then the thread sleeps, from :data:`POLL_MIN` up to
   :data:`POLL_MAX` seconds, doubling while nothing moves.  A thread blocked in an
   mpicoll ``Wait`` holds its engine's guard and drives it itself, in MPI's
@@ -49,7 +49,7 @@ import warnings
 from mpi4py import MPI
 
 from mpicoll import config
-from mpicoll.runtime import nonblocking
+from mpicoll.runtime import engines, nonblocking
 
 __all__ = ["enabled", "running", "pause", "resume", "POLL_MIN", "POLL_MAX", "LINGER", "EXIT_GRACE"]
 
@@ -83,10 +83,10 @@ class _Thread:
             if self.paused:
                 self.sleep()
                 continue
-            requests = nonblocking.requests_outstanding()
+            requests = engines.requests_outstanding()
             if requests:
                 last_seen = time.monotonic()
-                delay = POLL_MIN if nonblocking.advance_unowned(requests) else min(2 * delay, POLL_MAX)
+                delay = POLL_MIN if engines.advance_unowned(requests) else min(2 * delay, POLL_MAX)
             elif time.monotonic() - last_seen > LINGER:
                 self.sleep()
                 delay, last_seen = POLL_MIN, time.monotonic()
@@ -97,7 +97,7 @@ class _Thread:
         """Sleep until a request starts (the flag first, then the check: a start in between is seen)."""
         self.wakeup.clear()
         self.asleep = True
-        if (self.paused or not nonblocking.requests_outstanding()) and not self.stopping:
+        if (self.paused or not engines.requests_outstanding()) and not self.stopping:
             self.wakeup.wait()
         self.asleep = False
 
@@ -163,14 +163,14 @@ def _at_exit() -> None:
         return
     progress = _STATE["thread"]
     deadline = time.monotonic() + EXIT_GRACE
-    while nonblocking.requests_outstanding() and time.monotonic() < deadline:
+    while engines.requests_outstanding() and time.monotonic() < deadline:
         if progress is None:        # no thread: drive the requests from here
-            nonblocking.advance_unowned(nonblocking.requests_outstanding())
+            engines.advance_unowned(engines.requests_outstanding())
         time.sleep(POLL_MAX)
     if progress is not None:
         progress.stop()
         _STATE["thread"] = None
-    left = nonblocking.requests_outstanding()
+    left = engines.requests_outstanding()
     if left:
         print(f"mpicoll: rank {MPI.COMM_WORLD.Get_rank()} exits with {len(left)} collective request(s) never "
               f"completed ({', '.join(map(repr, left[:4]))}{', ...' if len(left) > 4 else ''}): their peers may "

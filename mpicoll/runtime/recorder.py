@@ -37,7 +37,7 @@ from mpi4py import MPI
 
 from mpicoll import config
 from mpicoll.errors import MPIError
-from mpicoll.runtime.nonblocking import requests_outstanding
+from mpicoll.runtime.engines import requests_outstanding
 from mpicoll.runtime.watchdog import MessageSizeError
 
 __all__ = ["Recorder", "Traced", "begin", "end", "named", "failed", "dump", "KINDS"]

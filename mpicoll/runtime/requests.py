@@ -21,13 +21,9 @@ from typing import TYPE_CHECKING, Any
 from mpi4py import MPI
 
 from mpicoll.runtime import direct, progress
+from mpicoll.runtime.engines import ACTIVE, COMPLETE, FREED, INACTIVE, RUNNING
 from mpicoll.runtime.mixed import MixedWaits
 from mpicoll.runtime.nonblocking import (
-    ACTIVE,
-    _COMPLETE,
-    _FREED,
-    _INACTIVE,
-    _RUNNING,
     _WAKE,
     _Collective,
     _empty,
@@ -47,7 +43,7 @@ __all__ = ["Request", "Prequest", "start", "persistent", "split"]
 
 _WAKE.append(progress.first_request)   # the first request's start decides whether the progress thread runs
 
-_NAMES = {_INACTIVE: "inactive", _RUNNING: "running", _COMPLETE: "complete", _FREED: "freed"}
+_NAMES = {INACTIVE: "inactive", RUNNING: "running", COMPLETE: "complete", FREED: "freed"}
 
 
 class Request(MixedWaits, _Collective):
@@ -132,15 +128,15 @@ class Prequest(MixedWaits, _Collective, MPI.Prequest):
         if _FAST_START is not None and _FAST_START(self):    # the common case, from C
             return
         state = self._state
-        if state != _INACTIVE and not (state == _COMPLETE and not _mpi_bool(self)):   # (completed by MPI's Wait)
-            raise RuntimeError(f"{self!r} cannot be started: " + ("it was freed" if state == _FREED else
+        if state != INACTIVE and not (state == COMPLETE and not _mpi_bool(self)):   # (completed by MPI's Wait)
+            raise RuntimeError(f"{self!r} cannot be started: " + ("it was freed" if state == FREED else
                                "it is still active (Wait() or Test() it to completion first)"))
         if self._before is not None:
             self._before()
         if self._nrounds and (self._requests[0] or self._direct is not None):   # the common case, kept lean
             with self._guard:
                 self._arm()
-                self._state, self._round = _RUNNING, 0
+                self._state, self._round = RUNNING, 0
                 self._pending = reqs = self._requests[0]
                 self._enter()
                 try:
@@ -191,13 +187,13 @@ class Prequest(MixedWaits, _Collective, MPI.Prequest):
 
     def __bool__(self) -> bool:
         """As for ``MPI.Prequest``: true until freed (MPI's own functions see an inactive one as a null request)."""
-        return self._state != _FREED
+        return self._state != FREED
 
     def __repr__(self) -> str:
         return f"<mpicoll.Prequest tag={self.tag} state={_NAMES[self._state]}>"
 
     def __del__(self) -> None:
-        if self._state == _INACTIVE and MPI.Is_initialized() and not MPI.Is_finalized():
+        if self._state == INACTIVE and MPI.Is_initialized() and not MPI.Is_finalized():
             self._free_requests()
 
 

@@ -22,7 +22,7 @@ import pytest
 from mpi4py import MPI
 
 import mpicoll
-from mpicoll.runtime import nonblocking, ops
+from mpicoll.runtime import engines, ops
 from mpicoll.runtime.state import BLOCKING, NONBLOCKING, PERSISTENT
 
 from conftest import WORLD, check, counting_prepare
@@ -456,7 +456,7 @@ def test_mpi_requests_mix_with_ours(comm):
 
 
 def test_nothing_left_outstanding():
-    check(not nonblocking.outstanding(), "a request was left running")
+    check(not engines.outstanding(), "a request was left running")
 
 
 def test_overlap_example_gives_the_serial_result(comm):
@@ -468,7 +468,7 @@ def test_overlap_example_gives_the_serial_result(comm):
     overlap.serial(comm, a, work, 2, "ring")
     overlap.overlapped(comm, b, work, 2, "ring")
     check(all(np.array_equal(x, y) for x, y in zip(a, b, strict=True)), "overlapped differs from serial")
-    check(not nonblocking.outstanding(), "the example left requests running")
+    check(not engines.outstanding(), "the example left requests running")
 
 
 def _raising_steps(monkeypatch) -> None:
@@ -490,7 +490,7 @@ def test_a_failing_step_does_not_leave_the_request_running(comm, monkeypatch):
     req = comm.Iallreduce(x, np.zeros(4), op=op, algorithm="recursive_doubling")
     with pytest.raises(ZeroDivisionError):
         req.Wait()
-    check(not nonblocking.outstanding(), "the failed request is still progressed")
+    check(not engines.outstanding(), "the failed request is still progressed")
 
 
 # -- cached plans of nonblocking calls ---------------------------------------------------------
@@ -550,7 +550,7 @@ def test_a_plan_lent_to_a_failed_request_is_given_back(monkeypatch, comm):
     for _ in range(2):
         with pytest.raises(ZeroDivisionError):
             comm.Iallreduce(x, y, op=op, algorithm="recursive_doubling").Wait()
-    check(not nonblocking.outstanding(), "a failed request is still progressed")
+    check(not engines.outstanding(), "a failed request is still progressed")
     failing[0] = False
     comm.Iallreduce(x, y, op=op, algorithm="recursive_doubling").Wait()
     check(bool(np.all(y == P)), f"{y}")

@@ -17,7 +17,7 @@ import pytest
 from mpi4py import MPI
 
 import mpicoll
-from mpicoll.runtime import nonblocking, progress
+from mpicoll.runtime import engines, progress
 
 from conftest import WORLD, check
 
@@ -247,7 +247,7 @@ def test_persistent_requests_restarted_thousands_of_times(comm):
     a.Free()
     b.Free()
     check(bad == 0, f"{bad} of 3000 runs wrong")
-    check(not nonblocking.outstanding(), "requests left running")
+    check(not engines.outstanding(), "requests left running")
 
 
 # -- progress without the caller ------------------------------------------------------------------
@@ -351,7 +351,7 @@ def test_a_failing_step_under_mpi_waitall_raises(comm, monkeypatch):
     r = comm.Iallreduce(np.ones(4), np.zeros(4), op=mpicoll.Op(bad, commute=True), algorithm="recursive_doubling")
     with pytest.raises(ZeroDivisionError):
         r.Wait()
-    check(not nonblocking.outstanding(), "the failed request is still progressed")
+    check(not engines.outstanding(), "the failed request is still progressed")
 
 
 def test_free_of_an_active_request_is_a_clear_error(comm):
@@ -363,4 +363,4 @@ def test_free_of_an_active_request_is_a_clear_error(comm):
 
 
 def test_nothing_left_outstanding():
-    check(not nonblocking.requests_outstanding(), "a request was left running")
+    check(not engines.requests_outstanding(), "a request was left running")

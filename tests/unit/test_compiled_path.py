@@ -22,7 +22,7 @@ from mpicoll.comm import dispatch
 from mpicoll.comm.comm import Comm
 from mpicoll.ir.layout import Layout
 from mpicoll.ir.schedule import Block, Reduce, Round, Schedule
-from mpicoll.runtime import blocking, nonblocking, plancache
+from mpicoll.runtime import blocking, engines, plancache
 from mpicoll.runtime.callkey import call_key
 from mpicoll.runtime.ops import reducer
 from mpicoll.runtime.recorder import Recorder
@@ -197,7 +197,7 @@ def test_run_never_runs_a_cached_plan_with_a_timeout_or_with_requests_outstandin
     c = mpicoll.Comm(MPI.COMM_SELF.Dup())
     c.Allreduce(x, y)
     misses = _recording(c)
-    for outstanding in (nonblocking.ACTIVE, nonblocking.ELSEWHERE):   # this thread's requests, or another's
+    for outstanding in (engines.ACTIVE, engines.ELSEWHERE):   # this thread's requests, or another's
         outstanding.append(object())
         try:
             run(c, "Allreduce", "auto", x, y, MPI.SUM)

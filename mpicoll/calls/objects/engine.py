@@ -27,7 +27,7 @@ from mpi4py import MPI
 from mpicoll.analysis.lockstep import run_lockstep
 from mpicoll.calls.objects.slots import Failed, Slot, frame, unframe, value
 from mpicoll.ir.schedule import Block, Copy, Reduce, Schedule
-from mpicoll.runtime.nonblocking import outstanding, progress
+from mpicoll.runtime.engines import outstanding, progress
 from mpicoll.runtime.rounds import Exchange, waitall
 from mpicoll.runtime.rounds import run as run_rounds
 from mpicoll.runtime.watchdog import CollectiveTimeout, _idle
