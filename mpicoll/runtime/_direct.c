@@ -541,12 +541,12 @@ on_failure(PyObject *self, PyObject *callable)
 
 static PyMethodDef methods[] = {
     {"init_requests", init_requests, METH_VARARGS,
-     "init_requests(cls, engine, wake, failed)\n--\n\nThe persistent request class whose Start and Wait start() and "
-     "wait() run (see mpicoll.runtime.requests)."},
+     "init_requests(persistent, nonblocking, engine, wake, empty)\n--\n\nThe request classes whose Start and "
+     "Wait start() and wait() run (see mpicoll.runtime.requests)."},
     {"start", fast_start, METH_O,
      "start(request)\n--\n\nStart a persistent request in its common case; False where Python must."},
     {"wait", (PyCFunction)(void (*)(void))fast_wait, METH_FASTCALL,
-     "wait(request, status)\n--\n\nWait for a persistent request in its common case; False where Python must."},
+     "wait(request, status)\n--\n\nWait for a request in its common case; False where Python must."},
     {"init", init, METH_VARARGS,
      "init(path, family, constants, exception, fromhandle)\n--\n\nFind the MPI functions in the library at path (see "
      "mpicoll.runtime.direct)."},

@@ -1,10 +1,11 @@
 /* mpicoll.runtime._direct's requests: the generalized request behind an mpicoll request's handle
- * (Generalized), and a persistent request's Start and Wait in their common case (start() and wait()).
+ * (Generalized), a persistent request's Start and any request's Wait in their common case (start(), wait()).
  *
  * The definition is Python's (mpicoll.runtime.requests.Prequest.Start and
- * mpicoll.runtime.nonblocking._Collective.Wait); these do the same for a persistent request whose rounds
- * C runs (mpicoll.runtime.direct.persistent), started and waited for by the main thread, with no timeout,
- * nothing to run before a start or after the last round, and, for wait, no other request outstanding.
+ * mpicoll.runtime.nonblocking._Collective.Wait); these do the same for a request whose rounds C runs
+ * (mpicoll.runtime.direct), started (start: a persistent one) and waited for (wait: either kind) by the main
+ * thread, with no timeout, nothing to run before a start or after the last round, and, for wait, no other
+ * request outstanding.
  * Each returns False where any of that does not hold, and the Python method goes on as if it had not
  * been called.  The request's state lives in its slots, which these read and write where Python would
  * (their offsets are found once, from the class's member descriptors).
@@ -20,7 +21,8 @@
 
 enum { INACTIVE, RUNNING, COMPLETE };   /* mpicoll.runtime.nonblocking's request states */
 
-static PyTypeObject *prequest;     /* the class whose slots' offsets follow */
+static PyTypeObject *prequest;     /* the persistent request class (start and wait) */
+static PyTypeObject *request_type; /* the nonblocking request class (wait), whose shared slots lie alike */
 static PyObject *main_engine;      /* mpicoll.runtime.nonblocking.ACTIVE */
 static PyObject *wake;             /* mpicoll.runtime.nonblocking._WAKE: what a start calls, if anything */
 static PyObject *empty_status;     /* mpicoll.runtime.nonblocking._empty(status) */
@@ -65,20 +67,29 @@ PyObject *
 init_requests(PyObject *self, PyObject *args)
 {
     (void)self;
-    PyObject *cls, *engine, *wakes, *empty;
-    if (!PyArg_ParseTuple(args, "O!O!O!O", &PyType_Type, &cls, &PyList_Type, &engine, &PyList_Type, &wakes,
-                          &empty))
+    PyObject *persistent_cls, *request_cls, *engine, *wakes, *empty;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O", &PyType_Type, &persistent_cls, &PyType_Type, &request_cls,
+                          &PyList_Type, &engine, &PyList_Type, &wakes, &empty))
         return NULL;
-    PyTypeObject *type = (PyTypeObject *)cls;
     struct { Py_ssize_t *at; const char *name; } slots[] = {
         {&at_state, "_state"}, {&at_round, "_round"}, {&at_pending, "_pending"}, {&at_engine, "_engine"},
         {&at_error, "_error"}, {&at_trace, "trace"}, {&at_generalized, "_generalized"}, {&at_direct, "_direct"},
-        {&at_requests, "_requests"}, {&at_finish, "_finish"}, {&at_release, "_release"}, {&at_keep, "_keep"},
-        {&at_watch, "watch"}, {&at_guard, "_guard"}, {&at_before, "_before"},
+        {&at_finish, "_finish"}, {&at_release, "_release"}, {&at_keep, "_keep"}, {&at_watch, "watch"},
+        {&at_guard, "_guard"}, {&at_requests, "_requests"}, {&at_before, "_before"},
     };
-    for (size_t i = 0; i < sizeof slots / sizeof slots[0]; i++)
-        if ((*slots[i].at = offset_of(type, slots[i].name)) < 0)
+    size_t shared = sizeof slots / sizeof slots[0] - 2;     /* the last two are the persistent class's own */
+    for (size_t i = 0; i < sizeof slots / sizeof slots[0]; i++) {
+        if ((*slots[i].at = offset_of((PyTypeObject *)persistent_cls, slots[i].name)) < 0)
             return NULL;
+        if (i < shared) {   /* both classes keep the request's state at the same places (one base: _Collective) */
+            Py_ssize_t other = offset_of((PyTypeObject *)request_cls, slots[i].name);
+            if (other < 0)
+                return NULL;
+            if (other != *slots[i].at)
+                return PyErr_Format(PyExc_TypeError, "init_requests: slot %s lies apart in the two classes",
+                                    slots[i].name);
+        }
+    }
     s_start_failed = PyUnicode_InternFromString("_start_failed");
     s_advance_failed = PyUnicode_InternFromString("_advance_failed");
     s_started = PyUnicode_InternFromString("started");
@@ -87,7 +98,8 @@ init_requests(PyObject *self, PyObject *args)
     s_release = PyUnicode_InternFromString("release");
     if (!s_start_failed || !s_advance_failed || !s_started || !s_ended || !s_acquire || !s_release)
         return NULL;
-    Py_XSETREF(prequest, (PyTypeObject *)Py_NewRef(cls));
+    Py_XSETREF(prequest, (PyTypeObject *)Py_NewRef(persistent_cls));
+    Py_XSETREF(request_type, (PyTypeObject *)Py_NewRef(request_cls));
     Py_XSETREF(main_engine, Py_NewRef(engine));
     Py_XSETREF(wake, Py_NewRef(wakes));
     Py_XSETREF(empty_status, Py_NewRef(empty));
@@ -98,7 +110,7 @@ init_requests(PyObject *self, PyObject *args)
 static int
 applies(PyObject *request, Rounds **rounds, Generalized **generalized)
 {
-    if (prequest == NULL || Py_TYPE(request) != prequest)
+    if (prequest == NULL || (Py_TYPE(request) != prequest && Py_TYPE(request) != request_type))
         return 0;
     PyObject *r = SLOT(request, at_direct), *g = SLOT(request, at_generalized);
     if (r == NULL || Py_TYPE(r) != &RoundsType || ((Rounds *)r)->nrounds == 0 || g == NULL
@@ -116,8 +128,8 @@ fast_start(PyObject *self, PyObject *request)
     (void)self;
     Rounds *rounds;
     Generalized *generalized;
-    if (!applies(request, &rounds, &generalized) || state_of(request) != INACTIVE
-        || SLOT(request, at_before) != Py_None)
+    if (!applies(request, &rounds, &generalized) || Py_TYPE(request) != prequest
+        || state_of(request) != INACTIVE || SLOT(request, at_before) != Py_None)
         Py_RETURN_FALSE;
     PyObject *requests = SLOT(request, at_requests);
     if (!PyList_Check(requests) || PyList_GET_SIZE(requests) == 0)
@@ -183,6 +195,13 @@ finish(PyObject *request, Generalized *generalized, PyObject *status)
             break;
         }
     set_slot(request, at_pending, PyList_New(0));
+    PyObject *release = SLOT(request, at_release);
+    if (release != Py_None) {       /* a cached plan is given back */
+        PyObject *result = PyObject_CallNoArgs(release);
+        if (result == NULL)
+            return -1;
+        Py_DECREF(result);
+    }
     set_slot(request, at_keep, Py_NewRef(Py_None));
     PyObject *trace = SLOT(request, at_trace);
     if (trace != Py_None) {
@@ -221,7 +240,7 @@ fast_wait(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
     Rounds *rounds;
     Generalized *generalized;
     if (!applies(request, &rounds, &generalized) || state_of(request) != RUNNING
-        || SLOT(request, at_finish) != Py_None || SLOT(request, at_release) != Py_None
+        || SLOT(request, at_finish) != Py_None
         || PyList_GET_SIZE(main_engine) != 1 || PyList_GET_ITEM(main_engine, 0) != request)
         Py_RETURN_FALSE;
     PyObject *guard = SLOT(request, at_guard);

@@ -131,6 +131,19 @@ class _Collective(MPI.Request):
 
     def _launch(self) -> None:
         """Post round 0 (or finish at once when there is nothing to send)."""
+        rounds = self._direct
+        if rounds is not None and self._nrounds:     # posted from C before the request joins its engine: no
+            self._arm()                              # other thread can see it before, so no guard is needed
+            self._state, self._round = RUNNING, 0
+            try:
+                rounds.start(self.tag)
+            except MPI.Exception as exc:     # e.g. the communicator was revoked: the request ends with it
+                with self._guard:
+                    self._enter()
+                    self._fail(exc, rounds.pending())
+                return
+            self._enter()
+            return
         with self._guard:
             self._arm()
             self._state = RUNNING
@@ -140,12 +153,9 @@ class _Collective(MPI.Request):
                 return
             self._enter()
             try:
-                if self._direct is not None:
-                    self._direct.start(self.tag)
-                    return
                 self._pending = self._post(0)
             except MPI.Exception as exc:     # e.g. the communicator was revoked: the request ends with it
-                self._fail(exc, self._waitable())
+                self._fail(exc, ())
                 return
             if not self._pending:
                 self._advance(False)
@@ -237,16 +247,16 @@ class _Collective(MPI.Request):
         return True
 
     def _enter(self) -> None:
-        """Join the engine (another thread's also joins the list the hot path reads); wake the progress thread;
-        note the start in the flight recorder."""
+        """Note the start in the flight recorder; join the engine (another thread's also joins the list the hot
+        path reads); wake the progress thread."""
+        if self.trace is not None:    # (first: once in the engine, another thread may complete the request)
+            self.trace.started(self)
         engine = self._engine
         engine.append(self)
         if engine is not ACTIVE:
             ELSEWHERE.append(self)
         if _WAKE:
             _WAKE[0]()
-        if self.trace is not None:
-            self.trace.started(self)
 
     def _leave(self) -> None:
         engine = self._engine

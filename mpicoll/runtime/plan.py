@@ -74,16 +74,21 @@ class Plan:
             self._rounds = self.bound()
         return self._rounds
 
-    def request_parts(self, comm: Any) -> tuple[list, list[list[Callable[[], None]]], Any]:
+    def request_parts(self, comm: Any) -> tuple[list, list[list[Callable[[], None]]], Any, list]:
         """What a request running this cached plan on ``comm`` (the private communicator) needs, made once: its
         rounds in the form MPI reads fastest (:func:`~mpicoll.runtime.blocking.for_mpi`), each round's local
-        steps, and the same rounds posted from C (:func:`mpicoll.runtime.direct.blocking`; None: by mpi4py)
-        (see :func:`mpicoll.comm.dispatch._lend`)."""
+        steps, the same rounds posted from C (:func:`mpicoll.runtime.direct.blocking`; None: by mpi4py), and each
+        round's communicator (see :func:`mpicoll.comm.dispatch._lend`)."""
         parts = self._request_parts
         if parts is None:
             rounds = for_mpi(self.rounds())
-            parts = self._request_parts = (rounds, [steps for _, _, steps in rounds], direct.blocking(rounds, comm))
+            parts = self._request_parts = (rounds, [steps for _, _, steps in rounds], direct.blocking(rounds, comm),
+                                           [comm] * len(rounds))
         return parts
+
+    def give_back(self) -> None:
+        """A request this cached plan was lent to is done with it: the plan may serve the next call."""
+        self.lent = False
 
     def runner(self, comm: Any) -> Callable[[int], None]:
         """``run(tag)``: this plan run blocking on ``comm`` (the private communicator), ready-made.

@@ -15,7 +15,6 @@ communicators of one group or of both (:func:`split` takes such rounds apart).
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from mpi4py import MPI
@@ -46,7 +45,37 @@ _WAKE.append(progress.first_request)   # the first request's start decides wheth
 _NAMES = {INACTIVE: "inactive", RUNNING: "running", COMPLETE: "complete", FREED: "freed"}
 
 
-class Request(MixedWaits, _Collective):
+class _WaitFromC:
+    """``Wait`` run from C in its common case (a mixin of both request classes, before the class that defines it)."""
+
+    __slots__ = ()
+
+    def Wait(self, status: MPI.Status | None = None) -> bool:
+        """Block until the collective is complete, moving every outstanding mpicoll request along.
+
+        Parameters
+        ----------
+        status : MPI.Status, optional
+            Set empty, as MPI does for collectives.
+
+        Returns
+        -------
+        bool
+            Always True (mpi4py's convention).
+
+        Raises
+        ------
+        RuntimeError
+            The request was freed.
+        CollectiveTimeout
+            The communicator has a timeout and the collective made no progress for that long.
+        """
+        if _FAST_WAIT is not None and _FAST_WAIT(self, status):    # the common case, from C
+            return True
+        return super().Wait(status)
+
+
+class Request(_WaitFromC, MixedWaits, _Collective):
     """A nonblocking collective in flight (``comm.Iallreduce(...)`` and the like).
 
     ``rounds`` are bound rounds, round ``t`` posted on ``comms[t]``; ``steps`` (when given) replace the
@@ -69,7 +98,7 @@ class Request(MixedWaits, _Collective):
         return f"<mpicoll.Request tag={self.tag} state={_NAMES[self._state]}>"
 
 
-class Prequest(MixedWaits, _Collective, MPI.Prequest):
+class Prequest(_WaitFromC, MixedWaits, _Collective, MPI.Prequest):
     """A persistent collective (``comm.Allreduce_init(...)``): ``Start()``, then ``Wait()``/``Test()``, repeatedly.
 
     Everything is bound once at creation: the schedule's views of the buffers,
@@ -149,30 +178,6 @@ class Prequest(MixedWaits, _Collective, MPI.Prequest):
         else:
             self._launch()
 
-    def Wait(self, status: MPI.Status | None = None) -> bool:
-        """Block until the collective is complete, moving every outstanding mpicoll request along.
-
-        Parameters
-        ----------
-        status : MPI.Status, optional
-            Set empty, as MPI does for collectives.
-
-        Returns
-        -------
-        bool
-            Always True (mpi4py's convention).
-
-        Raises
-        ------
-        RuntimeError
-            The request was freed.
-        CollectiveTimeout
-            The communicator has a timeout and the collective made no progress for that long.
-        """
-        if _FAST_WAIT is not None and _FAST_WAIT(self, status):    # the common case, from C
-            return True
-        return super().Wait(status)
-
     def Free(self) -> None:
         """Release the MPI persistent requests; the request cannot be started again.
 
@@ -199,8 +204,9 @@ class Prequest(MixedWaits, _Collective, MPI.Prequest):
 
 
 
-#: a persistent request's Start and Wait in their common case, from C (None: the Python methods do it all)
-_FAST_START, _FAST_WAIT = direct.fast_requests(Prequest, ACTIVE, _WAKE, _empty)
+#: a persistent request's Start and any request's Wait in their common case, from C (None: the Python methods
+#: do it all)
+_FAST_START, _FAST_WAIT = direct.fast_requests(Prequest, Request, ACTIVE, _WAKE, _empty)
 
 
 # -- entry points used by mpicoll.Comm ------------------------------------------------
@@ -224,21 +230,17 @@ def start(plan: Plan | None, comm: Comm, tag: int, lent: bool = False, keep: Any
         req = Request([], [], tag, None)
     elif lent:
         plan.lent = True
-        rounds, steps, posted_from_c = plan.request_parts(comm.private)
-        req = Request(rounds, [comm.private] * len(rounds), tag, plan.finish, steps, partial(_give_back, plan), keep)
+        rounds, steps, posted_from_c, comms = plan.request_parts(comm.private)
+        req = Request(rounds, comms, tag, plan.finish, steps, plan.give_back, keep)
         req._direct = posted_from_c
     else:
         plan.begin()      # GPU buffers: stage the inputs in
         rounds = plan.bound()
         req = Request(rounds, [comm.private] * len(rounds), tag, plan.finish, keep=keep)
-    req.trace = _traced(comm, NONBLOCKING, tag, plan)
+    if comm.recorder is not None:
+        req.trace = _traced(comm, NONBLOCKING, tag, plan)
     req._launch()
     return req
-
-
-def _give_back(plan: Plan) -> None:
-    """A request of a lent plan finished: the plan may serve the next call."""
-    plan.lent = False
 
 
 def persistent(plan: Plan | None, comm: Comm, tag: int, before: Callable[[], None] | None = None,
