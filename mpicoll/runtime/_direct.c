@@ -258,9 +258,11 @@ rounds_call(PyObject *op, PyObject *const *argv, size_t nargsf, PyObject *kwname
     for (Py_ssize_t t = 0; t < self->nrounds && result != NULL; t++) {
         Round *r = &self->rounds[t];
         int rc;
+        driving(1);
         Py_BEGIN_ALLOW_THREADS
         rc = api.transfer(r, self->comm, tag);
         Py_END_ALLOW_THREADS
+        driving(0);
         if (rc != 0) {   /* hand the round to the failure function, which raises or finishes the call */
             raise_mpi(rc);
             PyObject *type, *exc, *traceback;
@@ -378,9 +380,11 @@ rounds_advance_run(Rounds *self, int block)
         Round *r = &self->rounds[self->current];
         int rc, done = 1;
         if (block) {
+            driving(1);
             Py_BEGIN_ALLOW_THREADS
             rc = api.waitall(r);
             Py_END_ALLOW_THREADS
+            driving(0);
         }
         else {
             rc = api.testall(r, &done);
@@ -540,6 +544,10 @@ on_failure(PyObject *self, PyObject *callable)
 }
 
 static PyMethodDef methods[] = {
+    {"hook_progress", hook_progress, METH_VARARGS,
+     "hook_progress(path, active, elsewhere, advance)\n--\n\nHave Open MPI's progress loop (opal_progress, in the "
+     "library at path) call advance() while either list is not empty; whether it could."},
+    {"unhook_progress", unhook_progress, METH_NOARGS, "Undo hook_progress."},
     {"init_requests", init_requests, METH_VARARGS,
      "init_requests(persistent, nonblocking, engine, wake, empty)\n--\n\nThe request classes whose Start and "
      "Wait start() and wait() run (see mpicoll.runtime.requests)."},

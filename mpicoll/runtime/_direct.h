@@ -1,5 +1,6 @@
 /* What the source files of mpicoll.runtime._direct share: _direct.c binds a plan's rounds and runs them;
- * _requests.c starts and completes generalized requests, and runs a persistent request's Start and Wait. */
+ * _requests.c starts and completes generalized requests, and runs a persistent request's Start and Wait;
+ * _progress.c hooks Open MPI's progress loop. */
 #ifndef MPICOLL_DIRECT_H
 #define MPICOLL_DIRECT_H
 #define PY_SSIZE_T_CLEAN
@@ -70,6 +71,11 @@ int rounds_advance_run(Rounds *self, int block);
 int generalized_start_run(Generalized *self);
 int generalized_complete_run(Generalized *self, int error_class);
 
+/* _progress.c: whether this thread drives its own requests in a blocking MPI call (the hook keeps out), and
+ * the module's functions hook_progress and unhook_progress */
+void driving(int on);
+PyObject *hook_progress(PyObject *self, PyObject *args);
+PyObject *unhook_progress(PyObject *self, PyObject *unused);
 /* _requests.c: the module's functions init_requests, start and wait */
 PyObject *init_requests(PyObject *self, PyObject *args);
 PyObject *fast_start(PyObject *self, PyObject *request);

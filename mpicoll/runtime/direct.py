@@ -29,20 +29,21 @@ from mpicoll import config
 from mpicoll.runtime.compiled import extension
 from mpicoll.runtime.standin import continue_marked
 
-__all__ = ["MODULE", "available", "messages", "blocking", "persistent", "generalized", "fast_requests"]
+__all__ = ["MODULE", "available", "messages", "blocking", "persistent", "generalized", "fast_requests",
+           "hook_progress", "unhook_progress"]
 
 #: the family's sizes of MPI_Request and MPI_Status, and its MPI_STATUS_IGNORE, that the extension was written for
 _FAMILIES = {"Open MPI": ("openmpi", 8, 24, 0), "MPICH": ("mpich", 4, 20, 1)}
 _INT_MAX = 2**31 - 1
 
 
-def _library() -> str | None:
-    """The path of the MPI library this process has loaded (Linux: from ``/proc/self/maps``)."""
+def _library(name: str = "libmpi.so") -> str | None:
+    """The path of the library ``name`` this process has loaded (Linux: from ``/proc/self/maps``)."""
     try:
         with open("/proc/self/maps") as maps:
             for line in maps:
                 path = line.split()[-1]
-                if path.rsplit("/", 1)[-1].startswith("libmpi.so"):
+                if path.rsplit("/", 1)[-1].startswith(name):
                     return path
     except OSError:
         pass
@@ -155,3 +156,19 @@ def fast_requests(persistent: type, nonblocking: type, engine: list, wake: list,
         return None, None
     MODULE.init_requests(persistent, nonblocking, engine, wake, empty)
     return MODULE.start, MODULE.wait
+
+
+def hook_progress(active: list, elsewhere: list, advance: Any) -> bool:
+    """Have the MPI library's own progress loop call ``advance()`` while ``active`` or ``elsewhere`` (the
+    outstanding requests) is not empty, so that a thread blocked in any MPI call moves mpicoll's requests along;
+    whether it could (Open MPI only: its ``opal_progress_register``)."""
+    if MODULE is None or MPI.get_vendor()[0] != "Open MPI":
+        return False
+    path = _library("libopen-pal.so")
+    return path is not None and MODULE.hook_progress(path, active, elsewhere, advance)
+
+
+def unhook_progress() -> None:
+    """Undo :func:`hook_progress` (at exit: before MPI and Python finish)."""
+    if MODULE is not None:
+        MODULE.unhook_progress()

@@ -23,7 +23,8 @@ from typing import Any
 from mpi4py import MPI
 
 __all__ = ["ACTIVE", "ELSEWHERE", "INACTIVE", "RUNNING", "COMPLETE", "FREED", "engine_of_this_thread", "guard",
-           "outstanding", "requests_outstanding", "progress", "poke", "advance_unowned", "wait_until",
+           "outstanding", "requests_outstanding", "progress", "poke", "advance_unowned", "advance_waiting",
+           "wait_until",
            "block_once"]
 
 #: a request's states
@@ -106,6 +107,12 @@ def advance_unowned(requests: Iterable[Any]) -> bool:
         finally:
             lock.release()
     return moved
+
+
+def advance_waiting() -> None:
+    """Every outstanding request that no thread is driving, moved along: what the MPI library's progress loop
+    calls where mpicoll could hook it (:func:`mpicoll.runtime.direct.hook_progress`)."""
+    advance_unowned(ACTIVE + ELSEWHERE)
 
 
 def wait_until(done: Callable[[], bool], engine: list[Any]) -> None:

@@ -49,7 +49,7 @@ import warnings
 from mpi4py import MPI
 
 from mpicoll import config
-from mpicoll.runtime import engines, nonblocking
+from mpicoll.runtime import direct, engines, nonblocking
 
 __all__ = ["enabled", "running", "pause", "resume", "POLL_MIN", "POLL_MAX", "LINGER", "EXIT_GRACE"]
 
@@ -134,6 +134,7 @@ def first_request() -> None:
     hooks = nonblocking._WAKE
     hooks.clear()
     if _STATE["thread"] is None and enabled():
+        direct.hook_progress(engines.ACTIVE, engines.ELSEWHERE, engines.advance_waiting)
         progress = _STATE["thread"] = _Thread()
         progress.thread.start()
         hooks.append(progress.wake)
@@ -160,6 +161,7 @@ def resume() -> None:
 def _at_exit() -> None:
     """Give outstanding requests a grace period, stop the thread, and report what never completed."""
     if MPI.Is_finalized():
+        direct.unhook_progress()
         return
     progress = _STATE["thread"]
     deadline = time.monotonic() + EXIT_GRACE
@@ -167,6 +169,7 @@ def _at_exit() -> None:
         if progress is None:        # no thread: drive the requests from here
             engines.advance_unowned(engines.requests_outstanding())
         time.sleep(POLL_MAX)
+    direct.unhook_progress()
     if progress is not None:
         progress.stop()
         _STATE["thread"] = None

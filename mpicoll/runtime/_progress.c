@@ -1,0 +1,96 @@
+/* mpicoll.runtime._direct's progress hook: Open MPI's own progress loop advances mpicoll's requests.
+ *
+ * A thread blocked in MPI (mpi4py's MPI.Request.Waitall on an mpicoll request, a Recv, a Barrier) spins in
+ * Open MPI's progress loop, opal_progress, which calls the functions registered with
+ * opal_progress_register.  hook_progress(path, lists, advance) registers one: while mpicoll requests are
+ * outstanding (the lists of mpicoll.runtime.engines are not empty), it takes the GIL and calls
+ * advance() (every request whose engine no thread is driving is tested and moved along), at most once per
+ * INTERVAL_NS per thread, and never from within itself nor while the thread drives its own requests in
+ * mpicoll's own waits (driving(): those already wait on the requests' messages).  So a request waited for
+ * by MPI's own functions completes when its messages do, not when a polling thread comes by.
+ * unhook_progress() removes it (at exit, before MPI_Finalize and Python's finalization).
+ */
+#include "_direct.h"
+#include <dlfcn.h>
+#include <time.h>
+
+#define INTERVAL_NS 2000     /* at most one call into Python per thread per this many nanoseconds */
+
+static int (*opal_register)(int (*)(void));
+static int (*opal_unregister)(int (*)(void));
+static PyObject *lists[2];          /* mpicoll.runtime.engines.ACTIVE, ELSEWHERE */
+static PyObject *advance;           /* what the hook calls */
+static volatile int hooked;
+static _Thread_local int inside;    /* this thread is in the hook, or drives its own requests */
+static _Thread_local long long last_call;
+
+static long long
+now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+static int
+hook(void)
+{
+    if (!hooked || inside || (PyList_GET_SIZE(lists[0]) == 0 && PyList_GET_SIZE(lists[1]) == 0))
+        return 0;   /* (the lists' sizes are read without the GIL: a stale size only delays or wastes one call) */
+    long long t = now_ns();
+    if (t - last_call < INTERVAL_NS)
+        return 0;
+    last_call = t;
+    inside = 1;
+    PyGILState_STATE gil = PyGILState_Ensure();
+    if (hooked) {
+        PyObject *result = PyObject_CallNoArgs(advance);
+        if (result == NULL)
+            PyErr_WriteUnraisable(advance);
+        Py_XDECREF(result);
+    }
+    PyGILState_Release(gil);
+    inside = 0;
+    return 0;
+}
+
+void
+driving(int on)
+{
+    inside = on;
+}
+
+PyObject *
+hook_progress(PyObject *self, PyObject *args)
+{
+    (void)self;
+    const char *path;
+    PyObject *active, *elsewhere, *function;
+    if (!PyArg_ParseTuple(args, "sO!O!O", &path, &PyList_Type, &active, &PyList_Type, &elsewhere, &function))
+        return NULL;
+    if (hooked)
+        Py_RETURN_TRUE;
+    void *lib = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+    if (lib == NULL || (*(void **)&opal_register = dlsym(lib, "opal_progress_register")) == NULL
+        || (*(void **)&opal_unregister = dlsym(lib, "opal_progress_unregister")) == NULL)
+        Py_RETURN_FALSE;
+    Py_XSETREF(lists[0], Py_NewRef(active));
+    Py_XSETREF(lists[1], Py_NewRef(elsewhere));
+    Py_XSETREF(advance, Py_NewRef(function));
+    if (opal_register(hook) != 0)
+        Py_RETURN_FALSE;
+    hooked = 1;
+    Py_RETURN_TRUE;
+}
+
+PyObject *
+unhook_progress(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    if (hooked) {
+        hooked = 0;
+        opal_unregister(hook);
+    }
+    Py_RETURN_NONE;
+}
