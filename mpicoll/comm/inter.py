@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -27,12 +28,12 @@ from mpicoll import errors
 from mpicoll.calls.table import VALUE_ARGS
 from mpicoll.comm.inter_stages import STAGES
 from mpicoll.comm.preparing import prepare
-from mpicoll.runtime import engines
+from mpicoll.runtime import direct, engines
 from mpicoll.runtime.blocking import execute as execute_rounds
 from mpicoll.runtime.callkey import held, shape_key
 from mpicoll.runtime.datatypes import byte_message, packing
 from mpicoll.runtime.requests import Prequest, Request, split
-from mpicoll.runtime.rounds import Built, CommRound, revoke_together, run_stretches
+from mpicoll.runtime.rounds import Built, CommRound, revoke_together
 from mpicoll.runtime.state import NONBLOCKING, PERSISTENT, CommState
 
 __all__ = ["InterState", "Stages", "state_of", "run", "execute", "start", "init"]
@@ -285,7 +286,12 @@ def execute(state: InterState, method: str, built: Built, tag: int) -> None:
     """Run a built call blocking.  With a timeout (every wait watched), or while nonblocking requests are
     outstanding (they must keep moving), it runs as a request that is waited for."""
     if state.timeout is None and not engines.outstanding():
-        run_stretches(built.stretches, tag, execute_rounds)
+        runners = built.runners
+        if runners is None:     # each stretch's rounds posted from C where they can be, else by the executor
+            runners = built.runners = [direct.blocking(rounds, comm) or partial(execute_rounds, rounds, comm)
+                                       for comm, rounds in built.stretches]
+        for run_stretch in runners:
+            run_stretch(tag)
         return
     req = Request(*split(built.rounds), tag, None)
     if state.timeout is not None:

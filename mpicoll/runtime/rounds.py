@@ -24,7 +24,7 @@ Requests (``I*``, ``*_init``) advance the same rounds one at a time as a state m
 (:mod:`mpicoll.runtime.nonblocking`): each round is posted by :func:`post` (or started, for persistent ones),
 completed by MPI's test and wait, and followed by its steps there.  Rounds that travel on several
 communicators (an intercommunicator's stages) carry their communicator: :class:`Built` groups consecutive
-rounds of one communicator, and :func:`run_stretches` runs them.
+rounds of one communicator (:func:`mpicoll.comm.inter.execute` runs them stretch by stretch).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from mpi4py import MPI
 from mpicoll import config
 from mpicoll.errors import ProcFailedError
 
-__all__ = ["Exchange", "run", "post", "exchange", "waitall", "testall", "Built", "run_stretches", "Round",
+__all__ = ["Exchange", "run", "post", "exchange", "waitall", "testall", "Built", "Round",
            "CommRound", "is_fault", "fault", "revoke_together", "keep_active"]
 
 #: one bound round: its sends and receives ``(buffer, peer)``, its local steps
@@ -248,20 +248,13 @@ class Built:
     """A staged call's rounds, and the same rounds as the blocking path runs them: consecutive rounds on one
     communicator together, ``(comm, [(sends, recvs, steps), ...])`` (grouped once, when the call is built)."""
 
-    __slots__ = ("rounds", "stretches")
+    __slots__ = ("rounds", "stretches", "runners")
 
     def __init__(self, rounds: list[CommRound]) -> None:
         self.rounds = rounds
+        self.runners: list[Callable[[int], None]] | None = None   # each stretch run blocking (made by its user)
         self.stretches: list[tuple[MPI.Comm, list]] = []
         for comm, sends, recvs, steps in rounds:
             if not self.stretches or self.stretches[-1][0] is not comm:
                 self.stretches.append((comm, []))
             self.stretches[-1][1].append((sends, recvs, steps))
-
-
-def run_stretches(stretches: list[tuple[MPI.Comm, list]], tag: int,
-                  execute: Callable[[list, MPI.Comm, int], None]) -> None:
-    """Run a built call's stretches blocking, in order, each by ``execute`` (the blocking executor) on its
-    communicator."""
-    for comm, rounds in stretches:
-        execute(rounds, comm, tag)
