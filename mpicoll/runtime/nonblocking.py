@@ -31,6 +31,7 @@ from typing import Any
 
 from mpi4py import MPI
 
+from mpicoll.errors import ProcFailedError
 from mpicoll.runtime import watchdog
 from mpicoll.runtime.rounds import fault, is_fault, keep_active
 from mpicoll.runtime.rounds import testall as _testall
@@ -109,15 +110,18 @@ class _Collective(MPI.Request):
 
     def _arm(self) -> None:
         """Start this run's generalized request and make it this object's MPI handle."""
+        self._error = None      # (a run that MPI's own wait completed in error never reached _settle)
         greq = self._greq = _grequest(self._query, None, self._cancelled)
         _memmove(_addressof(self), _addressof(greq), _HANDLE)
 
     def _query(self, status: MPI.Status) -> None:
-        """MPI asks for the status of the completed collective: empty, with an error if a step raised."""
-        _empty(status)
-        if self._error is not None:    # an MPI error keeps its class (a process failure, ...); others: ERR_OTHER
-            error = self._error
-            status.Set_error(error.Get_error_class() if isinstance(error, MPI.Exception) else MPI.ERR_OTHER)
+        """MPI asks for the status of the completed collective: empty, or with the error that ended it, also raised
+        (mpi4py prints it, returns its code to MPI: Open MPI 5.0's ``MPI_Waitall`` without statuses reads only that)."""
+        error = self._error
+        _empty(status, error)
+        if error is not None:   # (MPI_Waitall raises MPI_ERR_IN_STATUS then, as for MPI's own requests)
+            raise (ProcFailedError(status.Get_error(), error.failed, error.collective)
+                   if isinstance(error, ProcFailedError) else MPI.Exception(status.Get_error())) from None
 
     @staticmethod
     def _cancelled(completed: bool) -> None:
@@ -348,10 +352,9 @@ class _Collective(MPI.Request):
         self._check_not_freed("queried")
         if not self._done():
             return False
-        if self._state == _COMPLETE and _mpi_bool(self):
+        if self._state == _COMPLETE and self._error is None and _mpi_bool(self):
             return _mpi_get_status(self, status)
-        if status is not None:
-            _empty(status)
+        _empty(status, self._error if self._state == _COMPLETE else None)    # (an error: Wait or Test raises it)
         return True
 
     def wait(self, status: MPI.Status | None = None) -> None:
@@ -487,10 +490,11 @@ def _block_once(extra: Sequence[MPI.Request], status: MPI.Status | None = None,
     return i - len(internal) if i != MPI.UNDEFINED and i >= len(internal) else None
 
 
-def _empty(status: MPI.Status | None) -> None:
-    """A collective's status is empty (MPI-4 §3.7.3): any source, any tag, no error, 0 elements."""
+def _empty(status: MPI.Status | None, error: BaseException | None = None) -> None:
+    """A collective's status is empty (MPI-4 §3.7.3): any source, any tag, no error (or ``error``'s), 0 elements."""
     if status is not None:
         status.Set_source(MPI.ANY_SOURCE)
         status.Set_tag(MPI.ANY_TAG)
-        status.Set_error(MPI.SUCCESS)
+        status.Set_error(MPI.SUCCESS if error is None else
+                         error.Get_error_class() if isinstance(error, MPI.Exception) else MPI.ERR_OTHER)
         status.Set_elements(MPI.BYTE, 0)
