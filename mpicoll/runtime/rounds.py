@@ -262,6 +262,13 @@ class Built:
 def run_stretches(stretches: list[tuple[MPI.Comm, list]], tag: int,
                   execute: Callable[[list, MPI.Comm, int], None]) -> None:
     """Run a built call's stretches blocking, in order, each by ``execute`` (the blocking executor) on its
-    communicator."""
+    communicator.  A process failure's round is counted over the whole call (as a request counts it)."""
+    first = 0
     for comm, rounds in stretches:
-        execute(rounds, comm, tag)
+        try:
+            execute(rounds, comm, tag)
+        except ProcFailedError as exc:
+            if exc.round >= 0:
+                exc.round += first
+            raise
+        first += len(rounds)
