@@ -74,9 +74,10 @@ def _every_survivor_raised(case: str, when: str, errors: tuple[str, ...], kind: 
 
 
 @ULFM_ONLY
-@pytest.mark.parametrize("case", ["blocking", "async"])
+@pytest.mark.parametrize("case", ["async", "elastic"])   # (elastic: the blocking call, then going on)
 def test_torch_survivors_raise_dist_backend_error(case):
-    """On the "mpicoll" torch backend, every survivor's collective raises torch's ``DistBackendError``."""
+    """On the "mpicoll" torch backend, every survivor's collective raises torch's ``DistBackendError``; in
+    ``elastic`` the survivors then agree that rank 2 failed, make a group of themselves and train with DDP on it."""
     pytest.importorskip("torch")
     code, out, _ = jobs.launch("torch_deaths.py", case, LIMIT, args=("--with-ft", "ulfm"), nprocs=4)
     raised = {int(m.group(1)): (m.group(2), float(m.group(3)))
@@ -85,3 +86,8 @@ def test_torch_survivors_raise_dist_backend_error(case):
     for rank, (kind, seconds) in raised.items():
         assert kind == "DistBackendError", (rank, kind)
         assert seconds < WITHIN, f"rank {rank} raised {seconds} s after the death"
+    if case == "elastic":
+        shrunk = dict(re.findall(r"^SHRUNK rank=(\d) (.*)$", out, re.M))
+        assert shrunk == {"0": "[2] 0 3", "1": "[2] 1 3", "3": "[2] 2 3"}, f"the survivors' group:\n{out[-3000:]}"
+        going_on = dict(re.findall(r"^NEXT rank=(\d) (\w+)$", out, re.M))
+        assert going_on == {str(r): "ok" for r in SURVIVORS}, f"the survivors' group:\n{out[-3000:]}"
