@@ -117,7 +117,7 @@ def explain(records: dict[int, dict]) -> list[str]:
     lines = [f"{len(records)} record{'s' if len(records) != 1 else ''} ({ranks_text(records)}), written on " +
              "; ".join(f"{reason} ({ranks_text(r for r in records if records[r]['reason'] == reason)})"
                        for reason in sorted({rec["reason"] for rec in records.values()}))]
-    world = max((len(members) for members, _, _ in _comms(records)), default=0)
+    world = max((len(comm["members"]) for record in records.values() for comm in record["comms"]), default=0)
     for number, (members, by_rank, groups) in enumerate(_comms(records), 1):
         comm = f"comm {number}"
         lines.append(_heading(number, members, world, groups))
