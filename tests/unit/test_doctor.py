@@ -96,7 +96,8 @@ def test_an_intercommunicator_is_headed_with_its_groups_and_a_communicator_witho
     communicator of the group {0, 2}, which made no call, is not reported."""
     records = {}
     for world, merged in ((1, 0), (0, 1), (2, 2)):
-        calls = [call(1, algorithm="intercomm", nbytes=-1), call(1, algorithm="intercomm", nbytes=-1, kind="nonblocking")]
+        calls = [call(1, algorithm="intercomm", nbytes=-1),
+                 call(1, algorithm="intercomm", nbytes=-1, kind="nonblocking")]
         if world != 2:
             calls.append(timeout(2, 1, [merged - 1 if merged else 1], algorithm="intercomm"))
         comms = [{"members": [1, 0, 2], "ordinal": 0, "rank": merged, "groups": [1, 2], "calls": calls}]
