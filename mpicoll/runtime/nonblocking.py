@@ -31,7 +31,6 @@ from typing import Any
 
 from mpi4py import MPI
 
-from mpicoll.errors import ProcFailedError
 from mpicoll.runtime import watchdog
 from mpicoll.runtime.rounds import fault, is_fault, keep_active
 from mpicoll.runtime.rounds import testall as _testall
@@ -115,13 +114,13 @@ class _Collective(MPI.Request):
         _memmove(_addressof(self), _addressof(greq), _HANDLE)
 
     def _query(self, status: MPI.Status) -> None:
-        """MPI asks for the status of the completed collective: empty, or with the error that ended it, also raised
-        (mpi4py prints it, returns its code to MPI: Open MPI 5.0's ``MPI_Waitall`` without statuses reads only that)."""
-        error = self._error
-        _empty(status, error)
-        if error is not None:   # (MPI_Waitall raises MPI_ERR_IN_STATUS then, as for MPI's own requests)
-            raise (ProcFailedError(status.Get_error(), error.failed, error.collective)
-                   if isinstance(error, ProcFailedError) else MPI.Exception(status.Get_error())) from None
+        """MPI asks for the status of the completed collective: empty, with an error if a step raised, raised too
+        (Open MPI 5.0's ``MPI_Waitall`` without statuses reads only the code the query function returns)."""
+        _empty(status)
+        if self._error is not None:    # an MPI error keeps its class (a process failure, ...); others: ERR_OTHER
+            error = self._error
+            status.Set_error(error.Get_error_class() if isinstance(error, MPI.Exception) else MPI.ERR_OTHER)
+            raise MPI.Exception(status.Get_error()) from None    # (mpi4py prints it, and returns its code to MPI)
 
     @staticmethod
     def _cancelled(completed: bool) -> None:
@@ -354,7 +353,9 @@ class _Collective(MPI.Request):
             return False
         if self._state == _COMPLETE and self._error is None and _mpi_bool(self):
             return _mpi_get_status(self, status)
-        _empty(status, self._error if self._state == _COMPLETE else None)    # (an error: Wait or Test raises it)
+        _empty(status)
+        if status is not None and self._state == _COMPLETE and self._error is not None:   # (Wait raises it)
+            status.Set_error(e.Get_error_class() if isinstance(e := self._error, MPI.Exception) else MPI.ERR_OTHER)
         return True
 
     def wait(self, status: MPI.Status | None = None) -> None:
@@ -490,11 +491,10 @@ def _block_once(extra: Sequence[MPI.Request], status: MPI.Status | None = None,
     return i - len(internal) if i != MPI.UNDEFINED and i >= len(internal) else None
 
 
-def _empty(status: MPI.Status | None, error: BaseException | None = None) -> None:
-    """A collective's status is empty (MPI-4 §3.7.3): any source, any tag, no error (or ``error``'s), 0 elements."""
+def _empty(status: MPI.Status | None) -> None:
+    """A collective's status is empty (MPI-4 §3.7.3): any source, any tag, no error, 0 elements."""
     if status is not None:
         status.Set_source(MPI.ANY_SOURCE)
         status.Set_tag(MPI.ANY_TAG)
-        status.Set_error(MPI.SUCCESS if error is None else
-                         error.Get_error_class() if isinstance(error, MPI.Exception) else MPI.ERR_OTHER)
+        status.Set_error(MPI.SUCCESS)
         status.Set_elements(MPI.BYTE, 0)
