@@ -35,9 +35,10 @@ ULFM_ONLY = pytest.mark.skipif(not is_open_mpi(find_mpirun()),
 @pytest.mark.parametrize("case", ["allreduce-ring", "iallreduce"])
 def test_a_death_without_the_extension_ends_the_job(case):
     """No ``--with-ft``: the launcher ends the whole job when rank 2 is killed in the middle of a large call
-    (no survivor raises, none hangs)."""
+    (none hangs, no survivor goes on; on MPICH a survivor may see an error before it is killed: on 2 runs of 10,
+    one raised ``MPI_ERR_OTHER`` from its ``Allreduce`` and was killed in the ``Shrink`` that followed)."""
     code, out, secs = jobs.launch("deaths.py", case, LIMIT, nprocs=4, script_args=("during", "mpicoll"))
-    assert code != 0 and "RAISED" not in out, out[-3000:]
+    assert code != 0 and "NEXT" not in out, out[-3000:]
     assert secs < 60, secs
 
 
