@@ -28,10 +28,12 @@ from mpicoll import errors
 from mpicoll.calls.table import VALUE_ARGS
 from mpicoll.comm.inter_stages import STAGES
 from mpicoll.comm.preparing import prepare
+from mpicoll.errors import ProcFailedError
 from mpicoll.runtime import direct, engines
 from mpicoll.runtime.blocking import execute as execute_rounds
 from mpicoll.runtime.callkey import held, shape_key
 from mpicoll.runtime.datatypes import byte_message, packing
+from mpicoll.runtime.recorder import Called, Traced, named
 from mpicoll.runtime.requests import Prequest, Request, split
 from mpicoll.runtime.rounds import Built, CommRound, revoke_together
 from mpicoll.runtime.state import NONBLOCKING, PERSISTENT, CommState
@@ -62,12 +64,13 @@ class InterState:
         This rank in its group, the group's size, the remote group's size.
     """
 
-    __slots__ = ("merged", "local", "remote", "rank", "size", "remote_size", "calls", "calls_bytes", "__weakref__")
+    __slots__ = ("merged", "local", "remote", "rank", "size", "remote_size", "calls", "calls_bytes", "recorder",
+                 "__weakref__")
 
     #: the fields the blocking hot path reads of every state (:data:`mpicoll.runtime.state.HOT_FIELDS`): no
-    #: plan cache of its own (every call takes :meth:`slow_path`); its tags are the merged communicator's; no
-    #: flight recorder (an intercommunicator's calls are not recorded)
-    entries = recorder = None
+    #: plan cache of its own (every call takes :meth:`slow_path`); its tags and its flight recorder are the
+    #: merged communicator's (set in __init__)
+    entries = None
 
     @property
     def tags(self) -> list[int]:
@@ -89,6 +92,11 @@ class InterState:
         self.calls: OrderedDict[Any, tuple[Built, list[Any], int]] = OrderedDict()
         self.calls_bytes = 0
         revoke_together([merged._state.private, local._state.private])   # a process failure stops both
+        #: the merged communicator's flight recorder notes this one's calls (numbered by the tags they draw
+        #: there, as any communicator's calls are), marked with the sizes of the groups in its rank order
+        self.recorder = merged._state.recorder
+        if self.recorder is not None:
+            self.recorder.groups = (self.remote_size, self.size) if 0 in remote else (self.size, self.remote_size)
 
     @property
     def timeout(self) -> float | None:
@@ -234,8 +242,23 @@ def start(state: InterState, method: str, args: tuple, algorithm: str) -> Reques
     tag = state.merged._state.next_tag(NONBLOCKING)
     st, error = _built(state, method, args, algorithm)
     req = Request(*split(st.agreement(method, error) + st.rounds), tag, None, keep=args)
+    req.trace = _traced(state, NONBLOCKING, tag, method)
     req._launch()
     return req
+
+
+def _called(method: str) -> Called:
+    """What the flight recorder notes of a call: its collective, ``intercomm`` for the algorithm (its stages'
+    own differ by group), no size (a root's buffers and its group's differ)."""
+    return Called(method.lower(), "intercomm", -1)
+
+
+def _traced(state: InterState, kind: int, tag: int, method: str) -> Traced | None:
+    """What a request of ``kind`` with ``tag`` notes in the flight recorder (None where none is kept): its
+    number in its kind's tag sequence, as an intracommunicator's request (mpicoll.runtime.requests)."""
+    if state.recorder is None:
+        return None
+    return Traced(state.recorder, kind, tag - kind * state.tags[0], _called(method))
 
 
 #: per intercommunicator: the most blocking calls kept built, and the most bytes their messages hold in all
@@ -254,6 +277,7 @@ def run(state: InterState, method: str, args: tuple, algorithm: str, tag: int, k
     (:func:`mpicoll.comm.dispatch.run_blocking`).
     """
     values = VALUE_ARGS.get(method, ())
+    named(state.recorder, tag, _called(method))
     kept = state.calls.get(key) if key is not None else None
     if kept is not None:
         state.calls.move_to_end(key)
@@ -290,8 +314,15 @@ def execute(state: InterState, method: str, built: Built, tag: int) -> None:
         if runners is None:     # each stretch's rounds posted from C where they can be, else by the executor
             runners = built.runners = [direct.blocking(rounds, comm) or partial(execute_rounds, rounds, comm)
                                        for comm, rounds in built.stretches]
-        for run_stretch in runners:
-            run_stretch(tag)
+        first = 0
+        for (_, rounds), run_stretch in zip(built.stretches, runners):
+            try:
+                run_stretch(tag)
+            except ProcFailedError as exc:    # its round counted over the whole call (as a request counts it)
+                if exc.round >= 0:
+                    exc.round += first
+                raise
+            first += len(rounds)
         return
     req = Request(*split(built.rounds), tag, None)
     if state.timeout is not None:
@@ -312,4 +343,6 @@ def init(state: InterState, method: str, args: tuple, algorithm: str) -> Preques
         for step in pack:
             step()
 
-    return Prequest(*split(st.rounds), tag, None, before if pack else None, keep=args)
+    req = Prequest(*split(st.rounds), tag, None, before if pack else None, keep=args)
+    req.trace = _traced(state, PERSISTENT, tag, method)
+    return req

@@ -48,18 +48,20 @@ static PyObject *failed;         /* mpicoll.runtime.standin.continue_marked */
 static PyObject *fromhandle;     /* MPI.Request.fromhandle */
 static unsigned long long request_null;   /* MPI_REQUEST_NULL, as mpi4py gives handles */
 
-/* the callbacks of a generalized request: its status is a collective's (empty, with the run's error) */
+/* the callbacks of a generalized request: its status is a collective's (empty, with the run's error), and
+ * the query returns the error too (Open MPI 5.0's MPI_Waitall without statuses reads only that) */
 static int
 query(void *state, void *status)
 {
+    int error = *(int *)state;
     if (status == NULL || status == status_ignore)
-        return 0;
+        return error;
     char *s = status;
     memset(s, 0, (size_t)status_size);
     *(int *)(s + source_at) = any_source;
     *(int *)(s + tag_at) = any_tag;
-    *(int *)(s + error_at) = *(int *)state;
-    return 0;
+    *(int *)(s + error_at) = error;
+    return error;
 }
 
 static int

@@ -111,6 +111,7 @@ class _Collective(MPI.Request):
 
     def _arm(self) -> None:
         """Start this run's generalized request and make it this object's MPI handle."""
+        self._error = None      # (a run that MPI's own wait completed in error never reached _settle)
         if self._generalized is not None:
             self._generalized.start()
             return
@@ -118,10 +119,12 @@ class _Collective(MPI.Request):
         _memmove(_addressof(self), _addressof(greq), _HANDLE)
 
     def _query(self, status: MPI.Status) -> None:
-        """MPI asks for the status of the completed collective: empty, with an error if a step raised."""
+        """MPI asks for the status of the completed collective: empty, with an error if a step raised, raised too
+        (Open MPI 5.0's ``MPI_Waitall`` without statuses reads only the code the query function returns)."""
         _empty(status)
         if self._error is not None:
             status.Set_error(_error_class(self._error))
+            raise MPI.Exception(status.Get_error()) from None    # (mpi4py prints it, and returns its code to MPI)
 
     @staticmethod
     def _cancelled(completed: bool) -> None:
@@ -399,10 +402,11 @@ class _Collective(MPI.Request):
         self._check_not_freed("queried")
         if not self._done():
             return False
-        if self._state == COMPLETE and _mpi_bool(self):
+        if self._state == COMPLETE and self._error is None and _mpi_bool(self):
             return _mpi_get_status(self, status)
-        if status is not None:
-            _empty(status)
+        _empty(status)
+        if status is not None and self._state == COMPLETE and self._error is not None:   # (Wait raises it)
+            status.Set_error(_error_class(self._error))
         return True
 
     def wait(self, status: MPI.Status | None = None) -> None:

@@ -40,7 +40,7 @@ from mpicoll.errors import MPIError
 from mpicoll.runtime.engines import requests_outstanding
 from mpicoll.runtime.watchdog import MessageSizeError
 
-__all__ = ["Recorder", "Traced", "begin", "end", "named", "failed", "dump", "KINDS"]
+__all__ = ["Recorder", "Traced", "Called", "begin", "end", "named", "failed", "dump", "KINDS"]
 
 #: the kinds of call, as the records name them
 KINDS = ("blocking", "nonblocking", "persistent")
@@ -63,12 +63,15 @@ class Recorder:
     member, so that the doctor knows the ranks' records of one communicator for one.
     """
 
-    __slots__ = ("calls", "requests", "next_request", "members", "ordinal", "rank", "__weakref__")
+    __slots__ = ("calls", "requests", "next_request", "members", "ordinal", "rank", "groups", "__weakref__")
 
     def __init__(self, comm: MPI.Comm, n: int) -> None:
         self.calls = [[0, 0, None, 0.0, None, None] for _ in range(n)]
         self.requests = [[1, 0, None, 0.0, None, None] for _ in range(n)]
         self.next_request = 0
+        #: an intercommunicator's record (its calls noted in its merged private communicator's recorder: their
+        #: tags are drawn there): the sizes of its two groups, in the merged communicator's rank order
+        self.groups: tuple[int, int] | None = None
         self.rank = comm.Get_rank()
         self.members = _world_ranks(comm)
         self.ordinal = _MADE[self.members] = _MADE.get(self.members, -1) + 1
@@ -114,8 +117,22 @@ def end(slot: list) -> None:
     slot[4] = time.time()
 
 
+class Called:
+    """What a call without a plan (an intercommunicator's stages) is noted as: ``what()``, as a plan's
+    (:meth:`mpicoll.runtime.plan.Plan.what`), for :func:`named` and :class:`Traced`."""
+
+    __slots__ = ("noted",)
+
+    def __init__(self, collective: str, algorithm: str, nbytes: int) -> None:
+        self.noted = (collective, algorithm, nbytes)
+
+    def what(self) -> tuple[str, str, int]:
+        return self.noted
+
+
 def named(recorder: Recorder | None, seq: int, plan: Any) -> None:
-    """Blocking call ``seq`` (not a cached one) has its ``plan``: name its algorithm and size."""
+    """Blocking call ``seq`` (not a cached one) has its ``plan`` (or :class:`Called`): name its algorithm and
+    size."""
     if recorder is not None and plan is not None:
         slot = recorder.calls[seq % len(recorder.calls)]
         if slot[1] == seq:
@@ -187,7 +204,8 @@ def dump(reason: str) -> str | None:
     if not folder:
         return None
     rank = MPI.COMM_WORLD.Get_rank() if MPI.Is_initialized() and not MPI.Is_finalized() else _RANK[0]
-    comms = [{"members": list(r.members), "ordinal": r.ordinal, "rank": r.rank, "calls": r.slots()}
+    comms = [{"members": list(r.members), "ordinal": r.ordinal, "rank": r.rank, "calls": r.slots(),
+              **({"groups": list(r.groups)} if r.groups else {})}
              for r in sorted(set(_LIVE) | set(_RECENT), key=lambda r: (r.members, r.ordinal))]
     record = {"rank": rank, "pid": os.getpid(), "host": socket.gethostname(), "reason": reason,
               "time": time.time(), "comms": comms}

@@ -4,7 +4,9 @@ Every rank of a job run with ``MPICOLL_TRACE=DIR`` writes ``DIR/rank-R.json`` (:
 when a call times out or meets a failed process, on ``SIGUSR1`` and at exit.  :func:`explain` merges them: the
 records of one communicator are the ones with the same members and ordinal, each rank's calls numbered by
 their tag's sequence (the same on every rank of a correct program), so that call ``#k`` of one rank is call
-``#k`` of the others.  For each communicator it reports, oldest first:
+``#k`` of the others.  An intercommunicator's calls are recorded with its groups merged, its ranks numbered
+so (the heading says which are which).  For each communicator in which a call was made it reports, oldest
+first:
 
 - a *mismatch*: ranks whose call ``#k`` differs (collective, algorithm or size);
 - the first call some rank did not finish: which ranks never entered it, which wait in it (round, algorithm,
@@ -81,15 +83,33 @@ def _finished(call: dict) -> bool:
     return call.get("end") is not None and "error" not in call
 
 
-def _comms(records: dict[int, dict]) -> list[tuple[tuple[int, ...], dict[int, dict[tuple, dict]]]]:
-    """Each communicator's members and its calls by rank (in it), keyed ``(kind, seq)``, in a stable order."""
+def _comms(records: dict[int, dict]) -> list[tuple[tuple[int, ...], dict[int, dict[tuple, dict]], list | None]]:
+    """Each communicator's members, its calls by rank (in it), keyed ``(kind, seq)``, and its groups' sizes
+    where it is an intercommunicator, in a stable order; communicators in which no rank made a call are left
+    out (the private ones an intercommunicator or ``Split`` makes, ...)."""
     merged: dict[tuple, dict[int, dict[tuple, dict]]] = {}
+    groups: dict[tuple, list | None] = {}
     for record in records.values():
         for comm in record["comms"]:
             calls = {(call["kind"], str(call["seq"])): call for call in comm["calls"]}
-            merged.setdefault((tuple(comm["members"]), comm["ordinal"]), {})[comm["rank"]] = calls
-    order = sorted(merged, key=lambda key: (-len(key[0]), key[0], key[1]))
-    return [(key[0], merged[key]) for key in order]
+            key = (tuple(comm["members"]), comm["ordinal"])
+            merged.setdefault(key, {})[comm["rank"]] = calls
+            groups[key] = groups.get(key) or comm.get("groups")
+    order = sorted((key for key, by_rank in merged.items() if any(by_rank.values())),
+                   key=lambda key: (-len(key[0]), key[0], key[1]))
+    return [(key[0], merged[key], groups[key]) for key in order]
+
+
+def _heading(number: int, members: tuple[int, ...], world: int, groups: list | None) -> str:
+    """``comm 2 (4 ranks, world ranks 4-7):``; an intercommunicator's ranks are those of its groups merged
+    (the records number them so), each group's given with their world ranks."""
+    if groups:
+        cut = groups[0]
+        here = " | ".join(ranks_text(part) for part in (range(cut), range(cut, len(members))))
+        there = " | ".join(", ".join(map(str, part)) for part in (members[:cut], members[cut:]))
+        return f"comm {number} (intercommunicator of groups {here}; world ranks {there}):"
+    where = "" if list(members) == list(range(world)) else f", world {ranks_text(members)}"
+    return f"comm {number} ({len(members)} rank{'s' if len(members) != 1 else ''}{where}):"
 
 
 def explain(records: dict[int, dict]) -> list[str]:
@@ -97,11 +117,10 @@ def explain(records: dict[int, dict]) -> list[str]:
     lines = [f"{len(records)} record{'s' if len(records) != 1 else ''} ({ranks_text(records)}), written on " +
              "; ".join(f"{reason} ({ranks_text(r for r in records if records[r]['reason'] == reason)})"
                        for reason in sorted({rec["reason"] for rec in records.values()}))]
-    world = max(len(members) for members, _ in _comms(records)) if records else 0
-    for number, (members, by_rank) in enumerate(_comms(records), 1):
-        where = "" if list(members) == list(range(world)) else f", world {ranks_text(members)}"
+    world = max((len(comm["members"]) for record in records.values() for comm in record["comms"]), default=0)
+    for number, (members, by_rank, groups) in enumerate(_comms(records), 1):
         comm = f"comm {number}"
-        lines.append(f"{comm} ({len(members)} ranks{where}):")
+        lines.append(_heading(number, members, world, groups))
         findings = _findings(comm, len(members), by_rank)
         lines += ["  " + line for line in findings]
         silent = [r for r in range(len(members)) if r not in by_rank]

@@ -22,11 +22,12 @@ from mpicoll import config
 from mpicoll.errors import MismatchError
 
 from .backend import create_process_group, register
+from .elastic import failed_ranks
 from .process_group import BACKEND_NAME, Options, ProcessGroupMpicoll
 from .rendezvous import LaunchError, fill_environment
 
 __all__ = ["BACKEND_NAME", "LaunchError", "MismatchError", "Options", "ProcessGroupMpicoll",
-           "create_process_group", "fill_environment", "register"]
+           "create_process_group", "failed_ranks", "fill_environment", "register"]
 
 register()
 if not config.current().torch_no_env:

@@ -9,6 +9,7 @@ from mpi4py import MPI
 
 from mpicoll import config
 
+from .elastic import survivors_communicator
 from .process_group import BACKEND_NAME, Options, ProcessGroupMpicoll
 from .rendezvous import check_world, group_communicator
 
@@ -40,7 +41,7 @@ def create_process_group(backend_opts: Any, options: Options | None = None) -> P
     global_ranks = list(backend_opts.global_ranks_in_group)
     if not global_ranks:
         check_world(backend_opts.group_rank, backend_opts.group_size)
-    comm = group_communicator(global_ranks)
+    comm = survivors_communicator(global_ranks) or group_communicator(global_ranks)   # (after a death: elastic)
     pg = ProcessGroupMpicoll(comm, backend_opts.timeout, options)
     if comm is not MPI.COMM_WORLD:
         comm.Free()  # the group made its own duplicates

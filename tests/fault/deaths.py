@@ -5,9 +5,10 @@ Run under ``mpirun --with-ft ulfm`` on 4 processes (``tests/fault/test_deaths.py
     python -m mpicoll.launch -n 4 --with-ft ulfm tests/fault/deaths.py CASE WHEN IMPL
 
 ``CASE`` names a call (``allreduce-ring``, ``bcast-binomial``, ``iallreduce``, ``allreduce_init``, ``allreduce-obj``,
-...), ``WHEN`` is ``before`` (rank 2 dies before the call) or ``during`` (20 ms into it), ``IMPL`` is ``mpicoll``
-or ``builtin`` (a ``Dup`` of ``COMM_WORLD`` with MPI's own collectives).  Every survivor prints
-``RAISED rank=R <error class> <seconds from the death to its error>``, then shrinks the communicator, runs an
+``iallreduce-mpi-waitall``: an ``Iallreduce`` completed by mpi4py's own ``MPI.Request.Waitall``, ...), ``WHEN`` is
+``before`` (rank 2 dies before the call) or ``during`` (20 ms into it), ``IMPL`` is ``mpicoll`` or ``builtin`` (a
+``Dup`` of ``COMM_WORLD`` with MPI's own collectives).  Every survivor prints ``RAISED rank=R <error class>
+<exception type> <seconds from the death to its error>``, then shrinks the communicator, runs an
 ``Allreduce`` on it and prints ``NEXT rank=R ok`` when its sum is the survivors' (or ``NEXT rank=R wrong``).
 """
 
@@ -101,7 +102,8 @@ def main() -> None:
         while True:
             call()
     except MPI.Exception as exc:
-        name = {MPI.ERR_PROC_FAILED: "ERR_PROC_FAILED", MPI.ERR_REVOKED: "ERR_REVOKED"}.get(
+        name = {MPI.ERR_PROC_FAILED: "ERR_PROC_FAILED", MPI.ERR_REVOKED: "ERR_REVOKED",
+                MPI.ERR_IN_STATUS: "ERR_IN_STATUS"}.get(
             exc.Get_error_class(), f"class {exc.Get_error_class()}")
         kind = "ProcFailedError" if isinstance(exc, mpicoll.ProcFailedError) else type(exc).__name__
         print(f"RAISED rank={rank} {name} {kind} {max(0.0, time.time() - died):.3f}", flush=True)

@@ -35,9 +35,10 @@ ULFM_ONLY = pytest.mark.skipif(not is_open_mpi(find_mpirun()),
 @pytest.mark.parametrize("case", ["allreduce-ring", "iallreduce"])
 def test_a_death_without_the_extension_ends_the_job(case):
     """No ``--with-ft``: the launcher ends the whole job when rank 2 is killed in the middle of a large call
-    (no survivor raises, none hangs)."""
+    (none hangs, no survivor goes on; on MPICH a survivor may see an error before it is killed: on 2 runs of 10,
+    one raised ``MPI_ERR_OTHER`` from its ``Allreduce`` and was killed in the ``Shrink`` that followed)."""
     code, out, secs = jobs.launch("deaths.py", case, LIMIT, nprocs=4, script_args=("during", "mpicoll"))
-    assert code != 0 and "RAISED" not in out, out[-3000:]
+    assert code != 0 and "NEXT" not in out, out[-3000:]
     assert secs < 60, secs
 
 
@@ -45,22 +46,39 @@ def test_a_death_without_the_extension_ends_the_job(case):
 @pytest.mark.parametrize("when", ["before", "during"])
 @pytest.mark.parametrize("case", CASES)
 def test_every_survivor_raises_and_goes_on(case, when):
+    _every_survivor_raised(case, when, ("ERR_PROC_FAILED", "ERR_REVOKED"), "ProcFailedError")
+
+
+@ULFM_ONLY
+@pytest.mark.parametrize("when", ["before", "during"])
+def test_mpi_waitall_on_a_request_raises(when):
+    """``MPI.Request.Waitall([comm.Iallreduce(...)])`` (mpi4py's own, no statuses) while rank 2 dies: every survivor
+    raises ``MPI_ERR_IN_STATUS`` within the limit, as ``MPI_Waitall`` does for MPI's own requests (the built-in
+    ``Iallreduce`` gives the same), and goes on.  Before, Open MPI's ``MPI_Waitall`` ignored the error in the
+    generalized request's status: it returned as if the call had completed, and the survivors' loop never ended."""
+    _every_survivor_raised("iallreduce-mpi-waitall", when, ("ERR_IN_STATUS",), "Exception")
+
+
+def _every_survivor_raised(case: str, when: str, errors: tuple[str, ...], kind: str) -> None:
+    """Run ``deaths.py CASE WHEN mpicoll``: every survivor raised ``kind`` of one of ``errors`` within
+    :data:`WITHIN` seconds of the death, and got the right sum on the shrunk communicator."""
     code, out, _ = jobs.launch("deaths.py", case, LIMIT, args=("--with-ft", "ulfm"), nprocs=4,
                                script_args=(when, "mpicoll"))
     raised = {int(m.group(1)): (m.group(2), m.group(3), float(m.group(4)))
               for m in re.finditer(r"^RAISED rank=(\d) (\S+) (\S+) (\S+)$", out, re.M)}
     assert sorted(raised) == list(SURVIVORS), f"not every survivor raised:\n{out[-3000:]}"
-    for rank, (error, kind, seconds) in raised.items():
-        assert kind == "ProcFailedError" and error in ("ERR_PROC_FAILED", "ERR_REVOKED"), (rank, error, kind)
+    for rank, (error, raised_kind, seconds) in raised.items():
+        assert raised_kind == kind and error in errors, (rank, error, raised_kind)
         assert seconds < WITHIN, f"rank {rank} raised {seconds} s after the death"
     going_on = dict(re.findall(r"^NEXT rank=(\d) (\w+)$", out, re.M))
     assert going_on == {str(r): "ok" for r in SURVIVORS}, f"the shrunk communicator:\n{out[-3000:]}"
 
 
 @ULFM_ONLY
-@pytest.mark.parametrize("case", ["blocking", "async"])
+@pytest.mark.parametrize("case", ["async", "elastic"])   # (elastic: the blocking call, then going on)
 def test_torch_survivors_raise_dist_backend_error(case):
-    """On the "mpicoll" torch backend, every survivor's collective raises torch's ``DistBackendError``."""
+    """On the "mpicoll" torch backend, every survivor's collective raises torch's ``DistBackendError``; in
+    ``elastic`` the survivors then agree that rank 2 failed, make a group of themselves and train with DDP on it."""
     pytest.importorskip("torch")
     code, out, _ = jobs.launch("torch_deaths.py", case, LIMIT, args=("--with-ft", "ulfm"), nprocs=4)
     raised = {int(m.group(1)): (m.group(2), float(m.group(3)))
@@ -69,3 +87,8 @@ def test_torch_survivors_raise_dist_backend_error(case):
     for rank, (kind, seconds) in raised.items():
         assert kind == "DistBackendError", (rank, kind)
         assert seconds < WITHIN, f"rank {rank} raised {seconds} s after the death"
+    if case == "elastic":
+        shrunk = dict(re.findall(r"^SHRUNK rank=(\d) (.*)$", out, re.M))
+        assert shrunk == {"0": "[2] 0 3", "1": "[2] 1 3", "3": "[2] 2 3"}, f"the survivors' group:\n{out[-3000:]}"
+        going_on = dict(re.findall(r"^NEXT rank=(\d) (\w+)$", out, re.M))
+        assert going_on == {str(r): "ok" for r in SURVIVORS}, f"the survivors' group:\n{out[-3000:]}"

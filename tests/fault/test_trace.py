@@ -6,6 +6,7 @@ checks ``python -m mpicoll doctor``'s report line by line.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -58,6 +59,32 @@ def test_a_mismatch(tmp_path):
         "  ranks 0, 2 called Bcast #3, rank 1 called Allreduce #3 (a mismatch)",
         "  rank 1 raised MessageSizeError in round 0 of ring on a message from rank 0",
     ]
+
+
+def test_a_missing_rank_on_an_intercommunicator(tmp_path):
+    """Its calls (blocking and requests) are recorded in its groups merged, its ranks numbered there (the heading
+    says which world ranks they are: MPI's merge orders the groups as it likes); world rank 2 skips the second
+    ``Allreduce``."""
+    out = traced("inter-missing", str(tmp_path), {"MPICOLL_TIMEOUT": "1"})
+    assert "RESULT rank=0 CollectiveTimeout" in out and "RESULT rank=1 CollectiveTimeout" in out, out[-3000:]
+    report = doctor(str(tmp_path))
+    assert report[:3] == [
+        "3 records (ranks 0-2), written on CollectiveTimeout (ranks 0, 1); exit (rank 2)",
+        "comm 1 (3 ranks):",
+        "  every call completed on every rank with a record (ranks 0-2)"], report
+    assert report[3] in ("comm 2 (intercommunicator of groups rank 0 | ranks 1, 2; world ranks 1 | 0, 2):",
+                         "comm 2 (intercommunicator of groups ranks 0, 1 | rank 2; world ranks 0, 2 | 1):"), report
+    missing = 2 if report[3].endswith("1 | 0, 2):") else 1      # world rank 2 in the groups merged
+    assert report[4] == (f"  rank {missing} never entered call 2 (Allreduce on comm 2); its last call there was "
+                         "Allreduce #1 (completed)"), report
+    # the agreement's rounds first: who waits for whom in it depends on the algorithm "auto" picks
+    assert len(report) == 7 and all(re.fullmatch(rf"  rank [^{missing}] waits in round \d+ of intercomm for rank \d",
+                                                 line) for line in report[5:]), report
+    with open(tmp_path / "rank-0.json") as f:
+        calls = [c for comm in json.load(f)["comms"] if comm.get("groups") for c in comm["calls"]]
+    assert [(c["kind"], c["seq"], c["collective"], c["algorithm"]) for c in calls] == [
+        ("blocking", 1, "allreduce", "intercomm"), ("nonblocking", 1, "allreduce", "intercomm"),
+        ("blocking", 2, "allreduce", "intercomm")], calls
 
 
 @pytest.mark.skipif(not is_open_mpi(find_mpirun()),

@@ -5,9 +5,12 @@ Run under ``mpirun --with-ft ulfm`` on 4 processes (``tests/fault/test_deaths.py
 
     python -m mpicoll.launch -n 4 --with-ft ulfm tests/fault/torch_deaths.py CASE
 
-``CASE`` is ``blocking`` (``dist.all_reduce``) or ``async`` (``async_op=True``, waited on).  Rank 2 kills itself
-20 ms into a loop of all-reduces of 8 MiB; each survivor prints ``RAISED rank=R <type> <seconds>``.  (Going on
-in a torch group of the survivors is not supported yet: ``docs/faults.md``.)
+``CASE`` is ``blocking`` (``dist.all_reduce``), ``async`` (``async_op=True``, waited on) or ``elastic`` (as
+``blocking``, then the survivors go on).  Rank 2 kills itself 20 ms into a loop of all-reduces of 8 MiB; each
+survivor prints ``RAISED rank=R <type> <seconds>``.  In ``elastic`` the survivors then ask which ranks failed
+(``mpicoll.torch.failed_ranks``), make a group of themselves (``dist.new_group``) and train a small model with
+DDP on it for a few steps; each prints ``SHRUNK rank=R <failed> <rank in the group> <its size>`` and
+``NEXT rank=R ok`` when the group's all-reduce and DDP's averaged weights are right.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import time
 import torch
 import torch.distributed as dist
 
-import mpicoll.torch  # noqa: F401 - registers "mpicoll"
+import mpicoll.torch  # registers "mpicoll"
 
 VICTIM = 2
 
@@ -48,7 +51,33 @@ def main() -> None:
             call()
     except Exception as exc:   # noqa: BLE001 - what torch raises is the point
         print(f"RAISED rank={rank} {type(exc).__name__} {max(0.0, time.time() - died):.3f}", flush=True)
+    if case == "elastic":
+        go_on(rank)
     os._exit(0)     # a finalize would wait for the dead process
+
+
+def go_on(rank: int) -> None:
+    """The elastic pattern: a group of the survivors (``docs/faults.md``), then an all-reduce and DDP steps on it."""
+    failed = mpicoll.torch.failed_ranks()
+    group = dist.new_group([r for r in range(dist.get_world_size()) if r not in failed],
+                           use_local_synchronization=True)
+    print(f"SHRUNK rank={rank} {failed} {dist.get_rank(group)} {dist.get_world_size(group)}", flush=True)
+    t = torch.ones(4)
+    dist.all_reduce(t, group=group)
+    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 1, bias=False), process_group=group)
+    with torch.no_grad():
+        model.module.weight.fill_(1.0)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    new_rank, size = dist.get_rank(group), dist.get_world_size(group)
+    for _ in range(3):          # each rank's data differ: DDP averages the gradients, so the weights agree
+        opt.zero_grad()
+        model(torch.full((2, 4), float(new_rank + 1))).sum().backward()
+        opt.step()
+    # the gradient of sum(x @ w.T) is the column sums of x, 2 (r + 1) per weight: its mean over the ranks, 3 steps
+    expected = 1.0 - 3 * 0.1 * sum(2.0 * (r + 1) for r in range(size)) / size
+    right = failed == [VICTIM] and size == 3 and bool((t == size).all()) and \
+        torch.allclose(model.module.weight, torch.full((1, 4), expected))
+    print(f"NEXT rank={rank} {'ok' if right else 'wrong'}", flush=True)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,9 @@ Every case makes two correct ``Allreduce`` calls (ring) on an ``mpicoll.Comm`` o
 - ``death``: rank 2 kills itself (SIGKILL) before the third; ranks 0 and 1 raise ``ProcFailedError``;
 - ``outstanding``: ranks 0 and 1 start an ``Iallreduce`` that rank 2 never starts, and exit without waiting;
 - ``hang``: as ``missing`` with no timeout: rank 2 sleeps, ranks 0 and 1 wait; every rank prints
-  ``WAITING rank=R PID`` and writes its record on ``SIGUSR1``.
+  ``WAITING rank=R PID`` and writes its record on ``SIGUSR1``;
+- ``inter-missing``: on an intercommunicator of the even ranks (0, 2) and the odd one (1), an ``Allreduce``
+  and an ``Iallreduce`` waited for, then rank 2 skips a second ``Allreduce``; ranks 0 and 1 time out.
 
 Every rank prints ``RESULT rank=R ok`` or ``RESULT rank=R ERRORTYPE``; then ``python -m mpicoll doctor DIR``
 says what happened.
@@ -64,6 +66,13 @@ def main() -> None:
         elif case == "outstanding":
             if rank != 2:
                 comm.Iallreduce(x, y, algorithm="ring")     # never waited for: the job ends with it outstanding
+        elif case == "inter-missing":
+            half = comm.Split(rank % 2, rank)
+            inter = half.Create_intercomm(0, comm, 1 - rank % 2, tag=7)
+            inter.Allreduce(x, y)
+            inter.Iallreduce(x, y).Wait()
+            if rank != 2:
+                inter.Allreduce(x, y)
         elif case == "death":
             if rank == 2:
                 os.kill(os.getpid(), signal.SIGKILL)

@@ -91,6 +91,28 @@ def test_communicators_are_told_apart_by_members_and_ordinal_and_local_ranks_are
     ], report
 
 
+def test_an_intercommunicator_is_headed_with_its_groups_and_a_communicator_without_calls_left_out():
+    """World ranks 1 | 0, 2 merged as ranks 0 | 1, 2; rank 2 (world 2) never entered call 2; the private
+    communicator of the group {0, 2}, which made no call, is not reported."""
+    records = {}
+    for world, merged in ((1, 0), (0, 1), (2, 2)):
+        calls = [call(1, algorithm="intercomm", nbytes=-1),
+                 call(1, algorithm="intercomm", nbytes=-1, kind="nonblocking")]
+        if world != 2:
+            calls.append(timeout(2, 1, [merged - 1 if merged else 1], algorithm="intercomm"))
+        comms = [{"members": [1, 0, 2], "ordinal": 0, "rank": merged, "groups": [1, 2], "calls": calls}]
+        if world != 1:
+            comms.append({"members": [0, 2], "ordinal": 0, "rank": world // 2, "calls": []})
+        records[world] = {"rank": world, "reason": "exit" if world == 2 else "CollectiveTimeout", "comms": comms}
+    assert doctor.explain(records) == [
+        "3 records (ranks 0-2), written on CollectiveTimeout (ranks 0, 1); exit (rank 2)",
+        "comm 1 (intercommunicator of groups rank 0 | ranks 1, 2; world ranks 1 | 0, 2):",
+        "  rank 2 never entered call 2 (Allreduce on comm 1); its last call there was Allreduce #1 (completed)",
+        "  rank 0 waits in round 1 of intercomm for rank 1",
+        "  rank 1 waits in round 1 of intercomm for rank 0",
+    ]
+
+
 def test_persistent_starts_are_ordered_by_number_then_start():
     calls = [call("4.9", kind="persistent"), call("4.10", kind="persistent", done=False)]
     records = {0: record(0, calls, members=(0,), reason="SIGUSR1")}
