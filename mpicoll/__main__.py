@@ -79,10 +79,26 @@ def _nbytes(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a byte count such as 8, 64K or 1M, got {text!r}") from None
 
 
+class _Version(argparse.Action):
+    """``--version``: the version, and each optional compiled part (``mpicoll.runtime._*``) in use or why not."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
+        from mpicoll.runtime import compiled, direct  # noqa: PLC0415 - initialises MPI: only when asked
+
+        lines = [f"mpicoll {__version__}"]
+        for name in ("_callkey", "_rounds", "_fixedpoint"):
+            used = "in use" if compiled.extension(name) is not None else "not built, or MPICOLL_NO_EXTENSIONS is set"
+            lines.append(f"  mpicoll.runtime.{name}: {used}")
+        lines.append(f"  mpicoll.runtime._direct (MPI called from C): {direct.available()[1]}")
+        print("\n".join(lines))
+        parser.exit()
+
+
 def _parser() -> argparse.ArgumentParser:
     ap = Parser(prog="python -m mpicoll", description="Every tool of mpicoll, one subcommand each "
                 "(python -m mpicoll COMMAND --help for its options).")
-    ap.add_argument("--version", action="version", version=f"mpicoll {__version__}")
+    ap.add_argument("--version", action=_Version, nargs=0,
+                    help="print mpicoll's version and which of its compiled parts this process uses, and exit")
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     s = sub.add_parser("show", help="print a schedule as a rounds x ranks table")
