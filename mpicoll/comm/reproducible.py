@@ -2,7 +2,8 @@
 
 ``comm.Allreduce(x, y, op=MPI.SUM, reproducible=True)`` (and ``Reduce``, ``Reduce_scatter``,
 ``Reduce_scatter_block``, ``Scan``, ``Exscan``; ``MPICOLL_REPRODUCIBLE=1`` for every such call) on
-floats runs as two ordinary collectives of the same communicator (see ``docs/reproducible.md``):
+floats runs as two ordinary collectives of the same communicator (see ``docs/reproducible.md``; an
+intercommunicator's calls are :mod:`mpicoll.comm.reproducible_inter`'s):
 
 1. an ``Allreduce`` MAX of one int8 per element (:func:`mpicoll.runtime.fixedpoint.codes`): every rank
    learns the window (the exponent of the largest term, rounded up to the format's step) and which
@@ -107,7 +108,7 @@ def accept(comm: Any, method: str, reproducible: bool | None,
     Raises
     ------
     mpicoll.errors.ArgError
-        ``reproducible=True`` on an intercommunicator, or on more than ``MAX_TERMS`` ranks.
+        ``reproducible=True`` on more than ``MAX_TERMS`` ranks.
     mpicoll.errors.DatatypeError
         A buffer with a non-contiguous MPI datatype.
     """
@@ -122,10 +123,6 @@ def accept(comm: Any, method: str, reproducible: bool | None,
                                        "datatype is not supported") from None
         if not floats:
             return None
-    if comm.Is_inter():   # each group's terms are summed in the other group, which would need their window
-        if reproducible:
-            raise errors.ArgError(f"{method}(reproducible=True) runs on intracommunicators only")
-        return None
     if comm.Get_size() > fp.MAX_TERMS:
         raise errors.ArgError(f"reproducible=True sums at most {fp.MAX_TERMS} ranks' terms, "
                               f"the communicator has {comm.Get_size()}")
