@@ -19,8 +19,7 @@ from mpi4py import MPI
 
 from mpicoll.calls import objects
 from mpicoll.comm import reproducible as reproducible_sum
-from mpicoll.comm import reproducible_inter
-from mpicoll.comm import reproducible_requests
+from mpicoll.comm import reproducible_inter, reproducible_requests
 from mpicoll.comm.dispatch import init, run_blocking, start
 from mpicoll.comm.docs import document
 from mpicoll.runtime.requests import Prequest, Request

@@ -293,17 +293,17 @@ def _floats(method: str, args: tuple) -> bool:
     except (ValueError, TypeError):
         return method in ("Allreduce", "Scan", "Exscan", "Reduce_scatter_block", "Reduce_scatter") and \
             _floats_of(args[1])
-    return _real_format(dtype) is not None
+    return real_format(dtype) is not None
 
 
 def _floats_of(spec: Any) -> bool:
     try:
-        return _real_format(parse(spec, "recvbuf").dtype) is not None
+        return real_format(parse(spec, "recvbuf").dtype) is not None
     except (ValueError, TypeError):
         return False
 
 
-def _real_format(dtype: np.dtype) -> fp.Format | None:
+def real_format(dtype: np.dtype) -> fp.Format | None:
     if dtype.kind == "c":
         return fp.format_of(np.dtype(dtype.char.lower())) if dtype.char in "FD" else None
     return fp.format_of(dtype)
@@ -332,7 +332,7 @@ def _local(comm: Any, method: str, args: tuple) -> _Call:
     send = recv if in_place else parse(sendbuf, "sendbuf")
     if in_place and not receives:
         raise errors.BufferValueError(f"{method}: MPI.IN_PLACE is for the root only")
-    fmt = _real_format(send.dtype)
+    fmt = real_format(send.dtype)
     if fmt is None or (recv is not None and recv.dtype != send.dtype):
         raise errors.TypeMismatchError(f"{method}: sendbuf holds {send.dtype}, recvbuf "
                                        f"{None if recv is None else recv.dtype}")

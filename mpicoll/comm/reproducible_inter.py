@@ -21,17 +21,20 @@ as without the option; the intercommunicator's agreement comes first, so a rank 
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 from mpi4py import MPI
 
+from mpicoll import errors
 from mpicoll.comm import inter
 from mpicoll.comm import reproducible as blocking
 from mpicoll.comm import reproducible_requests as requests
 from mpicoll.comm.inter import InterState, Stages
 from mpicoll.comm.inter_stages import STAGES, group_reduce
-from mpicoll.runtime.buffers import Buffer
+from mpicoll.runtime.buffers import Buffer, is_in_place, parse
+from mpicoll.runtime.datatypes import packing
 from mpicoll.runtime.requests import Prequest, Request
 from mpicoll.runtime.state import BLOCKING
 
@@ -64,8 +67,29 @@ def group_sum(st: Stages, send: Buffer, op: Any) -> np.ndarray | None:
     return out
 
 
+def _checked(method: str) -> Callable[..., None]:
+    """``STAGES[method]`` with :func:`group_sum` as its group's reduction; a call that receives and sends
+    (all but ``Reduce``) first checks, as an intracommunicator's reproducible call does, that with
+    ``MPI.SUM`` its ``recvbuf`` holds the floats of its ``sendbuf``: the float result received from the
+    other group must land in the type it was summed in."""
+    stages = functools.partial(STAGES[method], reduced=group_sum)
+    if method == "Reduce":
+        return stages
+    op_at = blocking.METHODS[method]
+
+    def checked(st: Stages, *args: Any) -> None:
+        if args[op_at] == MPI.SUM and not is_in_place(args[0]):     # (the stages refuse MPI.IN_PLACE)
+            with packing():     # a parse thrown away (a non-contiguous datatype's packing too): types only
+                send, recv = parse(args[0], "sendbuf").dtype, parse(args[1], "recvbuf").dtype
+            if send != recv and blocking.real_format(send) is not None:
+                raise errors.TypeMismatchError(f"{method}(reproducible=True): sendbuf holds {send}, recvbuf {recv}")
+        stages(st, *args)
+
+    return checked
+
+
 #: the stages of the four reducing calls with :func:`group_sum` as their group's reduction
-REPRODUCIBLE_STAGES = {method: functools.partial(STAGES[method], reduced=group_sum)
+REPRODUCIBLE_STAGES = {method: _checked(method)
                        for method in ("Allreduce", "Reduce", "Reduce_scatter_block", "Reduce_scatter")}
 
 

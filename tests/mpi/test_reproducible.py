@@ -174,18 +174,3 @@ def test_accumulator_gives_the_same_bits_for_every_process_count(comm):
         else:
             check_local = True
         check(check_local, f"accumulator over {q} ranks")
-
-
-@pytest.mark.skipif(P < 2, reason="an intercommunicator needs two groups")
-def test_an_intercommunicator_refuses_it_before_any_message(comm):
-    local = comm.Split(R % 2, R)
-    inter = local.Create_intercomm(0, comm, 1 - R % 2)
-    x, y = np.ones(3), np.empty(3)
-    try:
-        with pytest.raises(ValueError, match="intracommunicators only"):
-            inter.Allreduce(x, y, reproducible=True)
-        inter.Allreduce(x, y)             # the ordinary call still runs
-        check(np.all(y == inter.Get_remote_size()), "intercommunicator Allreduce after the refusal")
-    finally:
-        inter.Free()
-        local.Free()
