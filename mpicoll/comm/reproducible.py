@@ -144,6 +144,8 @@ def run(comm: Any, method: str, algorithm: str, reproducible: bool | None, *args
     size, itemsize = elements(args) if call is None else (call.values.shape[0], call.values.dtype.itemsize)
     if method == "Allreduce" and size * itemsize * comm.Get_size() <= GATHER_BYTES:
         return _gathered(comm, call, failure, size * itemsize)
+    if method == "Allreduce" and algorithm == "auto":
+        return _scattered(comm, call, failure, size, itemsize)
     rows = None if call is None else summed_rows(method, call, comm.Get_rank())
     most = 0 if call is None else 8 * (call.fmt.limbs + 1) * (size + (rows or 0))   # the limbs, and a tally
     arena = _scratch(comm, _align(size + 1) + most)
@@ -254,6 +256,38 @@ def _gathered(comm: Any, call: _Call | None, failure: Exception | None, nbytes: 
 
 
 _DIRECT = ("float64", "float32")    # results the kernels write as they are
+
+
+def _scattered(comm: Any, call: _Call | None, failure: Exception | None, size: int, itemsize: int) -> None:
+    """A larger ``Allreduce`` with ``algorithm="auto"``: a byte's MAX says whether some rank's arguments failed;
+    then rank ``j`` receives block ``j`` of every contribution (an ``Alltoallv`` of the floats themselves),
+    sums its block's table itself (:func:`mpicoll.runtime.fixedpoint_kernels.sum_rows`: every term of an
+    element is there, so its window, limbs and rounding are those of the two steps), and an ``Allgatherv``
+    gives every rank every block.  It moves the floats twice, as a reduce-scatter and all-gather of the
+    ordinary sum does, where the two steps move a code and ``fmt.limbs`` int64 per element.
+
+    Block ``j`` holds ``size // p`` elements, one more for ``j < size % p``: its counts and displacements
+    (in bytes) cover the ``size`` elements once, in order."""
+    p, rank = comm.Get_size(), comm.Get_rank()
+    flag = np.array([failure is not None], np.uint8)
+    comm.Allreduce(MPI.IN_PLACE, flag, op=MPI.MAX, reproducible=False)
+    raise_any("Allreduce", failure, flag[0])
+    counts = [(size // p + (j < size % p)) * itemsize for j in range(p)]
+    displs = [0] * p
+    for j in range(1, p):
+        displs[j] = displs[j - 1] + counts[j - 1]
+    mine = counts[rank]
+    table = _scratch(comm, p * mine)
+    comm.Alltoallv([call.values.view(np.uint8), (counts, displs), MPI.BYTE],
+                   [table, ([mine] * p, [mine * j for j in range(p)]), MPI.BYTE])
+    out = call.out.view(np.uint8)
+    block = out[displs[rank]:displs[rank] + mine].view(call.values.dtype)
+    rows = table.view(call.values.dtype).reshape(p, mine // itemsize)
+    if call.fmt.name in _DIRECT:
+        kernels.sum_rows_into(rows, block, call.fmt)
+    else:
+        kernels.sum_rows(rows, rows.shape[1], out=block)
+    comm.Allgatherv(MPI.IN_PLACE, [out, (counts, displs), MPI.BYTE])
 
 
 FLAG_BYTES = 8
