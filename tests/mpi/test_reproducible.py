@@ -48,7 +48,7 @@ def bits(a: np.ndarray) -> bytes:
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("algorithm", mpicoll.algorithms("allreduce"))
+@pytest.mark.parametrize("algorithm", [*mpicoll.algorithms("allreduce"), "auto"])
 def test_allreduce_every_algorithm_and_size_gives_the_one_process_bits(comm, algorithm, dtype):
     for count in SIZES:
         for seed in (1, 2):
@@ -60,7 +60,7 @@ def test_allreduce_every_algorithm_and_size_gives_the_one_process_bits(comm, alg
             check(bits(mine) == bits(rows[permutation(seed)[R]]), "sendbuf was modified")
 
 
-@pytest.mark.parametrize("algorithm", mpicoll.algorithms("allreduce"))
+@pytest.mark.parametrize("algorithm", [*mpicoll.algorithms("allreduce"), "auto"])
 def test_allreduce_in_place_and_complex(comm, algorithm):
     rows = table(P, 2 * 101, np.float64, 3)
     mine = rows[permutation(3)[R]].view(np.complex128).copy()
