@@ -143,14 +143,15 @@ def test_other_ops_and_integers_are_unchanged(comm):
     check(np.array_equal(iout, iref), "int64 SUM")
 
 
-def test_a_rank_with_bad_arguments_fails_every_rank(comm):
-    out = np.empty(10)
+@pytest.mark.parametrize("count", [10, 1000])     # gathered; above GATHER_BYTES (auto: scattered)
+def test_a_rank_with_bad_arguments_fails_every_rank(comm, count):
+    out = np.empty(count)
     if R == P - 1:
         out.flags.writeable = False
     with pytest.raises((ValueError, TypeError)):
-        comm.Allreduce(np.ones(10), out, reproducible=True)
-    out = np.empty(10)                    # and the communicator still works
-    comm.Allreduce(np.ones(10), out, reproducible=True)
+        comm.Allreduce(np.ones(count), out, reproducible=True)
+    out = np.empty(count)                    # and the communicator still works
+    comm.Allreduce(np.ones(count), out, reproducible=True)
     check(np.all(out == P), "after a failed call")
 
 
