@@ -12,7 +12,10 @@ intercommunicator's calls are :mod:`mpicoll.comm.reproducible_inter`'s):
    integer addition is exact and associative, so every algorithm, segmentation and order of the ranks
    gives the same integers, which :func:`~mpicoll.runtime.fixedpoint.combine` rounds once.
 
-Other ops and element types are exact already (or not sums): the call goes the ordinary way.
+A small ``Allreduce`` gathers every contribution and sums them locally (:func:`_gathered`); a larger one with
+``algorithm="auto"`` exchanges the floats' blocks and sums each block locally (:func:`_scattered`): the same
+arithmetic, so the same bits.  Other ops and element types are exact already (or not sums): the call goes
+the ordinary way.
 """
 
 from __future__ import annotations

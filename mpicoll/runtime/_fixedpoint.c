@@ -246,6 +246,33 @@ decode_one(const int64_t *sums, int code, const Format *fmt, int limbs, int tall
     return bad;
 }
 
+/* the usual column of a table (sum_rows): p finite terms, not all -0.0, in a window at most HIGHEST, fewer
+ * than 512 of them: encode_one and decode_one without their special cases (no tally, no prescale, no
+ * flag), the limbs kept in registers */
+#define SUM_FINITE(T) \
+INLINE double \
+sum_finite_##T(const T *col, Py_ssize_t stride, Py_ssize_t p, int code, const Format *fmt, int limbs) \
+{ \
+    const Tables *t = fmt->t; \
+    const int i = code + 128; \
+    const uint64_t magic0 = t->magic[i], magic1 = magic0 - ((uint64_t)LIMB_BITS << 52); \
+    const double m0 = double_of(magic0), m1 = double_of(magic1); \
+    int64_t a0 = 0, a1 = 0; \
+    for (Py_ssize_t r = 0; r < p; r++) { \
+        double v = (double)col[r * stride], y = v + m0; \
+        a0 += (int64_t)(bits_of(y) - magic0); \
+        if (limbs > 1) \
+            a1 += (int64_t)(bits_of((v - (y - m0)) + m1) - magic1); \
+    } \
+    double value = (double)a0 * t->unit[0][i]; \
+    return limbs > 1 ? value + (double)a1 * t->unit[1][i] : value; \
+}
+SUM_FINITE(double)
+SUM_FINITE(float)
+#undef SUM_FINITE
+#define sum_finite(col, stride, p, code, fmt, limbs) _Generic((col), const double *: sum_finite_double, \
+    const float *: sum_finite_float)(col, stride, p, code, fmt, limbs)
+
 /* -- the buffers ---------------------------------------------------------------------------------- */
 
 /* a C-contiguous buffer of `what` whose format is one of `formats` (the format found in *found) */
@@ -503,6 +530,12 @@ sum_rows(PyObject *self, PyObject *args)
             for (Py_ssize_t r = 0; r < (P); r++) { \
                 int c = CODE_OF(col[r * stride], &f); \
                 code = c > code ? c : code; \
+            } \
+            if (code > NEG_ZERO && code < INF_CODE && !check && !f.t->high[code + 128]) { \
+                store(out.buf, of, j, sum_finite(col, stride, (P), code, &f, L)); \
+                if (fl) \
+                    fl[j] = 0; \
+                continue; \
             } \
             int64_t acc[MAX_LIMBS + 1] = {0}; \
             int tally = code >= INF_CODE; \
