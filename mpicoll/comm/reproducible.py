@@ -244,12 +244,9 @@ def _gathered(comm: Any, call: _Call | None, failure: Exception | None, nbytes: 
     a byte saying whether its arguments failed; 8 keep the next row aligned for every float) and sums them
     itself with the same arithmetic (:func:`mpicoll.runtime.fixedpoint.sum_rows`), so the bits are those of
     the two steps, in one latency instead of two."""
-    p, width = comm.Get_size(), nbytes + FLAG_BYTES
-    space = _scratch(comm, (p + 1) * width)    # (the same memory every call: the Allgather's plan is cached)
-    row, table = space[:width], space[width:].reshape(p, width)
-    if call is not None:
-        row[:nbytes] = call.values.view(np.uint8)
-    row[nbytes:] = _FLAGS[failure is not None]
+    p = comm.Get_size()
+    row = (bytes(nbytes) if call is None else call.values.tobytes()) + _FLAGS[failure is not None]
+    table = np.empty((p, nbytes + FLAG_BYTES), np.uint8)
     comm.Allgather(row, table)
     raise_any("Allreduce", failure, any(table[:, nbytes].tobytes()))
     if not nbytes:
@@ -297,8 +294,7 @@ def _scattered(comm: Any, call: _Call | None, failure: Exception | None, size: i
 
 
 FLAG_BYTES = 8
-#: a row's tail: arguments accepted, rejected
-_FLAGS = (np.zeros(FLAG_BYTES, np.uint8), np.eye(1, FLAG_BYTES, dtype=np.uint8)[0])
+_FLAGS = (bytes(FLAG_BYTES), bytes([1]) + bytes(FLAG_BYTES - 1))   # a row's tail: arguments accepted, rejected
 
 
 def _plain(method: str, args: tuple) -> _Call | None:
