@@ -269,9 +269,6 @@ sum_finite_##T(const T *col, Py_ssize_t stride, Py_ssize_t p, int code, const Fo
 }
 SUM_FINITE(double)
 SUM_FINITE(float)
-#undef SUM_FINITE
-#define sum_finite(col, stride, p, code, fmt, limbs) _Generic((col), const double *: sum_finite_double, \
-    const float *: sum_finite_float)(col, stride, p, code, fmt, limbs)
 
 /* -- the buffers ---------------------------------------------------------------------------------- */
 
@@ -524,15 +521,23 @@ sum_rows(PyObject *self, PyObject *args)
         Py_BEGIN_ALLOW_THREADS
         /* one loop per element type and limb count (their constants folded in); two rows, the usual
          * table of a 2-process sum, unrolled */
-#define SUM_ROWS(T, CODE_OF, L, P) for (Py_ssize_t j = 0; j < n; j++) { \
+#define SUM_ROWS(T, U, CODE_OF, TABLE, SHIFT, ONES, L, P) for (Py_ssize_t j = 0; j < n; j++) { \
             const T *col = (const T *)rows.buf + j; \
-            int code = NEG_ZERO; \
+            U field = 0;        /* the largest exponent field: the codes rise with it (normals only) */ \
             for (Py_ssize_t r = 0; r < (P); r++) { \
-                int c = CODE_OF(col[r * stride], &f); \
-                code = c > code ? c : code; \
+                U u; \
+                memcpy(&u, &col[r * stride], sizeof u); \
+                u = (u >> SHIFT) & ONES; \
+                field = u > field ? u : field; \
             } \
+            int code = f.t->TABLE[field]; \
+            if (field == 0 || field == ONES)   /* zeros and subnormals only (-0.0?), or inf and NaN */ \
+                for (Py_ssize_t r = 0; r < (P); r++) { \
+                    int c = CODE_OF(col[r * stride], &f); \
+                    code = r == 0 || c > code ? c : code; \
+                } \
             if (code > NEG_ZERO && code < INF_CODE && !check && !f.t->high[code + 128]) { \
-                store(out.buf, of, j, sum_finite(col, stride, (P), code, &f, L)); \
+                store(out.buf, of, j, sum_finite_##T(col, stride, (P), code, &f, L)); \
                 if (fl) \
                     fl[j] = 0; \
                 continue; \
@@ -549,17 +554,17 @@ sum_rows(PyObject *self, PyObject *args)
             store(out.buf, of, j, value); \
         }
         if (rf == 'd' && f.limbs == 2 && p == 2)
-            SUM_ROWS(double, code_of_double, 2, 2)
+            SUM_ROWS(double, uint64_t, code_of_double, code64, 52, 0x7FF, 2, 2)
         else if (rf == 'd' && f.limbs == 2)
-            SUM_ROWS(double, code_of_double, 2, p)
+            SUM_ROWS(double, uint64_t, code_of_double, code64, 52, 0x7FF, 2, p)
         else if (rf == 'd')
-            SUM_ROWS(double, code_of_double, 1, p)
+            SUM_ROWS(double, uint64_t, code_of_double, code64, 52, 0x7FF, 1, p)
         else if (f.limbs == 1 && p == 2)
-            SUM_ROWS(float, code_of_float, 1, 2)
+            SUM_ROWS(float, uint32_t, code_of_float, code32, 23, 0xFF, 1, 2)
         else if (f.limbs == 1)
-            SUM_ROWS(float, code_of_float, 1, p)
+            SUM_ROWS(float, uint32_t, code_of_float, code32, 23, 0xFF, 1, p)
         else
-            SUM_ROWS(float, code_of_float, 2, p)
+            SUM_ROWS(float, uint32_t, code_of_float, code32, 23, 0xFF, 2, p)
 #undef SUM_ROWS
         Py_END_ALLOW_THREADS
     }
