@@ -10,9 +10,9 @@ all of them alike: mpicoll's ``Allreduce`` (``auto``), the same with ``reproduci
 library's built-in.  A round times a batch of back-to-back calls (about ``--target`` seconds, at
 least one); its time is the slowest rank's.  The table gives each variant's median time per call
 (microseconds, OSU's unit), the ratio of the reproducible call to the ordinary one, and the ratio of
-the bytes the reproducible call moves (one int8 code and ``K`` int64 limbs per element) to the
-ordinary one's.  The reproducible call's local work (codes, limbs, rounding back) is timed alone too,
-in one process, as ``local(us)``.
+the bytes the reproducible call moves (the gathered rows, or the floats' blocks there and back) to
+the ordinary one's (:func:`bytes_ratio`).  The reproducible call's local work (summing the table of its
+block, one row per process) is timed alone too, in one process, as ``local(us)``.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import numpy as np
 from mpi4py import MPI
 
 import mpicoll
+from mpicoll.comm import reproducible
 from mpicoll.runtime import fixedpoint as fp
 from mpicoll.runtime import fixedpoint_kernels as kernels
 
@@ -46,16 +47,30 @@ def timed(world: MPI.Comm, call, batch: int) -> float:
     return world.allreduce((time.perf_counter() - t0) / batch, op=MPI.MAX)
 
 
-def local_work(x: np.ndarray) -> float:
-    """Seconds of one process's codes, limbs and rounding back for ``x`` (its own window, its own sum), with
-    the compiled kernels where they are used (``mpicoll.runtime.fixedpoint_kernels``)."""
+def local_work(x: np.ndarray, p: int) -> float:
+    """Seconds of one process's sum of the table a reproducible ``Allreduce`` of ``x`` on ``p`` processes sums
+    (``p`` rows: of all of ``x`` where the call gathers, of its ``1/p`` block where it scatters), with the
+    compiled kernels where they are used (``mpicoll.runtime.fixedpoint_kernels``)."""
     fmt = fp.format_of(x.dtype)
-    out = np.empty_like(x)
+    block = x if x.nbytes * p <= reproducible.GATHER_BYTES else x[:-(-x.shape[0] // p)]
+    rows = np.stack([block] * p)
+    out = np.empty_like(block)
     t0 = time.perf_counter()
-    code = kernels.codes(x, fmt)
-    limbs = kernels.encode(x, code, fmt)
-    kernels.decode(limbs, code, fmt, 2, out=out)
+    kernels.sum_rows_into(rows, out, fmt)
     return time.perf_counter() - t0
+
+
+def bytes_ratio(nbytes: int, p: int) -> float:
+    """The bytes a rank receives in the reproducible ``Allreduce`` (auto) over those of a reduce-scatter and
+    all-gather of the ordinary sum, ``2 (p - 1) / p`` times the vector: the gathered path receives every other
+    row and its flags; the scattered path (above ``GATHER_BYTES``) the vector's bytes twice, as the ordinary
+    sum, and the flags' MAX (one byte per step of its all-reduce, counted as one)."""
+    if p == 1 or nbytes == 0:
+        return 1.0
+    ordinary = 2 * (p - 1) / p * nbytes
+    if nbytes * p <= reproducible.GATHER_BYTES:
+        return (p - 1) * (nbytes + reproducible.FLAG_BYTES) / ordinary
+    return (ordinary + 1) / ordinary
 
 
 def main() -> None:
@@ -77,7 +92,6 @@ def main() -> None:
               f"{'bytes ratio':>11} {'built-in(us)':>13} {'local(us)':>10}")
     for name in ns.dtypes.split(","):
         dtype = np.dtype(name)
-        fmt = fp.format_of(dtype)
         for nbytes in (size(s) for s in ns.sizes.split(",")):
             count = max(nbytes // dtype.itemsize, 1)
             rng = np.random.default_rng(world.rank)
@@ -97,9 +111,9 @@ def main() -> None:
             for _ in range(ns.rounds):
                 for label, call in variants.items():
                     times[label].append(timed(world, call, batches[label]))
-            local = min(local_work(x) for _ in range(3))
+            local = min(local_work(x, world.size) for _ in range(3))
             med = {label: statistics.median(t) * 1e6 for label, t in times.items()}
-            moved = (1 + 8 * fmt.limbs) / dtype.itemsize
+            moved = bytes_ratio(count * dtype.itemsize, world.size)
             if world.rank == 0:
                 print(f"{count * dtype.itemsize:>10} {name:>8} {med['ordinary']:>13.1f} {med['reproducible']:>17.1f} "
                       f"{med['reproducible'] / med['ordinary']:>6.2f} {moved:>11.2f} {med['built-in']:>13.1f} "

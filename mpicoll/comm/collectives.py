@@ -19,7 +19,7 @@ from mpi4py import MPI
 
 from mpicoll.calls import objects
 from mpicoll.comm import reproducible as reproducible_sum
-from mpicoll.comm import reproducible_requests
+from mpicoll.comm import reproducible_inter, reproducible_requests
 from mpicoll.comm.dispatch import init, run_blocking, start
 from mpicoll.comm.docs import document
 from mpicoll.runtime.requests import Prequest, Request
@@ -55,7 +55,7 @@ class Collectives:
     def Reduce(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, root: int = 0, *, algorithm: str = "auto",
                reproducible: bool | None = None) -> None:
         if reproducible or (reproducible is None and reproducible_sum.DEFAULT[0]):
-            return reproducible_sum.run(self, "Reduce", algorithm, reproducible, sendbuf, recvbuf, op, root)
+            return reproducible_inter.run(self, "Reduce", algorithm, reproducible, sendbuf, recvbuf, op, root)
         run_blocking(self, "Reduce", algorithm, sendbuf, recvbuf, op, root)
 
     def Ireduce(
@@ -63,7 +63,7 @@ class Collectives:
         reproducible: bool | None = None,
     ) -> Request:
         if reproducible or (reproducible is None and reproducible_sum.DEFAULT[0]):
-            return reproducible_requests.start(self, "Reduce", algorithm, reproducible, sendbuf, recvbuf, op, root)
+            return reproducible_inter.start(self, "Reduce", algorithm, reproducible, sendbuf, recvbuf, op, root)
         return start(self, "Reduce", (sendbuf, recvbuf, op, root), algorithm)
 
     def Reduce_init(
@@ -78,13 +78,13 @@ class Collectives:
         reproducible: bool | None = None,
     ) -> Prequest:
         if reproducible or (reproducible is None and reproducible_sum.DEFAULT[0]):
-            return reproducible_requests.init(self, "Reduce", algorithm, reproducible, sendbuf, recvbuf, op, root)
+            return reproducible_inter.init(self, "Reduce", algorithm, reproducible, sendbuf, recvbuf, op, root)
         return init(self, "Reduce", (sendbuf, recvbuf, op, root), algorithm)
 
     def Allreduce(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto",
                   reproducible: bool | None = None) -> None:
         if reproducible or (reproducible is None and reproducible_sum.DEFAULT[0]):
-            return reproducible_sum.run(self, "Allreduce", algorithm, reproducible, sendbuf, recvbuf, op)
+            return reproducible_inter.run(self, "Allreduce", algorithm, reproducible, sendbuf, recvbuf, op)
         run_blocking(self, "Allreduce", algorithm, sendbuf, recvbuf, op)
 
     def Iallreduce(
@@ -92,7 +92,7 @@ class Collectives:
         reproducible: bool | None = None,
     ) -> Request:
         if reproducible or (reproducible is None and reproducible_sum.DEFAULT[0]):
-            return reproducible_requests.start(self, "Allreduce", algorithm, reproducible, sendbuf, recvbuf, op)
+            return reproducible_inter.start(self, "Allreduce", algorithm, reproducible, sendbuf, recvbuf, op)
         return start(self, "Allreduce", (sendbuf, recvbuf, op), algorithm)
 
     def Allreduce_init(
@@ -100,7 +100,7 @@ class Collectives:
         reproducible: bool | None = None,
     ) -> Prequest:
         if reproducible or (reproducible is None and reproducible_sum.DEFAULT[0]):
-            return reproducible_requests.init(self, "Allreduce", algorithm, reproducible, sendbuf, recvbuf, op)
+            return reproducible_inter.init(self, "Allreduce", algorithm, reproducible, sendbuf, recvbuf, op)
         return init(self, "Allreduce", (sendbuf, recvbuf, op), algorithm)
 
     def Gather(self, sendbuf: Any, recvbuf: Any, root: int = 0, *, algorithm: str = "auto") -> None:
@@ -172,7 +172,7 @@ class Collectives:
     def Reduce_scatter_block(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto",
                              reproducible: bool | None = None) -> None:
         if reproducible or (reproducible is None and reproducible_sum.DEFAULT[0]):
-            return reproducible_sum.run(self, "Reduce_scatter_block", algorithm, reproducible, sendbuf, recvbuf, op)
+            return reproducible_inter.run(self, "Reduce_scatter_block", algorithm, reproducible, sendbuf, recvbuf, op)
         run_blocking(self, "Reduce_scatter_block", algorithm, sendbuf, recvbuf, op)
 
     def Ireduce_scatter_block(
@@ -180,7 +180,7 @@ class Collectives:
         reproducible: bool | None = None,
     ) -> Request:
         if reproducible or (reproducible is None and reproducible_sum.DEFAULT[0]):
-            return reproducible_requests.start(self, "Reduce_scatter_block", algorithm, reproducible,
+            return reproducible_inter.start(self, "Reduce_scatter_block", algorithm, reproducible,
                                                sendbuf, recvbuf, op)
         return start(self, "Reduce_scatter_block", (sendbuf, recvbuf, op), algorithm)
 
@@ -189,7 +189,7 @@ class Collectives:
         reproducible: bool | None = None,
     ) -> Prequest:
         if reproducible or (reproducible is None and reproducible_sum.DEFAULT[0]):
-            return reproducible_requests.init(self, "Reduce_scatter_block", algorithm, reproducible,
+            return reproducible_inter.init(self, "Reduce_scatter_block", algorithm, reproducible,
                                               sendbuf, recvbuf, op)
         return init(self, "Reduce_scatter_block", (sendbuf, recvbuf, op), algorithm)
 
@@ -198,7 +198,7 @@ class Collectives:
         reproducible: bool | None = None,
     ) -> None:
         if reproducible or (reproducible is None and reproducible_sum.DEFAULT[0]):
-            return reproducible_sum.run(self, "Reduce_scatter", algorithm, reproducible,
+            return reproducible_inter.run(self, "Reduce_scatter", algorithm, reproducible,
                                         sendbuf, recvbuf, recvcounts, op)
         run_blocking(self, "Reduce_scatter", algorithm, sendbuf, recvbuf, recvcounts, op)
 
@@ -207,7 +207,7 @@ class Collectives:
         reproducible: bool | None = None,
     ) -> Request:
         if reproducible or (reproducible is None and reproducible_sum.DEFAULT[0]):
-            return reproducible_requests.start(self, "Reduce_scatter", algorithm, reproducible,
+            return reproducible_inter.start(self, "Reduce_scatter", algorithm, reproducible,
                                                sendbuf, recvbuf, recvcounts, op)
         return start(self, "Reduce_scatter", (sendbuf, recvbuf, recvcounts, op), algorithm)
 
@@ -223,7 +223,7 @@ class Collectives:
         reproducible: bool | None = None,
     ) -> Prequest:
         if reproducible or (reproducible is None and reproducible_sum.DEFAULT[0]):
-            return reproducible_requests.init(self, "Reduce_scatter", algorithm, reproducible,
+            return reproducible_inter.init(self, "Reduce_scatter", algorithm, reproducible,
                                               sendbuf, recvbuf, recvcounts, op)
         return init(self, "Reduce_scatter", (sendbuf, recvbuf, recvcounts, op), algorithm)
 

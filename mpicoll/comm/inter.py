@@ -212,10 +212,11 @@ def _message(array: Any, spans: list[tuple[int, int]] | None = None) -> Any:
 # -- running them -----------------------------------------------------------------------------------------
 
 
-def _built(state: InterState, method: str, args: tuple, algorithm: str,
-           spans: list[tuple[int, int]] | None = None) -> tuple[Stages, BaseException | None]:
+def _built(state: InterState, method: str, args: tuple, algorithm: str, spans: list[tuple[int, int]] | None = None,
+           stages: dict[str, Callable[..., None]] = STAGES) -> tuple[Stages, BaseException | None]:
     """The call's stages, or the error its checks raised (no message either way).  Non-contiguous datatypes are
-    packed now and unpacked when the call completes.
+    packed now and unpacked when the call completes.  ``stages``: the functions that add each call's stages
+    (:data:`~mpicoll.comm.inter_stages.STAGES`, or the reproducible sums' in :mod:`mpicoll.comm.reproducible_inter`).
 
     Each collective has one composition of stages (its local stages choose their algorithms as any call
     does), so ``algorithm`` must be ``"auto"``; another name is refused like any bad argument, after the
@@ -227,7 +228,7 @@ def _built(state: InterState, method: str, args: tuple, algorithm: str,
             raise ValueError(f"algorithm: an intercommunicator {method} has one algorithm, 'auto' (stages of "
                              f"each group's collectives and exchanges between the groups), not {algorithm!r}")
         with packing() as packed:
-            STAGES[method](st, *args)
+            stages[method](st, *args)
         if packed.pack:
             st.before.extend(packed.pack)
             for unpack in packed.unpack:
@@ -237,10 +238,11 @@ def _built(state: InterState, method: str, args: tuple, algorithm: str,
     return st, None
 
 
-def start(state: InterState, method: str, args: tuple, algorithm: str) -> Request:
+def start(state: InterState, method: str, args: tuple, algorithm: str,
+          stages: dict[str, Callable[..., None]] = STAGES) -> Request:
     """A nonblocking intercommunicator call: the agreement, then the call's stages, started."""
     tag = state.merged._state.next_tag(NONBLOCKING)
-    st, error = _built(state, method, args, algorithm)
+    st, error = _built(state, method, args, algorithm, stages=stages)
     req = Request(*split(st.agreement(method, error) + st.rounds), tag, None, keep=args)
     req.trace = _traced(state, NONBLOCKING, tag, method)
     req._launch()
@@ -265,7 +267,8 @@ def _traced(state: InterState, kind: int, tag: int, method: str) -> Traced | Non
 CACHED_CALLS, CACHED_BYTES = 16, 1 << 24
 
 
-def run(state: InterState, method: str, args: tuple, algorithm: str, tag: int, key: Any) -> None:
+def run(state: InterState, method: str, args: tuple, algorithm: str, tag: int, key: Any,
+        stages: dict[str, Callable[..., None]] = STAGES) -> None:
     """A blocking intercommunicator call: the agreement and the stages, run in order.
 
     A call made again with the same arguments (the plan cache's key: the same buffers, counts, datatypes, op
@@ -283,7 +286,8 @@ def run(state: InterState, method: str, args: tuple, algorithm: str, tag: int, k
         state.calls.move_to_end(key)
         execute(state, method, kept[0], tag)
         return
-    st, error = _built(state, method, args, algorithm, shape_key(method, args, algorithm, values)[1] if key else None)
+    st, error = _built(state, method, args, algorithm, shape_key(method, args, algorithm, values)[1] if key else None,
+                       stages)
     built = Built(st.agreement(method, error) + st.rounds)
     if key is not None and error is None and not st.before:   # (packed datatypes: built every time)
         _keep(state, key, (built, held(args, values), _message_bytes(built.rounds)))
@@ -331,10 +335,11 @@ def execute(state: InterState, method: str, built: Built, tag: int) -> None:
     req.Wait()
 
 
-def init(state: InterState, method: str, args: tuple, algorithm: str) -> Prequest:
+def init(state: InterState, method: str, args: tuple, algorithm: str,
+         stages: dict[str, Callable[..., None]] = STAGES) -> Prequest:
     """A persistent intercommunicator call: its arguments checked and its messages bound now."""
     tag = state.merged._state.next_tag(PERSISTENT)
-    st, error = _built(state, method, args, algorithm)
+    st, error = _built(state, method, args, algorithm, stages=stages)
     if error is not None:
         raise error
     pack = st.before

@@ -56,7 +56,11 @@ from mpicoll.runtime.buffers import Buffer, is_in_place, parse, parse_blocks, pa
 if TYPE_CHECKING:
     from mpicoll.comm.inter import Stages
 
-__all__ = ["STAGES", "ROOT", "IDLE", "role_of"]
+__all__ = ["STAGES", "ROOT", "IDLE", "role_of", "group_reduce", "Reducer"]
+
+#: how a reducing call's group reduces its contributions at its leader: ``(stages, send, op) -> the leader's
+#: result (None elsewhere)``; :func:`group_reduce` by default
+Reducer = Callable[["Stages", Buffer, Any], Any]
 
 
 def _spec(buf: Buffer, array: Any = None, count: int | None = None) -> Any:
@@ -171,13 +175,13 @@ def scatterv(st: Stages, sendbuf: Any, recvbuf: Any, root: Any) -> None:
         st.exchange(recvs=[(_host(parse(recvbuf, "recvbuf", writable=True), "recvbuf").array, role)])
 
 
-def reduce(st: Stages, sendbuf: Any, recvbuf: Any, op: Any, root: Any) -> None:
+def reduce(st: Stages, sendbuf: Any, recvbuf: Any, op: Any, root: Any, *, reduced: Reducer | None = None) -> None:
     state = st.state
     role = role_of(root, state.remote_size, "Reduce")
     if role is ROOT:
         st.exchange(recvs=[(_host(parse(recvbuf, "recvbuf", writable=True), "recvbuf").array, 0)])
     elif role is not IDLE:
-        partial = _reduced(st, _send(sendbuf, "Reduce"), op)
+        partial = (reduced or group_reduce)(st, _send(sendbuf, "Reduce"), op)
         if partial is not None:
             st.exchange(sends=[(partial, role)])
 
@@ -195,8 +199,9 @@ def _gathered(st: Stages, send: Buffer) -> Any:
     return out
 
 
-def _reduced(st: Stages, send: Buffer, op: Any) -> Any:
-    """``op`` over this group's ``send`` buffers, in rank order, at its leader (None elsewhere)."""
+def group_reduce(st: Stages, send: Buffer, op: Any) -> Any:
+    """``op`` over this group's ``send`` buffers, in rank order, at its leader (None elsewhere): the
+    reducing calls' default ``reduced`` (:mod:`mpicoll.comm.reproducible_inter` passes its own)."""
     if st.state.size == 1:
         return send.array
     out = _like(send, send.count) if st.state.rank == 0 else None
@@ -222,29 +227,31 @@ def _scatter(st: Stages, whole: Any, recv: Buffer, counts: list[int]) -> None:
     st.local("Scatterv", spec, _spec(recv), 0)
 
 
-def _reduce_and_swap(st: Stages, send: Buffer, op: Any, into: Any) -> None:
-    """Reduce this group's ``send`` at its leader; the leaders swap results, the remote group's landing in ``into``."""
-    partial = _reduced(st, send, op)
+def _reduce_and_swap(st: Stages, send: Buffer, op: Any, into: Any, reduced: Reducer | None) -> None:
+    """Reduce this group's ``send`` at its leader (``reduced``, default :func:`group_reduce`); the leaders swap
+    results, the remote group's landing in ``into``."""
+    partial = (reduced or group_reduce)(st, send, op)
     if partial is not None:
         st.exchange(sends=[(partial, 0)], recvs=[(into, 0)])
 
 
-def allreduce(st: Stages, sendbuf: Any, recvbuf: Any, op: Any) -> None:
+def allreduce(st: Stages, sendbuf: Any, recvbuf: Any, op: Any, *, reduced: Reducer | None = None) -> None:
     send = _send(sendbuf, "Allreduce")
     recv = _host(parse(recvbuf, "recvbuf", writable=True), "recvbuf")
-    _reduce_and_swap(st, send, op, recv.array)
+    _reduce_and_swap(st, send, op, recv.array, reduced)
     st.local("Bcast", _spec(recv), 0)
 
 
-def reduce_scatter_block(st: Stages, sendbuf: Any, recvbuf: Any, op: Any) -> None:
+def reduce_scatter_block(st: Stages, sendbuf: Any, recvbuf: Any, op: Any, *, reduced: Reducer | None = None) -> None:
     send = _send(sendbuf, "Reduce_scatter_block")
     recv = _host(parse(recvbuf, "recvbuf", writable=True), "recvbuf")
     whole = _whole(st, recv, st.state.size * recv.count)
-    _reduce_and_swap(st, send, op, whole)
+    _reduce_and_swap(st, send, op, whole, reduced)
     _scatter(st, whole, recv, [recv.count // recv.unit] * st.state.size)
 
 
-def reduce_scatter(st: Stages, sendbuf: Any, recvbuf: Any, recvcounts: Any, op: Any) -> None:
+def reduce_scatter(st: Stages, sendbuf: Any, recvbuf: Any, recvcounts: Any, op: Any, *,
+                   reduced: Reducer | None = None) -> None:
     if recvcounts is None:   # each rank's own count, gathered in its group first (as on an intracommunicator)
         recvcounts = exchanged(st.state.local._state, "Reduce_scatter", (sendbuf, recvbuf, None, op))[2]
     send = _send(sendbuf, "Reduce_scatter")
@@ -254,7 +261,7 @@ def reduce_scatter(st: Stages, sendbuf: Any, recvbuf: Any, recvcounts: Any, op: 
         raise errors.CountError(f"recvcounts: Reduce_scatter needs {st.state.size} counts (one per rank of the "
                                 f"local group), got {len(counts)}")
     whole = _whole(st, recv, sum(counts) * recv.unit)
-    _reduce_and_swap(st, send, op, whole)
+    _reduce_and_swap(st, send, op, whole, reduced)
     _scatter(st, whole, recv, counts)
 
 

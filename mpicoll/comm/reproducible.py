@@ -2,7 +2,8 @@
 
 ``comm.Allreduce(x, y, op=MPI.SUM, reproducible=True)`` (and ``Reduce``, ``Reduce_scatter``,
 ``Reduce_scatter_block``, ``Scan``, ``Exscan``; ``MPICOLL_REPRODUCIBLE=1`` for every such call) on
-floats runs as two ordinary collectives of the same communicator (see ``docs/reproducible.md``):
+floats runs as two ordinary collectives of the same communicator (see ``docs/reproducible.md``; an
+intercommunicator's calls are :mod:`mpicoll.comm.reproducible_inter`'s):
 
 1. an ``Allreduce`` MAX of one int8 per element (:func:`mpicoll.runtime.fixedpoint.codes`): every rank
    learns the window (the exponent of the largest term, rounded up to the format's step) and which
@@ -11,7 +12,10 @@ floats runs as two ordinary collectives of the same communicator (see ``docs/rep
    integer addition is exact and associative, so every algorithm, segmentation and order of the ranks
    gives the same integers, which :func:`~mpicoll.runtime.fixedpoint.combine` rounds once.
 
-Other ops and element types are exact already (or not sums): the call goes the ordinary way.
+A small ``Allreduce`` gathers every contribution and sums them locally (:func:`_gathered`); a larger one with
+``algorithm="auto"`` exchanges the floats' blocks and sums each block locally (:func:`_scattered`): the same
+arithmetic, so the same bits.  Other ops and element types are exact already (or not sums): the call goes
+the ordinary way.
 """
 
 from __future__ import annotations
@@ -107,7 +111,7 @@ def accept(comm: Any, method: str, reproducible: bool | None,
     Raises
     ------
     mpicoll.errors.ArgError
-        ``reproducible=True`` on an intercommunicator, or on more than ``MAX_TERMS`` ranks.
+        ``reproducible=True`` on more than ``MAX_TERMS`` ranks.
     mpicoll.errors.DatatypeError
         A buffer with a non-contiguous MPI datatype.
     """
@@ -122,10 +126,6 @@ def accept(comm: Any, method: str, reproducible: bool | None,
                                        "datatype is not supported") from None
         if not floats:
             return None
-    if comm.Is_inter():   # each group's terms are summed in the other group, which would need their window
-        if reproducible:
-            raise errors.ArgError(f"{method}(reproducible=True) runs on intracommunicators only")
-        return None
     if comm.Get_size() > fp.MAX_TERMS:
         raise errors.ArgError(f"reproducible=True sums at most {fp.MAX_TERMS} ranks' terms, "
                               f"the communicator has {comm.Get_size()}")
@@ -147,6 +147,8 @@ def run(comm: Any, method: str, algorithm: str, reproducible: bool | None, *args
     size, itemsize = elements(args) if call is None else (call.values.shape[0], call.values.dtype.itemsize)
     if method == "Allreduce" and size * itemsize * comm.Get_size() <= GATHER_BYTES:
         return _gathered(comm, call, failure, size * itemsize)
+    if method == "Allreduce" and algorithm == "auto":
+        return _scattered(comm, call, failure, size, itemsize)
     rows = None if call is None else summed_rows(method, call, comm.Get_rank())
     most = 0 if call is None else 8 * (call.fmt.limbs + 1) * (size + (rows or 0))   # the limbs, and a tally
     arena = _scratch(comm, _align(size + 1) + most)
@@ -259,6 +261,38 @@ def _gathered(comm: Any, call: _Call | None, failure: Exception | None, nbytes: 
 _DIRECT = ("float64", "float32")    # results the kernels write as they are
 
 
+def _scattered(comm: Any, call: _Call | None, failure: Exception | None, size: int, itemsize: int) -> None:
+    """A larger ``Allreduce`` with ``algorithm="auto"``: a byte's MAX says whether some rank's arguments failed;
+    then rank ``j`` receives block ``j`` of every contribution (an ``Alltoallv`` of the floats themselves),
+    sums its block's table itself (:func:`mpicoll.runtime.fixedpoint_kernels.sum_rows`: every term of an
+    element is there, so its window, limbs and rounding are those of the two steps), and an ``Allgatherv``
+    gives every rank every block.  It moves the floats twice, as a reduce-scatter and all-gather of the
+    ordinary sum does, where the two steps move a code and ``fmt.limbs`` int64 per element.
+
+    Block ``j`` holds ``size // p`` elements, one more for ``j < size % p``: its counts and displacements
+    (in bytes) cover the ``size`` elements once, in order."""
+    p, rank = comm.Get_size(), comm.Get_rank()
+    flag = np.array([failure is not None], np.uint8)
+    comm.Allreduce(MPI.IN_PLACE, flag, op=MPI.MAX, reproducible=False)
+    raise_any("Allreduce", failure, flag[0])
+    counts = [(size // p + (j < size % p)) * itemsize for j in range(p)]
+    displs = [0] * p
+    for j in range(1, p):
+        displs[j] = displs[j - 1] + counts[j - 1]
+    mine = counts[rank]
+    table = _scratch(comm, p * mine)
+    comm.Alltoallv([call.values.view(np.uint8), (counts, displs), MPI.BYTE],
+                   [table, ([mine] * p, [mine * j for j in range(p)]), MPI.BYTE])
+    out = call.out.view(np.uint8)
+    block = out[displs[rank]:displs[rank] + mine].view(call.values.dtype)
+    rows = table.view(call.values.dtype).reshape(p, mine // itemsize)
+    if call.fmt.name in _DIRECT:
+        kernels.sum_rows_into(rows, block, call.fmt)
+    else:
+        kernels.sum_rows(rows, rows.shape[1], out=block)
+    comm.Allgatherv(MPI.IN_PLACE, [out, (counts, displs), MPI.BYTE])
+
+
 FLAG_BYTES = 8
 _FLAGS = (bytes(FLAG_BYTES), bytes([1]) + bytes(FLAG_BYTES - 1))   # a row's tail: arguments accepted, rejected
 
@@ -296,17 +330,17 @@ def _floats(method: str, args: tuple) -> bool:
     except (ValueError, TypeError):
         return method in ("Allreduce", "Scan", "Exscan", "Reduce_scatter_block", "Reduce_scatter") and \
             _floats_of(args[1])
-    return _real_format(dtype) is not None
+    return real_format(dtype) is not None
 
 
 def _floats_of(spec: Any) -> bool:
     try:
-        return _real_format(parse(spec, "recvbuf").dtype) is not None
+        return real_format(parse(spec, "recvbuf").dtype) is not None
     except (ValueError, TypeError):
         return False
 
 
-def _real_format(dtype: np.dtype) -> fp.Format | None:
+def real_format(dtype: np.dtype) -> fp.Format | None:
     if dtype.kind == "c":
         return fp.format_of(np.dtype(dtype.char.lower())) if dtype.char in "FD" else None
     return fp.format_of(dtype)
@@ -335,7 +369,7 @@ def _local(comm: Any, method: str, args: tuple) -> _Call:
     send = recv if in_place else parse(sendbuf, "sendbuf")
     if in_place and not receives:
         raise errors.BufferValueError(f"{method}: MPI.IN_PLACE is for the root only")
-    fmt = _real_format(send.dtype)
+    fmt = real_format(send.dtype)
     if fmt is None or (recv is not None and recv.dtype != send.dtype):
         raise errors.TypeMismatchError(f"{method}: sendbuf holds {send.dtype}, recvbuf "
                                        f"{None if recv is None else recv.dtype}")

@@ -38,10 +38,10 @@ from mpicoll.runtime import fixedpoint_kernels as kernels
 from mpicoll.runtime.requests import Prequest, Request
 from mpicoll.runtime.state import NONBLOCKING, PERSISTENT
 
-__all__ = ["start", "init"]
+__all__ = ["start", "init", "RequestStages"]
 
 
-def _nonblocking_name(method: str) -> str:
+def nonblocking_name(method: str) -> str:
     return "I" + method[0].lower() + method[1:]
 
 
@@ -50,11 +50,11 @@ def start(comm: Any, method: str, algorithm: str, reproducible: bool | None, *ar
     where :func:`mpicoll.comm.reproducible.accept` takes it (else the ordinary request)."""
     accepted = blocking.accept(comm, method, reproducible, args)
     if accepted is None:
-        return getattr(comm, _nonblocking_name(method))(*args, algorithm=algorithm, reproducible=False)
+        return getattr(comm, nonblocking_name(method))(*args, algorithm=algorithm, reproducible=False)
     state = comm._state
     state.check_in_step()
     tag = state.next_tag(NONBLOCKING)
-    stages = _Stages(comm, method, algorithm, args, *accepted)
+    stages = RequestStages(comm, method, algorithm, args, *accepted)
     stages.fill()
     req = Request([r[1:] for r in stages.rounds], [r[0] for r in stages.rounds], tag, None, keep=(args, stages))
     _watch(req, state, method)
@@ -81,7 +81,7 @@ def init(comm: Any, method: str, algorithm: str, reproducible: bool | None, *arg
         raise failure
     state = comm._state
     tag = state.next_tag(PERSISTENT)
-    stages = _Stages(comm, method, algorithm, args, call, None)
+    stages = RequestStages(comm, method, algorithm, args, call, None)
     req = Prequest([r[1:] for r in stages.rounds], [r[0] for r in stages.rounds], tag, None, stages.fill,
                    keep=(args, stages))
     _watch(req, state, method)
@@ -94,7 +94,7 @@ def _watch(req: Any, state: Any, method: str) -> None:
         req.watch = (method, state.timeout, state.rank, state.went_out_of_step)
 
 
-class _Stages:
+class RequestStages:
     """One rank's rounds ``(comm, sends, recvs, steps)`` of a reproducible request, and the buffers they bind.
 
     ``fill()`` writes what the first round sends (the codes, or a small Allreduce's contribution), from the

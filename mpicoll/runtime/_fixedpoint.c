@@ -246,6 +246,30 @@ decode_one(const int64_t *sums, int code, const Format *fmt, int limbs, int tall
     return bad;
 }
 
+/* the usual column of a table (sum_rows): p finite terms, not all -0.0, in a window at most HIGHEST, fewer
+ * than 512 of them: encode_one and decode_one without their special cases (no tally, no prescale, no
+ * flag), the limbs kept in registers */
+#define SUM_FINITE(T) \
+INLINE double \
+sum_finite_##T(const T *col, Py_ssize_t stride, Py_ssize_t p, int code, const Format *fmt, int limbs) \
+{ \
+    const Tables *t = fmt->t; \
+    const int i = code + 128; \
+    const uint64_t magic0 = t->magic[i], magic1 = magic0 - ((uint64_t)LIMB_BITS << 52); \
+    const double m0 = double_of(magic0), m1 = double_of(magic1); \
+    int64_t a0 = 0, a1 = 0; \
+    for (Py_ssize_t r = 0; r < p; r++) { \
+        double v = (double)col[r * stride], y = v + m0; \
+        a0 += (int64_t)(bits_of(y) - magic0); \
+        if (limbs > 1) \
+            a1 += (int64_t)(bits_of((v - (y - m0)) + m1) - magic1); \
+    } \
+    double value = (double)a0 * t->unit[0][i]; \
+    return limbs > 1 ? value + (double)a1 * t->unit[1][i] : value; \
+}
+SUM_FINITE(double)
+SUM_FINITE(float)
+
 /* -- the buffers ---------------------------------------------------------------------------------- */
 
 /* a C-contiguous buffer of `what` whose format is one of `formats` (the format found in *found) */
@@ -495,27 +519,53 @@ sum_rows(PyObject *self, PyObject *args)
         int check = p >= (1 << (53 - LIMB_BITS));
         const Format f = fmt;
         Py_BEGIN_ALLOW_THREADS
-        for (Py_ssize_t j = 0; j < n; j++) {
-            int code = NEG_ZERO;
-            for (Py_ssize_t r = 0; r < p; r++) {
-                int c = rf == 'd' ? code_of_double(((const double *)rows.buf)[r * stride + j], &f)
-                                  : code_of_float(((const float *)rows.buf)[r * stride + j], &f);
-                code = c > code ? c : code;
-            }
-            int64_t acc[MAX_LIMBS + 1] = {0};
-            int tally = code >= INF_CODE;
-            for (Py_ssize_t r = 0; r < p; r++) {
-                double v = rf == 'd' ? ((const double *)rows.buf)[r * stride + j]
-                                     : (double)((const float *)rows.buf)[r * stride + j];
-                encode_one(v, code, &f, f.limbs, tally, 1, acc);
-            }
-            double value;
-            int b = decode_one(acc, code, &f, f.limbs, tally, check, &value);
-            if (fl)
-                fl[j] = (uint8_t)b;
-            bad += b;
-            store(out.buf, of, j, value);
+        /* one loop per element type and limb count (their constants folded in); two rows, the usual
+         * table of a 2-process sum, unrolled */
+#define SUM_ROWS(T, U, CODE_OF, TABLE, SHIFT, ONES, L, P) for (Py_ssize_t j = 0; j < n; j++) { \
+            const T *col = (const T *)rows.buf + j; \
+            U field = 0;        /* the largest exponent field: the codes rise with it (normals only) */ \
+            for (Py_ssize_t r = 0; r < (P); r++) { \
+                U u; \
+                memcpy(&u, &col[r * stride], sizeof u); \
+                u = (u >> SHIFT) & ONES; \
+                field = u > field ? u : field; \
+            } \
+            int code = f.t->TABLE[field]; \
+            if (field == 0 || field == ONES)   /* zeros and subnormals only (-0.0?), or inf and NaN */ \
+                for (Py_ssize_t r = 0; r < (P); r++) { \
+                    int c = CODE_OF(col[r * stride], &f); \
+                    code = r == 0 || c > code ? c : code; \
+                } \
+            if (code > NEG_ZERO && code < INF_CODE && !check && !f.t->high[code + 128]) { \
+                store(out.buf, of, j, sum_finite_##T(col, stride, (P), code, &f, L)); \
+                if (fl) \
+                    fl[j] = 0; \
+                continue; \
+            } \
+            int64_t acc[MAX_LIMBS + 1] = {0}; \
+            int tally = code >= INF_CODE; \
+            for (Py_ssize_t r = 0; r < (P); r++) \
+                encode_one((double)col[r * stride], code, &f, L, tally, 1, acc); \
+            double value; \
+            int b = decode_one(acc, code, &f, L, tally, check, &value); \
+            if (fl) \
+                fl[j] = (uint8_t)b; \
+            bad += b; \
+            store(out.buf, of, j, value); \
         }
+        if (rf == 'd' && f.limbs == 2 && p == 2)
+            SUM_ROWS(double, uint64_t, code_of_double, code64, 52, 0x7FF, 2, 2)
+        else if (rf == 'd' && f.limbs == 2)
+            SUM_ROWS(double, uint64_t, code_of_double, code64, 52, 0x7FF, 2, p)
+        else if (rf == 'd')
+            SUM_ROWS(double, uint64_t, code_of_double, code64, 52, 0x7FF, 1, p)
+        else if (f.limbs == 1 && p == 2)
+            SUM_ROWS(float, uint32_t, code_of_float, code32, 23, 0xFF, 1, 2)
+        else if (f.limbs == 1)
+            SUM_ROWS(float, uint32_t, code_of_float, code32, 23, 0xFF, 1, p)
+        else
+            SUM_ROWS(float, uint32_t, code_of_float, code32, 23, 0xFF, 2, p)
+#undef SUM_ROWS
         Py_END_ALLOW_THREADS
     }
     PyBuffer_Release(&rows);

@@ -131,20 +131,3 @@ def test_environment_variable_turns_the_request_forms_on(comm, monkeypatch):
     req.Wait()
     req.Free()
     check(bits(out) == bits(expected) and bits(bound) == bits(expected), "MPICOLL_REPRODUCIBLE=1")
-
-
-@pytest.mark.skipif(P < 2, reason="an intercommunicator needs two groups")
-def test_an_intercommunicator_refuses_the_request_forms(comm):
-    local = comm.Split(R % 2, R)
-    inter = local.Create_intercomm(0, comm, 1 - R % 2)
-    x, y = np.ones(3), np.empty(3)
-    try:
-        with pytest.raises(ValueError, match="intracommunicators only"):
-            inter.Iallreduce(x, y, reproducible=True)
-        with pytest.raises(ValueError, match="intracommunicators only"):
-            inter.Allreduce_init(x, y, reproducible=True)
-        inter.Iallreduce(x, y).Wait()
-        check(np.all(y == inter.Get_remote_size()), "intercommunicator Iallreduce after the refusal")
-    finally:
-        inter.Free()
-        local.Free()
