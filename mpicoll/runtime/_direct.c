@@ -551,8 +551,8 @@ static PyMethodDef methods[] = {
      "library at path) call advance() while either list is not empty; whether it could."},
     {"unhook_progress", unhook_progress, METH_NOARGS, "Undo hook_progress."},
     {"init_requests", init_requests, METH_VARARGS,
-     "init_requests(persistent, nonblocking, engine, wake, empty)\n--\n\nThe request classes whose Start and "
-     "Wait start() and wait() run (see mpicoll.runtime.requests)."},
+     "init_requests(persistent, nonblocking, engine, wake, empty, traced, recorder)\n--\n\nThe request classes "
+     "whose Start and Wait start() and wait() run (see mpicoll.runtime.requests)."},
     {"start", fast_start, METH_O,
      "start(request)\n--\n\nStart a persistent request in its common case; False where Python must."},
     {"wait", (PyCFunction)(void (*)(void))fast_wait, METH_FASTCALL,

@@ -11,13 +11,14 @@
  * (their offsets are found once, from the class's member descriptors).
  *
  * start: the generalized request behind the handle, the state, round 0's Startall, the flight recorder's
- * note, and only then the engine's list (so the progress thread never sees a request whose messages have
+ * note (Traced.started, written here as there), and only then the engine's list (so the progress thread never sees a request whose messages have
  * not started), then the progress thread's wake-up.  wait: the engine's guard (taken without blocking,
  * else Python waits), every round in C, then what _complete and _settle do.
  */
 #include "_direct.h"
 #include <string.h>
 #include <structmember.h>
+#include <time.h>
 
 enum { INACTIVE, RUNNING, COMPLETE };   /* mpicoll.runtime.nonblocking's request states */
 
@@ -27,6 +28,9 @@ static PyObject *main_engine;      /* mpicoll.runtime.nonblocking.ACTIVE */
 static PyObject *wake;             /* mpicoll.runtime.nonblocking._WAKE: what a start calls, if anything */
 static PyObject *empty_status;     /* mpicoll.runtime.nonblocking._empty(status) */
 static PyObject *s_start_failed, *s_advance_failed, *s_started, *s_ended, *s_acquire, *s_release;
+static PyTypeObject *traced_type, *recorder_type;   /* mpicoll.runtime.recorder's Traced and Recorder */
+static Py_ssize_t at_trace_recorder, at_trace_kind, at_trace_seq, at_trace_what, at_trace_starts, at_trace_slot,
+    at_recorder_requests, at_recorder_next;
 static Py_ssize_t at_state, at_round, at_pending, at_engine, at_error, at_trace, at_generalized, at_direct,
     at_requests, at_finish, at_release, at_keep, at_watch, at_guard, at_before;
 
@@ -67,10 +71,22 @@ PyObject *
 init_requests(PyObject *self, PyObject *args)
 {
     (void)self;
-    PyObject *persistent_cls, *request_cls, *engine, *wakes, *empty;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!O", &PyType_Type, &persistent_cls, &PyType_Type, &request_cls,
-                          &PyList_Type, &engine, &PyList_Type, &wakes, &empty))
+    PyObject *persistent_cls, *request_cls, *engine, *wakes, *empty, *traced_cls, *recorder_cls;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!OO!O!", &PyType_Type, &persistent_cls, &PyType_Type, &request_cls,
+                          &PyList_Type, &engine, &PyList_Type, &wakes, &empty, &PyType_Type, &traced_cls,
+                          &PyType_Type, &recorder_cls))
         return NULL;
+    struct { Py_ssize_t *at; PyObject *cls; const char *name; } notes[] = {
+        {&at_trace_recorder, traced_cls, "recorder"}, {&at_trace_kind, traced_cls, "kind"},
+        {&at_trace_seq, traced_cls, "seq"}, {&at_trace_what, traced_cls, "what"},
+        {&at_trace_starts, traced_cls, "starts"}, {&at_trace_slot, traced_cls, "slot"},
+        {&at_recorder_requests, recorder_cls, "requests"}, {&at_recorder_next, recorder_cls, "next_request"},
+    };
+    for (size_t i = 0; i < sizeof notes / sizeof notes[0]; i++)
+        if ((*notes[i].at = offset_of((PyTypeObject *)notes[i].cls, notes[i].name)) < 0)
+            return NULL;
+    Py_XSETREF(traced_type, (PyTypeObject *)Py_NewRef(traced_cls));
+    Py_XSETREF(recorder_type, (PyTypeObject *)Py_NewRef(recorder_cls));
     struct { Py_ssize_t *at; const char *name; } slots[] = {
         {&at_state, "_state"}, {&at_round, "_round"}, {&at_pending, "_pending"}, {&at_engine, "_engine"},
         {&at_error, "_error"}, {&at_trace, "trace"}, {&at_generalized, "_generalized"}, {&at_direct, "_direct"},
@@ -122,6 +138,80 @@ applies(PyObject *request, Rounds **rounds, Generalized **generalized)
     return 1;
 }
 
+/* time.time() */
+static PyObject *
+now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    return PyFloat_FromDouble((double)t.tv_sec + 1e-9 * (double)t.tv_nsec);
+}
+
+/* Traced.started(request) and Traced.ended(None, round) (mpicoll.runtime.recorder, the definition), written
+ * here for a Traced of a Recorder whose fields are as they should be, else called: 0, or -1 with an error */
+static int
+note_started(PyObject *trace, PyObject *request)
+{
+    PyObject *recorder = SLOT(trace, at_trace_recorder), *slots, *starts = SLOT(trace, at_trace_starts);
+    long i = -1, n = 0;
+    if (Py_TYPE(trace) == traced_type && Py_TYPE(recorder) == recorder_type && PyLong_CheckExact(starts)
+        && PyList_CheckExact(slots = SLOT(recorder, at_recorder_requests))
+        && PyLong_CheckExact(SLOT(recorder, at_recorder_next))) {
+        i = PyLong_AsLong(SLOT(recorder, at_recorder_next));
+        n = (long)PyList_GET_SIZE(slots);
+    }
+    PyObject *slot = i >= 0 && i < n ? PyList_GET_ITEM(slots, i) : NULL;
+    if (slot == NULL || !PyList_CheckExact(slot) || PyList_GET_SIZE(slot) != 6) {
+        PyObject *result = PyObject_CallMethodOneArg(trace, s_started, request);
+        Py_XDECREF(result);
+        return result == NULL ? -1 : 0;
+    }
+    long k = PyLong_AsLong(starts) + 1;
+    PyObject *kind = SLOT(trace, at_trace_kind), *seq = SLOT(trace, at_trace_seq);
+    PyObject *number = PyLong_FromLong(k), *time_now = now();
+    PyObject *numbered = number == NULL ? NULL
+                         : PyLong_CheckExact(kind) && PyLong_AsLong(kind) == 1 ? Py_NewRef(seq)
+                                                                             : PyTuple_Pack(2, seq, number);
+    if (numbered == NULL || time_now == NULL) {
+        Py_XDECREF(number);
+        Py_XDECREF(numbered);
+        Py_XDECREF(time_now);
+        return -1;
+    }
+    set_slot(recorder, at_recorder_next, PyLong_FromLong(i + 1 < n ? i + 1 : 0));
+    set_slot(trace, at_trace_starts, number);
+    set_slot(trace, at_trace_slot, Py_NewRef(slot));
+    PyObject *items[6] = {Py_NewRef(kind), numbered, Py_NewRef(SLOT(trace, at_trace_what)), time_now,
+                          Py_NewRef(Py_None), Py_NewRef(request)};
+    for (int j = 0; j < 6; j++)
+        PyList_SetItem(slot, j, items[j]);      /* (steals the reference, drops the old item's) */
+    return 0;
+}
+
+static int
+note_ended(PyObject *trace, PyObject *round)
+{
+    if (Py_TYPE(trace) != traced_type) {
+        PyObject *result = PyObject_CallMethod(trace, "ended", "OO", Py_None, round);
+        Py_XDECREF(result);
+        return result == NULL ? -1 : 0;
+    }
+    PyObject *slot = Py_NewRef(SLOT(trace, at_trace_slot));
+    set_slot(trace, at_trace_slot, Py_NewRef(Py_None));
+    int rc = 0;
+    if (PyList_CheckExact(slot) && PyList_GET_SIZE(slot) == 6) {
+        PyObject *time_now = now();
+        if (time_now == NULL)
+            rc = -1;
+        else {
+            PyList_SetItem(slot, 4, time_now);
+            PyList_SetItem(slot, 5, Py_NewRef(Py_None));
+        }
+    }
+    Py_DECREF(slot);
+    return rc;
+}
+
 PyObject *
 fast_start(PyObject *self, PyObject *request)
 {
@@ -153,12 +243,8 @@ fast_start(PyObject *self, PyObject *request)
         Py_RETURN_TRUE;
     }
     PyObject *trace = SLOT(request, at_trace);
-    if (trace != Py_None) {
-        PyObject *result = PyObject_CallMethodOneArg(trace, s_started, request);
-        if (result == NULL)
-            return NULL;
-        Py_DECREF(result);
-    }
+    if (trace != Py_None && note_started(trace, request) < 0)
+        return NULL;
     if (PyList_Append(main_engine, request) < 0)
         return NULL;
     if (PyList_GET_SIZE(wake) > 0) {
@@ -204,12 +290,8 @@ finish(PyObject *request, Generalized *generalized, PyObject *status)
     }
     set_slot(request, at_keep, Py_NewRef(Py_None));
     PyObject *trace = SLOT(request, at_trace);
-    if (trace != Py_None) {
-        PyObject *result = PyObject_CallMethod(trace, "ended", "OO", Py_None, SLOT(request, at_round));
-        if (result == NULL)
-            return -1;
-        Py_DECREF(result);
-    }
+    if (trace != Py_None && note_ended(trace, SLOT(request, at_round)) < 0)
+        return -1;
     set_slot(request, at_state, PyLong_FromLong(COMPLETE));
     if (generalized_complete_run(generalized, 0) < 0)
         return -1;

@@ -147,14 +147,16 @@ def generalized(request: MPI.Request) -> Any:
     return None if MODULE is None else MODULE.Generalized(MPI._addressof(request))
 
 
-def fast_requests(persistent: type, nonblocking: type, engine: list, wake: list, empty: Any) -> tuple[Any, Any]:
+def fast_requests(persistent: type, nonblocking: type, engine: list, wake: list, empty: Any, traced: type,
+                  recorder: type) -> tuple[Any, Any]:
     """``(start, wait)``: ``start(request)`` (a ``persistent`` one) and ``wait(request, status)`` (either class) run
     a request in its common case from C and return True, or return False where its Python methods must (see
     ``mpicoll/runtime/_requests.c``); ``(None, None)`` where the direct path does not apply.  ``engine``: the
-    main thread's requests; ``wake``: what a start calls; ``empty(status)``: a collective's status."""
+    main thread's requests; ``wake``: what a start calls; ``empty(status)``: a collective's status; ``traced`` and
+    ``recorder``: the flight recorder's classes, whose notes C writes as they do."""
     if MODULE is None:
         return None, None
-    MODULE.init_requests(persistent, nonblocking, engine, wake, empty)
+    MODULE.init_requests(persistent, nonblocking, engine, wake, empty, traced, recorder)
     return MODULE.start, MODULE.wait
 
 

@@ -153,6 +153,9 @@ def failed(slot: list, exc: BaseException, rnd: int = -1) -> None:
         dump(type(exc).__name__)
 
 
+_now = time.time
+
+
 class Traced:
     """What a request writes in its communicator's recorder: a slot of ``requests`` at each start
     (:meth:`started`), its end or error at completion (:meth:`ended`)."""
@@ -161,23 +164,25 @@ class Traced:
 
     def __init__(self, recorder: Recorder, kind: int, seq: int, plan: Any) -> None:
         self.recorder, self.kind, self.seq, self.starts, self.slot = recorder, kind, seq, 0, None
-        self.what = plan.what() if plan is not None else None
+        self.what = (plan.what() if plan is not None else None) or ("?", "", 0)
 
     def started(self, request: Any) -> None:
+        """A start: the next slot of ``requests``, written (a persistent request's start ``k`` is numbered
+        ``(seq, k)``, written ``seq.k`` in the record); running, it names the request (its round)."""
         recorder = self.recorder
-        i = recorder.next_request
-        recorder.next_request = (i + 1) % len(recorder.requests)
+        i, slots = recorder.next_request, recorder.requests
+        recorder.next_request = i + 1 if i + 1 < len(slots) else 0
         self.starts += 1
-        seq = self.seq if self.kind == 1 else f"{self.seq}.{self.starts}"
-        slot = self.slot = recorder.requests[i]
-        slot[:] = (self.kind, seq, self.what or ("?", "", 0), time.time(), None, request)   # running: its round
+        slot = self.slot = slots[i]
+        slot[:] = (self.kind, self.seq if self.kind == 1 else (self.seq, self.starts), self.what, _now(), None,
+                   request)
 
     def ended(self, error: BaseException | None, rnd: int) -> None:
         slot, self.slot = self.slot, None
         if slot is None:
             return
         if error is None:
-            slot[4], slot[5] = time.time(), None
+            slot[4], slot[5] = _now(), None
         else:
             failed(slot, error, rnd)
 
@@ -185,6 +190,8 @@ class Traced:
 def _entry(slot: list) -> dict:
     kind, seq, what, start, finish, outcome = slot
     collective, algorithm, nbytes = what if type(what) is tuple else (str(what).lower(), "", -1)
+    if type(seq) is tuple:               # a persistent request's start: seq.k
+        seq = f"{seq[0]}.{seq[1]}"
     entry = {"kind": KINDS[kind], "seq": seq, "collective": collective, "algorithm": algorithm, "bytes": nbytes,
              "start": start, "end": finish}
     if type(outcome) is dict:

@@ -29,7 +29,7 @@ from mpicoll.runtime.nonblocking import (
     _mpi_bool,
     _startall,
 )
-from mpicoll.runtime.recorder import Traced
+from mpicoll.runtime.recorder import Recorder, Traced
 from mpicoll.runtime.rounds import CommRound, Round, post
 from mpicoll.runtime.state import NONBLOCKING, PERSISTENT
 
@@ -206,7 +206,7 @@ class Prequest(_WaitFromC, MixedWaits, _Collective, MPI.Prequest):
 
 #: a persistent request's Start and any request's Wait in their common case, from C (None: the Python methods
 #: do it all)
-_FAST_START, _FAST_WAIT = direct.fast_requests(Prequest, Request, ACTIVE, _WAKE, _empty)
+_FAST_START, _FAST_WAIT = direct.fast_requests(Prequest, Request, ACTIVE, _WAKE, _empty, Traced, Recorder)
 
 
 # -- entry points used by mpicoll.Comm ------------------------------------------------
