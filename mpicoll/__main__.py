@@ -80,7 +80,7 @@ def _nbytes(text: str) -> int:
 
 
 class _Version(argparse.Action):
-    """``--version``: the version, and each optional compiled part (``mpicoll.runtime._*``) in use or why not."""
+    """``--version``: the version, and whether each optional compiled part of ``mpicoll.runtime`` is in use."""
 
     def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
         from mpicoll.runtime import compiled, direct  # noqa: PLC0415 - initialises MPI: only when asked
