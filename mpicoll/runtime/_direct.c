@@ -9,9 +9,11 @@
  * family before it calls init, and uses the mpi4py paths where it cannot.
  *
  * - Rounds(bound, comm, messages, handles=None): a plan's rounds.  Called as rounds(tag), it runs them
- *   blocking (what mpicoll.runtime.blocking.execute does: a round's messages, then its local steps); with
- *   the handles of a persistent request's MPI persistent requests, start(), advance(block) and
- *   requests_of(round) run them as a request (what mpicoll.runtime.nonblocking._Collective._advance does).
+ *   blocking (what mpicoll.runtime.blocking.execute does: a round's messages, then its local steps).  As a
+ *   request (what mpicoll.runtime.nonblocking._Collective._advance does): start(tag) posts round 0 with
+ *   tag, or start() starts it where handles are a persistent request's MPI persistent requests, and
+ *   advance(block) goes on round by round; pending() and drop(handle) let the engine's Waitany see the
+ *   current round's requests.
  * - Generalized(address) (in _requests.c): the MPI generalized request behind an mpicoll request's handle,
  *   started and completed from C (mpi4py's Grequest.Start makes Python callbacks at every start).
  *
