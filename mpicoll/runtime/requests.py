@@ -51,28 +51,11 @@ class _WaitFromC:
     __slots__ = ()
 
     def Wait(self, status: MPI.Status | None = None) -> bool:
-        """Block until the collective is complete, moving every outstanding mpicoll request along.
-
-        Parameters
-        ----------
-        status : MPI.Status, optional
-            Set empty, as MPI does for collectives.
-
-        Returns
-        -------
-        bool
-            Always True (mpi4py's convention).
-
-        Raises
-        ------
-        RuntimeError
-            The request was freed.
-        CollectiveTimeout
-            The communicator has a timeout and the collective made no progress for that long.
-        """
         if _FAST_WAIT is not None and _FAST_WAIT(self, status):    # the common case, from C
             return True
         return super().Wait(status)
+
+    Wait.__doc__ = _Collective.Wait.__doc__     # (the same call: its documentation is the definition's)
 
 
 class Request(_WaitFromC, MixedWaits, _Collective):
