@@ -72,12 +72,17 @@ def _cached_prepare(state: CommState, method: str, args: tuple, algorithm: str, 
     return plan
 
 
-def start(comm: Any, method: str, args: tuple, algorithm: str) -> Request:
-    """A nonblocking call: prepared (or a cached plan lent) and started; it never waits for another rank."""
+def _start(comm: Any, method: str, args: tuple, algorithm: str) -> Request:
+    """A nonblocking call: prepared (or a cached plan lent) and started; it never waits for another rank (the
+    Python definition of the compiled ``start``)."""
     state = _state(comm)
     if type(state) is InterState:
         return inter.start(state, method, args, algorithm)
-    tag = state.next_tag(NONBLOCKING)
+    return start_drawn(state, method, args, algorithm, state.next_tag(NONBLOCKING))
+
+
+def start_drawn(state: CommState, method: str, args: tuple, algorithm: str, tag: int) -> Request:
+    """:func:`start` once the call's tag is drawn (where the compiled ``start`` hands a call it does not run)."""
     args = exchanged(state, method, args)
     if state.careful:
         return careful.start(state, method, args, algorithm, tag)
@@ -172,3 +177,22 @@ def _compiled_run_blocking() -> Any:
 
 #: ``run_blocking(comm, method, algorithm, *args)``: what every blocking collective method calls
 run_blocking = _compiled_run_blocking()
+
+
+def _compiled_start() -> Any:
+    """The compiled ``start`` where the key builder and the requests' C paths are compiled, else :func:`_start`.
+
+    It runs a hit whose cached plan's last request (``Plan.spare``) nothing else holds any more: that request
+    is started again (``mpicoll.runtime._direct.restart``), as :func:`_start` would start a new one; every
+    other call goes to :func:`start_drawn` with the tag it drew (to :func:`_start` on an intercommunicator).
+    """
+    if call_key is callkey._call_key or requests.RESTART is None:
+        return _start
+    _callkey = extension("_callkey")
+    startable = frozenset(name for name, collective in TABLE.items() if collective.exchange is None)
+    _callkey.init_start(CommState, Plan, startable, _start, start_drawn, requests.RESTART, NONBLOCKING)
+    return _callkey.start
+
+
+#: ``start(comm, method, args, algorithm)``: what every nonblocking collective method calls
+start = _compiled_start()

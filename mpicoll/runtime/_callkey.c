@@ -479,6 +479,12 @@ static PyMethodDef methods[] = {
     {"init_run", init_run, METH_VARARGS,
      "init_run(active, elsewhere, value_args, failed)\n--\n\nThe objects run reads besides the key's (mpicoll.comm.dispatch calls it "
      "once)."},
+    {"start", (PyCFunction)(void (*)(void))start, METH_FASTCALL,
+     "start(comm, method, args, algorithm)\n--\n\nStart a nonblocking call: a cached plan's last request "
+     "started again where nothing else holds it, else Python's start (as mpicoll.comm.dispatch._start)."},
+    {"init_start", init_start, METH_VARARGS,
+     "init_start(state_class, plan_class, startable, start, start_drawn, restart, kind)\n--\n\nThe objects "
+     "start reads (mpicoll.comm.dispatch calls it once)."},
     {"init", init, METH_VARARGS,
      "init(fallback, generation, ndarray, buffer_types, predefined_types, predefined_ops, "
      "Op, IN_PLACE)\n--\n\nThe objects the key is built from (mpicoll.runtime.callkey calls it once)."},

@@ -18,5 +18,8 @@ PyObject *key_of(PyObject *method, PyObject *const *argv, Py_ssize_t nargs, PyOb
 /* the module's run(comm, method, algorithm, *args) and init_run(active, elsewhere, value_args, failed) */
 PyObject *run(PyObject *self, PyObject *const *argv, Py_ssize_t argc);
 PyObject *init_run(PyObject *self, PyObject *args);
+/* and start(comm, method, args, algorithm) and init_start(...) (see _callrun.c) */
+PyObject *start(PyObject *self, PyObject *const *argv, Py_ssize_t argc);
+PyObject *init_start(PyObject *self, PyObject *args);
 
 #endif

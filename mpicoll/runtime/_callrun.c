@@ -1,10 +1,16 @@
-/* mpicoll.runtime._callkey's run: a whole blocking call, compiled.
+/* mpicoll.runtime._callkey's run and start: a whole blocking call, and a nonblocking call's hit, compiled.
  *
  * run(comm, method, algorithm, *args) does what mpicoll.comm.dispatch.run_blocking (the definition) does:
  * draw the tag, build the key (key_of, in _callkey.c), look the entry up and call its runner, or hand the call
  * to the communicator's slow path.  Every blocking collective method calls it.  The call is noted in the
  * communicator's flight recorder (mpicoll.runtime.recorder: begin and end, written here as there; a failure
  * handed to its failed).
+ *
+ * start(comm, method, args, algorithm) does what mpicoll.comm.dispatch._start (the definition) does for a hit
+ * whose cached plan is not lent and whose last request nothing but the plan holds: it draws the tag, builds the
+ * key, and has _direct.restart start that request again as new (see mpicoll.runtime.requests.start).  Every
+ * other call goes to dispatch.start_drawn with the tag drawn here (to _start, before any tag, where the call is
+ * not an intracommunicator's or has an exchange of its own).
  */
 #include <time.h>
 
@@ -14,6 +20,11 @@ static PyObject *active_requests;   /* mpicoll.runtime.nonblocking.ACTIVE: the m
 static PyObject *elsewhere;         /* mpicoll.runtime.nonblocking.ELSEWHERE: the other threads' */
 static PyObject *value_args;        /* mpicoll.calls.table.VALUE_ARGS: method -> positions of counts given by value */
 static PyObject *on_failure;        /* mpicoll.runtime.recorder.failed(slot, exc) */
+/* start's: the classes of an intracommunicator's state and of a plan, the methods it may run, the Python
+ * start, what runs a call once its tag is drawn, _direct.restart, and the nonblocking calls' kind of tag */
+static PyObject *state_class, *plan_class, *startable, *python_start, *start_drawn, *restart;
+static int nonblocking_kind;
+static PyObject *s_request_plans, *s_data, *s_plan, *s_lent, *s_spare;
 
 /* time.time() */
 static double
@@ -97,27 +108,33 @@ end(PyObject *slot, PyObject *result)
     return NULL;
 }
 
-/* tags[1] = tags[1] % tags[0] + 1, returned (CommState.next_tag(BLOCKING), inline); NULL on error */
+/* tags[kind + 1] = tags[kind + 1] % tags[0] + 1 (CommState.next_tag(kind), inline): the tag (a new reference),
+ * and in *seq that sequence's number (the tag less kind * tags[0]; a new reference) unless seq is NULL; NULL on
+ * error */
 static PyObject *
-draw_tag(PyObject *tags)
+draw_tag(PyObject *tags, int kind, PyObject **seq)
 {
-    if (!PyList_CheckExact(tags) || PyList_GET_SIZE(tags) < 2) {
+    if (!PyList_CheckExact(tags) || PyList_GET_SIZE(tags) < kind + 2) {
         PyErr_SetString(PyExc_TypeError, "CommState.tags must be a list of ints");
         return NULL;
     }
     long long per_kind = PyLong_AsLongLong(PyList_GET_ITEM(tags, 0));
-    long long last = PyLong_AsLongLong(PyList_GET_ITEM(tags, 1));
+    long long last = PyLong_AsLongLong(PyList_GET_ITEM(tags, kind + 1));
     if (PyErr_Occurred())
         return NULL;
     if (per_kind <= 0 || last < 0) {
         PyErr_SetString(PyExc_ValueError, "CommState.tags holds a bad tag state");
         return NULL;
     }
-    PyObject *tag = PyLong_FromLongLong(last % per_kind + 1);
-    if (tag != NULL) {
-        Py_INCREF(tag);
-        PyList_SetItem(tags, 1, tag);   /* steals one reference */
+    PyObject *number = PyLong_FromLongLong(last % per_kind + 1);
+    if (number == NULL || PyList_SetItem(tags, kind + 1, Py_NewRef(number)) < 0) {  /* (steals one reference) */
+        Py_XDECREF(number);
+        return NULL;
     }
+    PyObject *tag = kind == 0 ? Py_NewRef(number) : PyLong_FromLongLong(last % per_kind + 1 + kind * per_kind);
+    if (seq != NULL && tag != NULL)
+        *seq = Py_NewRef(number);
+    Py_DECREF(number);
     return tag;
 }
 
@@ -155,7 +172,7 @@ run(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
         return NULL;
     }
     PyObject *tags = PyObject_GetAttr(state, s_tags);
-    PyObject *tag = tags ? draw_tag(tags) : NULL;
+    PyObject *tag = tags ? draw_tag(tags, 0, NULL) : NULL;
     Py_XDECREF(tags);
     PyObject *values = tag ? PyDict_GetItemWithError(value_args, method) : NULL;   /* borrowed */
     PyObject *key = tag && !PyErr_Occurred()
@@ -215,3 +232,114 @@ init_run(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+
+/* the spare request of the cached plan that the nonblocking call of key would be lent (a new reference; its
+ * plan in *plan, a new reference too), or NULL: no such request, or something else holds it (an error only if
+ * one is set).  The plan is marked lent and its entry used, as mpicoll.comm.dispatch._lend does. */
+static PyObject *
+spare_of(PyObject *state, PyObject *key, PyObject **plan)
+{
+    PyObject *plans = key != Py_None ? PyObject_GetAttr(state, s_request_plans) : NULL;
+    PyObject *data = plans ? PyObject_GetAttr(plans, s_data) : NULL;
+    Py_XDECREF(plans);
+    PyObject *hit = data && PyDict_CheckExact(data) ? PyDict_GetItemWithError(data, key) : NULL;   /* borrowed */
+    Py_XINCREF(hit);
+    Py_XDECREF(data);
+    PyObject *found = hit ? PyObject_GetAttr(hit, s_plan) : NULL;
+    PyObject *lent = found && Py_TYPE(found) == (PyTypeObject *)plan_class ? PyObject_GetAttr(found, s_lent) : NULL;
+    PyObject *spare = lent == Py_False ? PyObject_GetAttr(found, s_spare) : NULL;
+    Py_XDECREF(lent);
+    if (spare != NULL && (spare == Py_None || Py_REFCNT(spare) != 2      /* (the plan's reference and ours) */
+                          || PyObject_SetAttr(hit, s_used, Py_True) < 0
+                          || PyObject_SetAttr(found, s_lent, Py_True) < 0))
+        Py_CLEAR(spare);
+    Py_XDECREF(hit);
+    if (spare == NULL)
+        Py_XDECREF(found);
+    else
+        *plan = found;
+    return spare;
+}
+
+PyObject *
+start(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
+{
+    (void)self;
+    if (argc != 4) {
+        PyErr_SetString(PyExc_TypeError, "start(comm, method, args, algorithm)");
+        return NULL;
+    }
+    if (restart == NULL || fallback == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "mpicoll.runtime._callkey.init() and init_start() were not both called");
+        return NULL;
+    }
+    PyObject *comm = argv[0], *method = argv[1], *args = argv[2], *algorithm = argv[3];
+    PyObject *state = PyObject_GetAttr(comm, s_state);
+    if (state == NULL)
+        return NULL;
+    int runs = Py_TYPE(state) == (PyTypeObject *)state_class && PyTuple_CheckExact(args)
+               ? PySet_Contains(startable, method) : 0;
+    if (runs <= 0) {     /* an intercommunicator, MPI.COMM_NULL, a call with an exchange of its own */
+        Py_DECREF(state);
+        return runs < 0 ? NULL : PyObject_Vectorcall(python_start, argv, 4, NULL);
+    }
+    PyObject *tags = PyObject_GetAttr(state, s_tags), *seq = NULL;
+    PyObject *tag = tags ? draw_tag(tags, nonblocking_kind, &seq) : NULL;
+    Py_XDECREF(tags);
+    PyObject *entries = tag ? PyObject_GetAttr(state, s_entries) : NULL, *key = NULL;
+    if (entries != NULL && entries != Py_None) {     /* (None: the careful path) */
+        PyObject *values = PyDict_GetItemWithError(value_args, method);     /* borrowed */
+        if (!PyErr_Occurred())
+            key = key_of(method, ((PyTupleObject *)args)->ob_item, PyTuple_GET_SIZE(args), args, algorithm,
+                         values ? values : empty_tuple);
+    }
+    Py_XDECREF(entries);
+    PyObject *plan = NULL, *spare = key ? spare_of(state, key, &plan) : NULL;
+    Py_XDECREF(key);
+    PyObject *result = NULL;
+    if (spare != NULL) {
+        PyObject *recorder = PyObject_GetAttr(state, s_recorder);
+        PyObject *call[5] = {spare, tag, args, seq, recorder};
+        PyObject *started = recorder ? PyObject_Vectorcall(restart, call, 5, NULL) : NULL;
+        Py_XDECREF(recorder);
+        if (started == Py_True)
+            result = Py_NewRef(spare);
+        else if (started == Py_False && PyObject_SetAttr(plan, s_lent, Py_False) < 0)
+            Py_CLEAR(started);
+        Py_XDECREF(started);
+        Py_DECREF(spare);
+        Py_DECREF(plan);
+    }
+    if (result == NULL && tag != NULL && !PyErr_Occurred()) {   /* every other call: Python, with the tag drawn */
+        PyObject *call[5] = {state, method, args, algorithm, tag};
+        result = PyObject_Vectorcall(start_drawn, call, 5, NULL);
+    }
+    Py_XDECREF(seq);
+    Py_XDECREF(tag);
+    Py_DECREF(state);
+    return result;
+}
+
+PyObject *
+init_start(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *states, *plans, *methods, *slow, *drawn, *restarting;
+    if (!PyArg_ParseTuple(args, "O!O!O!OOOi:init_start", &PyType_Type, &states, &PyType_Type, &plans,
+                          &PyFrozenSet_Type, &methods, &slow, &drawn, &restarting, &nonblocking_kind))
+        return NULL;
+    s_request_plans = PyUnicode_InternFromString("request_plans");
+    s_data = PyUnicode_InternFromString("data");
+    s_plan = PyUnicode_InternFromString("plan");
+    s_lent = PyUnicode_InternFromString("lent");
+    s_spare = PyUnicode_InternFromString("spare");
+    if (!s_request_plans || !s_data || !s_plan || !s_lent || !s_spare)
+        return NULL;
+    Py_XSETREF(state_class, Py_NewRef(states));
+    Py_XSETREF(plan_class, Py_NewRef(plans));
+    Py_XSETREF(startable, Py_NewRef(methods));
+    Py_XSETREF(python_start, Py_NewRef(slow));
+    Py_XSETREF(start_drawn, Py_NewRef(drawn));
+    Py_XSETREF(restart, Py_NewRef(restarting));
+    Py_RETURN_NONE;
+}

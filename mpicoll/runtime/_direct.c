@@ -553,12 +553,15 @@ static PyMethodDef methods[] = {
      "library at path) call advance() while either list is not empty; whether it could."},
     {"unhook_progress", unhook_progress, METH_NOARGS, "Undo hook_progress."},
     {"init_requests", init_requests, METH_VARARGS,
-     "init_requests(persistent, nonblocking, engine, wake, empty, traced, recorder)\n--\n\nThe request classes "
-     "whose Start and Wait start() and wait() run (see mpicoll.runtime.requests)."},
+     "init_requests(persistent, nonblocking, engine, wake, empty, traced, recorder, main_thread)\n--\n\nThe "
+     "request classes whose Start and Wait start() and wait() run (see mpicoll.runtime.requests)."},
     {"start", fast_start, METH_O,
      "start(request)\n--\n\nStart a persistent request in its common case; False where Python must."},
     {"wait", (PyCFunction)(void (*)(void))fast_wait, METH_FASTCALL,
      "wait(request, status)\n--\n\nWait for a request in its common case; False where Python must."},
+    {"restart", (PyCFunction)(void (*)(void))fast_restart, METH_FASTCALL,
+     "restart(request, tag, keep, seq, recorder)\n--\n\nStart a waited-for nonblocking request again, as new; "
+     "False where Python must."},
     {"init", init, METH_VARARGS,
      "init(path, family, constants, exception, fromhandle)\n--\n\nFind the MPI functions in the library at path (see "
      "mpicoll.runtime.direct)."},

@@ -76,9 +76,10 @@ int generalized_complete_run(Generalized *self, int error_class);
 void driving(int on);
 PyObject *hook_progress(PyObject *self, PyObject *args);
 PyObject *unhook_progress(PyObject *self, PyObject *unused);
-/* _requests.c: the module's functions init_requests, start and wait */
+/* _requests.c: the module's functions init_requests, start, wait and restart */
 PyObject *init_requests(PyObject *self, PyObject *args);
 PyObject *fast_start(PyObject *self, PyObject *request);
 PyObject *fast_wait(PyObject *self, PyObject *const *argv, Py_ssize_t argc);
+PyObject *fast_restart(PyObject *self, PyObject *const *argv, Py_ssize_t argc);
 
 #endif

@@ -11,9 +11,12 @@
  * (their offsets are found once, from the class's member descriptors).
  *
  * start: the generalized request behind the handle, the state, round 0's Startall, the flight recorder's
- * note (Traced.started, written here as there), and only then the engine's list (so the progress thread never sees a request whose messages have
- * not started), then the progress thread's wake-up.  wait: the engine's guard (taken without blocking,
- * else Python waits), every round in C, then what _complete and _settle do.
+ * note (Traced.started, written here as there), and only then the engine's list (so the progress thread never
+ * sees a request whose messages have not started), then the progress thread's wake-up.  restart: a nonblocking
+ * request that ran before and is inactive again (waited for), given the slots a new one would have (its tag,
+ * the call's arguments, its record's number) and started the same way, round 0 posted with Irecv/Isend (what
+ * mpicoll.runtime.nonblocking._Collective._launch does for a new one).  wait: the engine's guard (taken
+ * without blocking, else Python waits), every round in C, then what _complete and _settle do.
  */
 #include "_direct.h"
 #include <string.h>
@@ -27,12 +30,13 @@ static PyTypeObject *request_type; /* the nonblocking request class (wait), whos
 static PyObject *main_engine;      /* mpicoll.runtime.nonblocking.ACTIVE */
 static PyObject *wake;             /* mpicoll.runtime.nonblocking._WAKE: what a start calls, if anything */
 static PyObject *empty_status;     /* mpicoll.runtime.nonblocking._empty(status) */
+static unsigned long main_thread;  /* threading.main_thread().ident: the thread whose engine is main_engine */
 static PyObject *s_start_failed, *s_advance_failed, *s_started, *s_ended, *s_acquire, *s_release;
 static PyTypeObject *traced_type, *recorder_type;   /* mpicoll.runtime.recorder's Traced and Recorder */
 static Py_ssize_t at_trace_recorder, at_trace_kind, at_trace_seq, at_trace_what, at_trace_starts, at_trace_slot,
     at_recorder_requests, at_recorder_next;
 static Py_ssize_t at_state, at_round, at_pending, at_engine, at_error, at_trace, at_generalized, at_direct,
-    at_requests, at_finish, at_release, at_keep, at_watch, at_guard, at_before;
+    at_requests, at_finish, at_release, at_keep, at_watch, at_guard, at_tag, at_before;
 
 #define SLOT(object, at) (*(PyObject **)((char *)(object) + (at)))
 
@@ -72,9 +76,9 @@ init_requests(PyObject *self, PyObject *args)
 {
     (void)self;
     PyObject *persistent_cls, *request_cls, *engine, *wakes, *empty, *traced_cls, *recorder_cls;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!OO!O!", &PyType_Type, &persistent_cls, &PyType_Type, &request_cls,
+    if (!PyArg_ParseTuple(args, "O!O!O!O!OO!O!k", &PyType_Type, &persistent_cls, &PyType_Type, &request_cls,
                           &PyList_Type, &engine, &PyList_Type, &wakes, &empty, &PyType_Type, &traced_cls,
-                          &PyType_Type, &recorder_cls))
+                          &PyType_Type, &recorder_cls, &main_thread))
         return NULL;
     struct { Py_ssize_t *at; PyObject *cls; const char *name; } notes[] = {
         {&at_trace_recorder, traced_cls, "recorder"}, {&at_trace_kind, traced_cls, "kind"},
@@ -91,7 +95,7 @@ init_requests(PyObject *self, PyObject *args)
         {&at_state, "_state"}, {&at_round, "_round"}, {&at_pending, "_pending"}, {&at_engine, "_engine"},
         {&at_error, "_error"}, {&at_trace, "trace"}, {&at_generalized, "_generalized"}, {&at_direct, "_direct"},
         {&at_finish, "_finish"}, {&at_release, "_release"}, {&at_keep, "_keep"}, {&at_watch, "watch"},
-        {&at_guard, "_guard"}, {&at_requests, "_requests"}, {&at_before, "_before"},
+        {&at_guard, "_guard"}, {&at_tag, "tag"}, {&at_requests, "_requests"}, {&at_before, "_before"},
     };
     size_t shared = sizeof slots / sizeof slots[0] - 2;     /* the last two are the persistent class's own */
     for (size_t i = 0; i < sizeof slots / sizeof slots[0]; i++) {
@@ -212,24 +216,16 @@ note_ended(PyObject *trace, PyObject *round)
     return rc;
 }
 
-PyObject *
-fast_start(PyObject *self, PyObject *request)
+/* the start of a run, after the state it starts from was set: the generalized request, the state, round 0's
+ * messages, the recorder's note, the engine's list, the wake-up; True, or NULL with an error set */
+static PyObject *
+launch(PyObject *request, Rounds *rounds, Generalized *generalized, int tag)
 {
-    (void)self;
-    Rounds *rounds;
-    Generalized *generalized;
-    if (!applies(request, &rounds, &generalized) || Py_TYPE(request) != prequest
-        || state_of(request) != INACTIVE || SLOT(request, at_before) != Py_None)
-        Py_RETURN_FALSE;
-    PyObject *requests = SLOT(request, at_requests);
-    if (!PyList_Check(requests) || PyList_GET_SIZE(requests) == 0)
-        Py_RETURN_FALSE;
     if (generalized_start_run(generalized) < 0)
         return NULL;
     set_slot(request, at_state, PyLong_FromLong(RUNNING));
     set_slot(request, at_round, PyLong_FromLong(0));
-    set_slot(request, at_pending, Py_NewRef(PyList_GET_ITEM(requests, 0)));
-    if (rounds_start_run(rounds, -1) < 0) {     /* the request ends with the error (Python: _enter, then _fail) */
+    if (rounds_start_run(rounds, tag) < 0) {     /* the request ends with the error (Python: _enter, then _fail) */
         PyObject *type, *value, *traceback;
         PyErr_Fetch(&type, &value, &traceback);
         PyErr_NormalizeException(&type, &value, &traceback);
@@ -254,6 +250,53 @@ fast_start(PyObject *self, PyObject *request)
         Py_DECREF(result);
     }
     Py_RETURN_TRUE;
+}
+
+PyObject *
+fast_start(PyObject *self, PyObject *request)
+{
+    (void)self;
+    Rounds *rounds;
+    Generalized *generalized;
+    if (!applies(request, &rounds, &generalized) || Py_TYPE(request) != prequest
+        || state_of(request) != INACTIVE || SLOT(request, at_before) != Py_None)
+        Py_RETURN_FALSE;
+    PyObject *requests = SLOT(request, at_requests);
+    if (!PyList_Check(requests) || PyList_GET_SIZE(requests) == 0)
+        Py_RETURN_FALSE;
+    set_slot(request, at_pending, Py_NewRef(PyList_GET_ITEM(requests, 0)));
+    return launch(request, rounds, generalized, -1);
+}
+
+PyObject *
+fast_restart(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
+{
+    (void)self;
+    if (argc != 5) {
+        PyErr_SetString(PyExc_TypeError, "restart(request, tag, keep, seq, recorder)");
+        return NULL;
+    }
+    PyObject *request = argv[0], *tag = argv[1], *keep = argv[2], *seq = argv[3], *recorder = argv[4];
+    Rounds *rounds;
+    Generalized *generalized;
+    if (!applies(request, &rounds, &generalized) || Py_TYPE(request) != request_type
+        || state_of(request) != INACTIVE || PyThread_get_thread_ident() != main_thread)
+        Py_RETURN_FALSE;
+    PyObject *trace = SLOT(request, at_trace);   /* the record it keeps is the one its communicator keeps now */
+    if (recorder == Py_None ? trace != Py_None
+                            : Py_TYPE(trace) != traced_type || SLOT(trace, at_trace_recorder) != recorder)
+        Py_RETURN_FALSE;
+    int number = as_int(tag);
+    if (number == -1 && PyErr_Occurred())
+        return NULL;
+    set_slot(request, at_tag, Py_NewRef(tag));
+    set_slot(request, at_keep, Py_NewRef(keep));
+    set_slot(request, at_error, Py_NewRef(Py_None));
+    if (trace != Py_None) {
+        set_slot(trace, at_trace_seq, Py_NewRef(seq));
+        set_slot(trace, at_trace_starts, PyLong_FromLong(0));
+    }
+    return launch(request, rounds, generalized, number);
 }
 
 static int

@@ -20,6 +20,7 @@ built).  It is used where all of these hold, and the mpi4py paths everywhere els
 from __future__ import annotations
 
 import ctypes
+import threading
 from typing import Any
 
 import numpy as np
@@ -148,16 +149,18 @@ def generalized(request: MPI.Request) -> Any:
 
 
 def fast_requests(persistent: type, nonblocking: type, engine: list, wake: list, empty: Any, traced: type,
-                  recorder: type) -> tuple[Any, Any]:
-    """``(start, wait)``: ``start(request)`` (a ``persistent`` one) and ``wait(request, status)`` (either class) run
-    a request in its common case from C and return True, or return False where its Python methods must (see
-    ``mpicoll/runtime/_requests.c``); ``(None, None)`` where the direct path does not apply.  ``engine``: the
-    main thread's requests; ``wake``: what a start calls; ``empty(status)``: a collective's status; ``traced`` and
-    ``recorder``: the flight recorder's classes, whose notes C writes as they do."""
+                  recorder: type) -> tuple[Any, Any, Any]:
+    """``(start, wait, restart)``: ``start(request)`` (a ``persistent`` one), ``wait(request, status)`` (either
+    class) and ``restart(request, tag, keep, seq, recorder)`` (a ``nonblocking`` one that ran before, as if new)
+    run a request in its common case from C and return True, or return False where its Python methods must (see
+    ``mpicoll/runtime/_requests.c``); ``(None, None, None)`` where the direct path does not apply.  ``engine``:
+    the main thread's requests; ``wake``: what a start calls; ``empty(status)``: a collective's status;
+    ``traced`` and ``recorder``: the flight recorder's classes, whose notes C writes as they do."""
     if MODULE is None:
-        return None, None
-    MODULE.init_requests(persistent, nonblocking, engine, wake, empty, traced, recorder)
-    return MODULE.start, MODULE.wait
+        return None, None, None
+    MODULE.init_requests(persistent, nonblocking, engine, wake, empty, traced, recorder,
+                         threading.main_thread().ident)
+    return MODULE.start, MODULE.wait, MODULE.restart
 
 
 def hook_progress(active: list, elsewhere: list, advance: Any) -> bool:

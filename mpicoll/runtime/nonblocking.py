@@ -140,10 +140,8 @@ class _Collective(MPI.Request):
             self._state, self._round = RUNNING, 0
             try:
                 rounds.start(self.tag)
-            except MPI.Exception as exc:     # e.g. the communicator was revoked: the request ends with it
-                with self._guard:
-                    self._enter()
-                    self._fail(exc, rounds.pending())
+            except MPI.Exception as exc:
+                self._start_failed(exc)
                 return
             self._enter()
             return
@@ -162,6 +160,12 @@ class _Collective(MPI.Request):
                 return
             if not self._pending:
                 self._advance(False)
+
+    def _start_failed(self, exc: MPI.Exception) -> None:
+        """Round 0 could not be started (e.g. the communicator was revoked): the request ends with ``exc``."""
+        with self._guard:
+            self._enter()
+            self._fail(exc, self._waitable())
 
     def _advance(self, block: bool) -> bool:
         """Run rounds while their messages are complete (waiting for them if ``block``); True when done.

@@ -56,6 +56,9 @@ class Plan:
     relocations: dict[str, tuple[int, int]] | None = None
 
     lent: bool = False     # a cached nonblocking plan in use by an unfinished request (see mpicoll.comm.dispatch._lend)
+    #: the last request this cached plan was lent to: the compiled start runs it again when nothing else holds it
+    #: (see mpicoll.runtime.requests.start)
+    spare: Any = field(default=None, repr=False)
 
     _rounds: list | None = field(default=None, repr=False)
     _runner: tuple[Any, Callable[[int], None]] | None = field(default=None, repr=False)   # (comm, runner(comm))

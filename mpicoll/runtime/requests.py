@@ -111,7 +111,6 @@ class Prequest(_WaitFromC, MixedWaits, _Collective, MPI.Prequest):
                         if comms and all(comm is comms[0] for comm in comms) else None)
 
     def _start_failed(self, exc: MPI.Exception) -> None:
-        """Round 0 could not be started (e.g. the communicator was revoked): the request ends with ``exc``."""
         with self._guard:
             self._enter()
             self._fail(exc, self._requests[0])
@@ -187,9 +186,9 @@ class Prequest(_WaitFromC, MixedWaits, _Collective, MPI.Prequest):
 
 
 
-#: a persistent request's Start and any request's Wait in their common case, from C (None: the Python methods
-#: do it all)
-_FAST_START, _FAST_WAIT = direct.fast_requests(Prequest, Request, ACTIVE, _WAKE, _empty, Traced, Recorder)
+#: a persistent request's Start and any request's Wait in their common case, from C, and a cached plan's spare
+#: request started again (``RESTART``, see mpicoll.comm.dispatch._compiled_start); None: the Python methods do it
+_FAST_START, _FAST_WAIT, RESTART = direct.fast_requests(Prequest, Request, ACTIVE, _WAKE, _empty, Traced, Recorder)
 
 
 # -- entry points used by mpicoll.Comm ------------------------------------------------
@@ -203,6 +202,9 @@ def start(plan: Plan | None, comm: Comm, tag: int, lent: bool = False, keep: Any
     request runs its rounds bound once and marks it in use (:attr:`Plan.lent`)
     until it finishes or an error drops it (a user op that raised: the round's
     messages are complete then, so the plan is free to serve the next call).
+    The plan keeps that request (``Plan.spare``): the compiled ``start`` runs it
+    again for the next equal call once nothing else holds it (the program has
+    dropped it), as if it were new.
 
     ``keep`` (the call's arguments) is held by the request until the collective
     completes: a cached plan views the user's memory by address only, so a
@@ -214,7 +216,7 @@ def start(plan: Plan | None, comm: Comm, tag: int, lent: bool = False, keep: Any
     elif lent:
         plan.lent = True
         rounds, steps, posted_from_c, comms = plan.request_parts(comm.private)
-        req = Request(rounds, comms, tag, plan.finish, steps, plan.give_back, keep)
+        req = plan.spare = Request(rounds, comms, tag, plan.finish, steps, plan.give_back, keep)
         req._direct = posted_from_c
     else:
         plan.begin()      # GPU buffers: stage the inputs in

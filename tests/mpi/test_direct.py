@@ -76,3 +76,32 @@ def test_persistent_request_with_a_status_and_with_another_outstanding(comm):
         other.Wait()
         check(np.array_equal(y, np.full(2, float(SUM))) and np.array_equal(z, y), f"wrong sums {y} {z}")
     persistent.Free()
+
+
+def test_a_dropped_request_is_started_again_as_new(comm):
+    """A cached plan's last request, once the program has dropped it, is what the next equal call returns
+    (started again from C): with a tag and a record of its own, the call's arguments held (a temporary send
+    buffer), complete under mpi4py's ``Waitall`` too; a request the program still holds is never the next one."""
+    x, y = np.full(3, float(RANK)), np.zeros(3)
+    expected = np.full(3, float(SUM))
+    for _ in range(3):
+        comm.Iallreduce(np.full(3, float(RANK)), y).Wait()     # (the temporary is held by the request)
+    check(np.array_equal(y, expected), f"wrong sum {y}")
+    first = comm.Iallreduce(x, y)
+    first.Wait()
+    ident, tag = id(first), first.tag
+    del first
+    second = comm.Iallreduce(x, y)
+    if _direct_expected() and P > 1:
+        check(id(second) == ident, "the dropped request was not started again")
+    check(second.tag != tag, f"the same tag {tag} twice")
+    held = second
+    MPI.Request.Waitall([second])
+    third = comm.Iallreduce(x, y)
+    check(third is not held and third.tag != held.tag, "a request the program holds was started again")
+    third.Wait()
+    check(np.array_equal(y, expected) and held.Test(), f"wrong sum {y}")
+    records = [entry for entry in comm._state.recorder.slots() if entry["kind"] != "blocking"][-3:] \
+        if comm._state.recorder is not None else []
+    check(len({entry["seq"] for entry in records}) == len(records) and all(e["end"] for e in records),
+          f"records {records}")
