@@ -81,5 +81,8 @@ PyObject *init_requests(PyObject *self, PyObject *args);
 PyObject *fast_start(PyObject *self, PyObject *request);
 PyObject *fast_wait(PyObject *self, PyObject *const *argv, Py_ssize_t argc);
 PyObject *fast_restart(PyObject *self, PyObject *const *argv, Py_ssize_t argc);
+/* _requests.c: the main thread's requests advanced without blocking where C runs them all: 1, 0 where Python
+ * must (nothing was done), or -1 with an exception set (the GIL held) */
+int advance_main_engine(void);
 
 #endif

@@ -17,6 +17,9 @@
  * the call's arguments, its record's number) and started the same way, round 0 posted with Irecv/Isend (what
  * mpicoll.runtime.nonblocking._Collective._launch does for a new one).  wait: the engine's guard (taken
  * without blocking, else Python waits), every round in C, then what _complete and _settle do.
+ * advance_main_engine: what Open MPI's progress hook (_progress.c) runs while the main thread's requests are
+ * all ones C runs: each advanced without blocking and, when done, completed as _complete does (an MPI wait on
+ * its handle then returns, and frees it).
  */
 #include "_direct.h"
 #include <string.h>
@@ -279,8 +282,11 @@ fast_restart(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
     PyObject *request = argv[0], *tag = argv[1], *keep = argv[2], *seq = argv[3], *recorder = argv[4];
     Rounds *rounds;
     Generalized *generalized;
+    long state = state_of(request);
     if (!applies(request, &rounds, &generalized) || Py_TYPE(request) != request_type
-        || state_of(request) != INACTIVE || PyThread_get_thread_ident() != main_thread)
+        || PyThread_get_thread_ident() != main_thread
+        || !(state == INACTIVE                  /* waited for by its Wait, or by MPI's (which freed its handle) */
+             || (state == COMPLETE && memcmp(generalized->address, generalized->handle, api.handle_size) != 0)))
         Py_RETURN_FALSE;
     PyObject *trace = SLOT(request, at_trace);   /* the record it keeps is the one its communicator keeps now */
     if (recorder == Py_None ? trace != Py_None
@@ -311,10 +317,10 @@ call_guard(PyObject *guard, PyObject *name, PyObject *argument)
     return held;
 }
 
-/* what _complete and _settle do after the last round: the engine's list left, the recorder told, the
- * generalized request completed and freed, the request inactive again */
+/* what _leave and _complete do after the last round: the engine's list left, the recorder told, the
+ * generalized request completed (MPI's waits on it may return) */
 static int
-finish(PyObject *request, Generalized *generalized, PyObject *status)
+complete(PyObject *request, Generalized *generalized)
 {
     Py_ssize_t n = PyList_GET_SIZE(main_engine);
     for (Py_ssize_t i = 0; i < n; i++)
@@ -336,7 +342,14 @@ finish(PyObject *request, Generalized *generalized, PyObject *status)
     if (trace != Py_None && note_ended(trace, SLOT(request, at_round)) < 0)
         return -1;
     set_slot(request, at_state, PyLong_FromLong(COMPLETE));
-    if (generalized_complete_run(generalized, 0) < 0)
+    return generalized_complete_run(generalized, 0);
+}
+
+/* complete, then what _settle does: the generalized request freed, the status emptied, the request inactive */
+static int
+finish(PyObject *request, Generalized *generalized, PyObject *status)
+{
+    if (complete(request, generalized) < 0)
         return -1;
     int rc = api.request_free(generalized->address);
     if (rc != 0) {
@@ -351,6 +364,67 @@ finish(PyObject *request, Generalized *generalized, PyObject *status)
     }
     set_slot(request, at_state, PyLong_FromLong(INACTIVE));
     return 0;
+}
+
+/* round rounds->current of request raised (the error is set): Python ends the request with it, and its Wait
+ * raises it (_advance_failed); 0, or -1 with another error set */
+static int
+advance_failed(PyObject *request, Rounds *rounds)
+{
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    PyErr_NormalizeException(&type, &value, &traceback);
+    set_slot(request, at_round, PyLong_FromSsize_t(rounds->current));
+    PyObject *result = PyObject_CallMethodOneArg(request, s_advance_failed, value);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(traceback);
+    Py_XDECREF(result);
+    return result == NULL ? -1 : 0;
+}
+
+int
+advance_main_engine(void)
+{
+    if (prequest == NULL)
+        return 0;
+    Py_ssize_t n = PyList_GET_SIZE(main_engine);
+    Rounds *rounds;
+    Generalized *generalized;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *request = PyList_GET_ITEM(main_engine, i);
+        if (!applies(request, &rounds, &generalized) || state_of(request) != RUNNING
+            || SLOT(request, at_finish) != Py_None)
+            return 0;
+    }
+    if (n == 0)
+        return 1;
+    PyObject *guard = Py_NewRef(SLOT(PyList_GET_ITEM(main_engine, 0), at_guard));
+    int held = call_guard(guard, s_acquire, Py_False), rc = held < 0 ? -1 : 1;
+    PyObject *engine = held > 0 ? PyList_GetSlice(main_engine, 0, n) : NULL;   /* (complete edits the list) */
+    if (held > 0 && engine == NULL)
+        rc = -1;
+    for (Py_ssize_t i = 0; engine != NULL && rc == 1 && i < n; i++) {
+        PyObject *request = PyList_GET_ITEM(engine, i);
+        if (!applies(request, &rounds, &generalized) || state_of(request) != RUNNING)
+            continue;       /* (a step of the one before may have ended it) */
+        int done = rounds_advance_run(rounds, 0);
+        if (done < 0)
+            rc = advance_failed(request, rounds) < 0 ? -1 : 1;
+        else if (done > 0 && complete(request, generalized) < 0)
+            rc = -1;
+    }
+    Py_XDECREF(engine);
+    if (held > 0) {
+        PyObject *type, *value, *traceback;
+        PyErr_Fetch(&type, &value, &traceback);
+        if (call_guard(guard, s_release, NULL) < 0 && type == NULL)
+            rc = -1;
+        else if (type != NULL)
+            PyErr_Restore(type, value, traceback);
+    }
+    Py_DECREF(guard);
+    return rc;
 }
 
 PyObject *
@@ -374,18 +448,8 @@ fast_wait(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
         return held < 0 ? NULL : Py_NewRef(Py_False);
     PyObject *outcome = Py_False;
     if (state_of(request) == RUNNING) {      /* (the progress thread may have finished it first) */
-        if (rounds_advance_run(rounds, 1) < 0) {    /* Python ends the request with the error; its Wait raises */
-            PyObject *type, *value, *traceback;
-            PyErr_Fetch(&type, &value, &traceback);
-            PyErr_NormalizeException(&type, &value, &traceback);
-            set_slot(request, at_round, PyLong_FromSsize_t(rounds->current));
-            PyObject *result = PyObject_CallMethodOneArg(request, s_advance_failed, value);
-            Py_XDECREF(type);
-            Py_XDECREF(value);
-            Py_XDECREF(traceback);
-            outcome = result == NULL ? NULL : Py_False;
-            Py_XDECREF(result);
-        }
+        if (rounds_advance_run(rounds, 1) < 0)     /* Python ends the request with the error; its Wait raises */
+            outcome = advance_failed(request, rounds) < 0 ? NULL : Py_False;
         else {
             outcome = finish(request, generalized, status) < 0 ? NULL : Py_True;
         }

@@ -87,6 +87,7 @@ class _Thread:
             if requests:
                 last_seen = time.monotonic()
                 delay = POLL_MIN if engines.advance_unowned(requests) else min(2 * delay, POLL_MAX)
+                requests = None     # (not held while asleep: a request the program dropped may be started again)
             elif time.monotonic() - last_seen > LINGER:
                 self.sleep()
                 delay, last_seen = POLL_MIN, time.monotonic()
