@@ -14,7 +14,7 @@
  *   tag, or start() starts it where handles are a persistent request's MPI persistent requests, and
  *   advance(block) goes on round by round; pending() and drop(handle) let the engine's Waitany see the
  *   current round's requests.
- * - Generalized(address) (in _requests.c): the MPI generalized request behind an mpicoll request's handle,
+ * - Generalized(address) (in _generalized.c): the MPI generalized request behind an mpicoll request's handle,
  *   started and completed from C (mpi4py's Grequest.Start makes Python callbacks at every start).
  *
  * A round whose messages fail is handed, as in mpicoll.runtime._rounds, to the function set by
@@ -553,12 +553,11 @@ static PyMethodDef methods[] = {
      "library at path) call advance() while either list is not empty; whether it could."},
     {"unhook_progress", unhook_progress, METH_NOARGS, "Undo hook_progress."},
     {"init_requests", init_requests, METH_VARARGS,
-     "init_requests(persistent, nonblocking, engine, wake, empty, traced, recorder, main_thread)\n--\n\nThe "
-     "request classes whose Start and Wait start() and wait() run (see mpicoll.runtime.requests)."},
-    {"start", fast_start, METH_O,
-     "start(request)\n--\n\nStart a persistent request in its common case; False where Python must."},
-    {"wait", (PyCFunction)(void (*)(void))fast_wait, METH_FASTCALL,
-     "wait(request, status)\n--\n\nWait for a request in its common case; False where Python must."},
+     "init_requests(persistent, nonblocking, engine, wake, empty, traced, recorder, main_thread, start, wait)"
+     "\n--\n\nThe request classes whose Start and Wait methods() makes (see mpicoll.runtime.requests)."},
+    {"methods", request_methods, METH_O,
+     "methods(cls)\n--\n\n(Start, Wait): the C forms of a request class's methods, as method descriptors (see "
+     "mpicoll.runtime.direct.fast_requests)."},
     {"restart", (PyCFunction)(void (*)(void))fast_restart, METH_FASTCALL,
      "restart(request, tag, keep, seq, recorder)\n--\n\nStart a waited-for nonblocking request again, as new; "
      "False where Python must."},

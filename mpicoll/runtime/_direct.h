@@ -1,5 +1,5 @@
 /* What the source files of mpicoll.runtime._direct share: _direct.c binds a plan's rounds and runs them;
- * _requests.c starts and completes generalized requests, and runs a persistent request's Start and Wait;
+ * _generalized.c starts and completes generalized requests; _requests.c runs a request's Start and Wait;
  * _progress.c hooks Open MPI's progress loop. */
 #ifndef MPICOLL_DIRECT_H
 #define MPICOLL_DIRECT_H
@@ -55,7 +55,7 @@ typedef struct {
 
 extern Api api;                     /* the running MPI family's calls (set by init) */
 extern int ready;                   /* whether init succeeded */
-extern PyTypeObject RoundsType, GeneralizedType;   /* (GeneralizedType: _requests.c) */
+extern PyTypeObject RoundsType, GeneralizedType;   /* (GeneralizedType: _generalized.c) */
 
 /* an int argument, or -1 with an exception set (PyLong_AsInt is Python 3.13's) */
 int as_int(PyObject *value);
@@ -76,10 +76,9 @@ int generalized_complete_run(Generalized *self, int error_class);
 void driving(int on);
 PyObject *hook_progress(PyObject *self, PyObject *args);
 PyObject *unhook_progress(PyObject *self, PyObject *unused);
-/* _requests.c: the module's functions init_requests, start, wait and restart */
+/* _requests.c: the module's functions init_requests, methods and restart */
 PyObject *init_requests(PyObject *self, PyObject *args);
-PyObject *fast_start(PyObject *self, PyObject *request);
-PyObject *fast_wait(PyObject *self, PyObject *const *argv, Py_ssize_t argc);
+PyObject *request_methods(PyObject *self, PyObject *cls);
 PyObject *fast_restart(PyObject *self, PyObject *const *argv, Py_ssize_t argc);
 /* _requests.c: the main thread's requests advanced without blocking where C runs them all: 1, 0 where Python
  * must (nothing was done), or -1 with an exception set (the GIL held) */

@@ -1,21 +1,21 @@
-/* mpicoll.runtime._direct's requests: the generalized request behind an mpicoll request's handle
- * (Generalized), a persistent request's Start and any request's Wait in their common case (start(), wait()).
+/* mpicoll.runtime._direct's requests: Start and Wait in their common case, a cached plan's request started
+ * again, and the progress hook's advance.
  *
  * The definition is Python's (mpicoll.runtime.requests.Prequest.Start and
- * mpicoll.runtime.nonblocking._Collective.Wait); these do the same for a request whose rounds C runs
- * (mpicoll.runtime.direct), started (start: a persistent one) and waited for (wait: either kind) by the main
- * thread, with no timeout, nothing to run before a start or after the last round, and, for wait, no other
- * request outstanding.
- * Each returns False where any of that does not hold, and the Python method goes on as if it had not
- * been called.  The request's state lives in its slots, which these read and write where Python would
- * (their offsets are found once, from the class's member descriptors).
+ * mpicoll.runtime.nonblocking._Collective.Wait).  methods(cls) makes the C forms of both, as the method
+ * descriptors that replace them on the request classes: each runs a request whose rounds C runs
+ * (mpicoll.runtime.direct), started (Start: a persistent one) and waited for (Wait: either kind) by the main
+ * thread, with no timeout, nothing to run before a start or after the last round, and, for Wait, no other
+ * request outstanding; anything else goes to the Python definition, as if C had not been there.  The
+ * request's state lives in its slots, which C reads and writes where Python would (their offsets are found
+ * once, from the class's member descriptors).
  *
- * start: the generalized request behind the handle, the state, round 0's Startall, the flight recorder's
+ * Start: the generalized request behind the handle, the state, round 0's Startall, the flight recorder's
  * note (Traced.started, written here as there), and only then the engine's list (so the progress thread never
  * sees a request whose messages have not started), then the progress thread's wake-up.  restart: a nonblocking
  * request that ran before and is inactive again (waited for), given the slots a new one would have (its tag,
  * the call's arguments, its record's number) and started the same way, round 0 posted with Irecv/Isend (what
- * mpicoll.runtime.nonblocking._Collective._launch does for a new one).  wait: the engine's guard (taken
+ * mpicoll.runtime.nonblocking._Collective._launch does for a new one).  Wait: the engine's guard (taken
  * without blocking, else Python waits), every round in C, then what _complete and _settle do.
  * advance_main_engine: what Open MPI's progress hook (_progress.c) runs while the main thread's requests are
  * all ones C runs: each advanced without blocking and, when done, completed as _complete does (an MPI wait on
@@ -29,6 +29,10 @@
 enum { INACTIVE, RUNNING, COMPLETE };   /* mpicoll.runtime.nonblocking's request states */
 
 static PyTypeObject *prequest;     /* the persistent request class (start and wait) */
+static PyObject *python_start, *python_wait;   /* the definitions: Prequest.Start and _Collective.Wait */
+static PyObject *start_doc, *wait_doc;         /* their documentation, with the signature */
+static PyMethodDef start_def, wait_def;        /* their C forms (see methods) */
+static const char *documented(PyObject **kept, const char *signature, PyObject *function);
 static PyTypeObject *request_type; /* the nonblocking request class (wait), whose shared slots lie alike */
 static PyObject *main_engine;      /* mpicoll.runtime.nonblocking.ACTIVE */
 static PyObject *wake;             /* mpicoll.runtime.nonblocking._WAKE: what a start calls, if anything */
@@ -78,11 +82,16 @@ PyObject *
 init_requests(PyObject *self, PyObject *args)
 {
     (void)self;
-    PyObject *persistent_cls, *request_cls, *engine, *wakes, *empty, *traced_cls, *recorder_cls;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!OO!O!k", &PyType_Type, &persistent_cls, &PyType_Type, &request_cls,
+    PyObject *persistent_cls, *request_cls, *engine, *wakes, *empty, *traced_cls, *recorder_cls, *start, *wait;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!OO!O!kOO", &PyType_Type, &persistent_cls, &PyType_Type, &request_cls,
                           &PyList_Type, &engine, &PyList_Type, &wakes, &empty, &PyType_Type, &traced_cls,
-                          &PyType_Type, &recorder_cls, &main_thread))
+                          &PyType_Type, &recorder_cls, &main_thread, &start, &wait))
         return NULL;
+    if ((start_def.ml_doc = documented(&start_doc, "Start($self, /)", start)) == NULL
+        || (wait_def.ml_doc = documented(&wait_doc, "Wait($self, /, status=None)", wait)) == NULL)
+        return NULL;
+    Py_XSETREF(python_start, Py_NewRef(start));
+    Py_XSETREF(python_wait, Py_NewRef(wait));
     struct { Py_ssize_t *at; PyObject *cls; const char *name; } notes[] = {
         {&at_trace_recorder, traced_cls, "recorder"}, {&at_trace_kind, traced_cls, "kind"},
         {&at_trace_seq, traced_cls, "seq"}, {&at_trace_what, traced_cls, "what"},
@@ -255,10 +264,10 @@ launch(PyObject *request, Rounds *rounds, Generalized *generalized, int tag)
     Py_RETURN_TRUE;
 }
 
-PyObject *
-fast_start(PyObject *self, PyObject *request)
+/* Start's C form: True, False where Python must, NULL with an error set */
+static PyObject *
+start_run(PyObject *request)
 {
-    (void)self;
     Rounds *rounds;
     Generalized *generalized;
     if (!applies(request, &rounds, &generalized) || Py_TYPE(request) != prequest
@@ -427,15 +436,10 @@ advance_main_engine(void)
     return rc;
 }
 
-PyObject *
-fast_wait(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
+/* Wait's C form: True, False where Python must, NULL with an error set */
+static PyObject *
+wait_run(PyObject *request, PyObject *status)
 {
-    (void)self;
-    if (argc != 2) {
-        PyErr_SetString(PyExc_TypeError, "wait(request, status)");
-        return NULL;
-    }
-    PyObject *request = argv[0], *status = argv[1];
     Rounds *rounds;
     Generalized *generalized;
     if (!applies(request, &rounds, &generalized) || state_of(request) != RUNNING
@@ -468,84 +472,74 @@ fast_wait(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
     return Py_NewRef(outcome);
 }
 
-/* -- Generalized ---------------------------------------------------------------------------------- */
-
-
-static PyObject *
-generalized_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
-{
-    unsigned long long address;
-    if (kwargs != NULL && PyDict_GET_SIZE(kwargs) != 0) {
-        PyErr_SetString(PyExc_TypeError, "Generalized(address) takes no keyword arguments");
-        return NULL;
-    }
-    if (!ready) {
-        PyErr_SetString(PyExc_RuntimeError, "mpicoll.runtime._direct.init() was not called");
-        return NULL;
-    }
-    if (!PyArg_ParseTuple(args, "K", &address))
-        return NULL;
-    Generalized *self = (Generalized *)type->tp_alloc(type, 0);
-    if (self != NULL)
-        self->address = (char *)(uintptr_t)address;
-    return (PyObject *)self;
-}
-
-int
-generalized_start_run(Generalized *self)
-{
-    self->error_class = 0;
-    int rc = api.grequest_start(&self->error_class, self->handle);
-    if (rc != 0) {
-        raise_mpi(rc);
-        return -1;
-    }
-    memcpy(self->address, self->handle, api.handle_size);
-    return 0;
-}
-
-int
-generalized_complete_run(Generalized *self, int error_class)
-{
-    self->error_class = error_class;
-    int rc = api.grequest_complete(self->handle);
-    if (rc != 0) {
-        raise_mpi(rc);
-        return -1;
-    }
-    return 0;
-}
+/* -- the methods ---------------------------------------------------------------------------------- */
 
 static PyObject *
-generalized_start(Generalized *self, PyObject *unused)
+start_method(PyObject *request, PyObject *unused)
 {
     (void)unused;
-    return generalized_start_run(self) < 0 ? NULL : Py_NewRef(Py_None);
+    PyObject *done = start_run(request);
+    if (done == Py_False)
+        return PyObject_CallOneArg(python_start, request);
+    Py_XDECREF(done);
+    return done == NULL ? NULL : Py_NewRef(Py_None);
 }
 
 static PyObject *
-generalized_complete(Generalized *self, PyObject *error_class)
+wait_method(PyObject *request, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-    int error = as_int(error_class);
-    if (error == -1 && PyErr_Occurred())
+    Py_ssize_t given = nargs + (kwnames != NULL ? PyTuple_GET_SIZE(kwnames) : 0);
+    PyObject *argv[3] = {request, given == 1 ? args[0] : Py_None, given == 2 ? args[1] : NULL};
+    int plain = given == 0 || (given == 1 && (nargs == 1
+                                              || PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0),
+                                                                                  "status") == 0));
+    if (plain) {
+        PyObject *done = wait_run(request, argv[1]);
+        if (done != Py_False)
+            return done;
+    }
+    if (given > 2) {
+        PyErr_SetString(PyExc_TypeError, "Wait() takes at most one argument, status");
         return NULL;
-    return generalized_complete_run(self, error) < 0 ? NULL : Py_NewRef(Py_None);
+    }
+    if (plain)
+        return PyObject_Vectorcall(python_wait, argv, 2, NULL);
+    argv[1] = args[0];     /* (a keyword other than status: the definition says what is wrong) */
+    return PyObject_Vectorcall(python_wait, argv, 1 + nargs, kwnames);
 }
 
-static PyMethodDef generalized_methods[] = {
-    {"start", (PyCFunction)generalized_start, METH_NOARGS,
-     "Start a generalized request and make it the mpicoll request's MPI handle."},
-    {"complete", (PyCFunction)generalized_complete, METH_O,
-     "complete(error_class)\n--\n\nComplete it; its status carries error_class (0: none)."},
-    {NULL, NULL, 0, NULL},
-};
+static PyMethodDef start_def = {"Start", (PyCFunction)start_method, METH_NOARGS, NULL};
+static PyMethodDef wait_def = {"Wait", (PyCFunction)(void (*)(void))wait_method, METH_FASTCALL | METH_KEYWORDS,
+                               NULL};
 
-PyTypeObject GeneralizedType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "mpicoll.runtime._direct.Generalized",
-    .tp_basicsize = sizeof(Generalized),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Generalized(address)\n--\n\nThe generalized request behind the MPI handle kept at address.",
-    .tp_new = generalized_new,
-    .tp_methods = generalized_methods,
-};
+/* "signature\n--\n\n" + function.__doc__, kept in *kept; its UTF-8 (NULL with an error set) */
+static const char *
+documented(PyObject **kept, const char *signature, PyObject *function)
+{
+    PyObject *doc = PyObject_GetAttrString(function, "__doc__");
+    if (doc == NULL)
+        return NULL;
+    Py_XSETREF(*kept, PyUnicode_FromFormat("%s\n--\n\n%S", signature, doc == Py_None ? Py_None : doc));
+    Py_DECREF(doc);
+    return *kept != NULL ? PyUnicode_AsUTF8(*kept) : NULL;
+}
+
+PyObject *
+request_methods(PyObject *self, PyObject *cls)
+{
+    (void)self;
+    if (prequest == NULL || python_start == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "mpicoll.runtime._direct.init_requests() was not called");
+        return NULL;
+    }
+    if (!PyType_Check(cls)) {
+        PyErr_SetString(PyExc_TypeError, "methods(cls): a request class");
+        return NULL;
+    }
+    PyObject *start = PyDescr_NewMethod((PyTypeObject *)cls, &start_def);
+    PyObject *wait = start ? PyDescr_NewMethod((PyTypeObject *)cls, &wait_def) : NULL;
+    PyObject *both = wait ? PyTuple_Pack(2, start, wait) : NULL;
+    Py_XDECREF(start);
+    Py_XDECREF(wait);
+    return both;
+}

@@ -149,18 +149,25 @@ def generalized(request: MPI.Request) -> Any:
 
 
 def fast_requests(persistent: type, nonblocking: type, engine: list, wake: list, empty: Any, traced: type,
-                  recorder: type) -> tuple[Any, Any, Any]:
-    """``(start, wait, restart)``: ``start(request)`` (a ``persistent`` one), ``wait(request, status)`` (either
-    class) and ``restart(request, tag, keep, seq, recorder)`` (a ``nonblocking`` one that ran before, as if new)
-    run a request in its common case from C and return True, or return False where its Python methods must (see
-    ``mpicoll/runtime/_requests.c``); ``(None, None, None)`` where the direct path does not apply.  ``engine``:
-    the main thread's requests; ``wake``: what a start calls; ``empty(status)``: a collective's status;
-    ``traced`` and ``recorder``: the flight recorder's classes, whose notes C writes as they do."""
+                  recorder: type) -> Any:
+    """Give the request classes the C forms of their methods, and return ``restart``; None (and the classes
+    unchanged) where the direct path does not apply.
+
+    ``persistent.Start`` and both classes' ``Wait`` become method descriptors that run the common case from C
+    and hand every other case to the Python method they replace (see ``mpicoll/runtime/_requests.c``).
+    ``restart(request, tag, keep, seq, recorder)`` starts a ``nonblocking`` request that ran before again, as
+    if new (True), or returns False where Python must make a new one.  ``engine``: the main thread's requests;
+    ``wake``: what a start calls; ``empty(status)``: a collective's status; ``traced`` and ``recorder``: the
+    flight recorder's classes, whose notes C writes as they do.
+    """
     if MODULE is None:
-        return None, None, None
+        return None
     MODULE.init_requests(persistent, nonblocking, engine, wake, empty, traced, recorder,
-                         threading.main_thread().ident)
-    return MODULE.start, MODULE.wait, MODULE.restart
+                         threading.main_thread().ident, persistent.Start, nonblocking.Wait)
+    for cls in (nonblocking, persistent):
+        start, cls.Wait = MODULE.methods(cls)
+    persistent.Start = start
+    return MODULE.restart
 
 
 def hook_progress(active: list, elsewhere: list, advance: Any) -> bool:

@@ -45,20 +45,7 @@ _WAKE.append(progress.first_request)   # the first request's start decides wheth
 _NAMES = {INACTIVE: "inactive", RUNNING: "running", COMPLETE: "complete", FREED: "freed"}
 
 
-class _WaitFromC:
-    """``Wait`` run from C in its common case (a mixin of both request classes, before the class that defines it)."""
-
-    __slots__ = ()
-
-    def Wait(self, status: MPI.Status | None = None) -> bool:
-        if _FAST_WAIT is not None and _FAST_WAIT(self, status):    # the common case, from C
-            return True
-        return super().Wait(status)
-
-    Wait.__doc__ = _Collective.Wait.__doc__     # (the same call: its documentation is the definition's)
-
-
-class Request(_WaitFromC, MixedWaits, _Collective):
+class Request(MixedWaits, _Collective):
     """A nonblocking collective in flight (``comm.Iallreduce(...)`` and the like).
 
     ``rounds`` are bound rounds, round ``t`` posted on ``comms[t]``; ``steps`` (when given) replace the
@@ -81,7 +68,7 @@ class Request(_WaitFromC, MixedWaits, _Collective):
         return f"<mpicoll.Request tag={self.tag} state={_NAMES[self._state]}>"
 
 
-class Prequest(_WaitFromC, MixedWaits, _Collective, MPI.Prequest):
+class Prequest(MixedWaits, _Collective, MPI.Prequest):
     """A persistent collective (``comm.Allreduce_init(...)``): ``Start()``, then ``Wait()``/``Test()``, repeatedly.
 
     Everything is bound once at creation: the schedule's views of the buffers,
@@ -136,8 +123,6 @@ class Prequest(_WaitFromC, MixedWaits, _Collective, MPI.Prequest):
         RuntimeError
             The request was freed, or is still active (``Wait()`` or ``Test()`` it to completion first).
         """
-        if _FAST_START is not None and _FAST_START(self):    # the common case, from C
-            return
         state = self._state
         if state != INACTIVE and not (state == COMPLETE and not _mpi_bool(self)):   # (completed by MPI's Wait)
             raise RuntimeError(f"{self!r} cannot be started: " + ("it was freed" if state == FREED else
@@ -186,9 +171,10 @@ class Prequest(_WaitFromC, MixedWaits, _Collective, MPI.Prequest):
 
 
 
-#: a persistent request's Start and any request's Wait in their common case, from C, and a cached plan's spare
-#: request started again (``RESTART``, see mpicoll.comm.dispatch._compiled_start); None: the Python methods do it
-_FAST_START, _FAST_WAIT, RESTART = direct.fast_requests(Prequest, Request, ACTIVE, _WAKE, _empty, Traced, Recorder)
+#: a cached plan's request started again from C (see mpicoll.comm.dispatch._compiled_start), or None; where it
+#: is not None, the C forms of ``Prequest.Start`` and both classes' ``Wait`` replace the methods above, which
+#: stay their definition and what the C forms hand the uncommon cases to
+RESTART = direct.fast_requests(Prequest, Request, ACTIVE, _WAKE, _empty, Traced, Recorder)
 
 
 # -- entry points used by mpicoll.Comm ------------------------------------------------
