@@ -24,6 +24,7 @@ typedef struct {
 
 typedef struct {
     size_t handle_size;
+    int polled;             /* whether MPI's waits call a generalized request's poll function (MPICH) */
     int (*transfer)(const Round *, intptr_t, int);
     int (*post)(Round *, intptr_t, int);
     int (*startall)(Round *);
@@ -74,6 +75,10 @@ int generalized_complete_run(Generalized *self, int error_class);
 /* _progress.c: whether this thread drives its own requests in a blocking MPI call (the hook keeps out), and
  * the module's functions hook_progress and unhook_progress */
 void driving(int on);
+/* the poll and wait functions of a generalized request (MPICH's extension): what MPI's waits on it call (each
+ * runs the progress hook once) */
+int poll_requests(void *state, void *status);
+int wait_requests(int count, void **states, double timeout, void *status);
 PyObject *hook_progress(PyObject *self, PyObject *args);
 PyObject *unhook_progress(PyObject *self, PyObject *unused);
 /* _requests.c: the module's functions init_requests, methods and restart */

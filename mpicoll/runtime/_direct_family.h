@@ -13,6 +13,9 @@ static struct {
     int (*testall)(int, HANDLE *, int *, void *);
     int (*startall)(int, HANDLE *);
     int (*grequest_start)(int (*)(void *, void *), int (*)(void *), int (*)(void *, int), void *, HANDLE *);
+    /* MPICH's MPIX_Grequest_start (None in Open MPI): the same with a poll function that MPI's waits call */
+    int (*polled_grequest_start)(int (*)(void *, void *), int (*)(void *), int (*)(void *, int),
+                                 int (*)(void *, void *), int (*)(int, void **, double, void *), void *, HANDLE *);
     int (*grequest_complete)(HANDLE);
     int (*request_free)(HANDLE *);
 } F(mpi);
@@ -33,6 +36,7 @@ F(resolve)(void *lib)
     SYMBOL(grequest_complete, "MPI_Grequest_complete");
     SYMBOL(request_free, "MPI_Request_free");
 #undef SYMBOL
+    *(void **)&F(mpi).polled_grequest_start = dlsym(lib, "MPIX_Grequest_start");   /* (optional) */
     return 0;
 }
 
@@ -101,6 +105,9 @@ F(testall)(Round *r, int *done)
 static int
 F(grequest_start)(void *state, void *handle)
 {
+    if (F(mpi).polled_grequest_start != NULL)   /* (poll: mpicoll's requests moved along, see _progress.c) */
+        return F(mpi).polled_grequest_start(query, free_state, cancel, poll_requests, wait_requests, state,
+                                                 (HANDLE *)handle);
     return F(mpi).grequest_start(query, free_state, cancel, state, (HANDLE *)handle);
 }
 
@@ -120,6 +127,7 @@ static void
 F(api)(Api *api)
 {
     api->handle_size = sizeof(HANDLE);
+    api->polled = F(mpi).polled_grequest_start != NULL;
     api->transfer = F(transfer);
     api->post = F(post);
     api->startall = F(startall);

@@ -1,8 +1,10 @@
-/* mpicoll.runtime._direct's progress hook: Open MPI's own progress loop advances mpicoll's requests.
+/* mpicoll.runtime._direct's progress hook: the MPI library's own progress loop advances mpicoll's requests.
  *
  * A thread blocked in MPI (mpi4py's MPI.Request.Waitall on an mpicoll request, a Recv, a Barrier) spins in
  * Open MPI's progress loop, opal_progress, which calls the functions registered with
- * opal_progress_register.  hook_progress(path, lists, advance) registers one: while mpicoll requests are
+ * opal_progress_register.  hook_progress(path, lists, advance) registers one (path: libopen-pal's; None:
+ * MPICH, whose waits on an mpicoll request call the poll function of its generalized request instead,
+ * poll_requests, which runs the same hook): while mpicoll requests are
  * outstanding (the lists of mpicoll.runtime.engines are not empty), it takes the GIL and calls
  * advance() (every request whose engine no thread is driving is tested and moved along), at most once per
  * INTERVAL_NS per thread, and never from within itself nor while the thread drives its own requests in
@@ -20,6 +22,7 @@
 
 static int (*opal_register)(int (*)(void));
 static int (*opal_unregister)(int (*)(void));
+static void *lib;                   /* libopen-pal */
 static PyObject *lists[2];          /* mpicoll.runtime.engines.ACTIVE, ELSEWHERE */
 static PyObject *advance;           /* what the hook calls */
 static volatile int hooked;
@@ -59,6 +62,26 @@ hook(void)
     return 0;
 }
 
+int
+poll_requests(void *state, void *status)
+{
+    (void)state;
+    (void)status;
+    hook();
+    return 0;
+}
+
+int
+wait_requests(int count, void **states, double timeout, void *status)
+{
+    (void)count;
+    (void)states;
+    (void)timeout;
+    (void)status;
+    hook();
+    return 0;
+}
+
 void
 driving(int on)
 {
@@ -71,18 +94,19 @@ hook_progress(PyObject *self, PyObject *args)
     (void)self;
     const char *path;
     PyObject *active, *elsewhere, *function;
-    if (!PyArg_ParseTuple(args, "sO!O!O", &path, &PyList_Type, &active, &PyList_Type, &elsewhere, &function))
+    if (!PyArg_ParseTuple(args, "zO!O!O", &path, &PyList_Type, &active, &PyList_Type, &elsewhere, &function))
         return NULL;
     if (hooked)
         Py_RETURN_TRUE;
-    void *lib = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
-    if (lib == NULL || (*(void **)&opal_register = dlsym(lib, "opal_progress_register")) == NULL
-        || (*(void **)&opal_unregister = dlsym(lib, "opal_progress_unregister")) == NULL)
+    if (path == NULL ? !api.polled
+                     : (lib = dlopen(path, RTLD_NOW | RTLD_NOLOAD)) == NULL
+                       || (*(void **)&opal_register = dlsym(lib, "opal_progress_register")) == NULL
+                       || (*(void **)&opal_unregister = dlsym(lib, "opal_progress_unregister")) == NULL)
         Py_RETURN_FALSE;
     Py_XSETREF(lists[0], Py_NewRef(active));
     Py_XSETREF(lists[1], Py_NewRef(elsewhere));
     Py_XSETREF(advance, Py_NewRef(function));
-    if (opal_register(hook) != 0)
+    if (path != NULL && opal_register(hook) != 0)
         Py_RETURN_FALSE;
     hooked = 1;
     Py_RETURN_TRUE;
@@ -95,7 +119,8 @@ unhook_progress(PyObject *self, PyObject *unused)
     (void)unused;
     if (hooked) {
         hooked = 0;
-        opal_unregister(hook);
+        if (opal_unregister != NULL)
+            opal_unregister(hook);
     }
     Py_RETURN_NONE;
 }

@@ -173,9 +173,12 @@ def fast_requests(persistent: type, nonblocking: type, engine: list, wake: list,
 def hook_progress(active: list, elsewhere: list, advance: Any) -> bool:
     """Have the MPI library's own progress loop call ``advance()`` while ``active`` or ``elsewhere`` (the
     outstanding requests) is not empty, so that a thread blocked in any MPI call moves mpicoll's requests along;
-    whether it could (Open MPI only: its ``opal_progress_register``)."""
-    if MODULE is None or MPI.get_vendor()[0] != "Open MPI":
+    whether it could (Open MPI: its ``opal_progress_register``; MPICH: the poll function of the generalized
+    request behind every mpicoll request, ``MPIX_Grequest_start``, so only MPI's waits on those)."""
+    if MODULE is None:
         return False
+    if MPI.get_vendor()[0] != "Open MPI":
+        return MODULE.hook_progress(None, active, elsewhere, advance)
     path = _library("libopen-pal.so")
     return path is not None and MODULE.hook_progress(path, active, elsewhere, advance)
 
