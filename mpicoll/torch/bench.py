@@ -263,7 +263,7 @@ def run_floor(ns: argparse.Namespace, groups: dict[str, object]) -> None:
     import os  # noqa: PLC0415
 
     pg = groups["mpicoll"]
-    t = torch.ones(max(1, ns.min_bytes // 4))
+    t = torch.zeros(max(1, ns.min_bytes // 4))     # (zeros: summed in place call after call, they stay finite)
     array, comm = t.numpy(), pg.comm
     done = DoneWork("nothing")
     calls: dict[str, Callable[[], object]] = {name: partial(dist.all_reduce, t, group=g) for name, g in groups.items()}
