@@ -73,7 +73,7 @@ class _Thread:
         self.thread = threading.Thread(target=self.run, name="mpicoll-progress", daemon=True)
 
     def wake(self) -> None:
-        """A request started: make sure the thread polls (what every request's start calls)."""
+        """A request started: make sure the thread polls (what a start calls while the thread sleeps)."""
         if self.asleep and not self.paused:
             self.wakeup.set()
 
@@ -95,11 +95,14 @@ class _Thread:
             time.sleep(delay)
 
     def sleep(self) -> None:
-        """Sleep until a request starts (the flag first, then the check: a start in between is seen)."""
+        """Sleep until a request starts (the flag and the wake-up first, then the check: a start in between is
+        seen).  Only while it sleeps do starts call :meth:`wake` (it is in ``nonblocking._WAKE`` then)."""
         self.wakeup.clear()
         self.asleep = True
+        nonblocking._WAKE.append(self.wake)
         if (self.paused or not engines.requests_outstanding()) and not self.stopping:
             self.wakeup.wait()
+        nonblocking._WAKE.remove(self.wake)
         self.asleep = False
 
     def stop(self) -> None:
@@ -131,14 +134,12 @@ def running() -> bool:
 
 
 def first_request() -> None:
-    """What the first request's start calls: start the thread (or not), and hand requests its wake-up."""
-    hooks = nonblocking._WAKE
-    hooks.clear()
+    """What the first request's start calls: start the thread (or not)."""
+    nonblocking._WAKE.clear()     # (the thread puts its wake-up there while it sleeps)
     if _STATE["thread"] is None and enabled():
         direct.hook_progress(engines.ACTIVE, engines.ELSEWHERE, engines.advance_waiting)
         progress = _STATE["thread"] = _Thread()
         progress.thread.start()
-        hooks.append(progress.wake)
 
 
 def pause() -> None:
