@@ -110,7 +110,12 @@ int
 run_steps(PyObject *steps)
 {
     for (Py_ssize_t s = 0; s < PyList_GET_SIZE(steps); s++) {
-        PyObject *result = PyObject_CallNoArgs(PyList_GET_ITEM(steps, s));
+        PyObject *step = PyList_GET_ITEM(steps, s);
+        if (is_reduce_step(step)) {     /* (C's own reduction: no call) */
+            run_reduce_step(step);
+            continue;
+        }
+        PyObject *result = PyObject_CallNoArgs(step);
         if (result == NULL)
             return -1;
         Py_DECREF(result);
@@ -575,13 +580,14 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_direct", NULL, -1, 
 PyMODINIT_FUNC
 PyInit__direct(void)
 {
-    if (PyType_Ready(&RoundsType) < 0 || PyType_Ready(&GeneralizedType) < 0)
+    if (PyType_Ready(&RoundsType) < 0 || PyType_Ready(&GeneralizedType) < 0 || PyType_Ready(&ReduceType) < 0)
         return NULL;
     PyObject *mod = PyModule_Create(&module);
     if (mod == NULL)
         return NULL;
     if (PyModule_AddObjectRef(mod, "Rounds", (PyObject *)&RoundsType) < 0
-        || PyModule_AddObjectRef(mod, "Generalized", (PyObject *)&GeneralizedType) < 0) {
+        || PyModule_AddObjectRef(mod, "Generalized", (PyObject *)&GeneralizedType) < 0
+        || PyModule_AddObjectRef(mod, "Reduce", (PyObject *)&ReduceType) < 0) {
         Py_DECREF(mod);
         return NULL;
     }

@@ -56,7 +56,10 @@ typedef struct {
 
 extern Api api;                     /* the running MPI family's calls (set by init) */
 extern int ready;                   /* whether init succeeded */
-extern PyTypeObject RoundsType, GeneralizedType;   /* (GeneralizedType: _generalized.c) */
+extern PyTypeObject RoundsType, GeneralizedType, ReduceType;   /* (_generalized.c, _steps.c) */
+/* _steps.c: whether a step is a Reduce, and run one (no Python call) */
+int is_reduce_step(PyObject *step);
+void run_reduce_step(PyObject *step);
 
 /* an int argument, or -1 with an exception set (PyLong_AsInt is Python 3.13's) */
 int as_int(PyObject *value);

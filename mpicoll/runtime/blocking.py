@@ -119,6 +119,9 @@ def _ufunc_step(ufunc: Any, left: Any, right: Any, out: Any) -> Callable[[], Non
     predefined op's step with warnings as errors, so a NumPy that deprecates
     more fails there.
     """
+    compiled = _compiled_step(ufunc, left, right, out)
+    if compiled is not None:
+        return compiled
     if getattr(ufunc, "__name__", None) not in _OUT_BY_KEYWORD:
         return partial(ufunc, left, right, out)
     if _OUT_CALL is not None:
@@ -128,6 +131,32 @@ def _ufunc_step(ufunc: Any, left: Any, right: Any, out: Any) -> Callable[[], Non
 
 #: the ufuncs to which a positional ``out`` is deprecated (NumPy 2.4)
 _OUT_BY_KEYWORD = frozenset({"maximum", "minimum"})
+
+#: the ufuncs and dtypes (kind, item size) the compiled ``Reduce`` step computes, as its indexes (see
+#: ``mpicoll/runtime/_steps.c``: the float ones only ``add`` and ``multiply``)
+_COMPILED_OPS = {"add": 0, "multiply": 1, "minimum": 2, "maximum": 3, "bitwise_and": 4, "bitwise_or": 5,
+                 "bitwise_xor": 6}
+_COMPILED_MAX = 1024
+_COMPILED_TYPES = {("f", 4): 0, ("f", 8): 1, ("i", 1): 2, ("i", 2): 3, ("i", 4): 4, ("i", 8): 5, ("u", 1): 6,
+                   ("u", 2): 7, ("u", 4): 8, ("u", 8): 9}
+
+
+def _compiled_step(ufunc: Any, left: Any, right: Any, out: Any) -> Callable[[], None] | None:
+    """``ufunc(left, right, out)`` as the compiled ``Reduce`` step, where it gives the same bits (one IEEE
+    operation per element, or exact integer arithmetic): NumPy arrays of one native dtype, of at most
+    :data:`_COMPILED_MAX` elements (larger blocks are worth NumPy's vectorized loops); None elsewhere."""
+    if _REDUCE is None or not type(out) is type(left) is type(right) is np.ndarray or out.size > _COMPILED_MAX:
+        return None
+    dtype = out.dtype
+    op = _COMPILED_OPS.get(getattr(ufunc, "__name__", ""))
+    kind = _COMPILED_TYPES.get((dtype.kind, dtype.itemsize))
+    if op is None or kind is None or not dtype.isnative or left.dtype != dtype or right.dtype != dtype \
+            or (dtype.kind == "f" and op > 1):
+        return None
+    try:
+        return _REDUCE(op, kind, out, left, right)
+    except (ValueError, BufferError):    # unaligned, or partly overlapping: the ufunc sorts that out
+        return None
 
 
 def _copy(out: Any, src: Any, xp: Any) -> Callable[[], None]:
@@ -190,3 +219,4 @@ def _compiled_execute(rounds: Any) -> Callable[..., None]:
 _ROUNDS = extension("_rounds")
 execute = _compiled_execute(_ROUNDS)
 _OUT_CALL = getattr(_ROUNDS, "out_call", None)   # None: not built, disabled, or built from an older _rounds.c
+_REDUCE = getattr(extension("_direct"), "Reduce", None)   # None: not built, or disabled
