@@ -1,4 +1,5 @@
-/* mpicoll.runtime._direct's Reduce: a plan's reduction step, out = left (op) right element by element, in C.
+/* mpicoll.runtime._direct's Reduce: a plan's reduction step, out = left (op) right element by element, in C
+ * (and its copy step, out = left, as the op COPY).
  *
  * It replaces the NumPy ufunc call of a step (mpicoll.runtime.blocking._ufunc_step) where C gives the same
  * bits: + and * of float32 and float64 (one IEEE operation per element either way), and +, *, minimum,
@@ -17,7 +18,7 @@
 #include "_direct.h"
 #include <string.h>
 
-enum { ADD, MULTIPLY, MINIMUM, MAXIMUM, AND, OR, XOR, NOPS };
+enum { ADD, MULTIPLY, MINIMUM, MAXIMUM, AND, OR, XOR, COPY, NOPS };   /* COPY: out = left (right unused) */
 enum { F32, F64, I8, I16, I32, I64, U8, U16, U32, U64, NTYPES };
 static const size_t SIZES[NTYPES] = {4, 8, 1, 2, 4, 8, 1, 2, 4, 8};
 
@@ -55,6 +56,11 @@ typedef struct {
 static void
 reduce(int op, int type, void *out, const void *left, const void *right, Py_ssize_t n)
 {
+    if (op == COPY) {
+        if (out != left)
+            memcpy(out, left, (size_t)n * SIZES[type]);
+        return;
+    }
     switch (type) {
     case F32: if (op == ADD) FLOAT_LOOP(float, a[i] + b[i]) else FLOAT_LOOP(float, a[i] * b[i]) break;
     case F64: if (op == ADD) FLOAT_LOOP(double, a[i] + b[i]) else FLOAT_LOOP(double, a[i] * b[i]) break;
@@ -97,7 +103,8 @@ reduce_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     if ((kwargs != NULL && PyDict_GET_SIZE(kwargs) != 0)
         || !PyArg_ParseTuple(args, "iiOOO:Reduce", &op, &kind, &out, &left, &right))
         return PyErr_Occurred() ? NULL : PyErr_Format(PyExc_TypeError, "Reduce takes no keyword arguments");
-    if (op < 0 || op >= NOPS || kind < 0 || kind >= NTYPES || ((kind == F32 || kind == F64) && op > MULTIPLY))
+    if (op < 0 || op >= NOPS || kind < 0 || kind >= NTYPES
+        || ((kind == F32 || kind == F64) && op > MULTIPLY && op != COPY))
         return PyErr_Format(PyExc_ValueError, "Reduce: no op %d on type %d", op, kind);
     Reduce *self = (Reduce *)type->tp_alloc(type, 0);
     if (self == NULL)

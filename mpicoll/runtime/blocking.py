@@ -136,6 +136,7 @@ _OUT_BY_KEYWORD = frozenset({"maximum", "minimum"})
 #: ``mpicoll/runtime/_steps.c``: the float ones only ``add`` and ``multiply``)
 _COMPILED_OPS = {"add": 0, "multiply": 1, "minimum": 2, "maximum": 3, "bitwise_and": 4, "bitwise_or": 5,
                  "bitwise_xor": 6}
+_COPY = 7
 _COMPILED_MAX = 1024
 _COMPILED_TYPES = {("f", 4): 0, ("f", 8): 1, ("i", 1): 2, ("i", 2): 3, ("i", 4): 4, ("i", 8): 5, ("u", 1): 6,
                    ("u", 2): 7, ("u", 4): 8, ("u", 8): 9}
@@ -160,8 +161,14 @@ def _compiled_step(ufunc: Any, left: Any, right: Any, out: Any) -> Callable[[], 
 
 
 def _copy(out: Any, src: Any, xp: Any) -> Callable[[], None]:
-    """``out[...] = src`` as a call with no arguments (for NumPy, item assignment: cheaper than copyto)."""
+    """``out[...] = src`` as a call with no arguments: for NumPy arrays of one dtype, the compiled step's copy
+    (a ``memcpy``); else item assignment (cheaper than copyto) or ``xp.copyto``."""
     if type(out) is np.ndarray:
+        if _REDUCE is not None and type(src) is np.ndarray and src.dtype == out.dtype and not out.dtype.hasobject:
+            try:
+                return _REDUCE(_COPY, _COMPILED_TYPES[("u", 1)], out, src, src)
+            except (ValueError, BufferError):    # not contiguous, or partly overlapping
+                pass
         return partial(out.__setitem__, Ellipsis, src)
     return partial(xp.copyto, out, src)
 

@@ -65,3 +65,18 @@ def test_other_cases_keep_the_ufunc():
     raw = np.zeros(40, np.uint8)
     unaligned = np.frombuffer(raw.data[1:33], np.float64)
     assert blocking._compiled_step(np.add, unaligned, unaligned, np.zeros(4)) is None   # unaligned
+
+
+def test_copies_are_memcpy_where_they_can_be():
+    x = np.arange(12.0)
+    step = blocking._copy(x[6:10], x[0:4], np)
+    assert type(step) is blocking._REDUCE
+    step()
+    assert x[6:10].tolist() == [0.0, 1.0, 2.0, 3.0]
+    pairs = np.zeros(3, dtype=[("v", "f8"), ("i", "i4")])     # any dtype: its bytes are copied
+    blocking._copy(pairs, np.array([(1.5, 2)] * 3, dtype=pairs.dtype), np)()
+    assert pairs.tolist() == [(1.5, 2)] * 3
+    assert type(blocking._copy(x[1:5], x[0:4], np)) is not blocking._REDUCE     # partly overlapping: NumPy
+    assert type(blocking._copy(x[::2], x[:6], np)) is not blocking._REDUCE      # not contiguous: NumPy
+    objects = np.array([None, "a"], dtype=object)
+    assert type(blocking._copy(objects, objects[::-1].copy(), np)) is not blocking._REDUCE
