@@ -109,18 +109,18 @@ class Plan:
         return run
 
     def _make_runner(self, comm: Any) -> Callable[[int], None]:
-        if self.device is None and self.finish is None:
+        device, finish = self.device, self.finish
+        if device is not None:
+            transfer = partial(device.run, comm)
+        else:
             rounds = for_mpi(self.rounds())
-            return direct.blocking(rounds, comm) or partial(execute, rounds, comm)
-        device, rounds, finish = self.device, None if self.device else for_mpi(self.rounds()), self.finish
+            transfer = direct.blocking(rounds, comm) or partial(execute, rounds, comm)
+        if finish is None:
+            return transfer
 
         def run(tag: int) -> None:
-            if device is not None:
-                device.run(comm, tag)
-            else:
-                execute(rounds, comm, tag)
-            if finish is not None:
-                finish()
+            transfer(tag)
+            finish()
 
         return run
 

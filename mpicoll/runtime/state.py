@@ -139,11 +139,11 @@ class CommState:
 
     def __del__(self) -> None:
         # the last wrapper of an unfreed communicator is gone: free what was kept for it
-        if getattr(self, "private", MPI.COMM_NULL) != MPI.COMM_NULL:
-            try:
+        try:
+            if getattr(self, "private", MPI.COMM_NULL) != MPI.COMM_NULL:
                 self.release()
-            except Exception:   # at interpreter exit MPI may be gone: nothing is left to free
-                pass
+        except Exception:   # at interpreter exit MPI (even the module's name) may be gone: nothing is left to free
+            pass
 
 
 class Preparation:
