@@ -24,7 +24,8 @@ from mpi4py import MPI
 
 from mpicoll import errors
 from mpicoll.comm import inter
-from mpicoll.comm.inter import InterState, Stages, state_of
+from mpicoll.comm.inter import InterState, state_of
+from mpicoll.comm.inter_build import Stages
 from mpicoll.comm.inter_stages import IDLE, ROOT, role_of
 from mpicoll.runtime.rounds import Built
 from mpicoll.runtime.state import BLOCKING, NONBLOCKING
