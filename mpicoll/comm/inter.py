@@ -19,6 +19,7 @@ persistent request checks its arguments when it is made, as an intracommunicator
 
 from __future__ import annotations
 
+import time
 import weakref
 from collections.abc import Callable
 from functools import partial
@@ -68,12 +69,7 @@ class InterState:
     """
 
     __slots__ = ("merged", "local", "remote", "rank", "size", "remote_size", "calls", "calls_bytes", "entries",
-                 "agreement", "recorder", "__weakref__")
-
-    @property
-    def tags(self) -> list[int]:
-        """The merged communicator's tag sequences: a blocking call's messages carry the tag drawn from them."""
-        return self.merged._state.tags
+                 "agreement", "tags", "recorder", "__weakref__")
 
     @staticmethod
     def slow_path(state: InterState, method: str, algorithm: str, args: tuple, tag: int, key: Any) -> None:
@@ -93,6 +89,9 @@ class InterState:
         #: its tags and its flight recorder are the merged communicator's
         self.entries: dict[Any, Kept] | None = self.calls if merged.timeout is None else None
         self.agreement = Agreement(merged._state)
+        #: the merged communicator's tag sequences (the same list): a blocking call's messages carry the tag the
+        #: hot path draws from them
+        self.tags: list[int] = merged._state.tags
         revoke_together([merged._state.private, local._state.private])   # a process failure stops both
         #: the merged communicator's flight recorder notes this one's calls (numbered by the tags they draw
         #: there, as any communicator's calls are), marked with the sizes of the groups in its rank order
@@ -154,10 +153,30 @@ class Kept:
     __slots__ = ("built", "run", "used", "what", "refs", "nbytes")
 
     def __init__(self, state: InterState, method: str, stages: list[CommRound], refs: list[Any]) -> None:
-        self.built, self.refs, self.used = Built(state.agreement.rounds + stages), refs, False
+        self.built, self.refs, self.used = Built(_with_agreement(state, stages)), refs, False
         self.what = _called(method).what()
         self.nbytes = _message_bytes(stages)
         self.run = _runner(state, method, self.built)
+
+
+def _with_agreement(state: InterState, stages: list[CommRound]) -> list[CommRound]:
+    """The agreement's rounds, then the stages'.
+
+    Between two ranks (groups of one), where the agreement is one exchange with the other rank, the first stage
+    (one round with that rank, at most one message from it) travels in the agreement's round, after its empty
+    messages (so each side matches the agreement's message first): the call then waits for one exchange, not
+    two.  A rank whose checks failed knows nothing of its stages, so it sends, after its mark, one empty message
+    in place of any that was expected of it (a receive of fewer bytes than posted ends without error, and the
+    mark has told of the failure), and receives into scratch whatever was sent to it (:func:`_refuse`); the
+    other rank receives the empty message where it expected none (:func:`_name`).
+    """
+    agreement = state.agreement.rounds
+    if len(agreement) == 1 and stages:
+        comm, sends, recvs, steps = stages[0]
+        if comm is agreement[0][0] and len(recvs) <= 1:
+            _, agreed_sends, agreed_recvs, _ = agreement[0]
+            return [(comm, agreed_sends + sends, agreed_recvs + recvs, steps), *stages[1:]]
+    return agreement + stages
 
 
 def _runner(state: InterState, method: str, built: Built) -> Callable[[int], None]:
@@ -195,14 +214,38 @@ def _runner(state: InterState, method: str, built: Built) -> Callable[[int], Non
 
 def _refuse(state: InterState, method: str, tag: int, error: BaseException) -> None:
     """What a rank whose checks raised ``error`` does: play the agreement marked, then the naming all-reduce
-    (:func:`_name`), which raises ``error`` here and ArgumentError naming this rank on the others."""
+    (:func:`_name`), which raises ``error`` here and ArgumentError naming this rank on the others.  Meanwhile it
+    receives, into scratch, any message a peer sent it with the call's tag (a first stage sent in the agreement's
+    round, see :func:`_with_agreement`): such a send completes, and the peer goes on to the naming, only once it
+    is received."""
     agreement = state.agreement
+    limit = state.timeout or TIMEOUT
     try:
-        run_marked([r[1:] for r in agreement.rounds], agreement.comm, tag, limit=state.timeout or TIMEOUT,
-                   what=method)
+        run_marked([r[1:] for r in agreement.rounds], agreement.comm, tag, limit=limit, what=method)
     except Exception:      # the peers did something else (their calls do not match): no naming to join
         raise error from None
-    _name(state, method, tag, error, None)
+    instead = []     # between two ranks: the empty message in place of a stage's (see _with_agreement)
+    if len(agreement.rounds) == 1:
+        peer = agreement.rounds[0][1][0][1]
+        instead.append(agreement.comm.Isend(message(np.empty(0, np.uint8)), peer, tag))
+    naming = Request(*split(Stages(state).agreement(method, error)), state.merged._state.next_tag(NONBLOCKING), None)
+    naming._launch()
+    deadline = time.monotonic() + limit
+    try:
+        while not naming.Test() or not MPI.Request.Testall(instead):
+            _drain(agreement.comm, tag)
+            if time.monotonic() > deadline:   # the peers did something else: stop waiting for them
+                raise error from None
+    finally:
+        _drain(agreement.comm, tag)
+    raise error
+
+
+def _drain(comm: MPI.Comm, tag: int) -> None:
+    """Receive, into scratch, every message with ``tag`` that has arrived on ``comm``."""
+    status = MPI.Status()
+    while (arrived := comm.Improbe(MPI.ANY_SOURCE, tag, status)) is not None:
+        arrived.Recv([np.empty(status.Get_count(MPI.BYTE), np.uint8), MPI.BYTE])
 
 
 def _watched(state: InterState, method: str, built: Built, tag: int) -> None:
@@ -234,11 +277,14 @@ def _wait(state: InterState, method: str, rounds: list[CommRound], tag: int) -> 
 
 def _name(state: InterState, method: str, tag: int, error: BaseException | None, marked: BaseException | None) -> None:
     """After a marked agreement, which every rank then runs: the all-reduce over both groups of which ranks'
-    checks failed (:meth:`~mpicoll.comm.inter_build.Stages.agreement`, with the call's tag: every message of the
-    agreement was received before), whose verdict raises ``error`` on a rank that has one and ArgumentError
-    naming the ranks at fault elsewhere.  Where no rank says it failed (a call that does not match sent the
-    mark), the mark's ``marked`` error is raised."""
-    execute(state, method, Built(Stages(state).agreement(method, error)), tag)
+    checks failed (:meth:`~mpicoll.comm.inter_build.Stages.agreement`, with a tag of its own, drawn alike by every
+    rank), whose verdict raises ArgumentError naming the ranks at fault (the rank at fault runs it in
+    :func:`_refuse`).  Where no rank says it failed (a call that does not match sent the mark), the mark's
+    ``marked`` error is raised."""
+    try:
+        execute(state, method, Built(Stages(state).agreement(method, error)), state.merged._state.next_tag(NONBLOCKING))
+    finally:      # the empty message a rank at fault sent in place of a stage's, where none was expected
+        _drain(state.agreement.comm, tag)
     raise error if error is not None else errors.ArgumentError(
         f"{method} on an intercommunicator: a marked message arrived, but no rank's arguments were rejected: the "
         "ranks' calls do not match", method) from marked
