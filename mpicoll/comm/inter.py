@@ -249,30 +249,23 @@ def _drain(comm: MPI.Comm, tag: int) -> None:
 
 
 def _watched(state: InterState, method: str, built: Built, tag: int) -> None:
-    """A built call where a timeout is set or requests are outstanding: the agreement's rounds, each a request
-    that is waited for (watched where a timeout is set; a marked message handled as the blocking executor does,
-    :func:`mpicoll.runtime.standin.continue_marked`), then the stages as one request."""
-    agreed = len(state.agreement.rounds)
-    for t in range(agreed):
-        try:
-            _wait(state, method, built.rounds[t:t + 1], tag)
-        except MPI.Exception as exc:
-            if not is_mark(exc):
-                raise
-            run_marked([r[1:] for r in built.rounds[:agreed]], state.agreement.comm, tag, t + 1,
-                       limit=state.timeout or TIMEOUT, what=method)
-            _name(state, method, tag, None, exc)
-    if len(built.rounds) > agreed:
-        _wait(state, method, built.rounds[agreed:], tag)
-
-
-def _wait(state: InterState, method: str, rounds: list[CommRound], tag: int) -> None:
-    """``rounds`` as a request, waited for (watched where a timeout is set)."""
-    req = Request(*split(rounds), tag, None)
+    """A built call where a timeout is set or requests are outstanding: one request, waited for (watched where a
+    timeout is set).  A marked message arriving in the agreement's rounds is handled as the blocking executor
+    handles it (:func:`mpicoll.runtime.standin.continue_marked`): the rest of the agreement played marked, then
+    the naming all-reduce."""
+    req = Request(*split(built.rounds), tag, None)
     if state.timeout is not None:
         req.watch = (method, state.timeout, state.merged._state.rank)
     req._launch()
-    req.Wait()
+    try:
+        req.Wait()
+    except MPI.Exception as exc:
+        agreed, failed = len(state.agreement.rounds), req._round
+        if not is_mark(exc) or failed >= agreed:
+            raise
+        run_marked([r[1:] for r in built.rounds[:agreed]], state.agreement.comm, tag, failed + 1,
+                   limit=state.timeout or TIMEOUT, what=method)
+        _name(state, method, tag, None, exc)
 
 
 def _name(state: InterState, method: str, tag: int, error: BaseException | None, marked: BaseException | None) -> None:
