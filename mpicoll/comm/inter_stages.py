@@ -17,7 +17,7 @@ textbook way (an all-reduce between groups is two reduces and an exchange):
 ==========================  ==============================================================================
 call                        stages (group R receives, group S sends; n = local size, m = remote size)
 ==========================  ==============================================================================
-Barrier                     the agreement alone (an all-reduce over both groups: nobody leaves early)
+Barrier                     the agreement alone (a dissemination over both groups: nobody leaves early)
 Bcast                       root -> R's leader; Bcast in R
 Gather                      Gather in S to its leader; S's leader -> root
 Gatherv                     every rank of S -> root (linear: the root alone knows the counts)
@@ -112,7 +112,7 @@ def role_of(root: Any, remote_size: int, method: str) -> Any:
 
 
 def barrier(st: Stages) -> None:
-    """The agreement alone: an all-reduce over both groups returns on no rank before every rank has entered."""
+    """The agreement alone: a dissemination over both groups returns on no rank before every rank has entered."""
 
 
 def bcast(st: Stages, buf: Any, root: Any) -> None:
