@@ -2,7 +2,8 @@
 
 Run (any N >= 2; timings mean something only with a core per process)::
 
-    python -m mpicoll.launch -n 2 benchmarks/intercomm.py [--calls 200] [--rounds 5]
+    python -m mpicoll.launch -n 2 benchmarks/intercomm.py [--calls 200] [--rounds 5] [--sizes 8,1024]
+                                                          [--collectives Allreduce,Bcast,Barrier]
 
 The world is split into the even and the odd ranks, joined by an intercommunicator made twice: by
 ``mpicoll.Comm.Create_intercomm`` and by MPI.  For each collective and size, the two are timed in turns
@@ -50,7 +51,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--sizes", default=",".join(map(str, SIZES)), help="bytes per rank, comma-separated")
+    parser.add_argument("--collectives", default="Allreduce,Bcast,Allgather,Barrier",
+                        help="the collectives to time, comma-separated")
     ns = parser.parse_args()
+    sizes = [int(size) for size in ns.sizes.split(",")]
+    wanted = ns.collectives.split(",")
     world = MPI.COMM_WORLD
     if world.size < 2:
         raise SystemExit("run on 2 or more processes")
@@ -64,10 +70,10 @@ def main() -> None:
         print(f"# intercommunicator collectives, {world.size} ranks ({(world.size + 1) // 2} + {world.size // 2}), "
               f"median of {ns.rounds} x {ns.calls} calls, {MPI.Get_library_version().splitlines()[0]}")
         print(f"{'# collective':<12}{'Size':>10}{'mpicoll (us)':>15}{'MPI (us)':>12}{'ratio':>8}")
-    for nbytes in SIZES:
+    for nbytes in sizes:
         table_ours, table_theirs = calls(ours, nbytes, color), calls(theirs, nbytes, color)
-        for name in table_ours:
-            if name == "Barrier" and nbytes != SIZES[0]:
+        for name in wanted:
+            if name == "Barrier" and nbytes != sizes[0]:
                 continue
             for call in (table_ours[name], table_theirs[name]):   # warm up
                 for _ in range(10):

@@ -6,17 +6,21 @@ private communicator, and exchanges between the groups, on a private communicato
 groups merged, never the user's).  This module holds what every call shares: the state
 (:class:`InterState`), the stages being built (:class:`Stages`), and running them.
 
-Every blocking and nonblocking call starts with an **agreement**: an all-reduce
-over both groups (on the merged private communicator) of which ranks' arguments
-failed their checks.  A rank whose check fails takes part in it, then raises;
-every other rank raises :class:`~mpicoll.ArgumentError` naming it, so that an
-error one rank detects never leaves the other group waiting.  (A persistent
-request checks its arguments when it is made, as an intracommunicator's does.)
+Every call starts with an **agreement** over both groups of whether some rank's arguments failed their checks.
+A rank whose check fails takes part in it, then raises; every other rank raises :class:`~mpicoll.ArgumentError`
+naming it, so that an error one rank detects never leaves the other group waiting.  A blocking call's agreement
+(:class:`Agreement`) is a dissemination of empty messages on the merged communicator, ceil(lg(n + m)) rounds with
+no local step, posted from C: a rank whose checks failed plays it with its messages *marked*, one byte long
+(:mod:`mpicoll.runtime.standin`), and a rank that receives a marked message marks the rest of its own, so every
+rank learns of it; then, and only then, every rank runs a second, naming all-reduce of which ranks failed
+(:meth:`Stages.agreement`), which nonblocking calls and the object collectives run as their agreement.  A
+persistent request checks its arguments when it is made, as an intracommunicator's does.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
+import time
+import weakref
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -26,19 +30,19 @@ from mpi4py import MPI
 
 from mpicoll import errors
 from mpicoll.calls.table import VALUE_ARGS
+from mpicoll.comm.inter_build import Stages, build, message
 from mpicoll.comm.inter_stages import STAGES
-from mpicoll.comm.preparing import prepare
 from mpicoll.errors import ProcFailedError
 from mpicoll.runtime import direct, engines
 from mpicoll.runtime.blocking import execute as execute_rounds
 from mpicoll.runtime.callkey import held, shape_key
-from mpicoll.runtime.datatypes import byte_message, packing
 from mpicoll.runtime.recorder import Called, Traced, named
 from mpicoll.runtime.requests import Prequest, Request, split
 from mpicoll.runtime.rounds import Built, CommRound, revoke_together
+from mpicoll.runtime.standin import TIMEOUT, Agreeing, is_mark, run_marked
 from mpicoll.runtime.state import NONBLOCKING, PERSISTENT, CommState
 
-__all__ = ["InterState", "Stages", "state_of", "run", "execute", "start", "init"]
+__all__ = ["InterState", "Agreement", "Kept", "Stages", "state_of", "run", "execute", "start", "init"]
 
 
 def state_of(comm: Any) -> InterState:
@@ -64,18 +68,8 @@ class InterState:
         This rank in its group, the group's size, the remote group's size.
     """
 
-    __slots__ = ("merged", "local", "remote", "rank", "size", "remote_size", "calls", "calls_bytes", "recorder",
-                 "__weakref__")
-
-    #: the fields the blocking hot path reads of every state (:data:`mpicoll.runtime.state.HOT_FIELDS`): no
-    #: plan cache of its own (every call takes :meth:`slow_path`); its tags and its flight recorder are the
-    #: merged communicator's (set in __init__)
-    entries = None
-
-    @property
-    def tags(self) -> list[int]:
-        """The merged communicator's tag sequences: a blocking call's messages carry the tag drawn from them."""
-        return self.merged._state.tags
+    __slots__ = ("merged", "local", "remote", "rank", "size", "remote_size", "calls", "calls_bytes", "entries",
+                 "agreement", "tags", "recorder", "__weakref__")
 
     @staticmethod
     def slow_path(state: InterState, method: str, algorithm: str, args: tuple, tag: int, key: Any) -> None:
@@ -86,11 +80,18 @@ class InterState:
         self.merged, self.local, self.remote = merged, local, remote
         self.rank, self.size = local.Get_rank(), local.Get_size()
         self.remote_size = len(remote)
-        #: blocking calls kept built: call key -> (rounds, what the key names by identity, bytes of their
-        #: messages), oldest first; at most CACHED_CALLS of them, whose messages hold at most CACHED_BYTES in
-        #: all (see :func:`run`)
-        self.calls: OrderedDict[Any, tuple[Built, list[Any], int]] = OrderedDict()
+        #: blocking calls kept built: call key -> :class:`Kept`, oldest first; at most CACHED_CALLS of them,
+        #: whose messages hold at most CACHED_BYTES in all (see :func:`run`)
+        self.calls: dict[Any, Kept] = {}
         self.calls_bytes = 0
+        #: what the blocking hot path reads (:data:`mpicoll.runtime.state.HOT_FIELDS`): the kept calls, whose
+        #: ``run(tag)`` it calls on a hit (None with a timeout: every call then takes :meth:`slow_path`, watched);
+        #: its tags and its flight recorder are the merged communicator's
+        self.entries: dict[Any, Kept] | None = self.calls if merged.timeout is None else None
+        self.agreement = Agreement(merged._state)
+        #: the merged communicator's tag sequences (the same list): a blocking call's messages carry the tag the
+        #: hot path draws from them
+        self.tags: list[int] = merged._state.tags
         revoke_together([merged._state.private, local._state.private])   # a process failure stops both
         #: the merged communicator's flight recorder notes this one's calls (numbered by the tags they draw
         #: there, as any communicator's calls are), marked with the sizes of the groups in its rank order
@@ -118,131 +119,175 @@ class InterState:
             pass
 
 
-# -- the stages of one call ------------------------------------------------------------------------------
+class Agreement:
+    """A blocking call's agreement: a dissemination of empty messages over both groups (the merged communicator).
 
-
-class Stages:
-    """One rank's rounds of one intercommunicator call, built stage after stage (no message is sent here)."""
-
-    def __init__(self, state: InterState, spans: list[tuple[int, int]] | None = None) -> None:
-        self.state = state
-        self.rounds: list[CommRound] = []
-        self.before: list[Callable[[], None]] = []    # packing of non-contiguous datatypes, at every start
-        #: the call's buffers ``(address, nbytes)``, for a call to be kept built: its rounds then view them by
-        #: address, holding none of the caller's objects (as a cached plan does, see Plan.detach)
-        self.spans = spans
-
-    def local(self, method: str, *args: Any) -> None:
-        """A collective of this rank's group (prepared now, like any mpicoll call).
-
-        Its buffers are the call's parsed host arrays and scratch, contiguous (a non-contiguous datatype was
-        packed by the parse), so its plan neither packs nor stages anything: only its rounds are taken."""
-        local: CommState = self.state.local._state
-        plan = prepare(local, method, args, "auto")
-        if plan is None:
-            return
-        if self.spans is not None:
-            plan.detach(self.spans)
-        self.rounds.extend((local.private, sends, recvs, list(steps)) for sends, recvs, steps in plan.bound())
-
-    def exchange(self, sends: list[tuple[Any, int]] = (), recvs: list[tuple[Any, int]] = ()) -> None:  # type: ignore[assignment]
-        """One round of messages with the other group: ``(array, remote rank)`` pairs."""
-        remote = self.state.remote
-        spans = self.spans
-        self.rounds.append((self.state.merged._state.private, [(_message(a, spans), remote[j]) for a, j in sends],
-                            [(_message(a, spans), remote[j]) for a, j in recvs], []))
-
-    def step(self, step: Callable[[], None]) -> None:
-        """A local step, run once the rounds so far are complete."""
-        if not self.rounds:
-            self.rounds.append((MPI.COMM_NULL, [], [], []))
-        self.rounds[-1][3].append(step)
-
-    def agreement(self, method: str, error: BaseException | None) -> list[CommRound]:
-        """The all-reduce over both groups of which ranks failed their checks, and its verdict step."""
-        state = self.state
-        merged: CommState = state.merged._state
-        failed = np.zeros(merged.size, np.int32)
-        failed[merged.rank] = error is not None
-        total = np.zeros_like(failed)
-        plan = prepare(merged, "Allreduce", (failed, total, MPI.SUM), "auto")
-        rounds: list[CommRound] = [(merged.private, sends, recvs, list(steps)) for sends, recvs, steps in
-                                     plan.bound()] if plan is not None else [(MPI.COMM_NULL, [], [], [])]
-
-        def verdict() -> None:
-            if error is not None:
-                raise error
-            if total.any():
-                ranks = np.flatnonzero(total).tolist()
-                there = [state.remote.index(r) for r in ranks if r in state.remote]
-                here = [state.local.Get_rank() if r == merged.rank else _local_rank(state, r)
-                        for r in ranks if r not in state.remote]
-                who = ([f"rank(s) {here} of this group"] if here else []) + (
-                    [f"rank(s) {there} of the remote group"] if there else [])
-                raise errors.ArgumentError(f"{method} on an intercommunicator: the arguments of {' and '.join(who)} "
-                                           "were rejected, so no rank ran the call", method)
-
-        rounds[-1][3].append(verdict)
-        return rounds
-
-
-def _local_rank(state: InterState, merged_rank: int) -> int:
-    """The rank in this group of the rank ``merged_rank`` of the merged communicator."""
-    groups = [state.merged._state.private.Get_group(), state.local.Get_group()]
-    try:
-        return MPI.Group.Translate_ranks(groups[0], [merged_rank], groups[1])[0]
-    finally:
-        for group in groups:
-            group.Free()
-
-
-def _message(array: Any, spans: list[tuple[int, int]] | None = None) -> Any:
-    """A host array as a message of its bytes (one element of a large type from 2^31 bytes on); by address
-    where it lies in one of ``spans`` (the caller's buffers)."""
-    if not isinstance(array, np.ndarray):
-        return array
-    raw = array.view(np.uint8)
-    if spans and raw.nbytes:
-        address = raw.__array_interface__["data"][0]
-        if any(lo <= address and address + raw.nbytes <= lo + n for lo, n in spans):
-            raw = np.frombuffer(MPI.buffer.fromaddress(address, raw.nbytes), np.uint8)
-    return byte_message(raw)
-
-
-# -- running them -----------------------------------------------------------------------------------------
-
-
-def _built(state: InterState, method: str, args: tuple, algorithm: str, spans: list[tuple[int, int]] | None = None,
-           stages: dict[str, Callable[..., None]] = STAGES) -> tuple[Stages, BaseException | None]:
-    """The call's stages, or the error its checks raised (no message either way).  Non-contiguous datatypes are
-    packed now and unpacked when the call completes.  ``stages``: the functions that add each call's stages
-    (:data:`~mpicoll.comm.inter_stages.STAGES`, or the reproducible sums' in :mod:`mpicoll.comm.reproducible_inter`).
-
-    Each collective has one composition of stages (its local stages choose their algorithms as any call
-    does), so ``algorithm`` must be ``"auto"``; another name is refused like any bad argument, after the
-    agreement, so that a rank that names one does not leave the others waiting.
+    In round k (k = 0 .. K-1, K = ceil(lg N) for the N ranks of both groups) rank r sends to rank (r + 2^k) mod N
+    and receives from rank (r - 2^k) mod N.  After round k, rank r has heard, directly or through others, from
+    the 2^(k+1) ranks r - 2^(k+1) + 1 .. r; after round K-1 from all N.  A correct rank's messages are empty; a
+    rank whose checks failed sends one byte (a mark), which ends its receiver's empty receive with MPI's
+    truncation error, and that receiver marks the rest of its agreement
+    (:func:`mpicoll.runtime.standin.continue_marked`, told by :class:`~mpicoll.runtime.standin.Agreeing` where
+    the agreement ends): so a mark reaches every rank, as the flags of a dissemination barrier would.  Nothing is
+    computed: a correct call's agreement is K message exchanges, posted from C with the call's first stages.
     """
-    st = Stages(state, spans)
+
+    __slots__ = ("comm", "rounds")
+
+    def __init__(self, merged: CommState) -> None:
+        n, r = merged.size, merged.rank
+        empty = message(np.empty(0, np.uint8))
+        self.comm = merged.private
+        self.rounds: list[CommRound] = []
+        distance = 1
+        while distance < n:
+            self.rounds.append((self.comm, [(empty, (r + distance) % n)], [(empty, (r - distance) % n)], []))
+            distance *= 2
+
+
+class Kept:
+    """A blocking call built (the agreement's rounds, then its stages'): ``run(tag)`` runs it on the hot path;
+    ``used`` since the last eviction sweep; what the flight recorder notes of it; what its key names by identity
+    (``refs``) and the bytes of its messages."""
+
+    __slots__ = ("built", "run", "used", "what", "refs", "nbytes")
+
+    def __init__(self, state: InterState, method: str, stages: list[CommRound], refs: list[Any]) -> None:
+        self.built, self.refs, self.used = Built(_with_agreement(state, stages)), refs, False
+        self.what = _called(method).what()
+        self.nbytes = _message_bytes(stages)
+        self.run = _runner(state, method, self.built)
+
+
+def _with_agreement(state: InterState, stages: list[CommRound]) -> list[CommRound]:
+    """The agreement's rounds, then the stages'.
+
+    Between two ranks (groups of one), where the agreement is one exchange with the other rank, the first stage
+    (one round with that rank, at most one message from it) travels in the agreement's round, after its empty
+    messages (so each side matches the agreement's message first): the call then waits for one exchange, not
+    two.  A rank whose checks failed knows nothing of its stages, so it sends, after its mark, one empty message
+    in place of any that was expected of it (a receive of fewer bytes than posted ends without error, and the
+    mark has told of the failure), and receives into scratch whatever was sent to it (:func:`_refuse`); the
+    other rank receives the empty message where it expected none (:func:`_name`).
+    """
+    agreement = state.agreement.rounds
+    if len(agreement) == 1 and stages:
+        comm, sends, recvs, steps = stages[0]
+        if comm is agreement[0][0] and len(recvs) <= 1:
+            _, agreed_sends, agreed_recvs, _ = agreement[0]
+            return [(comm, agreed_sends + sends, agreed_recvs + recvs, steps), *stages[1:]]
+    return agreement + stages
+
+
+def _runner(state: InterState, method: str, built: Built) -> Callable[[int], None]:
+    """``run(tag)``: the call, blocking, where no timeout is set and no request is outstanding (the hot path
+    checks).  Its first stretch, the agreement's rounds and the stages on the merged communicator that follow
+    them, is bound as :class:`~mpicoll.runtime.standin.Agreeing` rounds, so that a marked agreement ends in
+    :func:`_name`; each stretch is posted from C where it can be.  A call of one stretch (groups of one rank)
+    is that stretch's runner itself: a hit is one call into C."""
+    owner = weakref.ref(state)    # (the state keeps its kept calls: no cycle)
+
+    def refused(tag: int, exc: BaseException) -> None:
+        _name(owner(), method, tag, None, exc)   # type: ignore[arg-type]
+
+    comm, first = built.stretches[0]
+    built.stretches[0] = comm, Agreeing(first, len(state.agreement.rounds), refused)
+    runners = built.runners = [direct.blocking(rounds, comm) or partial(execute_rounds, rounds, comm)
+                               for comm, rounds in built.stretches]
+    if len(runners) == 1:
+        return runners[0]
+    counts = [len(rounds) for _, rounds in built.stretches]
+
+    def run(tag: int) -> None:
+        done = 0
+        for run_stretch, count in zip(runners, counts):
+            try:
+                run_stretch(tag)
+            except ProcFailedError as exc:     # its round counted over the whole call (as a request counts it)
+                if exc.round >= 0:
+                    exc.round += done
+                raise
+            done += count
+
+    return run
+
+
+def _refuse(state: InterState, method: str, tag: int, error: BaseException) -> None:
+    """What a rank whose checks raised ``error`` does: play the agreement marked, then the naming all-reduce
+    (:func:`_name`), which raises ``error`` here and ArgumentError naming this rank on the others.  Meanwhile it
+    receives, into scratch, any message a peer sent it with the call's tag (a first stage sent in the agreement's
+    round, see :func:`_with_agreement`): such a send completes, and the peer goes on to the naming, only once it
+    is received."""
+    agreement = state.agreement
+    limit = state.timeout or TIMEOUT
     try:
-        if algorithm != "auto":
-            raise ValueError(f"algorithm: an intercommunicator {method} has one algorithm, 'auto' (stages of "
-                             f"each group's collectives and exchanges between the groups), not {algorithm!r}")
-        with packing() as packed:
-            stages[method](st, *args)
-        if packed.pack:
-            st.before.extend(packed.pack)
-            for unpack in packed.unpack:
-                st.step(unpack)
-    except Exception as exc:
-        return Stages(state), exc
-    return st, None
+        run_marked([r[1:] for r in agreement.rounds], agreement.comm, tag, limit=limit, what=method)
+    except Exception:      # the peers did something else (their calls do not match): no naming to join
+        raise error from None
+    instead = []     # between two ranks: the empty message in place of a stage's (see _with_agreement)
+    if len(agreement.rounds) == 1:
+        peer = agreement.rounds[0][1][0][1]
+        instead.append(agreement.comm.Isend(message(np.empty(0, np.uint8)), peer, tag))
+    naming = Request(*split(Stages(state).agreement(method, error)), state.merged._state.next_tag(NONBLOCKING), None)
+    naming._launch()
+    deadline = time.monotonic() + limit
+    try:
+        while not naming.Test() or not MPI.Request.Testall(instead):
+            _drain(agreement.comm, tag)
+            if time.monotonic() > deadline:   # the peers did something else: stop waiting for them
+                raise error from None
+    finally:
+        _drain(agreement.comm, tag)
+    raise error
+
+
+def _drain(comm: MPI.Comm, tag: int) -> None:
+    """Receive, into scratch, every message with ``tag`` that has arrived on ``comm``."""
+    status = MPI.Status()
+    while (arrived := comm.Improbe(MPI.ANY_SOURCE, tag, status)) is not None:
+        arrived.Recv([np.empty(status.Get_count(MPI.BYTE), np.uint8), MPI.BYTE])
+
+
+def _watched(state: InterState, method: str, built: Built, tag: int) -> None:
+    """A built call where a timeout is set or requests are outstanding: one request, waited for (watched where a
+    timeout is set).  A marked message arriving in the agreement's rounds is handled as the blocking executor
+    handles it (:func:`mpicoll.runtime.standin.continue_marked`): the rest of the agreement played marked, then
+    the naming all-reduce."""
+    req = Request(*split(built.rounds), tag, None)
+    if state.timeout is not None:
+        req.watch = (method, state.timeout, state.merged._state.rank)
+    req._launch()
+    try:
+        req.Wait()
+    except MPI.Exception as exc:
+        agreed, failed = len(state.agreement.rounds), req._round
+        if not is_mark(exc) or failed >= agreed:
+            raise
+        run_marked([r[1:] for r in built.rounds[:agreed]], state.agreement.comm, tag, failed + 1,
+                   limit=state.timeout or TIMEOUT, what=method)
+        _name(state, method, tag, None, exc)
+
+
+def _name(state: InterState, method: str, tag: int, error: BaseException | None, marked: BaseException | None) -> None:
+    """After a marked agreement, which every rank then runs: the all-reduce over both groups of which ranks'
+    checks failed (:meth:`~mpicoll.comm.inter_build.Stages.agreement`, with a tag of its own, drawn alike by every
+    rank), whose verdict raises ArgumentError naming the ranks at fault (the rank at fault runs it in
+    :func:`_refuse`).  Where no rank says it failed (a call that does not match sent the mark), the mark's
+    ``marked`` error is raised."""
+    try:
+        execute(state, method, Built(Stages(state).agreement(method, error)), state.merged._state.next_tag(NONBLOCKING))
+    finally:      # the empty message a rank at fault sent in place of a stage's, where none was expected
+        _drain(state.agreement.comm, tag)
+    raise error if error is not None else errors.ArgumentError(
+        f"{method} on an intercommunicator: a marked message arrived, but no rank's arguments were rejected: the "
+        "ranks' calls do not match", method) from marked
 
 
 def start(state: InterState, method: str, args: tuple, algorithm: str,
           stages: dict[str, Callable[..., None]] = STAGES) -> Request:
     """A nonblocking intercommunicator call: the agreement, then the call's stages, started."""
     tag = state.merged._state.next_tag(NONBLOCKING)
-    st, error = _built(state, method, args, algorithm, stages=stages)
+    st, error = build(state, method, args, algorithm, stages=stages)
     req = Request(*split(st.agreement(method, error) + st.rounds), tag, None, keep=args)
     req.trace = _traced(state, NONBLOCKING, tag, method)
     req._launch()
@@ -269,39 +314,51 @@ CACHED_CALLS, CACHED_BYTES = 16, 1 << 24
 
 def run(state: InterState, method: str, args: tuple, algorithm: str, tag: int, key: Any,
         stages: dict[str, Callable[..., None]] = STAGES) -> None:
-    """A blocking intercommunicator call: the agreement and the stages, run in order.
+    """A blocking intercommunicator call: the agreement (:class:`Agreement`) and the stages, run in order.
 
     A call made again with the same arguments (the plan cache's key: the same buffers, counts, datatypes, op
-    and root) runs the rounds built the first time, so that only its messages and steps cost anything (such
-    a call passed its checks when it was built).  Kept rounds view the caller's buffers by address, holding
-    none of them; their scratch is their own: at most ``CACHED_CALLS`` calls, the oldest let go first, whose
-    messages span at most ``CACHED_BYTES`` in all.  ``tag`` (of the merged communicator's blocking sequence)
-    and ``key`` (:func:`~mpicoll.runtime.callkey.call_key`) are drawn by the hot path
-    (:func:`mpicoll.comm.dispatch.run_blocking`).
+    and root) runs the rounds built the first time (such a call passed its checks when it was built): the hot
+    path (:func:`mpicoll.comm.dispatch.run_blocking`) finds it in :attr:`InterState.entries` and calls its
+    :class:`Kept` runner, so that only the messages and the stages' steps cost anything.  Kept rounds view the
+    caller's buffers by address, holding none of them; their scratch is their own: at most ``CACHED_CALLS``
+    calls, the oldest unused one let go first, whose messages span at most ``CACHED_BYTES`` in all.  ``tag``
+    (of the merged communicator's blocking sequence) and ``key`` (:func:`~mpicoll.runtime.callkey.call_key`)
+    are drawn by the hot path.  A rank whose checks fail plays the agreement marked (:func:`_refuse`).
     """
     values = VALUE_ARGS.get(method, ())
     named(state.recorder, tag, _called(method))
     kept = state.calls.get(key) if key is not None else None
-    if kept is not None:
-        state.calls.move_to_end(key)
-        execute(state, method, kept[0], tag)
-        return
-    st, error = _built(state, method, args, algorithm, shape_key(method, args, algorithm, values)[1] if key else None,
-                       stages)
-    built = Built(st.agreement(method, error) + st.rounds)
-    if key is not None and error is None and not st.before:   # (packed datatypes: built every time)
-        _keep(state, key, (built, held(args, values), _message_bytes(built.rounds)))
-    execute(state, method, built, tag)
+    if kept is None:
+        st, error = build(state, method, args, algorithm,
+                          shape_key(method, args, algorithm, values)[1] if key else None, stages)
+        if error is not None:
+            _refuse(state, method, tag, error)
+        kept = Kept(state, method, st.rounds, held(args, values))
+        if key is not None and not st.before:   # (packed datatypes: built every time)
+            _keep(state, key, kept)
+    kept.used = True
+    if state.timeout is None and not engines.outstanding():
+        kept.run(tag)
+    else:
+        _watched(state, method, kept.built, tag)
 
 
-def _keep(state: InterState, key: Any, kept: tuple[Built, list[Any], int]) -> None:
-    """Keep a built call, letting the oldest go while there are too many or they hold too many bytes."""
-    if kept[2] > CACHED_BYTES:
+def _keep(state: InterState, key: Any, kept: Kept) -> None:
+    """Keep a built call, letting the oldest go while there are too many or they hold too many bytes (one used
+    since the last sweep gets a second chance: to the young end, unmarked, as in the plan cache)."""
+    if kept.nbytes > CACHED_BYTES:
         return
-    state.calls[key] = kept
-    state.calls_bytes += kept[2]
-    while len(state.calls) > CACHED_CALLS or state.calls_bytes > CACHED_BYTES:
-        state.calls_bytes -= state.calls.popitem(last=False)[1][2]
+    calls = state.calls
+    calls[key] = kept
+    state.calls_bytes += kept.nbytes
+    while len(calls) > CACHED_CALLS or state.calls_bytes > CACHED_BYTES:
+        oldest = next(iter(calls))
+        entry = calls.pop(oldest)
+        if entry.used and oldest != key:
+            entry.used = False
+            calls[oldest] = entry
+        else:
+            state.calls_bytes -= entry.nbytes
 
 
 def _message_bytes(rounds: list[CommRound]) -> int:
@@ -310,16 +367,15 @@ def _message_bytes(rounds: list[CommRound]) -> int:
                for _, sends, recvs, _ in rounds for buf, _ in (*sends, *recvs))
 
 
-def execute(state: InterState, method: str, built: Built, tag: int) -> None:
-    """Run a built call blocking.  With a timeout (every wait watched), or while nonblocking requests are
-    outstanding (they must keep moving), it runs as a request that is waited for."""
+def execute(state: InterState, method: str, built: Built, tag: int, first: int = 0) -> None:
+    """Run a built call blocking (``first``: the number of rounds before it, for a failure's round number).  With
+    a timeout (every wait watched), or while nonblocking requests are outstanding (they must keep moving), it runs
+    as a request that is waited for."""
     if state.timeout is None and not engines.outstanding():
-        runners = built.runners
-        if runners is None:     # each stretch's rounds posted from C where they can be, else by the executor
-            runners = built.runners = [direct.blocking(rounds, comm) or partial(execute_rounds, rounds, comm)
-                                       for comm, rounds in built.stretches]
-        first = 0
-        for (_, rounds), run_stretch in zip(built.stretches, runners):
+        if built.runners is None:     # each stretch's rounds posted from C where they can be, else by the executor
+            built.runners = [direct.blocking(rounds, comm) or partial(execute_rounds, rounds, comm)
+                             for comm, rounds in built.stretches]
+        for (_, rounds), run_stretch in zip(built.stretches, built.runners):
             try:
                 run_stretch(tag)
             except ProcFailedError as exc:    # its round counted over the whole call (as a request counts it)
@@ -327,6 +383,8 @@ def execute(state: InterState, method: str, built: Built, tag: int) -> None:
                     exc.round += first
                 raise
             first += len(rounds)
+        return
+    if not built.rounds:
         return
     req = Request(*split(built.rounds), tag, None)
     if state.timeout is not None:
@@ -339,7 +397,7 @@ def init(state: InterState, method: str, args: tuple, algorithm: str,
          stages: dict[str, Callable[..., None]] = STAGES) -> Prequest:
     """A persistent intercommunicator call: its arguments checked and its messages bound now."""
     tag = state.merged._state.next_tag(PERSISTENT)
-    st, error = _built(state, method, args, algorithm, stages=stages)
+    st, error = build(state, method, args, algorithm, stages=stages)
     if error is not None:
         raise error
     pack = st.before

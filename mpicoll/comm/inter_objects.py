@@ -7,7 +7,8 @@ group) on the merged private communicator, with ``MPI.pickle`` (so a user's
 ``dumps``/``loads`` settings hold).  Every rank gets objects unpickled afresh; the
 root's group gets ``None`` (as from mpi4py).
 
-Every call starts with the agreement of :mod:`mpicoll.comm.inter` (a root that
+Every call starts with the all-reduce over both groups of which ranks' checks failed
+(:meth:`mpicoll.comm.inter_build.Stages.agreement`, as nonblocking calls do; a root that
 is not ``MPI.ROOT``, ``MPI.PROC_NULL`` or a remote rank, an object that does not
 pickle, a sequence of the wrong length: every rank raises, none waits).  A
 reduction op that raises fails in its group as on an intracommunicator
@@ -24,7 +25,8 @@ from mpi4py import MPI
 
 from mpicoll import errors
 from mpicoll.comm import inter
-from mpicoll.comm.inter import InterState, Stages, state_of
+from mpicoll.comm.inter import InterState, state_of
+from mpicoll.comm.inter_build import Stages
 from mpicoll.comm.inter_stages import IDLE, ROOT, role_of
 from mpicoll.runtime.rounds import Built
 from mpicoll.runtime.state import BLOCKING, NONBLOCKING

@@ -17,7 +17,7 @@ textbook way (an all-reduce between groups is two reduces and an exchange):
 ==========================  ==============================================================================
 call                        stages (group R receives, group S sends; n = local size, m = remote size)
 ==========================  ==============================================================================
-Barrier                     the agreement alone (an all-reduce over both groups: nobody leaves early)
+Barrier                     the agreement alone (a dissemination over both groups: nobody leaves early)
 Bcast                       root -> R's leader; Bcast in R
 Gather                      Gather in S to its leader; S's leader -> root
 Gatherv                     every rank of S -> root (linear: the root alone knows the counts)
@@ -32,7 +32,7 @@ Alltoall, Alltoallv/w       pairwise: in round k, local rank i sends to remote (
 Reduce_scatter(_block)      Reduce in each group; the leaders swap; Scatter(v) in each group
 ==========================  ==============================================================================
 
-Each function below adds one call's stages to a :class:`~mpicoll.comm.inter.Stages`; the agreement that
+Each function below adds one call's stages to a :class:`~mpicoll.comm.inter_build.Stages`; the agreement that
 comes first, and running the stages, are :mod:`mpicoll.comm.inter`'s.
 
 Buffers are host memory (NumPy, bytes-like, ``MPI.memory``, DLPack or CUDA array
@@ -54,7 +54,7 @@ from mpicoll.comm.preparing import exchanged
 from mpicoll.runtime.buffers import Buffer, is_in_place, parse, parse_blocks, parse_v
 
 if TYPE_CHECKING:
-    from mpicoll.comm.inter import Stages
+    from mpicoll.comm.inter_build import Stages
 
 __all__ = ["STAGES", "ROOT", "IDLE", "role_of", "group_reduce", "Reducer"]
 
@@ -112,7 +112,7 @@ def role_of(root: Any, remote_size: int, method: str) -> Any:
 
 
 def barrier(st: Stages) -> None:
-    """The agreement alone: an all-reduce over both groups returns on no rank before every rank has entered."""
+    """The agreement alone: a dissemination over both groups returns on no rank before every rank has entered."""
 
 
 def bcast(st: Stages, buf: Any, root: Any) -> None:

@@ -31,7 +31,8 @@ from mpicoll import errors
 from mpicoll.comm import inter
 from mpicoll.comm import reproducible as blocking
 from mpicoll.comm import reproducible_requests as requests
-from mpicoll.comm.inter import InterState, Stages
+from mpicoll.comm.inter import InterState
+from mpicoll.comm.inter_build import Stages
 from mpicoll.comm.inter_stages import STAGES, group_reduce
 from mpicoll.runtime.buffers import Buffer, is_in_place, parse
 from mpicoll.runtime.datatypes import packing

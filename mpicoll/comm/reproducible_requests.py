@@ -2,7 +2,7 @@
 
 A reproducible call (:mod:`mpicoll.comm.reproducible`) is two collectives of the same communicator and
 local passes between them.  Here they are the rounds of one request, as an intercommunicator call's
-stages are (:class:`mpicoll.comm.inter.Stages`): each collective is prepared like any call (its plan's
+stages are (:class:`mpicoll.comm.inter_build.Stages`): each collective is prepared like any call (its plan's
 bound rounds, on the communicator's private communicator), and each local pass is a step that runs
 once the rounds before it are complete on this rank:
 

@@ -49,7 +49,7 @@ from mpicoll.runtime.buffers import host_view
 from mpicoll.runtime.rounds import Exchange, fault, is_fault, run, testall
 from mpicoll.runtime.watchdog import CollectiveTimeout
 
-__all__ = ["stand_in_args", "play", "TIMEOUT", "Marked", "run_marked", "continue_marked", "is_mark"]
+__all__ = ["stand_in_args", "play", "TIMEOUT", "Marked", "run_marked", "continue_marked", "is_mark", "Agreeing"]
 
 # seconds a stand-in may wait without progress when the communicator has no timeout of its own:
 # a stand-in that does not match what the peers do (their arguments are wrong too) gives up
@@ -191,15 +191,31 @@ def run_marked(bound: list, comm: MPI.Comm, tag: int, start: int = 0, limit: flo
     run(bound, comm, tag, Marked(limit, what, comm.Get_rank()), start)
 
 
+class Agreeing(list):
+    """Bound rounds whose first ``agreed`` rounds are an agreement (an intercommunicator's blocking call, see
+    :class:`mpicoll.comm.inter.Agreement`): a marked message arriving in one of them is played marked to the
+    agreement's end only (the rank at fault knows no more of the call than that), then ``refused(tag, exc)``
+    finishes the call, which every rank then does alike (it raises)."""
+
+    __slots__ = ("agreed", "refused")
+
+    def __init__(self, rounds: list, agreed: int, refused: Callable[[int, BaseException], None]) -> None:
+        super().__init__(rounds)
+        self.agreed, self.refused = agreed, refused
+
+
 def continue_marked(bound: list, comm: MPI.Comm, tag: int, index: int, exc: BaseException) -> None:
     """What a blocking executor does when round ``index`` of ``bound`` raised ``exc``: re-raise it, unless
     it is a marked message arriving (:func:`is_mark`); then the round's messages are complete (MPI
     completes every request of a failed ``Waitall``), the rest of the schedule is played marked, and
-    :class:`~mpicoll.ArgumentError` is raised."""
+    :class:`~mpicoll.ArgumentError` is raised (in an agreement, :class:`Agreeing` says how the call ends)."""
     if is_fault(exc, comm):     # a process failed: every survivor stops (see mpicoll.runtime.rounds.fault)
         raise fault(comm, exc, rnd=index) from exc
     if not is_mark(exc):
         raise exc
+    if type(bound) is Agreeing and index < bound.agreed:
+        run_marked(bound[:bound.agreed], comm, tag, index + 1)
+        bound.refused(tag, exc)
     run_marked(bound, comm, tag, index + 1)
     raise errors.ArgumentError(
         f"rank {comm.Get_rank()}: a message was longer than this rank expected (MPI_ERR_TRUNCATE): a peer's "
