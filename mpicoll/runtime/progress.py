@@ -121,7 +121,8 @@ def enabled() -> bool:
     level = MPI.Query_thread()
     if level < MPI.THREAD_MULTIPLE:
         warnings.warn(f"mpicoll: MPI was initialised at {_LEVELS.get(level, level)}; the progress thread needs "
-                      "MPI_THREAD_MULTIPLE, so mpicoll's requests advance only inside mpicoll's calls (and mpi4py's "
+                      "MPI_THREAD_MULTIPLE, so mpicoll's requests advance only inside mpicoll's calls and, where "
+                      "mpicoll hooks the MPI library's progress loop, inside MPI's own waits (else mpi4py's "
                       "MPI.Request.Waitall on them waits forever); set MPICOLL_PROGRESS=0 to say this is intended",
                       RuntimeWarning, stacklevel=4)
         return False
@@ -134,10 +135,11 @@ def running() -> bool:
 
 
 def first_request() -> None:
-    """What the first request's start calls: start the thread (or not)."""
+    """What the first request's start calls: hook the MPI library's progress loop (thread or no thread: it runs
+    in whichever thread waits inside MPI), and start the thread (or not)."""
     nonblocking._WAKE.clear()     # (the thread puts its wake-up there while it sleeps)
+    direct.hook_progress(engines.ACTIVE, engines.ELSEWHERE, engines.advance_waiting)
     if _STATE["thread"] is None and enabled():
-        direct.hook_progress(engines.ACTIVE, engines.ELSEWHERE, engines.advance_waiting)
         progress = _STATE["thread"] = _Thread()
         progress.thread.start()
 
