@@ -120,7 +120,7 @@ def run_planned(comm: Any, algorithm: str, send: Any, recv: Any, op: Any) -> boo
     this first) by a plan made by an earlier call of the same communicator, dtype and length; False (nothing
     done) where there is none or the arguments are not the usual ones (then
     :func:`mpicoll.comm.reproducible.run` takes it; an intercommunicator's state has no plans)."""
-    if type(send) is not np.ndarray or type(recv) is not np.ndarray or op != MPI.SUM:
+    if type(send) is not np.ndarray or type(recv) is not np.ndarray or op is not MPI.SUM:
         return False
     plans = _PLANS.get(comm._state)
     plan = None if plans is None else plans.get((send.dtype, send.size))

@@ -49,8 +49,30 @@ fill_tables(Tables *t, const Format *fmt)
     }
 }
 
+static int parse_new_format(PyObject *tuple, Format *fmt);
+
+/* fmt from the kernels' format tuple (floor, ceiling, step, emax, limbs), its tables found or filled */
 static int
 parse_format(PyObject *tuple, Format *fmt)
+{
+    /* the last tuple parsed (held, so that the same object is the same tuple) and its format: the callers
+     * pass fixedpoint_kernels.params's cached tuple every time */
+    static PyObject *last;
+    static Format last_format;
+    if (tuple == last) {
+        *fmt = last_format;
+        return 0;
+    }
+    if (parse_new_format(tuple, fmt) < 0)
+        return -1;
+    Py_INCREF(tuple);
+    Py_XSETREF(last, tuple);
+    last_format = *fmt;
+    return 0;
+}
+
+static int
+parse_new_format(PyObject *tuple, Format *fmt)
 {
     if (!PyArg_ParseTuple(tuple, "iiiii", &fmt->floor, &fmt->ceiling, &fmt->step, &fmt->emax, &fmt->limbs))
         return -1;
