@@ -40,7 +40,7 @@ PLAN_BYTES = 1 << 20
 #: plans kept per communicator (the oldest goes first)
 PLANS_PER_COMM = 16
 _PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-_MPI_TYPES = {np.dtype(np.float64): MPI.DOUBLE, np.dtype(np.float32): MPI.FLOAT}
+_PLANNED = (np.dtype(np.float64), np.dtype(np.float32))     # the dtypes whose calls make plans
 
 
 def raise_any(method: str, failure: Exception | None, flagged: Any) -> None:
@@ -80,29 +80,31 @@ class _Gathered:
 
 
 class _Scattered:
-    """A larger Allreduce's plan: the flag, the blocks' counts and displacements (elements), the table."""
+    """A larger Allreduce's plan: the flag, the blocks' counts and displacements (bytes, as the parsed path's
+    messages are), the table."""
 
-    __slots__ = ("p", "fmt", "flag", "mpitype", "counts", "recv_spec", "lo", "hi", "rows")
+    __slots__ = ("p", "fmt", "flag", "counts", "recv_spec", "lo", "hi", "rows")
     scattered = True
 
     def __init__(self, comm: Any, dtype: np.dtype, n: int, fmt: fp.Format, table: np.ndarray | None = None) -> None:
-        p = self.p = comm.Get_size()
-        self.fmt, self.flag, self.mpitype = fmt, np.zeros(1, np.uint8), _MPI_TYPES[dtype]
-        self.counts = counts, displs = blocks(n, p)
-        mine = counts[comm.Get_rank()]
-        self.lo, self.hi = displs[comm.Get_rank()], displs[comm.Get_rank()] + mine
-        space = np.empty(p * mine, dtype) if table is None else table[:p * mine * dtype.itemsize].view(dtype)
-        self.rows = space.reshape(p, mine)
-        self.recv_spec = [space, ([mine] * p, [mine * j for j in range(p)]), self.mpitype]
+        p, rank, itemsize = comm.Get_size(), comm.Get_rank(), dtype.itemsize
+        self.p, self.fmt, self.flag = p, fmt, np.zeros(1, np.uint8)
+        counts, displs = blocks(n, p)
+        self.counts = [c * itemsize for c in counts], [d * itemsize for d in displs]
+        mine = counts[rank]
+        self.lo, self.hi = displs[rank], displs[rank] + mine
+        space = np.empty(p * mine * itemsize, np.uint8) if table is None else table[:p * mine * itemsize]
+        self.rows = space.view(dtype).reshape(p, mine)
+        self.recv_spec = [space, ([mine * itemsize] * p, [mine * itemsize * j for j in range(p)]), MPI.BYTE]
 
     def run(self, comm: Any, send: np.ndarray, recv: np.ndarray) -> None:
         flag = self.flag
         flag[0] = 0
         comm.Allreduce(MPI.IN_PLACE, flag, op=MPI.MAX, reproducible=False)
         raise_any("Allreduce", None, flag[0])
-        comm.Alltoallv([send, self.counts, self.mpitype], self.recv_spec)
+        comm.Alltoallv([send.view(np.uint8), self.counts, MPI.BYTE], self.recv_spec)
         kernels.sum_rows_into(self.rows, recv[self.lo:self.hi], self.fmt)
-        comm.Allgatherv(MPI.IN_PLACE, [recv, self.counts, self.mpitype])
+        comm.Allgatherv(MPI.IN_PLACE, [recv.view(np.uint8), self.counts, MPI.BYTE])
 
 
 def blocks(n: int, p: int) -> tuple[list[int], list[int]]:
@@ -136,7 +138,7 @@ def run_planned(comm: Any, algorithm: str, send: Any, recv: Any, op: Any) -> boo
 
 def _plan(comm: Any, call: Any, failure: Exception | None, scattered_: bool) -> Any:
     """The plan of this call, made and kept, where it has the usual arguments; else None."""
-    if failure is not None or call.values.dtype not in _MPI_TYPES or call.out.dtype != call.values.dtype \
+    if failure is not None or call.values.dtype not in _PLANNED or call.out.dtype != call.values.dtype \
             or not call.out.flags.c_contiguous or call.values.shape[0] == 0:
         return None
     dtype, n = call.values.dtype, call.values.shape[0]
