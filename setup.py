@@ -12,9 +12,10 @@ functions in Python (``mpicoll.comm.dispatch._run_blocking``,
 
 from setuptools import Extension, setup
 
-SOURCES = {"_callkey": ["_callkey.c", "_callrun.c"], "_rounds": ["_rounds.c"], "_fixedpoint": ["_fixedpoint.c"],
+SOURCES = {"_callkey": ["_callkey.c", "_callrun.c"], "_rounds": ["_rounds.c"],
+           "_fixedpoint": ["_fixedpoint.c", "_fixedpoint_simd.c"],
            "_direct": ["_direct.c", "_requests.c", "_generalized.c", "_progress.c", "_steps.c"]}
-HEADERS = ["_callkey.h", "_direct.h", "_direct_family.h"]
+HEADERS = ["_callkey.h", "_direct.h", "_direct_family.h", "_fixedpoint.h"]
 
 setup(ext_modules=[Extension(f"mpicoll.runtime.{name}", [f"mpicoll/runtime/{file}" for file in files],
                              depends=[f"mpicoll/runtime/{header}" for header in HEADERS], optional=True)

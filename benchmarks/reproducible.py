@@ -9,7 +9,7 @@ timed interleaved round by round on the same buffers, so that a change of the ma
 all of them alike: mpicoll's ``Allreduce`` (``auto``), the same with ``reproducible=True``, and the MPI
 library's built-in.  A round times a batch of back-to-back calls (about ``--target`` seconds, at
 least one); its time is the slowest rank's.  The table gives each variant's median time per call
-(microseconds, OSU's unit), the ratio of the reproducible call to the ordinary one, and the ratio of
+(microseconds, OSU's unit; ``--stat min``: its fastest round's), the ratio of the reproducible call to the ordinary one, and the ratio of
 the bytes the reproducible call moves (the gathered rows, or the floats' blocks there and back) to
 the ordinary one's (:func:`bytes_ratio`).  The reproducible call's local work (summing the table of its
 block, one row per process) is timed alone too, in one process, as ``local(us)``.
@@ -79,6 +79,9 @@ def main() -> None:
     parser.add_argument("--dtypes", default="float64,float32")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--target", type=float, default=0.02, help="seconds per batch")
+    parser.add_argument("--stat", choices=["median", "min"], default="median",
+                        help="each variant's time over the rounds: the median, or the fastest round (on a "
+                             "machine shared with other jobs, the rounds in which none of them ran)")
     ns = parser.parse_args()
     world = MPI.COMM_WORLD
     comm = mpicoll.Comm(world)
@@ -87,7 +90,7 @@ def main() -> None:
         library = MPI.Get_library_version().splitlines()[0].rstrip("\x00 ")
         print(f"# mpicoll reproducible Allreduce, {world.size} processes, MPI: {library}")
         print(f"# load average at start: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} CPUs; "
-              f"median of {ns.rounds} rounds")
+              f"{ns.stat} of {ns.rounds} rounds")
         print(f"{'Size(B)':>10} {'dtype':>8} {'ordinary(us)':>13} {'reproducible(us)':>17} {'ratio':>6} "
               f"{'bytes ratio':>11} {'built-in(us)':>13} {'local(us)':>10}")
     for name in ns.dtypes.split(","):
@@ -112,7 +115,8 @@ def main() -> None:
                 for label, call in variants.items():
                     times[label].append(timed(world, call, batches[label]))
             local = min(local_work(x, world.size) for _ in range(3))
-            med = {label: statistics.median(t) * 1e6 for label, t in times.items()}
+            stat = statistics.median if ns.stat == "median" else min
+            med = {label: stat(t) * 1e6 for label, t in times.items()}
             moved = bytes_ratio(count * dtype.itemsize, world.size)
             if world.rank == 0:
                 print(f"{count * dtype.itemsize:>10} {name:>8} {med['ordinary']:>13.1f} {med['reproducible']:>17.1f} "

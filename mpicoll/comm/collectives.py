@@ -22,6 +22,7 @@ from mpicoll.comm import reproducible as reproducible_sum
 from mpicoll.comm import reproducible_inter, reproducible_requests
 from mpicoll.comm.dispatch import init, run_blocking, start
 from mpicoll.comm.docs import document
+from mpicoll.comm.reproducible_allreduce import run_planned
 from mpicoll.runtime.requests import Prequest, Request
 
 __all__ = ["Collectives", "IntraCollectives"]
@@ -84,6 +85,8 @@ class Collectives:
     def Allreduce(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto",
                   reproducible: bool | None = None) -> None:
         if reproducible or (reproducible is None and reproducible_sum.DEFAULT[0]):
+            if reproducible_sum.wanted(reproducible) and run_planned(self, algorithm, sendbuf, recvbuf, op):
+                return None
             return reproducible_inter.run(self, "Allreduce", algorithm, reproducible, sendbuf, recvbuf, op)
         run_blocking(self, "Allreduce", algorithm, sendbuf, recvbuf, op)
 

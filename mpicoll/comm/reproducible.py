@@ -12,16 +12,15 @@ intercommunicator's calls are :mod:`mpicoll.comm.reproducible_inter`'s):
    integer addition is exact and associative, so every algorithm, segmentation and order of the ranks
    gives the same integers, which :func:`~mpicoll.runtime.fixedpoint.combine` rounds once.
 
-A small ``Allreduce`` gathers every contribution and sums them locally (:func:`_gathered`); a larger one with
-``algorithm="auto"`` exchanges the floats' blocks and sums each block locally (:func:`_scattered`): the same
-arithmetic, so the same bits.  Other ops and element types are exact already (or not sums): the call goes
-the ordinary way.
+A small ``Allreduce`` gathers every contribution and sums them locally; a larger one with ``algorithm="auto"``
+exchanges the floats' blocks and sums each block locally (:mod:`mpicoll.comm.reproducible_allreduce`, whose
+plans run the usual calls without parsing): the same arithmetic, so the same bits.  Other ops and element
+types are exact already (or not sums): the call goes the ordinary way.
 """
 
 from __future__ import annotations
 
 import functools
-import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,15 +28,21 @@ import numpy as np
 from mpi4py import MPI
 
 from mpicoll import config, errors
+from mpicoll.comm.reproducible_allreduce import (
+    FLAG_BYTES,
+    GATHER_BYTES,
+    gathered,
+    raise_any,
+    scattered,
+    scratch,
+)
 from mpicoll.runtime import fixedpoint as fp
 from mpicoll.runtime import fixedpoint_kernels as kernels
 from mpicoll.runtime.buffers import Buffer, is_in_place, parse
 
-__all__ = ["wanted", "run", "always", "METHODS"]
+__all__ = ["wanted", "run", "always", "METHODS", "GATHER_BYTES", "FLAG_BYTES", "raise_any"]
 
 #: method -> position of ``op`` in its arguments
-#: an Allreduce whose contributions together take at most this many bytes gathers them and sums locally
-GATHER_BYTES = 4096
 METHODS = {"Allreduce": 2, "Reduce": 2, "Reduce_scatter_block": 2, "Reduce_scatter": 3, "Scan": 2, "Exscan": 2}
 
 
@@ -146,12 +151,12 @@ def run(comm: Any, method: str, algorithm: str, reproducible: bool | None, *args
     call, failure = accepted
     size, itemsize = elements(args) if call is None else (call.values.shape[0], call.values.dtype.itemsize)
     if method == "Allreduce" and size * itemsize * comm.Get_size() <= GATHER_BYTES:
-        return _gathered(comm, call, failure, size * itemsize)
+        return gathered(comm, call, failure, size * itemsize)
     if method == "Allreduce" and algorithm == "auto":
-        return _scattered(comm, call, failure, size, itemsize)
+        return scattered(comm, call, failure)
     rows = None if call is None else summed_rows(method, call, comm.Get_rank())
     most = 0 if call is None else 8 * (call.fmt.limbs + 1) * (size + (rows or 0))   # the limbs, and a tally
-    arena = _scratch(comm, _align(size + 1) + most)
+    arena = scratch(comm, _align(size + 1) + most)
     head = arena[:size + 1].view(np.int8)
     if call is not None:
         kernels.codes(call.values, call.fmt, out=head[:size])
@@ -167,26 +172,6 @@ def run(comm: Any, method: str, algorithm: str, reproducible: bool | None, *args
     if summed is not None and call.out is not None:
         part = slice(call.first, call.first + call.out.shape[0])
         kernels.decode(summed, code[part], call.fmt, comm.Get_size(), out=call.out)
-
-
-#: per communicator (its state): the scratch of its blocking reproducible calls (codes, limbs, summed limbs),
-#: grown to the largest call up to SCRATCH_BYTES and reused, so that the limbs' collectives find their plans
-#: cached (the same buffers) and the memory is not faulted in again on every call; larger calls get their own
-SCRATCH_BYTES = 1 << 28
-_SCRATCH: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def _scratch(comm: Any, nbytes: int) -> np.ndarray:
-    """``nbytes`` of scratch (uint8, 64-byte aligned) for a blocking call of ``comm``."""
-    state = comm._state
-    space = _SCRATCH.get(state)
-    if space is not None and space.shape[0] >= nbytes:
-        return space[:nbytes]
-    raw = np.empty(nbytes + 64, np.uint8)
-    space = raw[-raw.ctypes.data % 64:][:nbytes]
-    if nbytes <= SCRATCH_BYTES:
-        _SCRATCH[state] = space
-    return space
 
 
 def _align(nbytes: int) -> int:
@@ -228,73 +213,6 @@ def sum_args(method: str, args: tuple, call: _Call, limbs: np.ndarray, summed: n
     if method == "Reduce_scatter":
         return flat, summed, [c * limbs.shape[1] for c in call.counts], MPI.SUM
     return flat, summed, MPI.SUM
-
-
-def raise_any(method: str, failure: Exception | None, flagged: Any) -> None:
-    """After the first step: this rank's own error, or ArgumentError where another rank's arguments failed."""
-    if failure is not None:
-        raise failure
-    if flagged:
-        raise errors.ArgumentError(f"{method}(reproducible=True): another rank's arguments were rejected",
-                                   method)
-
-
-def _gathered(comm: Any, call: _Call | None, failure: Exception | None, nbytes: int) -> None:
-    """A small Allreduce in one step: every rank gathers every contribution (and, in the 8 bytes after it,
-    a byte saying whether its arguments failed; 8 keep the next row aligned for every float) and sums them
-    itself with the same arithmetic (:func:`mpicoll.runtime.fixedpoint.sum_rows`), so the bits are those of
-    the two steps, in one latency instead of two."""
-    p = comm.Get_size()
-    row = (bytes(nbytes) if call is None else call.values.tobytes()) + _FLAGS[failure is not None]
-    table = np.empty((p, nbytes + FLAG_BYTES), np.uint8)
-    comm.Allgather(row, table)
-    raise_any("Allreduce", failure, any(table[:, nbytes].tobytes()))
-    if not nbytes:
-        return
-    out = call.out
-    if call.fmt.name in _DIRECT and out.flags.c_contiguous:
-        kernels.sum_rows_into(table.view(out.dtype), out, call.fmt)
-    else:
-        kernels.sum_rows(table.view(call.values.dtype), call.values.shape[0], out=out)
-
-
-_DIRECT = ("float64", "float32")    # results the kernels write as they are
-
-
-def _scattered(comm: Any, call: _Call | None, failure: Exception | None, size: int, itemsize: int) -> None:
-    """A larger ``Allreduce`` with ``algorithm="auto"``: a byte's MAX says whether some rank's arguments failed;
-    then rank ``j`` receives block ``j`` of every contribution (an ``Alltoallv`` of the floats themselves),
-    sums its block's table itself (:func:`mpicoll.runtime.fixedpoint_kernels.sum_rows`: every term of an
-    element is there, so its window, limbs and rounding are those of the two steps), and an ``Allgatherv``
-    gives every rank every block.  It moves the floats twice, as a reduce-scatter and all-gather of the
-    ordinary sum does, where the two steps move a code and ``fmt.limbs`` int64 per element.
-
-    Block ``j`` holds ``size // p`` elements, one more for ``j < size % p``: its counts and displacements
-    (in bytes) cover the ``size`` elements once, in order."""
-    p, rank = comm.Get_size(), comm.Get_rank()
-    flag = np.array([failure is not None], np.uint8)
-    comm.Allreduce(MPI.IN_PLACE, flag, op=MPI.MAX, reproducible=False)
-    raise_any("Allreduce", failure, flag[0])
-    counts = [(size // p + (j < size % p)) * itemsize for j in range(p)]
-    displs = [0] * p
-    for j in range(1, p):
-        displs[j] = displs[j - 1] + counts[j - 1]
-    mine = counts[rank]
-    table = _scratch(comm, p * mine)
-    comm.Alltoallv([call.values.view(np.uint8), (counts, displs), MPI.BYTE],
-                   [table, ([mine] * p, [mine * j for j in range(p)]), MPI.BYTE])
-    out = call.out.view(np.uint8)
-    block = out[displs[rank]:displs[rank] + mine].view(call.values.dtype)
-    rows = table.view(call.values.dtype).reshape(p, mine // itemsize)
-    if call.fmt.name in _DIRECT:
-        kernels.sum_rows_into(rows, block, call.fmt)
-    else:
-        kernels.sum_rows(rows, rows.shape[1], out=block)
-    comm.Allgatherv(MPI.IN_PLACE, [out, (counts, displs), MPI.BYTE])
-
-
-FLAG_BYTES = 8
-_FLAGS = (bytes(FLAG_BYTES), bytes([1]) + bytes(FLAG_BYTES - 1))   # a row's tail: arguments accepted, rejected
 
 
 def _plain(method: str, args: tuple) -> _Call | None:

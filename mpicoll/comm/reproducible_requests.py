@@ -15,7 +15,9 @@ once the rounds before it are complete on this rank:
 5. a step: the summed limbs rounded once into the result.
 
 A small ``Allreduce`` (at most ``GATHER_BYTES`` of contributions in all) is, as blocking, the rounds
-of an ``Allgather`` of the contributions and a step that sums them.  Every round travels with the
+of an ``Allgather`` of the contributions and a step that sums them; a larger one with ``algorithm="auto"``
+the rounds of a flag's MAX, of an ``Alltoallv`` of the floats' blocks, a step that sums this rank's
+block, and the rounds of an ``Allgatherv``.  Every round travels with the
 request's one tag, posted once the round before it is complete here; a peer's messages of one stage
 cannot match another's receives, because MPI keeps the order of two messages between the same ranks
 with the same tag.
@@ -34,6 +36,7 @@ from mpi4py import MPI
 
 from mpicoll.comm import reproducible as blocking
 from mpicoll.comm.preparing import prepare
+from mpicoll.comm.reproducible_allreduce import blocks
 from mpicoll.runtime import fixedpoint_kernels as kernels
 from mpicoll.runtime.requests import Prequest, Request
 from mpicoll.runtime.state import NONBLOCKING, PERSISTENT
@@ -115,6 +118,9 @@ class RequestStages:
             self._step(self._sum_table)
             self.fill = self._fill_row
             return
+        if method == "Allreduce" and algorithm == "auto":
+            self._scattered(args, call)
+            return
         self.head = np.zeros(size + 1, np.int8)
         self.fill = self._fill_head
         self._collective("Allreduce", (MPI.IN_PLACE, self.head, MPI.MAX), algorithm if method == "Allreduce" else
@@ -130,6 +136,27 @@ class RequestStages:
         self._collective(method, blocking.sum_args(method, args, call, self.limbs, self.summed), algorithm)
         if self.summed is not None and call.out is not None:
             self._step(self._decode)
+
+    def _scattered(self, args: tuple, call: Any) -> None:
+        """A larger Allreduce with ``algorithm="auto"``, as blocking
+        (:func:`mpicoll.comm.reproducible_allreduce.scattered`): the rounds of a byte's MAX (whether some
+        rank's arguments failed), a step that raises where one did, the rounds of an ``Alltoallv`` of the
+        floats' blocks, a step that sums this rank's block's table, the rounds of an ``Allgatherv``."""
+        self.head = np.zeros(1, np.int8)
+        self.fill = self._fill_flag
+        self._collective("Allreduce", (MPI.IN_PLACE, self.head, MPI.MAX), "auto")
+        self._step(self._flagged)
+        if call is None:      # this rank's arguments failed: it raises once every rank has the flags
+            return
+        p, rank, itemsize = self.state.size, self.state.rank, call.values.dtype.itemsize
+        counts, displs = ([c * itemsize for c in column] for column in blocks(self.size, p))
+        mine = counts[rank]
+        self.rows = np.empty((p, mine // itemsize), call.values.dtype)
+        self.block = call.out.view(np.uint8)[displs[rank]:displs[rank] + mine].view(call.values.dtype)
+        table = [self.rows.view(np.uint8).reshape(-1), ([mine] * p, [mine * j for j in range(p)]), MPI.BYTE]
+        self._collective("Alltoallv", ([call.values.view(np.uint8), (counts, displs), MPI.BYTE], table), "auto")
+        self._step(self._sum_block)
+        self._collective("Allgatherv", (MPI.IN_PLACE, [call.out.view(np.uint8), (counts, displs), MPI.BYTE]), "auto")
 
     def _collective(self, method: str, args: tuple, algorithm: str) -> None:
         """The bound rounds of the ordinary collective ``method(*args)`` (checked now, like any call)."""
@@ -165,6 +192,15 @@ class RequestStages:
         call = self.call
         code = self.head[call.first:call.first + call.out.shape[0]]
         kernels.decode(self.summed, code, call.fmt, self.state.size, out=call.out)
+
+    def _fill_flag(self) -> None:
+        self.head[0] = self.failure is not None
+
+    def _flagged(self) -> None:
+        blocking.raise_any(self.method, self.failure, self.head[0])
+
+    def _sum_block(self) -> None:
+        kernels.sum_rows(self.rows, out=self.block)
 
     def _fill_row(self) -> None:
         nbytes = self.nbytes

@@ -16,7 +16,7 @@ import numpy as np
 from mpicoll.runtime import fixedpoint as fp
 from mpicoll.runtime.compiled import extension
 
-__all__ = ["KERNELS", "codes", "encode", "decode", "sum_rows", "sum_rows_into"]
+__all__ = ["KERNELS", "params", "codes", "encode", "decode", "sum_rows", "sum_rows_into"]
 
 #: the compiled module, or None (not built, or ``MPICOLL_NO_EXTENSIONS=1``)
 KERNELS = extension("_fixedpoint")
@@ -24,13 +24,13 @@ KERNELS = extension("_fixedpoint")
 _PARAMS: dict = {}
 
 
-def _params(fmt: fp.Format) -> tuple[int, int, int, int, int]:
+def params(fmt: fp.Format) -> tuple[int, int, int, int, int]:
     """``fmt`` as the kernels take it: floor, ceiling, step, emax, limbs."""
     try:
         return _PARAMS[fmt.name]
     except KeyError:
-        _PARAMS[fmt.name] = params = (fmt.floor, fmt.ceiling, fmt.step, fmt.emax, fmt.limbs)
-        return params
+        _PARAMS[fmt.name] = value = (fmt.floor, fmt.ceiling, fmt.step, fmt.emax, fmt.limbs)
+        return value
 
 
 #: the formats whose values the kernels read and write as they are
@@ -53,7 +53,7 @@ def codes(x: np.ndarray, fmt: fp.Format, out: np.ndarray | None = None) -> np.nd
         out[...] = value
         return out
     out = np.empty(x.shape[0], np.int8) if out is None else out
-    KERNELS.codes(_work(x, fmt), out, _params(fmt))
+    KERNELS.codes(_work(x, fmt), out, params(fmt))
     return out
 
 
@@ -71,7 +71,7 @@ def encode(values: np.ndarray, code: np.ndarray, fmt: fp.Format, out: np.ndarray
         out[:, :value.shape[1]] = value
         out[:, value.shape[1]:] = 0
         return out
-    KERNELS.encode(_work(values, fmt), np.ascontiguousarray(code), out, _params(fmt), inline)
+    KERNELS.encode(_work(values, fmt), np.ascontiguousarray(code), out, params(fmt), inline)
     return out
 
 
@@ -86,7 +86,7 @@ def decode(summed: np.ndarray, code: np.ndarray, fmt: fp.Format, terms: int | No
     target = out if direct else np.empty(code.shape[0], np.float64)
     flags = np.empty(code.shape[0], np.uint8)
     check = terms is None or terms >= fp._FEW
-    if KERNELS.decode(np.ascontiguousarray(summed), np.ascontiguousarray(code), target, _params(fmt), check, flags):
+    if KERNELS.decode(np.ascontiguousarray(summed), np.ascontiguousarray(code), target, params(fmt), check, flags):
         bad = flags.view(bool)
         value = fp.combine(summed[bad, :fmt.limbs], fp._windows(code[bad], fmt), fp.LIMB_BITS, fmt)
         with np.errstate(over="ignore"):
@@ -117,9 +117,9 @@ def sum_rows(rows: np.ndarray, count: int | None = None, out: np.ndarray | None 
     else:     # float16's sums are rounded from float64 by the cast
         target = np.empty(count, rows.dtype if direct else np.float64)
     work = _work(rows, fmt)
-    if KERNELS.sum_rows(work, work.shape[0], target, _params(fmt), None):     # some column needs combine
+    if KERNELS.sum_rows(work, work.shape[0], target, params(fmt), None):     # some column needs combine
         flags = np.empty(count, np.uint8)
-        KERNELS.sum_rows(work, work.shape[0], target, _params(fmt), flags)
+        KERNELS.sum_rows(work, work.shape[0], target, params(fmt), flags)
         bad = flags.view(bool)
         with np.errstate(over="ignore"):
             target[bad] = fp.sum_rows(np.ascontiguousarray(rows[:, :count][:, bad])).astype(target.dtype)
@@ -133,5 +133,5 @@ def sum_rows(rows: np.ndarray, count: int | None = None, out: np.ndarray | None 
 def sum_rows_into(rows: np.ndarray, out: np.ndarray, fmt: fp.Format) -> None:
     """:func:`sum_rows` of ``rows[:, :len(out)]`` into ``out``, in one kernel call where nothing needs more
     (a small Allreduce's usual case: both C-contiguous, of ``fmt``'s dtype, float64 or float32)."""
-    if KERNELS is None or KERNELS.sum_rows(rows, rows.shape[0], out, _params(fmt), None):
+    if KERNELS is None or KERNELS.sum_rows(rows, rows.shape[0], out, params(fmt), None):
         sum_rows(rows, out.shape[0], out)

@@ -145,14 +145,42 @@ def test_other_ops_and_integers_are_unchanged(comm):
 
 @pytest.mark.parametrize("count", [10, 1000])     # gathered; above GATHER_BYTES (auto: scattered)
 def test_a_rank_with_bad_arguments_fails_every_rank(comm, count):
-    out = np.empty(count)
-    if R == P - 1:
-        out.flags.writeable = False
-    with pytest.raises((ValueError, TypeError)):
+    for _ in range(2):      # (the second time, the other ranks have the plan of the good call: no parsing)
+        out = np.empty(count)
+        if R == P - 1:
+            out.flags.writeable = False
+        with pytest.raises((ValueError, TypeError)):
+            comm.Allreduce(np.ones(count), out, reproducible=True)
+        out = np.empty(count)                    # and the communicator still works
         comm.Allreduce(np.ones(count), out, reproducible=True)
-    out = np.empty(count)                    # and the communicator still works
-    comm.Allreduce(np.ones(count), out, reproducible=True)
-    check(np.all(out == P), "after a failed call")
+        check(np.all(out == P), "after a failed call")
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("count", [1, 7, 300, 3001])    # gathered, then scattered from 300 float64 at 2 ranks
+def test_repeated_calls_and_unusual_arguments_on_some_ranks(comm, dtype, count):
+    """Calls of one dtype and length run by their communicator's plan after the first: new contents and
+    permutations give the one-process bits; a rank whose arguments are not the plan's usual ones (2-D
+    arrays, the result in a larger buffer) takes the parsed path with the same messages, and a fresh
+    communicator makes its own plans."""
+    for seed in range(4):
+        rows = table(P, count, dtype, seed, special=seed % 2 == 1)
+        mine = rows[permutation(seed)[R]].copy()
+        expected = bits(fp.sum_rows(rows))
+        out = np.full(count, 7, dtype)
+        if seed == 2 and R % 2 == 1:
+            send, out = mine, np.full(count + 5, 7, dtype)
+        elif seed == 3 and R == 0:
+            send, out = mine.reshape(1, count), out.reshape(count, 1)
+        else:
+            send = mine
+        comm.Allreduce(send, out, op=MPI.SUM, reproducible=True)
+        check(bits(out.reshape(-1)[:count]) == expected, f"{np.dtype(dtype)} count {count} seed {seed}")
+    dup = mpicoll.Comm(WORLD.Dup())
+    out = np.empty(count, dtype)
+    dup.Allreduce(mine, out, reproducible=True)
+    check(bits(out) == expected, "a fresh communicator")
+    dup.Free()
 
 
 def test_accumulator_gives_the_same_bits_for_every_process_count(comm):

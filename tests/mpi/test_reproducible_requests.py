@@ -8,6 +8,7 @@ NaN), on a fresh communicator, with several requests in flight, after a rank's b
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import pytest
 from mpi4py import MPI
@@ -20,7 +21,7 @@ from conftest import WORLD, check
 pytestmark = pytest.mark.mpi
 
 P, R = WORLD.size, WORLD.rank
-SIZES = [0, 5, 3000]       # 5: the small Allreduce's gather; 3000: the two steps
+SIZES = [0, 5, 3000]       # 5: the small Allreduce's gather; 3000: auto's scattered Allreduce, the others' two steps
 
 
 def _calls(count: int):
@@ -75,6 +76,33 @@ def test_iallreduce_every_algorithm_and_float32(comm, algorithm):
     out = np.full(777, 7, np.float32)
     comm.Iallreduce(rows[permutation(12)[R]], out, algorithm=algorithm, reproducible=True).Wait()
     check(bits(out) == bits(expected), algorithm)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.complex128, ml_dtypes.bfloat16])
+def test_iallreduce_auto_scattered_in_place_and_other_types(comm, dtype):
+    """auto above GATHER_BYTES (the blocks' Alltoallv, sums, Allgatherv as rounds), in place too, and persistent
+    on another communicator: the bits of the linear two steps (every algorithm's)."""
+    count = 1501
+    rows = table(P, 2 * count, np.float64, 13, special=True).view(np.complex128) if dtype is np.complex128 \
+        else table(P, count, dtype, 13, special=True)
+    mine = rows[permutation(13)[R]].copy()
+    expected = np.empty_like(mine)
+    comm.Allreduce(mine, expected, algorithm="linear", reproducible=True)
+    out = np.full_like(mine, 7)
+    comm.Iallreduce(mine, out, reproducible=True).Wait()
+    check(bits(out) == bits(expected), f"{np.dtype(dtype)} Iallreduce")
+    inplace = mine.copy()
+    comm.Iallreduce(MPI.IN_PLACE, inplace, reproducible=True).Wait()
+    check(bits(inplace) == bits(expected), f"{np.dtype(dtype)} Iallreduce in place")
+    dup = mpicoll.Comm(WORLD.Dup())
+    bound = np.zeros_like(mine)
+    req = dup.Allreduce_init(mine, bound, reproducible=True)
+    for _ in range(2):
+        req.Start()
+        req.Wait()
+        check(bits(bound) == bits(expected), f"{np.dtype(dtype)} Allreduce_init")
+    req.Free()
+    dup.Free()
 
 
 def test_requests_in_flight_together_and_with_ordinary_ones(comm):

@@ -106,6 +106,53 @@ def test_many_terms_whose_limb_sums_pass_two_to_the_53(dtype):
         assert bits(fk.decode(summed, code, fmt, 600)) == bits(fp.decode(summed, code, fmt, 600))
 
 
+def ordinary_table(dtype: np.dtype, rows: int, count: int, seed: int) -> np.ndarray:
+    """Values of a few binades around 1 (the columns the kernel sums four at a time, in vector registers where
+    the processor has them), with, at random places, columns it must leave to the one-column code: -0.0 only,
+    zeros and subnormals, an infinity or NaN, a value below 2**-934 (whose limbs' units are subnormal; float64),
+    and a value near the largest (a window above HIGHEST, whose limbs are prescaled)."""
+    rng = np.random.default_rng(seed)
+    info = ml_dtypes.finfo(dtype)
+    x = (rng.standard_normal((rows, count)) * np.exp2(rng.integers(-8, 8, (rows, count)))).astype(dtype)
+    tiny = float(info.smallest_subnormal)
+    odd = [lambda c: x.__setitem__((slice(None), c), -0.0),
+           lambda c: x.__setitem__((slice(None), c), np.array([0.0, -0.0, tiny, -tiny])[rng.integers(0, 4, rows)]),
+           lambda c: x.__setitem__((rng.integers(0, rows), c), rng.choice([np.inf, -np.inf, np.nan])),
+           lambda c: x.__setitem__((slice(None), c), x[:, c] * np.array(2.0 ** -980 if dtype.itemsize == 8 else 1.0,
+                                                                     dtype)),
+           lambda c: x.__setitem__((rng.integers(0, rows), c), np.array(float(info.max) / 3, dtype))]
+    for c in rng.choice(count, min(count, 12), replace=False):
+        odd[rng.integers(0, len(odd))](c)
+    return x
+
+
+@pytest.mark.parametrize("dtype", DTYPES[:3])
+@pytest.mark.parametrize("rows", [1, 2, 3, 127, 128])
+@np.errstate(over="ignore")
+def test_ordinary_columns_give_the_definitions_bits(dtype, rows):
+    for seed in range(3):
+        x = ordinary_table(dtype, rows, 203, seed)
+        assert bits(fk.sum_rows(x)) == bits(fp.sum_rows(x))
+        assert bits(fk.sum_rows(x[:, 5:])) == bits(fp.sum_rows(x[:, 5:]))      # (columns not 32-byte aligned)
+        wide = np.concatenate([x, np.ones((rows, 3), dtype)], axis=1)          # a gathered table's row stride
+        out = np.empty(203, dtype)
+        assert fk.sum_rows(wide, 203, out=out) is out and bits(out) == bits(fp.sum_rows(x))
+
+
+@pytest.mark.parametrize("dtype", [np.dtype(np.float64), np.dtype(np.float32)])
+def test_a_gathered_table_with_its_flags(dtype):
+    fmt = fp.format_of(dtype)
+    x = ordinary_table(dtype, 3, 37, 4)
+    table = np.zeros((3, x.nbytes // 3 + 8), np.uint8)
+    table[:, :x.shape[1] * dtype.itemsize] = x.view(np.uint8)
+    out = np.empty(37, dtype)
+    flagged = COMPILED.sum_gathered(table, 3, out, fk.params(fmt))
+    assert flagged == 0 and bits(out) == bits(fp.sum_rows(x))
+    table[1, x.shape[1] * dtype.itemsize] = 1            # rank 1's arguments failed: -1, out untouched
+    out[:] = 7
+    assert COMPILED.sum_gathered(table, 3, out, fk.params(fmt)) == -1 and np.all(out == 7)
+
+
 def test_a_gathered_table_sums_its_first_columns_only():
     x = table(np.dtype(np.float64), 3, 9, 1, 0.1, False)
     wide = np.concatenate([x, np.full((3, 4), np.nan)], axis=1)

@@ -1,0 +1,220 @@
+"""The blocking reproducible ``Allreduce``'s own paths, and the plans that run its usual calls without parsing.
+
+:mod:`mpicoll.comm.reproducible` sums most calls in two steps (the codes' MAX, then the limbs' sum). An
+``Allreduce`` has two shorter paths with the same arithmetic, so the same bits:
+
+- **gathered** (all contributions together at most ``GATHER_BYTES``): one ``Allgather`` of every rank's
+  contribution with a byte saying whether its arguments failed, then every rank sums the table itself
+  (:func:`gathered`);
+- **scattered** (larger, ``algorithm="auto"``): a byte's MAX, an ``Alltoallv`` of the floats' blocks, each
+  rank sums its block's table, an ``Allgatherv`` of the results (:func:`scattered`).
+
+A call with the usual arguments (two C-contiguous NumPy arrays of float64 or float32 of one length, the
+result writable, this rank's arguments accepted) makes a *plan* for its communicator, dtype and length: the
+buffers and counts the exchanges take, reused by every later such call (:func:`run_planned`), so that it
+runs with no parsing and no allocation, and the exchanges find their own plans cached (the same buffers).
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+import numpy as np
+from mpi4py import MPI
+
+from mpicoll import errors
+from mpicoll.runtime import fixedpoint as fp
+from mpicoll.runtime import fixedpoint_kernels as kernels
+
+__all__ = ["GATHER_BYTES", "FLAG_BYTES", "gathered", "scattered", "run_planned", "raise_any", "scratch", "blocks"]
+
+#: an Allreduce whose contributions together take at most this many bytes gathers them and sums locally
+GATHER_BYTES = 4096
+#: a gathered row's tail: its first byte says whether the rank's arguments failed (8 keep the rows aligned)
+FLAG_BYTES = 8
+_FLAGS = (bytes(FLAG_BYTES), bytes([1]) + bytes(FLAG_BYTES - 1))
+#: a scattered call's plan keeps its own table up to this many bytes of contribution (a larger call's
+#: Python is a small part of its time: it takes the communicator's scratch)
+PLAN_BYTES = 1 << 20
+#: plans kept per communicator (the oldest goes first)
+PLANS_PER_COMM = 16
+_PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_PLANNED = (np.dtype(np.float64), np.dtype(np.float32))     # the dtypes whose calls make plans
+
+
+def raise_any(method: str, failure: Exception | None, flagged: Any) -> None:
+    """After the first step: this rank's own error, or ArgumentError where another rank's arguments failed."""
+    if failure is not None:
+        raise failure
+    if flagged:
+        raise errors.ArgumentError(f"{method}(reproducible=True): another rank's arguments were rejected",
+                                   method)
+
+
+class _Gathered:
+    """A small Allreduce's plan: this rank's row (the contribution, then its flag bytes: 0) and the table."""
+
+    __slots__ = ("p", "n", "fmt", "params", "row", "values", "table")
+    scattered = False
+
+    def __init__(self, comm: Any, dtype: np.dtype, n: int, fmt: fp.Format) -> None:
+        self.p, self.n, self.fmt, self.params = comm.Get_size(), n, fmt, kernels.params(fmt)
+        nbytes = n * dtype.itemsize
+        self.row = np.zeros(nbytes + FLAG_BYTES, np.uint8)
+        self.values = self.row[:nbytes].view(dtype)
+        self.table = np.empty((self.p, nbytes + FLAG_BYTES), np.uint8)
+
+    def run(self, comm: Any, send: np.ndarray, recv: np.ndarray) -> None:
+        self.values[...] = send
+        comm.Allgather(self.row, self.table)
+        compiled = kernels.KERNELS
+        flagged = -1 if compiled is None else compiled.sum_gathered(self.table, self.p, recv, self.params)
+        if flagged == 0:
+            return
+        if compiled is None or flagged > 0:      # (a column the kernel cannot round, or the definitions)
+            raise_any("Allreduce", None, any(self.table[:, self.values.nbytes].tobytes()))
+            kernels.sum_rows(self.table.view(recv.dtype), self.n, out=recv)
+            return
+        raise_any("Allreduce", None, True)
+
+
+class _Scattered:
+    """A larger Allreduce's plan: the flag, the blocks' counts and displacements (bytes, as the parsed path's
+    messages are), the table."""
+
+    __slots__ = ("p", "fmt", "flag", "counts", "recv_spec", "lo", "hi", "rows")
+    scattered = True
+
+    def __init__(self, comm: Any, dtype: np.dtype, n: int, fmt: fp.Format, table: np.ndarray | None = None) -> None:
+        p, rank, itemsize = comm.Get_size(), comm.Get_rank(), dtype.itemsize
+        self.p, self.fmt, self.flag = p, fmt, np.zeros(1, np.uint8)
+        counts, displs = blocks(n, p)
+        self.counts = [c * itemsize for c in counts], [d * itemsize for d in displs]
+        mine = counts[rank]
+        self.lo, self.hi = displs[rank], displs[rank] + mine
+        space = np.empty(p * mine * itemsize, np.uint8) if table is None else table[:p * mine * itemsize]
+        self.rows = space.view(dtype).reshape(p, mine)
+        self.recv_spec = [space, ([mine * itemsize] * p, [mine * itemsize * j for j in range(p)]), MPI.BYTE]
+
+    def run(self, comm: Any, send: np.ndarray, recv: np.ndarray) -> None:
+        flag = self.flag
+        flag[0] = 0
+        comm.Allreduce(MPI.IN_PLACE, flag, op=MPI.MAX, reproducible=False)
+        raise_any("Allreduce", None, flag[0])
+        comm.Alltoallv([send.view(np.uint8), self.counts, MPI.BYTE], self.recv_spec)
+        kernels.sum_rows_into(self.rows, recv[self.lo:self.hi], self.fmt)
+        comm.Allgatherv(MPI.IN_PLACE, [recv.view(np.uint8), self.counts, MPI.BYTE])
+
+
+def blocks(n: int, p: int) -> tuple[list[int], list[int]]:
+    """The counts and displacements of the ``p`` blocks of ``n`` elements: block ``j`` holds ``n // p``, one
+    more for ``j < n % p``, so that they cover the ``n`` elements once, in order."""
+    counts = [n // p + (j < n % p) for j in range(p)]
+    displs = [0] * p
+    for j in range(1, p):
+        displs[j] = displs[j - 1] + counts[j - 1]
+    return counts, displs
+
+
+def run_planned(comm: Any, algorithm: str, send: Any, recv: Any, op: Any) -> bool:
+    """Run the reproducible ``comm.Allreduce(send, recv, op, algorithm=algorithm)`` (``comm``'s method calls
+    this first) by a plan made by an earlier call of the same communicator, dtype and length; False (nothing
+    done) where there is none or the arguments are not the usual ones (then
+    :func:`mpicoll.comm.reproducible.run` takes it; an intercommunicator's state has no plans)."""
+    if type(send) is not np.ndarray or type(recv) is not np.ndarray or op is not MPI.SUM:
+        return False
+    plans = _PLANS.get(comm._state)
+    plan = None if plans is None else plans.get((send.dtype, send.size))
+    if plan is None or (plan.scattered and algorithm != "auto") or recv.dtype != send.dtype \
+            or recv.size != send.size or not send.flags.c_contiguous:
+        return False
+    flags = recv.flags
+    if not (flags.c_contiguous and flags.writeable):
+        return False
+    plan.run(comm, send if send.ndim == 1 else send.reshape(-1), recv if recv.ndim == 1 else recv.reshape(-1))
+    return True
+
+
+def _plan(comm: Any, call: Any, failure: Exception | None, scattered_: bool) -> Any:
+    """The plan of this call, made and kept, where it has the usual arguments; else None."""
+    if failure is not None or call.values.dtype not in _PLANNED or call.out.dtype != call.values.dtype \
+            or not call.out.flags.c_contiguous or call.values.shape[0] == 0:
+        return None
+    dtype, n = call.values.dtype, call.values.shape[0]
+    if scattered_ and n * dtype.itemsize > PLAN_BYTES:
+        return _Scattered(comm, dtype, n, call.fmt, scratch(comm, (n + comm.Get_size()) * dtype.itemsize))
+    plan = (_Scattered if scattered_ else _Gathered)(comm, dtype, n, call.fmt)
+    plans = _PLANS.setdefault(comm._state, {})
+    if len(plans) >= PLANS_PER_COMM:
+        del plans[next(iter(plans))]
+    plans[(dtype, n)] = plan
+    return plan
+
+
+def gathered(comm: Any, call: Any, failure: Exception | None, nbytes: int) -> None:
+    """A small Allreduce in one step: every rank gathers every contribution (and, in the ``FLAG_BYTES`` after
+    it, a byte saying whether its arguments failed) and sums them itself with the same arithmetic
+    (:func:`mpicoll.runtime.fixedpoint.sum_rows`), so the bits are those of the two steps, in one latency
+    instead of two.  ``call``: this rank's side (:class:`mpicoll.comm.reproducible._Call`), None where its
+    arguments failed (``failure``)."""
+    plan = _plan(comm, call, failure, False)
+    if plan is not None:
+        return plan.run(comm, call.values, call.out)
+    p = comm.Get_size()
+    row = (bytes(nbytes) if call is None else call.values.tobytes()) + _FLAGS[failure is not None]
+    table = np.empty((p, nbytes + FLAG_BYTES), np.uint8)
+    comm.Allgather(row, table)
+    raise_any("Allreduce", failure, any(table[:, nbytes].tobytes()))
+    if nbytes:
+        kernels.sum_rows(table.view(call.values.dtype), call.values.shape[0], out=call.out)
+    return None
+
+
+def scattered(comm: Any, call: Any, failure: Exception | None) -> None:
+    """A larger ``Allreduce`` with ``algorithm="auto"``: a byte's MAX says whether some rank's arguments failed;
+    then rank ``j`` receives block ``j`` of every contribution (an ``Alltoallv`` of the floats themselves),
+    sums its block's table itself (:func:`mpicoll.runtime.fixedpoint_kernels.sum_rows`: every term of an
+    element is there, so its window, limbs and rounding are those of the two steps), and an ``Allgatherv``
+    gives every rank every block.  It moves the floats twice, as a reduce-scatter and all-gather of the
+    ordinary sum does, where the two steps move a code and ``fmt.limbs`` int64 per element.
+
+    Block ``j`` is :func:`blocks`'s.  A call without a plan (float16, bfloat16; a non-contiguous result; a
+    rank whose arguments failed) sends the blocks as bytes."""
+    plan = _plan(comm, call, failure, True)
+    if plan is not None:
+        return plan.run(comm, call.values, call.out)
+    flag = np.array([failure is not None], np.uint8)
+    comm.Allreduce(MPI.IN_PLACE, flag, op=MPI.MAX, reproducible=False)
+    raise_any("Allreduce", failure, flag[0])
+    p, rank, itemsize = comm.Get_size(), comm.Get_rank(), call.values.dtype.itemsize
+    counts, displs = ([c * itemsize for c in column] for column in blocks(call.values.shape[0], p))
+    mine = counts[rank]
+    table = scratch(comm, p * mine)
+    comm.Alltoallv([call.values.view(np.uint8), (counts, displs), MPI.BYTE],
+                   [table, ([mine] * p, [mine * j for j in range(p)]), MPI.BYTE])
+    out = call.out.view(np.uint8)
+    block = out[displs[rank]:displs[rank] + mine].view(call.values.dtype)
+    kernels.sum_rows(table.view(call.values.dtype).reshape(p, mine // itemsize), out=block)
+    comm.Allgatherv(MPI.IN_PLACE, [out, (counts, displs), MPI.BYTE])
+    return None
+
+
+#: per communicator (its state): the scratch of its blocking reproducible calls (codes, limbs, summed limbs),
+#: grown to the largest call up to SCRATCH_BYTES and reused, so that the limbs' collectives find their plans
+#: cached (the same buffers) and the memory is not faulted in again on every call; larger calls get their own
+SCRATCH_BYTES = 1 << 28
+_SCRATCH: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def scratch(comm: Any, nbytes: int) -> np.ndarray:
+    """``nbytes`` of scratch (uint8, 64-byte aligned) for a blocking call of ``comm``."""
+    state = comm._state
+    space = _SCRATCH.get(state)
+    if space is not None and space.shape[0] >= nbytes:
+        return space[:nbytes]
+    raw = np.empty(nbytes + 64, np.uint8)
+    space = raw[-raw.ctypes.data % 64:][:nbytes]
+    if nbytes <= SCRATCH_BYTES:
+        _SCRATCH[state] = space
+    return space
