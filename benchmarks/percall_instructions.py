@@ -1,8 +1,8 @@
 """Instructions per call of mpicoll against the built-in, counted by callgrind.
 
 Wall-clock timings of microsecond calls move with the machine's load; instruction
-counts do not.  Run each statement N times under ``valgrind --tool=callgrind`` and
-once with N = 0, and divide the difference by N::
+counts do not.  Run each statement 10 + N times under ``valgrind --tool=callgrind``,
+counting only the last N calls (:data:`TIMED_LOOP`), and divide by N::
 
     bash benchmarks/percall_instructions.sh                  # every statement, one process
     bash benchmarks/percall_instructions.sh call_key_bcast mpicoll_bcast
@@ -21,12 +21,13 @@ names the functions that cost most.
 This file is also the program each run executes: ``python percall_instructions.py
 NAME N`` (under ``mpicoll.launch`` for ``-n 2``; with ``PERCALL_CALLGRIND_OUT`` set, rank 0
 re-executes itself under callgrind writing that file), and
-``python percall_instructions.py --count NAME BASE FULL N [--by-object]`` prints what two runs' files say.
+``python percall_instructions.py --count NAME PREFIX N [--by-object]`` prints what a run's files say.
 """
 
 from __future__ import annotations
 
 import collections
+import itertools
 import os
 import re
 import sys
@@ -40,14 +41,25 @@ def _rank_from_launcher() -> int:
     return 0
 
 
+#: the C function of CPython that runs the counted calls (``deque(..., maxlen=0).extend``): callgrind counts
+#: only what runs inside it, so neither start-up nor MPI's finalisation (where the ranks wait for each other
+#: as long as the load makes them) is in the figures
+TIMED_LOOP = "deque_extend"
+
+
+def timed_loop(statement, calls: int) -> None:
+    """Call ``statement()`` ``calls`` times from inside :data:`TIMED_LOOP`."""
+    collections.deque(itertools.starmap(statement, itertools.repeat((), calls)), maxlen=0)
+
+
 def _run_rank0_under_callgrind() -> None:
     """Rank 0 replaces itself by the same command under callgrind, before MPI starts."""
     out = os.environ.get("PERCALL_CALLGRIND_OUT")
     if out and _rank_from_launcher() == 0 and not os.environ.get("PERCALL_UNDER_CALLGRIND"):
         os.environ["PERCALL_UNDER_CALLGRIND"] = "1"
         os.execvp("valgrind", ["valgrind", "--tool=callgrind", "--quiet", "--separate-threads=yes",
-                               f"--callgrind-out-file={out}",
-                               sys.executable, *sys.argv])
+                               "--collect-atstart=no", f"--toggle-collect={TIMED_LOOP}",
+                               f"--callgrind-out-file={out}", sys.executable, *sys.argv])
 
 
 # -- the split of a callgrind file by object and function ---------------------------------------------------
@@ -123,22 +135,20 @@ def thread_files(prefix: str) -> list[str]:
     return sorted(glob.glob(glob.escape(prefix) + "-[0-9]*"), key=lambda path: int(path.rsplit("-", 1)[1]))
 
 
-def print_counts(name: str, base_prefix: str, full_prefix: str, calls: int, by_object: bool, top: int = 4) -> None:
-    """One statement's instructions per call (full run minus base run, over calls): the main thread's, the
-    other threads' (MPI's and mpicoll's progress threads), and with ``by_object`` the main thread's split."""
-    (base_main, *base_rest), (full_main, *full_rest) = thread_files(base_prefix), thread_files(full_prefix)
-    (base_total, base, base_polls, base_poll_cost) = self_costs(base_main)
-    (full_total, full, full_polls, full_poll_cost) = self_costs(full_main)
-    others = (sum(self_costs(path)[0] for path in full_rest) - sum(self_costs(path)[0] for path in base_rest))
-    per_call, polls = (full_total - base_total) / calls, (full_polls - base_polls) / calls
-    poll_cost = (full_poll_cost - base_poll_cost) / calls
+def print_counts(name: str, prefix: str, calls: int, by_object: bool, top: int = 4) -> None:
+    """One statement's instructions per call in a run of ``calls`` calls: the main thread's, the other threads'
+    (MPI's and mpicoll's progress threads), and with ``by_object`` the main thread's split."""
+    main, *rest = thread_files(prefix)
+    total, costs, polls, poll_cost = self_costs(main)
+    others = sum(self_costs(path)[0] for path in rest)
+    per_call, polls, poll_cost = total / calls, polls / calls, poll_cost / calls
     # a poll that finds nothing is repeated while the peer is late: at most one per call is the call's work
     idle = (polls - 1) * poll_cost / polls if polls > 1 else 0.0
     print(f"{name:<26} {per_call:9,.0f} per call, {per_call - idle:9,.0f} less repeated polls"
           f"   ({polls:.1f} polls costing {poll_cost:,.0f}; other threads {others / calls:,.0f})")
     if not by_object:
         return
-    by_function = {key: (full[key] - base.get(key, 0)) / calls for key in full}
+    by_function = {key: cost / calls for key, cost in costs.items()}
     by_group: dict[str, list[tuple[float, str]]] = collections.defaultdict(list)
     for (obj, function), cost in by_function.items():
         label = function if not function.startswith("0x") else f"{os.path.basename(obj)}:{function}"
@@ -232,22 +242,21 @@ NAMES = [
 
 
 def main(argv: list[str]) -> None:
-    """``NAME N``: run a statement 10 + N times; ``--count NAME BASE FULL N [--by-object]``: print its counts
-    from two runs' files; ``--polls PREFIX N``: a run's polls per call; ``--names``: every statement's name."""
+    """``NAME N``: run a statement 10 + N times; ``--count NAME PREFIX N [--by-object]``: print its counts
+    from a run's files; ``--polls PREFIX N``: a run's polls per call; ``--names``: every statement's name."""
     if argv[:1] == ["--names"]:
         print("\n".join(NAMES))
     elif argv[:1] == ["--polls"]:   # polls per call of a run's main thread, over N calls
         print(round(self_costs(thread_files(argv[1])[0])[2] / max(1, int(argv[2]))))
     elif argv[:1] == ["--count"]:
-        print_counts(argv[1], argv[2], argv[3], int(argv[4]), "--by-object" in argv[5:])
+        print_counts(argv[1], argv[2], int(argv[3]), "--by-object" in argv[4:])
     else:
         _run_rank0_under_callgrind()
         chosen = statements()
         statement, repeat = chosen[argv[0]], int(argv[1])
         for _ in range(10):
             statement()
-        for _ in range(repeat):
-            statement()
+        timed_loop(statement, repeat)
         chosen["free"]()
 
 

@@ -32,10 +32,9 @@ count() {   # NAME CALLS OUT: one run, rank 0's callgrind files written to OUT-0
 if [[ ${#names[@]} -eq 0 ]]; then
     mapfile -t names < <("$python" "$here/percall_instructions.py" --names)
 fi
-echo "# p = $procs, ($n calls - 0 calls) / $n, rank 0's main thread under callgrind; instructions"
+echo "# p = $procs, $n calls counted after 10, rank 0's main thread under callgrind; instructions"
 for name in "${names[@]}"; do
     rm -f "$work"/*
-    count "$name" 0 "$work/base.out"
     count "$name" "$n" "$work/full.out"
     least=$("$python" "$here/percall_instructions.py" --polls "$work/full.out" "$n")
     for (( try = 2; try <= tries && least > 2; try++ )); do
@@ -48,5 +47,5 @@ for name in "${names[@]}"; do
         fi
         rm -f "$work"/again.out*
     done
-    "$python" "$here/percall_instructions.py" --count "$name" "$work/base.out" "$work/full.out" "$n" "${split[@]}"
+    "$python" "$here/percall_instructions.py" --count "$name" "$work/full.out" "$n" "${split[@]}"
 done
