@@ -174,6 +174,7 @@ def statements() -> dict:
     from mpi4py import MPI
 
     import mpicoll
+    from mpicoll.comm.dispatch import run_blocking
     from mpicoll.runtime.blocking import execute
     from mpicoll.runtime.callkey import _call_key, call_key
 
@@ -219,6 +220,7 @@ def statements() -> dict:
         "mpicoll_scatter": lambda: comm.Scatter(*scatter_args, 0),
         "builtin_gather": lambda: world.Gather(*gather_args, 0),
         "mpicoll_gather": lambda: comm.Gather(*gather_args, 0),
+        "mpicoll_bcast_no_method": lambda: run_blocking(comm, "Bcast", "auto", [region, 1, MPI.BYTE], 0),
         "call_key_bcast": lambda: call_key("Bcast", ([region, 1, MPI.BYTE], 0), "auto"),
         "call_key_allreduce": lambda: call_key("Allreduce", (x, y, MPI.SUM), "auto"),
         "python_call_key_bcast": lambda: _call_key("Bcast", ([region, 1, MPI.BYTE], 0), "auto"),
@@ -236,8 +238,9 @@ NAMES = [
     "builtin_bcast", "mpicoll_bcast", "builtin_bcast_numpy", "mpicoll_bcast_numpy", "builtin_allreduce",
     "mpicoll_allreduce", "builtin_allreduce_init", "mpicoll_allreduce_init", "builtin_iallreduce",
     "mpicoll_iallreduce", "builtin_barrier", "mpicoll_barrier", "builtin_scatter", "mpicoll_scatter",
-    "builtin_gather", "mpicoll_gather", "call_key_bcast", "call_key_allreduce", "python_call_key_bcast",
-    "python_call_key_allreduce", "cache_lookup", "execute_bcast_plan", "numpy_add_in_place", "loop_only",
+    "builtin_gather", "mpicoll_gather", "mpicoll_bcast_no_method", "call_key_bcast", "call_key_allreduce",
+    "python_call_key_bcast", "python_call_key_allreduce", "cache_lookup", "execute_bcast_plan",
+    "numpy_add_in_place", "loop_only",
 ]
 
 
@@ -246,8 +249,9 @@ def main(argv: list[str]) -> None:
     from a run's files; ``--polls PREFIX N``: a run's polls per call; ``--names``: every statement's name."""
     if argv[:1] == ["--names"]:
         print("\n".join(NAMES))
-    elif argv[:1] == ["--polls"]:   # polls per call of a run's main thread, over N calls
-        print(round(self_costs(thread_files(argv[1])[0])[2] / max(1, int(argv[2]))))
+    elif argv[:1] == ["--polls"]:   # polls per call of a run's main thread, over N calls (a run that
+        total, _, polls, _ = self_costs(thread_files(argv[1])[0])   # counted nothing: seen once, tried again)
+        print(round(polls / max(1, int(argv[2]))) if total else 10**6)
     elif argv[:1] == ["--count"]:
         print_counts(argv[1], argv[2], int(argv[3]), "--by-object" in argv[4:])
     else:
