@@ -208,6 +208,10 @@ def statements() -> dict:
         "mpicoll_bcast": lambda: comm.Bcast([region, 1, MPI.BYTE], 0),
         "builtin_bcast_numpy": lambda: world.Bcast(byte, 0),
         "mpicoll_bcast_numpy": lambda: comm.Bcast(byte, 0),
+        "builtin_bcast_receiver": lambda: world.Bcast([region, 1, MPI.BYTE], world.size - 1),   # rank 0 receives
+        "mpicoll_bcast_receiver": lambda: comm.Bcast([region, 1, MPI.BYTE], world.size - 1),
+        "builtin_bcast_numpy_receiver": lambda: world.Bcast(byte, world.size - 1),
+        "mpicoll_bcast_numpy_receiver": lambda: comm.Bcast(byte, world.size - 1),
         "builtin_allreduce": lambda: world.Allreduce(x, y),
         "mpicoll_allreduce": lambda: comm.Allreduce(x, y),
         "builtin_allreduce_init": start_wait(lambda: world.Allreduce_init(x, y)),
@@ -222,6 +226,7 @@ def statements() -> dict:
         "mpicoll_gather": lambda: comm.Gather(*gather_args, 0),
         "mpicoll_bcast_no_method": lambda: run_blocking(comm, "Bcast", "auto", [region, 1, MPI.BYTE], 0),
         "call_key_bcast": lambda: call_key("Bcast", ([region, 1, MPI.BYTE], 0), "auto"),
+        "call_key_bcast_numpy": lambda: call_key("Bcast", (byte, 0), "auto"),
         "call_key_allreduce": lambda: call_key("Allreduce", (x, y, MPI.SUM), "auto"),
         "python_call_key_bcast": lambda: _call_key("Bcast", ([region, 1, MPI.BYTE], 0), "auto"),
         "python_call_key_allreduce": lambda: _call_key("Allreduce", (x, y, MPI.SUM), "auto"),
@@ -235,10 +240,12 @@ def statements() -> dict:
 
 
 NAMES = [
-    "builtin_bcast", "mpicoll_bcast", "builtin_bcast_numpy", "mpicoll_bcast_numpy", "builtin_allreduce",
+    "builtin_bcast", "mpicoll_bcast", "builtin_bcast_numpy", "mpicoll_bcast_numpy", "builtin_bcast_receiver",
+    "mpicoll_bcast_receiver", "builtin_bcast_numpy_receiver", "mpicoll_bcast_numpy_receiver", "builtin_allreduce",
     "mpicoll_allreduce", "builtin_allreduce_init", "mpicoll_allreduce_init", "builtin_iallreduce",
     "mpicoll_iallreduce", "builtin_barrier", "mpicoll_barrier", "builtin_scatter", "mpicoll_scatter",
-    "builtin_gather", "mpicoll_gather", "mpicoll_bcast_no_method", "call_key_bcast", "call_key_allreduce",
+    "builtin_gather", "mpicoll_gather", "mpicoll_bcast_no_method", "call_key_bcast", "call_key_bcast_numpy",
+    "call_key_allreduce",
     "python_call_key_bcast", "python_call_key_allreduce", "cache_lookup", "execute_bcast_plan",
     "numpy_add_in_place", "loop_only",
 ]
