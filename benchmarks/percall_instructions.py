@@ -67,8 +67,8 @@ def _run_rank0_under_callgrind() -> None:
 GROUPS = (   # (group, pattern on the object's path), first match wins
     ("Python interpreter", r"libpython|/python3?(\.\d+)?$"),
     ("mpi4py (MPI.*.so)", r"/mpi4py/"),
-    ("mpicoll (compiled)", r"/mpicoll/"),
-    ("NumPy", r"/numpy|openblas"),
+    ("NumPy", r"/numpy/|/numpy\.libs/|openblas"),
+    ("mpicoll (compiled)", r"/mpicoll/runtime/_\w+\."),
     ("MPI library + transport", r"/lib(mpi|mpich|open-|pmix|prrte|event|hwloc|ucp|ucs|uct|fabric|ucm)|/mca_"),
     ("libc, libm, ld.so", r"/(libc|libm|libpthread|ld-linux)[.-]"),
 )
