@@ -11,12 +11,18 @@ counting only the last N calls (:data:`TIMED_LOOP`), and divide by N::
 With one process (``-n 1``, the default) a call never waits for a peer: the figure
 is the Python and MPI library work of the call.  With ``-n 2`` rank 0 runs under
 callgrind and rank 1 runs plain, about fifty times faster, so rank 1's messages
-are nearly always there when rank 0 looks for them and rank 0's count is the work
-of a call at p = 2 with little polling (what polling is left shows as the MPI
-library's progress functions).  ``--by-object`` splits each call's instructions by
-the shared object they ran in (the Python interpreter, mpi4py's ``MPI.*.so``,
-mpicoll's compiled parts, NumPy, the MPI library with its transport, libc) and
-names the functions that cost most.
+are normally there when rank 0 looks for them and rank 0's count is the work of a
+call at p = 2 (rank 0 is the root of the rooted statements; the ``_receiver`` ones
+make it a receiver).  On a loaded machine rank 1 is sometimes descheduled and rank 0
+then spins in MPI's progress loop: each line gives the polls per call (calls of
+:data:`POLL` from outside it) and the count less every poll beyond one a call (an
+estimate: the polls' average cost, empty ones and the one that found the message
+alike); ``--tries T`` runs a statement again while it polled more than twice a call.
+``--by-object`` splits each call's instructions by the shared object they ran in
+(:data:`GROUPS`: the Python interpreter, mpi4py's ``MPI.*.so``, NumPy, mpicoll's
+compiled parts, the MPI library with its transport, libc) and names the functions
+that cost most.  MPICH's wheel has no symbols for its progress loop, so there its
+polls are not counted and stay in the MPI library's figure.
 
 This file is also the program each run executes: ``python percall_instructions.py
 NAME N`` (under ``mpicoll.launch`` for ``-n 2``; with ``PERCALL_CALLGRIND_OUT`` set, rank 0
@@ -251,11 +257,15 @@ NAMES = [
 ]
 
 
+ONE_PROCESS_ONLY = {"execute_bcast_plan"}
+
+
 def main(argv: list[str]) -> None:
     """``NAME N``: run a statement 10 + N times; ``--count NAME PREFIX N [--by-object]``: print its counts
-    from a run's files; ``--polls PREFIX N``: a run's polls per call; ``--names``: every statement's name."""
-    if argv[:1] == ["--names"]:
-        print("\n".join(NAMES))
+    from a run's files; ``--polls PREFIX N``: a run's polls per call; ``--names [P]``: the statements' names
+    (those that run at P processes)."""
+    if argv[:1] == ["--names"]:   # [P]: those that run at P processes
+        print("\n".join(n for n in NAMES if argv[1:] in ([], ["1"]) or n not in ONE_PROCESS_ONLY))
     elif argv[:1] == ["--polls"]:   # polls per call of a run's main thread, over N calls (a run that
         total, _, polls, _ = self_costs(thread_files(argv[1])[0])   # counted nothing: seen once, tried again)
         print(round(polls / max(1, int(argv[2]))) if total else 10**6)

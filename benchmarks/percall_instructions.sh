@@ -30,7 +30,7 @@ count() {   # NAME CALLS OUT: one run, rank 0's callgrind files written to OUT-0
     fi
 }
 if [[ ${#names[@]} -eq 0 ]]; then
-    mapfile -t names < <("$python" "$here/percall_instructions.py" --names)
+    mapfile -t names < <("$python" "$here/percall_instructions.py" --names "$procs")
 fi
 echo "# p = $procs, $n calls counted after 10, rank 0's main thread under callgrind; instructions"
 for name in "${names[@]}"; do
