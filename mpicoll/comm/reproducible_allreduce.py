@@ -24,6 +24,7 @@ import numpy as np
 from mpi4py import MPI
 
 from mpicoll import errors
+from mpicoll.comm.dispatch import run_blocking
 from mpicoll.runtime import fixedpoint as fp
 from mpicoll.runtime import fixedpoint_kernels as kernels
 
@@ -67,7 +68,7 @@ class _Gathered:
 
     def run(self, comm: Any, send: np.ndarray, recv: np.ndarray) -> None:
         self.values[...] = send
-        comm.Allgather(self.row, self.table)
+        run_blocking(comm, "Allgather", "auto", self.row, self.table)     # (comm.Allgather, one frame less)
         compiled = kernels.KERNELS
         flagged = -1 if compiled is None else compiled.sum_gathered(self.table, self.p, recv, self.params)
         if flagged == 0:
