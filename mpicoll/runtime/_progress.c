@@ -10,8 +10,8 @@
  * INTERVAL_NS per thread, and never from within itself nor while the thread drives its own requests in
  * mpicoll's own waits (driving(): those already wait on the requests' messages); where the main thread's
  * requests are all ones C runs, C advances them (_requests.c: advance_main_engine) and Python is not called.
- * So a request waited for
- * by MPI's own functions completes when its messages do, not when a polling thread comes by.
+ * So a request waited for by MPI's own functions completes when its messages do, not when a polling thread
+ * comes by.
  * unhook_progress() removes it (at exit, before MPI_Finalize and Python's finalization).
  */
 #include "_direct.h"
@@ -22,7 +22,6 @@
 
 static int (*opal_register)(int (*)(void));
 static int (*opal_unregister)(int (*)(void));
-static void *lib;                   /* libopen-pal */
 static PyObject *lists[2];          /* mpicoll.runtime.engines.ACTIVE, ELSEWHERE */
 static PyObject *advance;           /* what the hook calls */
 static volatile int hooked;
@@ -98,6 +97,7 @@ hook_progress(PyObject *self, PyObject *args)
         return NULL;
     if (hooked)
         Py_RETURN_TRUE;
+    void *lib = NULL;   /* libopen-pal */
     if (path == NULL ? !api.polled
                      : (lib = dlopen(path, RTLD_NOW | RTLD_NOLOAD)) == NULL
                        || (*(void **)&opal_register = dlsym(lib, "opal_progress_register")) == NULL

@@ -97,11 +97,6 @@ class Prequest(MixedWaits, _Collective, MPI.Prequest):
         self._direct = (direct.persistent(rounds, comms[0], self._requests)
                         if comms and all(comm is comms[0] for comm in comms) else None)
 
-    def _start_failed(self, exc: MPI.Exception) -> None:
-        with self._guard:
-            self._enter()
-            self._fail(exc, self._requests[0])
-
     def _free_requests(self) -> None:
         self._direct = None
         for reqs in self._requests:
