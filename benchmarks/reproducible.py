@@ -4,16 +4,15 @@ Run on two processes (or more)::
 
     python -m mpicoll.launch -n 2 benchmarks/reproducible.py [--sizes 8,1K,64K,1M,64M] [--rounds 7]
 
-For each dtype (float64, float32) and message size (bytes of the float buffer), three variants are
-timed interleaved round by round on the same buffers, so that a change of the machine's load hits
-all of them alike: mpicoll's ``Allreduce`` (``auto``), the same with ``reproducible=True``, and the MPI
-library's built-in.  A round times a batch of back-to-back calls (about ``--target`` seconds, at
-least one); its time is the slowest rank's.  The table gives each variant's median time per call
-(microseconds, OSU's unit; ``--stat min``: its fastest round's), the ratio of the reproducible call
-to the ordinary one, and the ratio of the bytes the reproducible call moves (the gathered rows, or the floats' blocks there and back) to
-the ordinary one's (:func:`bytes_ratio`).  The reproducible call's local work (summing the table of its
-block, one row per process) is timed alone too, in one process, as ``local(us)``.
-"""
+For each dtype (float64, float32) and message size (bytes of the float buffer), three variants are timed
+interleaved round by round on the same buffers, so that a change of the machine's load hits all of them alike:
+mpicoll's ``Allreduce`` (``auto``), the same with ``reproducible=True``, and the MPI library's built-in.  A
+round times a batch of back-to-back calls (about ``--target`` seconds, at least one); its time is the slowest
+rank's.  The table gives each variant's median time per call (microseconds, OSU's unit; ``--stat min``: its
+fastest round's), the ratio of the reproducible call to the ordinary one, and the ratio of the bytes the
+reproducible call moves (the gathered rows, or the floats' blocks there and back) to the ordinary one's
+(:func:`bytes_ratio`).  The reproducible call's local work (summing the table of its block, one row per
+process) is timed alone too, in one process, as ``local(us)``."""
 
 from __future__ import annotations
 
