@@ -192,24 +192,29 @@ def _runner(state: InterState, method: str, built: Built) -> Callable[[int], Non
 
     comm, first = built.stretches[0]
     built.stretches[0] = comm, Agreeing(first, len(state.agreement.rounds), refused)
-    runners = built.runners = [direct.blocking(rounds, comm) or partial(execute_rounds, rounds, comm)
-                               for comm, rounds in built.stretches]
-    if len(runners) == 1:
-        return runners[0]
-    counts = [len(rounds) for _, rounds in built.stretches]
+    runners = _stretch_runners(built)
+    return runners[0] if len(runners) == 1 else partial(_run_in_order, built)
 
-    def run(tag: int) -> None:
-        done = 0
-        for run_stretch, count in zip(runners, counts):
-            try:
-                run_stretch(tag)
-            except ProcFailedError as exc:     # its round counted over the whole call (as a request counts it)
-                if exc.round >= 0:
-                    exc.round += done
-                raise
-            done += count
 
-    return run
+def _stretch_runners(built: Built) -> list[Callable[[int], None]]:
+    """Each stretch of ``built`` run blocking: posted from C where it can be, else by the executor (made once)."""
+    if built.runners is None:
+        built.runners = [direct.blocking(rounds, comm) or partial(execute_rounds, rounds, comm)
+                         for comm, rounds in built.stretches]
+    return built.runners
+
+
+def _run_in_order(built: Built, tag: int, first: int = 0) -> None:
+    """The stretches of ``built``, blocking, in order; a failure's round counted over the whole call (``first``:
+    the number of rounds before it, as a request counts them)."""
+    for (_, rounds), run_stretch in zip(built.stretches, _stretch_runners(built)):
+        try:
+            run_stretch(tag)
+        except ProcFailedError as exc:
+            if exc.round >= 0:
+                exc.round += first
+            raise
+        first += len(rounds)
 
 
 def _refuse(state: InterState, method: str, tag: int, error: BaseException) -> None:
@@ -372,17 +377,7 @@ def execute(state: InterState, method: str, built: Built, tag: int, first: int =
     a timeout (every wait watched), or while nonblocking requests are outstanding (they must keep moving), it runs
     as a request that is waited for."""
     if state.timeout is None and not engines.outstanding():
-        if built.runners is None:     # each stretch's rounds posted from C where they can be, else by the executor
-            built.runners = [direct.blocking(rounds, comm) or partial(execute_rounds, rounds, comm)
-                             for comm, rounds in built.stretches]
-        for (_, rounds), run_stretch in zip(built.stretches, built.runners):
-            try:
-                run_stretch(tag)
-            except ProcFailedError as exc:    # its round counted over the whole call (as a request counts it)
-                if exc.round >= 0:
-                    exc.round += first
-                raise
-            first += len(rounds)
+        _run_in_order(built, tag, first)
         return
     if not built.rounds:
         return

@@ -14,50 +14,6 @@
 
 #if !defined(FLT_EVAL_METHOD) || FLT_EVAL_METHOD != 0
 #error "the limb extraction needs double arithmetic rounded as written (FLT_EVAL_METHOD == 0)"
-/* column j of a table of p rows (row r at col[r * stride]) summed as the reproducible Allreduce sums p
- * contributions (codes, their MAX, limbs, their sum, one rounding) into *value; returns 1 where the column
- * must be rounded by fixedpoint.combine instead (then *value is meaningless), else 0.  The codes' MAX is
- * that of the largest exponent field (the codes rise with it) but for fields 0 (zeros and subnormals: is
- * every term -0.0?) and all ones (inf and NaN), where each term's code is read. */
-#define SUM_COLUMN(T, U, CODE_OF, TABLE, SHIFT, ONES) \
-INLINE int \
-sum_column_##T(const T *col, Py_ssize_t stride, Py_ssize_t p, const Format *f, int limbs, int check, \
-               double *value) \
-{ \
-    U field = 0; \
-    for (Py_ssize_t r = 0; r < p; r++) { \
-        U u; \
-        memcpy(&u, &col[r * stride], sizeof u); \
-        u = (u >> SHIFT) & ONES; \
-        field = u > field ? u : field; \
-    } \
-    int code = f->t->TABLE[field]; \
-    if (field == 0 || field == ONES) \
-        for (Py_ssize_t r = 0; r < p; r++) { \
-            int c = CODE_OF(col[r * stride], f); \
-            code = r == 0 || c > code ? c : code; \
-        } \
-    if (code > NEG_ZERO && code < INF_CODE && !check && !f->t->high[code + 128]) { \
-        *value = sum_finite_##T(col, stride, p, code, f, limbs); \
-        return 0; \
-    } \
-    int64_t acc[MAX_LIMBS + 1] = {0}; \
-    int tally = code >= INF_CODE; \
-    for (Py_ssize_t r = 0; r < p; r++) \
-        encode_one((double)col[r * stride], code, f, limbs, tally, 1, acc); \
-    return decode_one(acc, code, f, limbs, tally, check, value); \
-}
-SUM_COLUMN(double, uint64_t, code_of_double, code64, 52, 0x7FF)
-SUM_COLUMN(float, uint32_t, code_of_float, code32, 23, 0xFF)
-
-/* _fixedpoint_simd.c: sum_rows's loop over the n columns of p rows (float64 'd' or float32 'f', as
- * rf says) for p < SIMD_TERMS, in AVX2 registers where the processor has them; returns how many columns
- * were flagged (flags[j] = 1 where fl is not NULL), or -1 where it cannot run (then the caller sums them) */
-#define SIMD_TERMS 128
-int fixedpoint_simd_ready(void);
-Py_ssize_t fixedpoint_sum_rows_simd(const void *rows, char rf, Py_ssize_t stride, Py_ssize_t p, Py_ssize_t n,
-                                    const Format *f, void *out, char of, uint8_t *fl);
-
 #endif
 
 #define LIMB_BITS 44

@@ -252,7 +252,7 @@ class Built:
 
     def __init__(self, rounds: list[CommRound]) -> None:
         self.rounds = rounds
-        self.runners: list[Callable[[int], None]] | None = None   # each stretch run blocking (made by its user)
+        self.runners: list[Callable[[int], None]] | None = None   # each stretch run blocking (see its user, inter)
         self.stretches: list[tuple[MPI.Comm, list]] = []
         for comm, sends, recvs, steps in rounds:
             if not self.stretches or self.stretches[-1][0] is not comm:
