@@ -13,7 +13,7 @@ functions in Python (``mpicoll.comm.dispatch._run_blocking``,
 from setuptools import Extension, setup
 
 SOURCES = {"_callkey": ["_callkey.c", "_callrun.c"], "_rounds": ["_rounds.c"],
-           "_fixedpoint": ["_fixedpoint.c", "_fixedpoint_simd.c"],
+           "_fixedpoint": ["_fixedpoint.c", "_fixedpoint_simd.c", "_gathered.c"],
            "_direct": ["_direct.c", "_requests.c", "_generalized.c", "_progress.c", "_steps.c"]}
 HEADERS = ["_callkey.h", "_direct.h", "_direct_family.h", "_fixedpoint.h"]
 

@@ -85,7 +85,7 @@ class Collectives:
     def Allreduce(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto",
                   reproducible: bool | None = None) -> None:
         if reproducible or (reproducible is None and reproducible_sum.DEFAULT[0]):
-            if reproducible_sum.wanted(reproducible) and run_planned(self, algorithm, sendbuf, recvbuf, op):
+            if run_planned(self, algorithm, reproducible, sendbuf, recvbuf, op):
                 return None
             return reproducible_inter.run(self, "Allreduce", algorithm, reproducible, sendbuf, recvbuf, op)
         run_blocking(self, "Allreduce", algorithm, sendbuf, recvbuf, op)

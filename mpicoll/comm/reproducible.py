@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
-from mpicoll import config, errors
+from mpicoll import errors
 from mpicoll.comm.reproducible_allreduce import (
     FLAG_BYTES,
     GATHER_BYTES,
@@ -36,11 +36,12 @@ from mpicoll.comm.reproducible_allreduce import (
     scattered,
     scratch,
 )
+from mpicoll.comm.reproducible_mode import DEFAULT, wanted
 from mpicoll.runtime import fixedpoint as fp
 from mpicoll.runtime import fixedpoint_kernels as kernels
 from mpicoll.runtime.buffers import Buffer, is_in_place, parse
 
-__all__ = ["wanted", "run", "always", "METHODS", "GATHER_BYTES", "FLAG_BYTES", "raise_any"]
+__all__ = ["DEFAULT", "wanted", "run", "always", "METHODS", "GATHER_BYTES", "FLAG_BYTES", "raise_any"]
 
 #: method -> position of ``op`` in its arguments
 METHODS = {"Allreduce": 2, "Reduce": 2, "Reduce_scatter_block": 2, "Reduce_scatter": 3, "Scan": 2, "Exscan": 2}
@@ -69,28 +70,6 @@ def always(comm: Any) -> Any:
     ``Scan`` and ``Exscan``, and their ``I*`` and ``*_init`` forms, default to ``reproducible=True``; every
     other attribute is ``comm``'s own (the torch backend's ``Options(reproducible=True)``)."""
     return _Always(comm)
-
-
-class _Unread:
-    """``DEFAULT[0]`` before ``MPICOLL_REPRODUCIBLE`` is read: true, so that the first call reads it."""
-
-    def __bool__(self) -> bool:
-        return True
-
-
-#: ``[MPICOLL_REPRODUCIBLE]``, read by the first call that takes ``reproducible=None`` (and again after
-#: ``mpicoll.config.reload()``); ``Comm``'s summing methods test it without a call
-DEFAULT: list = [_Unread()]
-config.on_reload(lambda: DEFAULT.__setitem__(0, _Unread()))
-
-
-def wanted(reproducible: bool | None) -> bool:
-    """Whether a call runs in the reproducible mode: its keyword, or ``MPICOLL_REPRODUCIBLE`` when None."""
-    if reproducible is not None:
-        return bool(reproducible)
-    if isinstance(DEFAULT[0], _Unread):
-        DEFAULT[0] = config.current().reproducible
-    return DEFAULT[0]
 
 
 @dataclass(slots=True)

@@ -25,8 +25,10 @@ from mpi4py import MPI
 
 from mpicoll import errors
 from mpicoll.comm.dispatch import run_blocking
+from mpicoll.comm.reproducible_mode import DEFAULT
 from mpicoll.runtime import fixedpoint as fp
 from mpicoll.runtime import fixedpoint_kernels as kernels
+from mpicoll.runtime.state import CommState
 
 __all__ = ["GATHER_BYTES", "FLAG_BYTES", "gathered", "scattered", "run_planned", "raise_any", "scratch", "blocks"]
 
@@ -40,7 +42,6 @@ _FLAGS = (bytes(FLAG_BYTES), bytes([1]) + bytes(FLAG_BYTES - 1))
 PLAN_BYTES = 1 << 20
 #: plans kept per communicator (the oldest goes first)
 PLANS_PER_COMM = 16
-_PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _PLANNED = (np.dtype(np.float64), np.dtype(np.float32))     # the dtypes whose calls make plans
 
 
@@ -54,30 +55,32 @@ def raise_any(method: str, failure: Exception | None, flagged: Any) -> None:
 
 
 class _Gathered:
-    """A small Allreduce's plan: this rank's row (the contribution, then its flag bytes: 0) and the table."""
+    """A small Allreduce's plan: this rank's row (the contribution, then its flag bytes: 0) and the table (the
+    definition of the compiled ``Gathered``, ``_gathered.c``, which runs these steps where it is built)."""
 
-    __slots__ = ("p", "n", "fmt", "params", "row", "values", "table")
-    scattered = False
+    __slots__ = ("p", "n", "params", "row", "values", "table")
 
-    def __init__(self, comm: Any, dtype: np.dtype, n: int, fmt: fp.Format) -> None:
-        self.p, self.n, self.fmt, self.params = comm.Get_size(), n, fmt, kernels.params(fmt)
-        nbytes = n * dtype.itemsize
-        self.row = np.zeros(nbytes + FLAG_BYTES, np.uint8)
-        self.values = self.row[:nbytes].view(dtype)
-        self.table = np.empty((self.p, nbytes + FLAG_BYTES), np.uint8)
+    def __init__(self, row: np.ndarray, table: np.ndarray, p: int, kind: str, n: int, params: tuple) -> None:
+        self.p, self.n, self.params, self.row, self.table = p, n, params, row, table
+        self.values = row[:n * np.dtype(kind).itemsize].view(kind)
 
     def run(self, comm: Any, send: np.ndarray, recv: np.ndarray) -> None:
-        self.values[...] = send
+        self.values[...] = send.reshape(-1)
         run_blocking(comm, "Allgather", "auto", self.row, self.table)     # (comm.Allgather, one frame less)
-        compiled = kernels.KERNELS
-        flagged = -1 if compiled is None else compiled.sum_gathered(self.table, self.p, recv, self.params)
-        if flagged == 0:
-            return
-        if compiled is None or flagged > 0:      # (a column the kernel cannot round, or the definitions)
-            raise_any("Allreduce", None, any(self.table[:, self.values.nbytes].tobytes()))
-            kernels.sum_rows(self.table.view(recv.dtype), self.n, out=recv)
-            return
-        raise_any("Allreduce", None, True)
+        flagged = any(self.table[:, self.values.nbytes].tobytes())
+        finish(self, recv, -1 if flagged else 1)
+
+
+def finish(plan: Any, recv: np.ndarray, flagged: int) -> None:
+    """A gathered plan's table summed the careful way: ``flagged`` -1 where a rank's arguments failed (its
+    flag byte is set: every rank raises), else the columns summed by :func:`kernels.sum_rows`, which rounds those
+    the compiled pass flagged with :func:`mpicoll.runtime.fixedpoint.combine`."""
+    raise_any("Allreduce", None, flagged < 0)
+    kernels.sum_rows(plan.table.view(recv.dtype), plan.n, out=recv.reshape(-1))     # (contiguous: a view)
+
+
+#: a small Allreduce's plan: the compiled one where built
+Gathered = _Gathered if kernels.KERNELS is None else kernels.KERNELS.Gathered
 
 
 class _Scattered:
@@ -85,7 +88,6 @@ class _Scattered:
     messages are), the table."""
 
     __slots__ = ("p", "fmt", "flag", "counts", "recv_spec", "lo", "hi", "rows")
-    scattered = True
 
     def __init__(self, comm: Any, dtype: np.dtype, n: int, fmt: fp.Format, table: np.ndarray | None = None) -> None:
         p, rank, itemsize = comm.Get_size(), comm.Get_rank(), dtype.itemsize
@@ -118,16 +120,18 @@ def blocks(n: int, p: int) -> tuple[list[int], list[int]]:
     return counts, displs
 
 
-def run_planned(comm: Any, algorithm: str, send: Any, recv: Any, op: Any) -> bool:
-    """Run the reproducible ``comm.Allreduce(send, recv, op, algorithm=algorithm)`` (``comm``'s method calls
-    this first) by a plan made by an earlier call of the same communicator, dtype and length; False (nothing
-    done) where there is none or the arguments are not the usual ones (then
+def _run_planned(comm: Any, algorithm: str, reproducible: bool | None, send: Any, recv: Any, op: Any) -> bool:
+    """Run ``comm.Allreduce(send, recv, op, algorithm=algorithm, reproducible=reproducible)`` (``comm``'s method
+    calls this first in the reproducible mode) by a plan made by an earlier call of the same communicator, dtype
+    and length; False (nothing done) where there is none, the arguments are not the usual ones, or
+    ``reproducible`` is None and ``MPICOLL_REPRODUCIBLE`` not yet read (then
     :func:`mpicoll.comm.reproducible.run` takes it; an intercommunicator's state has no plans)."""
-    if type(send) is not np.ndarray or type(recv) is not np.ndarray or op is not MPI.SUM:
+    if not (DEFAULT[0] is True if reproducible is None else reproducible) or type(send) is not np.ndarray \
+            or type(recv) is not np.ndarray or op is not MPI.SUM:
         return False
-    plans = _PLANS.get(comm._state)
-    plan = None if plans is None else plans.get((send.dtype, send.size))
-    if plan is None or (plan.scattered and algorithm != "auto") or recv.dtype != send.dtype \
+    plans = getattr(comm._state, "reproducible_plans", None)
+    plan = None if plans is None else plans.get((send.dtype.char, send.size))
+    if plan is None or (type(plan) is _Scattered and algorithm != "auto") or recv.dtype != send.dtype \
             or recv.size != send.size or not send.flags.c_contiguous:
         return False
     flags = recv.flags
@@ -135,6 +139,21 @@ def run_planned(comm: Any, algorithm: str, send: Any, recv: Any, op: Any) -> boo
         return False
     plan.run(comm, send if send.ndim == 1 else send.reshape(-1), recv if recv.ndim == 1 else recv.reshape(-1))
     return True
+
+
+def _compiled_run_planned() -> Any:
+    """``_fixedpoint.run_planned`` where the kernels are compiled (it runs a Gathered plan's
+    hit itself and hands every other call to :func:`_run_planned`), else :func:`_run_planned`."""
+    compiled = kernels.KERNELS
+    if compiled is None:
+        return _run_planned
+    compiled.init_planned(run_blocking, finish, _run_planned, np.ndarray, MPI.SUM, CommState, DEFAULT)
+    return compiled.run_planned
+
+
+#: ``run_planned(comm, algorithm, reproducible, send, recv, op)``: what ``comm.Allreduce`` calls first in the
+#: reproducible mode
+run_planned = _compiled_run_planned()
 
 
 def _plan(comm: Any, call: Any, failure: Exception | None, scattered_: bool) -> Any:
@@ -145,11 +164,17 @@ def _plan(comm: Any, call: Any, failure: Exception | None, scattered_: bool) -> 
     dtype, n = call.values.dtype, call.values.shape[0]
     if scattered_ and n * dtype.itemsize > PLAN_BYTES:
         return _Scattered(comm, dtype, n, call.fmt, scratch(comm, (n + comm.Get_size()) * dtype.itemsize))
-    plan = (_Scattered if scattered_ else _Gathered)(comm, dtype, n, call.fmt)
-    plans = _PLANS.setdefault(comm._state, {})
-    if len(plans) >= PLANS_PER_COMM:
-        del plans[next(iter(plans))]
-    plans[(dtype, n)] = plan
+    if scattered_:
+        plan = _Scattered(comm, dtype, n, call.fmt)
+    else:
+        p, width = comm.Get_size(), n * dtype.itemsize + FLAG_BYTES
+        plan = Gathered(np.zeros(width, np.uint8), np.empty((p, width), np.uint8), p, dtype.char, n,
+                        kernels.params(call.fmt))
+    plans = getattr(comm._state, "reproducible_plans", None)    # (None: an intercommunicator's, which keeps none)
+    if plans is not None:
+        if len(plans) >= PLANS_PER_COMM:
+            del plans[next(iter(plans))]
+        plans[(dtype.char, n)] = plan
     return plan
 
 

@@ -52,7 +52,7 @@ fill_tables(Tables *t, const Format *fmt)
 static int parse_new_format(PyObject *tuple, Format *fmt);
 
 /* fmt from the kernels' format tuple (floor, ceiling, step, emax, limbs), its tables found or filled */
-static int
+int
 parse_format(PyObject *tuple, Format *fmt)
 {
     /* the last tuple parsed (held, so that the same object is the same tuple) and its format: the callers
@@ -309,7 +309,7 @@ decode(PyObject *self, PyObject *args)
 /* the first n columns of p rows (row r at rows + r * stride elements; rf 'd' or 'f') summed into out (of 'd' or
  * 'f') as sum_column does: in AVX2 registers where fixedpoint_sum_rows_simd can, else column by column;
  * returns how many columns were flagged (flags[j] = 1, where fl is not NULL) */
-static Py_ssize_t
+Py_ssize_t
 sum_table(const void *rows, char rf, Py_ssize_t stride, Py_ssize_t p, Py_ssize_t n, const Format *f, void *out,
           char of, uint8_t *fl)
 {
@@ -392,50 +392,6 @@ sum_rows(PyObject *self, PyObject *args)
     return PyLong_FromSsize_t(bad);
 }
 
-/* sum_gathered(table, p, out, fmt): a small Allreduce's gathered table (p rows of bytes, each a contribution
- * of len(out) elements of out's type, float64 or float32, then a byte saying whether that rank's arguments
- * failed, then padding) summed per column into out as sum_rows does; returns -1 where some rank's byte is
- * set (out untouched), else how many columns need fixedpoint.combine (then the caller runs sum_rows) */
-static PyObject *
-sum_gathered(PyObject *self, PyObject *args)
-{
-    (void)self;
-    PyObject *to, *oo, *fo;
-    Py_ssize_t p;
-    Format fmt;
-    if (!PyArg_ParseTuple(args, "OnOO", &to, &p, &oo, &fo) || parse_format(fo, &fmt) < 0)
-        return NULL;
-    Py_buffer table, out;
-    char tf, of;
-    if (get_buffer(to, &table, 0, "B", &tf, "table") < 0)
-        return NULL;
-    if (get_buffer(oo, &out, 1, "df", &of, "out") < 0) {
-        PyBuffer_Release(&table);
-        return NULL;
-    }
-    Py_ssize_t n = items(&out), nbytes = out.len, width = p > 0 ? table.len / p : 0, bad = 0;
-    if (p < 1 || table.len != p * width || width <= nbytes || width % out.itemsize) {
-        PyErr_SetString(PyExc_ValueError, "sum_gathered: table must be p rows of len(out) elements and a flag");
-    } else {
-        const uint8_t *t = table.buf;
-        for (Py_ssize_t r = 0; r < p; r++)
-            bad |= t[r * width + nbytes] != 0;
-        if (bad) {
-            bad = -1;
-        } else {
-            const Format f = fmt;
-            Py_BEGIN_ALLOW_THREADS
-            bad = sum_table(table.buf, of, width / out.itemsize, p, n, &f, out.buf, of, NULL);
-            Py_END_ALLOW_THREADS
-        }
-    }
-    PyBuffer_Release(&table);
-    PyBuffer_Release(&out);
-    if (PyErr_Occurred())
-        return NULL;
-    return PyLong_FromSsize_t(bad);
-}
-
 static PyMethodDef methods[] = {
     {"codes", codes, METH_VARARGS, "codes(x, out, fmt): each element's window code (fixedpoint.codes)"},
     {"encode", encode, METH_VARARGS, "encode(x, code, out, fmt): limbs in the agreed windows (fixedpoint.encode)"},
@@ -443,8 +399,10 @@ static PyMethodDef methods[] = {
      "decode(summed, code, out, fmt, check, flags): the summed limbs rounded once; returns the flagged count"},
     {"sum_rows", sum_rows, METH_VARARGS,
      "sum_rows(rows, p, out, fmt, flags): p contributions summed per column; returns the flagged count"},
-    {"sum_gathered", sum_gathered, METH_VARARGS,
-     "sum_gathered(table, p, out, fmt): a gathered table summed; -1 where a rank's arguments failed"},
+    {"run_planned", (PyCFunction)(void (*)(void))run_planned, METH_FASTCALL,
+     "run_planned(comm, algorithm, reproducible, send, recv, op): True where a Gathered plan ran the Allreduce"},
+    {"init_planned", init_planned, METH_VARARGS,
+     "init_planned(run_blocking, finish, definition, ndarray, SUM, CommState, DEFAULT): run_planned's references"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -457,5 +415,10 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit__fixedpoint(void)
 {
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL || PyType_Ready(&GatheredType) < 0 || PyModule_AddObjectRef(m, "Gathered", (PyObject *)&GatheredType) < 0) {
+        Py_XDECREF(m);
+        return NULL;
+    }
+    return m;
 }

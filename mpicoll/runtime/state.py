@@ -67,8 +67,8 @@ class CommState:
     """
 
     __slots__ = ("private", "rank", "size", "timeout", "debug", "agreed", "nodes", "tags", "plans",
-                 "request_plans", "entries", "slow_path", "devices", "out_of_step", "messages_left",
-                 "recorder", "__weakref__")
+                 "request_plans", "reproducible_plans", "entries", "slow_path", "devices", "out_of_step",
+                 "messages_left", "recorder", "__weakref__")
 
     def __init__(self, private: MPI.Intracomm, agreed: Any, nodes: Nodes, *, timeout: float | None,
                  debug: int) -> None:
@@ -80,6 +80,7 @@ class CommState:
         self.tags = [per_kind, 0, 0, 0]
         self.plans = PlanCache()
         self.request_plans = PlanCache(scratch=REQUEST_PLAN_SCRATCH)
+        self.reproducible_plans: dict = {}   # see mpicoll.comm.reproducible_allreduce
         self.entries: dict | None = self.plans.data if timeout is None and not debug else None
         self.slow_path: Callable[..., None] | None = None
         self.devices: dict[str, Any] = {}

@@ -115,6 +115,38 @@ def test_scans_give_the_bits_of_every_algorithm_alike(comm, method):
         check(results[0] == bits(np.full(257, 7.0)), "Exscan: rank 0's recvbuf untouched")
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_small_calls_by_the_compiled_plan_and_by_its_definition(comm, dtype):
+    """A small Allreduce's plan (compiled where built: ``Gathered``) and its Python definition (``_Gathered``)
+    give the one-process bits, call after call, also where the values are near the largest float (the double
+    sum overflows in the highest windows: those columns are rounded by ``fixedpoint.combine``)."""
+    from mpicoll.comm import reproducible_allreduce as ra
+    from mpicoll.runtime import fixedpoint_kernels as fk
+
+    dtype = np.dtype(dtype)
+    n = max(1, 512 // (P * dtype.itemsize))
+    width = n * dtype.itemsize + ra.FLAG_BYTES
+    params = fk.params(fp.format_of(dtype))
+    plans = [ra.Gathered(np.zeros(width, np.uint8), np.empty((P, width), np.uint8), P, dtype.char, n, params),
+             ra._Gathered(np.zeros(width, np.uint8), np.empty((P, width), np.uint8), P, dtype.char, n, params)]
+    for seed in range(3):
+        rows = table(P, n, dtype, seed, special=seed == 1)
+        if seed == 2:
+            rows[:, ::2] = np.finfo(dtype).max * 0.75        # (past the largest float: inf)
+            rows[:, 1::4] = np.finfo(dtype).max / P
+        expected = bits(fp.sum_rows(rows))
+        mine = rows[permutation(seed)[R]].copy()
+        for plan in plans:
+            out = np.full(n, 7, dtype)
+            plan.run(comm, mine, out)
+            check(bits(out) == expected, f"{type(plan).__name__} seed {seed}")
+        for _ in range(2):                      # (the first call makes the communicator's plan, the next runs it)
+            out = np.full(n, 7, dtype)
+            comm.Allreduce(mine, out, reproducible=True)
+            check(bits(out) == expected, f"Allreduce seed {seed}")
+        check(bits(mine) == bits(rows[permutation(seed)[R]]), "sendbuf was modified")
+
+
 def test_environment_variable_turns_it_on(comm, monkeypatch):
     from mpicoll import config
 
@@ -123,7 +155,11 @@ def test_environment_variable_turns_it_on(comm, monkeypatch):
     monkeypatch.setenv("MPICOLL_REPRODUCIBLE", "1")
     config.reload()
     try:
-        comm.Allreduce(rows[permutation(8)[R]], out, algorithm="ring")
+        for _ in range(3):      # (the first reads the variable and makes the plan; the others run it)
+            comm.Allreduce(rows[permutation(8)[R]], out, algorithm="ring")
+            check(bits(out) == bits(fp.sum_rows(rows)), "MPICOLL_REPRODUCIBLE=1")
+        comm.Allreduce(rows[permutation(8)[R]][:8], out[:8])
+        check(bits(out[:8]) == bits(fp.sum_rows(rows[:, :8])), "MPICOLL_REPRODUCIBLE=1, a small call")
     finally:
         monkeypatch.delenv("MPICOLL_REPRODUCIBLE")
         config.reload()

@@ -139,18 +139,16 @@ def test_ordinary_columns_give_the_definitions_bits(dtype, rows):
         assert fk.sum_rows(wide, 203, out=out) is out and bits(out) == bits(fp.sum_rows(x))
 
 
-@pytest.mark.parametrize("dtype", [np.dtype(np.float64), np.dtype(np.float32)])
-def test_a_gathered_table_with_its_flags(dtype):
-    fmt = fp.format_of(dtype)
-    x = ordinary_table(dtype, 3, 37, 4)
-    table = np.zeros((3, x.nbytes // 3 + 8), np.uint8)
-    table[:, :x.shape[1] * dtype.itemsize] = x.view(np.uint8)
-    out = np.empty(37, dtype)
-    flagged = COMPILED.sum_gathered(table, 3, out, fk.params(fmt))
-    assert flagged == 0 and bits(out) == bits(fp.sum_rows(x))
-    table[1, x.shape[1] * dtype.itemsize] = 1            # rank 1's arguments failed: -1, out untouched
-    out[:] = 7
-    assert COMPILED.sum_gathered(table, 3, out, fk.params(fmt)) == -1 and np.all(out == 7)
+def test_a_gathered_plan_checks_its_row_and_table():
+    params = fk.params(fp.format_of(np.dtype(np.float64)))
+    row, table = np.zeros(5 * 8 + 8, np.uint8), np.empty((3, 5 * 8 + 8), np.uint8)
+    plan = COMPILED.Gathered(row, table, 3, "d", 5, params)
+    assert (plan.p, plan.n, plan.row is row, plan.table is table) == (3, 5, True, True)
+    for bad in [(row, table, 2, "d", 5), (row, table, 3, "d", 6), (row, table, 3, "e", 5), (row[:-1], table, 3, "d", 5)]:
+        with pytest.raises(ValueError):
+            COMPILED.Gathered(*bad, params)
+    with pytest.raises(ValueError):
+        plan.run(None, np.zeros(4), np.zeros(5))        # not the plan's length: refused before any message
 
 
 def test_a_gathered_table_sums_its_first_columns_only():
