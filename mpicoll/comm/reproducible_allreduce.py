@@ -32,8 +32,10 @@ from mpicoll.runtime.state import CommState
 
 __all__ = ["GATHER_BYTES", "FLAG_BYTES", "gathered", "scattered", "run_planned", "raise_any", "scratch", "blocks"]
 
-#: an Allreduce whose contributions together take at most this many bytes gathers them and sums locally
-GATHER_BYTES = 4096
+#: an Allreduce whose contributions together take at most this many bytes gathers them and sums locally (at
+#: 2 processes of 16 KiB, the gathered call took 10.5 us against the scattered one's 14.0; of 32 KiB, 19.1 us
+#: against 17.1: the gathered call sums every rank's table, p times the scattered one's block)
+GATHER_BYTES = 32768
 #: a gathered row's tail: its first byte says whether the rank's arguments failed (8 keep the rows aligned)
 FLAG_BYTES = 8
 _FLAGS = (bytes(FLAG_BYTES), bytes([1]) + bytes(FLAG_BYTES - 1))

@@ -22,7 +22,7 @@ from conftest import WORLD, check
 pytestmark = pytest.mark.mpi
 
 P, R = WORLD.size, WORLD.rank
-SIZES = [0, 1, 7, 3000]   # 3000: past GATHER_BYTES, the two steps
+SIZES = [0, 1, 7, 9000]   # 9000: past GATHER_BYTES (32 KiB) from 2 ranks for every dtype: scattered
 DTYPES = [np.float64, np.float32, np.float16, ml_dtypes.bfloat16]
 
 
@@ -179,7 +179,7 @@ def test_other_ops_and_integers_are_unchanged(comm):
     check(np.array_equal(iout, iref), "int64 SUM")
 
 
-@pytest.mark.parametrize("count", [10, 1000])     # gathered; above GATHER_BYTES (auto: scattered)
+@pytest.mark.parametrize("count", [10, 3000])     # gathered; above GATHER_BYTES from 2 ranks (auto: scattered)
 def test_a_rank_with_bad_arguments_fails_every_rank(comm, count):
     for _ in range(2):      # (the second time, the other ranks have the plan of the good call: no parsing)
         out = np.empty(count)
@@ -193,7 +193,7 @@ def test_a_rank_with_bad_arguments_fails_every_rank(comm, count):
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-@pytest.mark.parametrize("count", [1, 7, 300, 3001])    # gathered, then scattered from 300 float64 at 2 ranks
+@pytest.mark.parametrize("count", [1, 7, 1500, 5001])  # gathered; 1500: scattered from 3 ranks; 5001: from 2
 def test_repeated_calls_and_unusual_arguments_on_some_ranks(comm, dtype, count):
     """Calls of one dtype and length run by their communicator's plan after the first: new contents and
     permutations give the one-process bits; a rank whose arguments are not the plan's usual ones (2-D

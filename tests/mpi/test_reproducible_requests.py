@@ -21,7 +21,7 @@ from conftest import WORLD, check
 pytestmark = pytest.mark.mpi
 
 P, R = WORLD.size, WORLD.rank
-SIZES = [0, 5, 3000]       # 5: the small Allreduce's gather; 3000: auto's scattered Allreduce, the others' two steps
+SIZES = [0, 5, 3000]       # 5: the small Allreduce's gather; 3000: auto's scattered one (2 ranks), others' two steps
 
 
 def _calls(count: int):
@@ -82,7 +82,7 @@ def test_iallreduce_every_algorithm_and_float32(comm, algorithm):
 def test_iallreduce_auto_scattered_in_place_and_other_types(comm, dtype):
     """auto above GATHER_BYTES (the blocks' Alltoallv, sums, Allgatherv as rounds), in place too, and persistent
     on another communicator: the bits of the linear two steps (every algorithm's)."""
-    count = 1501
+    count = 9001      # (past GATHER_BYTES from 2 ranks for each dtype)
     rows = table(P, 2 * count, np.float64, 13, special=True).view(np.complex128) if dtype is np.complex128 \
         else table(P, count, dtype, 13, special=True)
     mine = rows[permutation(13)[R]].copy()

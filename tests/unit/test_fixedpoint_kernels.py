@@ -144,7 +144,8 @@ def test_a_gathered_plan_checks_its_row_and_table():
     row, table = np.zeros(5 * 8 + 8, np.uint8), np.empty((3, 5 * 8 + 8), np.uint8)
     plan = COMPILED.Gathered(row, table, 3, "d", 5, params)
     assert (plan.p, plan.n, plan.row is row, plan.table is table) == (3, 5, True, True)
-    for bad in [(row, table, 2, "d", 5), (row, table, 3, "d", 6), (row, table, 3, "e", 5), (row[:-1], table, 3, "d", 5)]:
+    for bad in [(row, table, 2, "d", 5), (row, table, 3, "d", 6), (row, table, 3, "e", 5),
+                (row[:-1], table, 3, "d", 5)]:
         with pytest.raises(ValueError):
             COMPILED.Gathered(*bad, params)
     with pytest.raises(ValueError):
