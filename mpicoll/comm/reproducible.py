@@ -81,6 +81,7 @@ class _Call:
     out: np.ndarray | None      # where the result goes (real view), or None where this rank gets none
     first: int                  # the result is elements first .. first + len(out) of the reduced vector
     counts: list[int] | None    # Reduce_scatter(_block): the real elements of each rank's block
+    plain: bool = False         # values and out view the caller's arrays (no copy was made)
 
 
 def accept(comm: Any, method: str, reproducible: bool | None,
@@ -208,7 +209,7 @@ def _plain(method: str, args: tuple) -> _Call | None:
     if fmt is None:
         return None
     return _Call(send if send.ndim == 1 else send.reshape(-1), fmt, recv if recv.ndim == 1 else recv.reshape(-1), 0,
-                 None)
+                 None, True)
 
 
 def elements(args: tuple) -> tuple[int, int]:

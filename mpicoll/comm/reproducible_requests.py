@@ -36,8 +36,9 @@ from mpi4py import MPI
 
 from mpicoll.comm import reproducible as blocking
 from mpicoll.comm.preparing import prepare
-from mpicoll.comm.reproducible_allreduce import blocks
+from mpicoll.comm.reproducible_allreduce import PLAN_BYTES, blocks, keep
 from mpicoll.runtime import fixedpoint_kernels as kernels
+from mpicoll.runtime.callkey import call_key
 from mpicoll.runtime.requests import Prequest, Request
 from mpicoll.runtime.state import NONBLOCKING, PERSISTENT
 
@@ -57,12 +58,39 @@ def start(comm: Any, method: str, algorithm: str, reproducible: bool | None, *ar
     state = comm._state
     state.check_in_step()
     tag = state.next_tag(NONBLOCKING)
-    stages = RequestStages(comm, method, algorithm, args, *accepted)
+    stages = _stages(comm, method, algorithm, args, *accepted)
     stages.fill()
-    req = Request([r[1:] for r in stages.rounds], [r[0] for r in stages.rounds], tag, None, keep=(args, stages))
+    req = Request([r[1:] for r in stages.rounds], [r[0] for r in stages.rounds], tag, None,
+                  release=stages.give_back if stages.kept else None, keep=(args, stages))
     _watch(req, state, method)
     req._launch()
     return req
+
+
+def _stages(comm: Any, method: str, algorithm: str, args: tuple, call: Any, failure: Exception | None) -> RequestStages:
+    """The stages of a request: for an ``Iallreduce`` of two NumPy arrays taken as they are (``call.plain``),
+    those an earlier such request left in the communicator's ``reproducible_plans``, once the engine is done
+    with it; else new ones, kept there for the next such call (at most ``PLAN_BYTES`` of contribution).
+
+    A small call's stages are kept by dtype and length, the arrays of each call bound to them anew (its rounds
+    move the stages' own row and table); a larger call's rounds move the arrays themselves, so its stages are
+    kept by the call's key (the arrays' addresses, lengths and dtype, and the algorithm)."""
+    if call is None or not call.plain or failure is not None:
+        return RequestStages(comm, method, algorithm, args, call, failure)
+    values = call.values
+    if values.nbytes * comm._state.size <= blocking.GATHER_BYTES:
+        key = ("Iallreduce", values.dtype.char, values.shape[0])
+    else:
+        key = ("Iallreduce", call_key(method, args, algorithm, ())) if values.nbytes <= PLAN_BYTES else None
+        if key is None or key[1] is None:      # (None: a call the key cannot describe)
+            return RequestStages(comm, method, algorithm, args, call, failure)
+    stages = comm._state.reproducible_plans.get(key)
+    if stages is None or stages.lent:
+        stages = RequestStages(comm, method, algorithm, args, call, failure)
+        stages.kept = True
+        keep(comm, key, stages)
+    stages.call, stages.lent = call, True
+    return stages
 
 
 def init(comm: Any, method: str, algorithm: str, reproducible: bool | None, *args: Any) -> Prequest:
@@ -103,6 +131,9 @@ class RequestStages:
     ``fill()`` writes what the first round sends (the codes, or a small Allreduce's contribution), from the
     contribution's current contents.
     """
+
+    #: whether the stages are kept for later requests (:func:`_stages`), and lent to one now
+    kept = lent = False
 
     def __init__(self, comm: Any, method: str, algorithm: str, args: tuple, call: Any, failure: Exception | None):
         self.state = state = comm._state
@@ -166,6 +197,10 @@ class RequestStages:
         self.rounds.extend((self.state.private, sends, recvs, list(steps)) for sends, recvs, steps in plan.bound())
         if plan.finish is not None:
             self._step(plan.finish)
+
+    def give_back(self) -> None:
+        """The engine is done with the request these stages were lent to: the next may take them."""
+        self.lent = False
 
     def _step(self, step: Any) -> None:
         """A local step, run once the rounds so far are complete (a round of no message where there is none)."""

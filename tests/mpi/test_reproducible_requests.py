@@ -159,3 +159,58 @@ def test_environment_variable_turns_the_request_forms_on(comm, monkeypatch):
     req.Wait()
     req.Free()
     check(bits(out) == bits(expected) and bits(bound) == bits(expected), "MPICOLL_REPRODUCIBLE=1")
+
+
+@pytest.mark.parametrize("count", [5, 3000])      # gathered (kept by dtype and length); scattered (by address)
+def test_iallreduce_stages_are_kept_and_lent_to_one_request_at_a_time(comm, count, monkeypatch):
+    """Requests of one plain Iallreduce reuse the stages an earlier one left once the engine is done with it
+    (counted by their constructions); requests in flight together each get their own; fresh arrays of a small
+    call reuse them too; every result has the blocking call's bits, waited by ``Wait`` or by mpi4py's
+    ``MPI.Request.Waitall``."""
+    from mpicoll.comm import reproducible_requests as rr
+
+    made = []
+
+    class Counted(rr.RequestStages):
+        def __init__(self, *args, **kwargs):
+            made.append(1)
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(rr, "RequestStages", Counted)
+    dup = mpicoll.Comm(WORLD.Dup())
+    try:
+        rows = table(P, count, np.float64, 21, special=True)
+        mine = rows[permutation(21)[R]].copy()
+        expected = np.empty(count)
+        dup.Allreduce(mine, expected, reproducible=True)
+        out = np.full(count, 7.0)
+        for _ in range(3):                                    # one construction, then the kept stages
+            out[:] = 7
+            dup.Iallreduce(mine, out, reproducible=True).Wait()
+            check(bits(out) == bits(expected), f"count {count}: Wait")
+        check(len(made) == 1, f"count {count}: {len(made)} stages made for three requests in turn")
+        sends = [mine * (j - 1.5) for j in range(3)]           # (each its own result: stages lent twice would mix)
+        wanted = [np.empty(count) for _ in range(3)]
+        for j in range(3):
+            dup.Allreduce(sends[j], wanted[j], reproducible=True)
+        outs = [np.full(count, 7.0) for _ in range(3)]       # (the same arrays each time)
+        small = count * 8 * P <= rr.blocking.GATHER_BYTES
+        for _ in range(1 if small else 2):                # (a larger call's stages: one per pair of arrays)
+            before = len(made)
+            for out in outs:
+                out[:] = 7
+            reqs = [dup.Iallreduce(sends[j], outs[j], reproducible=True) for j in range(3)]
+            MPI.Request.Waitall(reqs)
+            check(all(bits(outs[j]) == bits(wanted[j]) for j in range(3)), f"count {count}: three in flight")
+        if not small:
+            check(len(made) == before, f"count {count}: the same arrays again made new stages")
+        else:
+            check(len(made) <= 3, f"count {count}: {len(made)} made (at most one for each of two lent at once)")
+            before = len(made)
+            for _ in range(2):                                # fresh arrays each call
+                fresh = np.full(count, 7.0)
+                dup.Iallreduce(mine.copy(), fresh, reproducible=True).Wait()
+                check(bits(fresh) == bits(expected), f"count {count}: fresh arrays")
+            check(len(made) == before, f"count {count}: fresh arrays made new stages")
+    finally:
+        dup.Free()
