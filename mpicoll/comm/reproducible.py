@@ -197,10 +197,13 @@ def sum_args(method: str, args: tuple, call: _Call, limbs: np.ndarray, summed: n
 
 def _plain(method: str, args: tuple) -> _Call | None:
     """The usual ``Allreduce(x, y)``'s call without parsing: two C-contiguous NumPy arrays of one real float
-    dtype and length, ``y`` writable; None for any other arguments (:func:`_local` parses and checks them)."""
+    dtype and length, ``y`` writable (or ``x`` ``MPI.IN_PLACE``: then ``y`` is the contribution too); None for
+    any other arguments (:func:`_local` parses and checks them)."""
     if method != "Allreduce":
         return None
     send, recv = args[0], args[1]
+    if send is MPI.IN_PLACE:
+        send = recv
     if type(send) is not np.ndarray or type(recv) is not np.ndarray or send.dtype != recv.dtype \
             or send.size != recv.size or not (send.flags.c_contiguous and recv.flags.c_contiguous
                                               and recv.flags.writeable):

@@ -212,5 +212,12 @@ def test_iallreduce_stages_are_kept_and_lent_to_one_request_at_a_time(comm, coun
                 dup.Iallreduce(mine.copy(), fresh, reproducible=True).Wait()
                 check(bits(fresh) == bits(expected), f"count {count}: fresh arrays")
             check(len(made) == before, f"count {count}: fresh arrays made new stages")
+        inplace = mine.copy()                                 # in place: the result's array is the contribution
+        for form in ("Iallreduce", "Iallreduce", "Allreduce", "Allreduce"):
+            inplace[...] = mine
+            done = getattr(dup, form)(MPI.IN_PLACE, inplace, reproducible=True)
+            if done is not None:
+                done.Wait()
+            check(bits(inplace) == bits(expected), f"count {count}: {form} in place")
     finally:
         dup.Free()
