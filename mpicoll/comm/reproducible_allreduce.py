@@ -128,7 +128,10 @@ def _run_planned(comm: Any, algorithm: str, reproducible: bool | None, send: Any
     calls this first in the reproducible mode) by a plan made by an earlier call of the same communicator, dtype
     and length; False (nothing done) where there is none, the arguments are not the usual ones, or
     ``reproducible`` is None and ``MPICOLL_REPRODUCIBLE`` not yet read (then
-    :func:`mpicoll.comm.reproducible.run` takes it; an intercommunicator's state has no plans)."""
+    :func:`mpicoll.comm.reproducible.run` takes it; an intercommunicator's state has no plans).  ``send``
+    ``MPI.IN_PLACE``: the contribution is ``recv``."""
+    if send is MPI.IN_PLACE:
+        send = recv
     if not (DEFAULT[0] is True if reproducible is None else reproducible) or type(send) is not np.ndarray \
             or type(recv) is not np.ndarray or op is not MPI.SUM:
         return False
@@ -150,7 +153,7 @@ def _compiled_run_planned() -> Any:
     compiled = kernels.KERNELS
     if compiled is None:
         return _run_planned
-    compiled.init_planned(run_blocking, finish, _run_planned, np.ndarray, MPI.SUM, CommState, DEFAULT)
+    compiled.init_planned(run_blocking, finish, _run_planned, np.ndarray, MPI.SUM, MPI.IN_PLACE, CommState, DEFAULT)
     return compiled.run_planned
 
 

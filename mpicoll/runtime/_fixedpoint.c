@@ -402,7 +402,8 @@ static PyMethodDef methods[] = {
     {"run_planned", (PyCFunction)(void (*)(void))run_planned, METH_FASTCALL,
      "run_planned(comm, algorithm, reproducible, send, recv, op): True where a Gathered plan ran the Allreduce"},
     {"init_planned", init_planned, METH_VARARGS,
-     "init_planned(run_blocking, finish, definition, ndarray, SUM, CommState, DEFAULT): run_planned's references"},
+     "init_planned(run_blocking, finish, definition, ndarray, SUM, IN_PLACE, CommState, DEFAULT): run_planned's "
+     "references"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -16,7 +16,8 @@
  *
  * run_planned(comm, algorithm, reproducible, send, recv, op) is what comm.Allreduce calls in the reproducible
  * mode: it runs the call by its Gathered plan where there is one and the arguments are the usual ones (two
- * C-contiguous NumPy arrays of the plan's dtype and length, the result writable, op MPI.SUM); every other call
+ * C-contiguous NumPy arrays of the plan's dtype and length, the result writable, or MPI.IN_PLACE and the
+ * result; op MPI.SUM); every other call
  * goes to the Python definition, which returns False where no plan runs it.
  */
 #include "_fixedpoint.h"
@@ -34,7 +35,7 @@ typedef struct {
 } Gathered;
 
 /* init_planned's: mpicoll's blocking call, the Python finish and definition, the classes and values it tests */
-static PyObject *run_blocking, *finish, *python_run_planned, *ndarray, *sum_op, *state_class, *mode;
+static PyObject *run_blocking, *finish, *python_run_planned, *ndarray, *sum_op, *in_place, *state_class, *mode;
 static PyObject *s_state, *s_plans, *s_allgather, *s_auto, *kinds[2];
 
 static void
@@ -213,9 +214,10 @@ run_planned(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
         PyErr_SetString(PyExc_TypeError, "run_planned(comm, algorithm, reproducible, send, recv, op)");
         return NULL;
     }
-    Gathered *plan = plan_of(argv[0], argv[2], argv[3], argv[4], argv[5]);
+    PyObject *send = argv[3] == in_place ? argv[4] : argv[3];
+    Gathered *plan = plan_of(argv[0], argv[2], send, argv[4], argv[5]);
     Py_buffer sv, rv;
-    if (plan == NULL || !usual_buffers(plan, argv[3], &sv, argv[4], &rv)) {
+    if (plan == NULL || !usual_buffers(plan, send, &sv, argv[4], &rv)) {
         Py_XDECREF(plan);
         if (PyErr_Occurred())
             return NULL;
@@ -230,16 +232,16 @@ run_planned(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
     Py_RETURN_TRUE;
 }
 
-/* init_planned(run_blocking, finish, definition, ndarray, MPI.SUM, CommState, DEFAULT) */
+/* init_planned(run_blocking, finish, definition, ndarray, MPI.SUM, MPI.IN_PLACE, CommState, DEFAULT) */
 PyObject *
 init_planned(PyObject *self, PyObject *args)
 {
     (void)self;
-    PyObject *o[7];
-    if (!PyArg_ParseTuple(args, "OOOO!OO!O!:init_planned", &o[0], &o[1], &o[2], &PyType_Type, &o[3], &o[4],
-                          &PyType_Type, &o[5], &PyList_Type, &o[6]))
+    PyObject *o[8];
+    if (!PyArg_ParseTuple(args, "OOOO!OOO!O!:init_planned", &o[0], &o[1], &o[2], &PyType_Type, &o[3], &o[4], &o[5],
+                          &PyType_Type, &o[6], &PyList_Type, &o[7]))
         return NULL;
-    if (PyList_GET_SIZE(o[6]) != 1) {
+    if (PyList_GET_SIZE(o[7]) != 1) {
         PyErr_SetString(PyExc_ValueError, "init_planned: DEFAULT must be a list of one item");
         return NULL;
     }
@@ -251,8 +253,9 @@ init_planned(PyObject *self, PyObject *args)
     kinds[1] = PyUnicode_InternFromString("f");
     if (!s_state || !s_plans || !s_allgather || !s_auto || !kinds[0] || !kinds[1])
         return NULL;
-    PyObject **slots[7] = {&run_blocking, &finish, &python_run_planned, &ndarray, &sum_op, &state_class, &mode};
-    for (int i = 0; i < 7; i++)
+    PyObject **slots[8] = {&run_blocking, &finish, &python_run_planned, &ndarray, &sum_op, &in_place, &state_class,
+                           &mode};
+    for (int i = 0; i < 8; i++)
         Py_XSETREF(*slots[i], Py_NewRef(o[i]));
     Py_RETURN_NONE;
 }

@@ -219,5 +219,9 @@ def test_iallreduce_stages_are_kept_and_lent_to_one_request_at_a_time(comm, coun
             if done is not None:
                 done.Wait()
             check(bits(inplace) == bits(expected), f"count {count}: {form} in place")
+        plan = dup._state.reproducible_plans.get(("d", count))
+        dup.Allreduce(MPI.IN_PLACE, inplace, reproducible=True)
+        check(plan is not None and dup._state.reproducible_plans.get(("d", count)) is plan,
+              f"count {count}: a blocking call in place made a new plan")
     finally:
         dup.Free()
