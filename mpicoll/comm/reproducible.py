@@ -205,8 +205,8 @@ def _plain(method: str, args: tuple) -> _Call | None:
     if send is MPI.IN_PLACE:
         send = recv
     if type(send) is not np.ndarray or type(recv) is not np.ndarray or send.dtype != recv.dtype \
-            or send.size != recv.size or not (send.flags.c_contiguous and recv.flags.c_contiguous
-                                              and recv.flags.writeable):
+            or not send.dtype.isnative or send.size != recv.size \
+            or not (send.flags.c_contiguous and recv.flags.c_contiguous and recv.flags.writeable):
         return None
     fmt = fp.format_of(send.dtype)
     if fmt is None:
@@ -274,6 +274,8 @@ def _local(comm: Any, method: str, args: tuple) -> _Call:
     if fmt is None or (recv is not None and recv.dtype != send.dtype):
         raise errors.TypeMismatchError(f"{method}: sendbuf holds {send.dtype}, recvbuf "
                                        f"{None if recv is None else recv.dtype}")
+    if not send.dtype.isnative:      # (the rows travel as bytes; mpi4py refuses such buffers too)
+        raise errors.BufferTypeError(f"{method}(reproducible=True): {send.dtype} is not in native byte order")
     values = _real(send)
     factor = 2 if send.dtype.kind == "c" else 1
     out = None if recv is None else _real(recv)

@@ -137,8 +137,8 @@ def _run_planned(comm: Any, algorithm: str, reproducible: bool | None, send: Any
         return False
     plans = getattr(comm._state, "reproducible_plans", None)
     plan = None if plans is None else plans.get((send.dtype.char, send.size))
-    if plan is None or (type(plan) is _Scattered and algorithm != "auto") or recv.dtype != send.dtype \
-            or recv.size != send.size or not send.flags.c_contiguous:
+    if plan is None or (type(plan) is _Scattered and algorithm != "auto") or send.dtype not in _PLANNED \
+            or recv.dtype != send.dtype or recv.size != send.size or not send.flags.c_contiguous:
         return False
     flags = recv.flags
     if not (flags.c_contiguous and flags.writeable):

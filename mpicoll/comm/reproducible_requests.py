@@ -79,7 +79,7 @@ def _stages(comm: Any, method: str, algorithm: str, args: tuple, call: Any, fail
         return RequestStages(comm, method, algorithm, args, call, failure)
     values = call.values
     if values.nbytes * comm._state.size <= blocking.GATHER_BYTES:
-        key = ("Iallreduce", values.dtype.char, values.shape[0])
+        key = ("Iallreduce", values.dtype.str, values.shape[0])
     else:
         key = ("Iallreduce", call_key(method, args, algorithm, ())) if values.nbytes <= PLAN_BYTES else None
         if key is None or key[1] is None:      # (None: a call the key cannot describe)

@@ -112,10 +112,10 @@ def sum_rows(rows: np.ndarray, count: int | None = None, out: np.ndarray | None 
         value = fp.sum_rows(rows[:, :count])
         return value if out is None else _cast_into(value, out)
     direct = fmt.name in _DIRECT
-    if direct and out is not None and out.dtype is rows.dtype and out.flags.c_contiguous:
+    if direct and out is not None and out.dtype is rows.dtype and out.dtype.isnative and out.flags.c_contiguous:
         target = out
-    else:     # float16's sums are rounded from float64 by the cast
-        target = np.empty(count, rows.dtype if direct else np.float64)
+    else:     # float16's sums are rounded from float64 by the cast (the kernel writes native byte order)
+        target = np.empty(count, _DIRECT[fmt.name] if direct else np.float64)
     work = _work(rows, fmt)
     if KERNELS.sum_rows(work, work.shape[0], target, params(fmt), None):     # some column needs combine
         flags = np.empty(count, np.uint8)

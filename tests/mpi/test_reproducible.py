@@ -192,6 +192,24 @@ def test_a_rank_with_bad_arguments_fails_every_rank(comm, count):
         check(np.all(out == P), "after a failed call")
 
 
+@pytest.mark.parametrize("count", [5, 5000])
+@pytest.mark.parametrize("everywhere", [True, False])
+def test_floats_in_another_byte_order_are_refused_on_every_rank(comm, count, everywhere):
+    """A non-native byte order (refused by mpi4py too) on every rank or on the last only: the rank raises
+    ``BufferTypeError``, the others ``ArgumentError``, blocking and at ``Wait``; the communicator still works."""
+    swapped = everywhere or R == P - 1
+    dtype = np.dtype(">f8" if np.little_endian else "<f8") if swapped else np.dtype(np.float64)
+    for form in ("Allreduce", "Iallreduce"):
+        x, y = np.ones(count, dtype), np.zeros(count, dtype)
+        with pytest.raises(mpicoll.errors.BufferTypeError if swapped else mpicoll.errors.ArgumentError):
+            done = getattr(comm, form)(x, y, reproducible=True)
+            if done is not None:
+                done.Wait()
+    out = np.empty(count)
+    comm.Allreduce(np.ones(count), out, reproducible=True)
+    check(np.all(out == P), "after the refused calls")
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("count", [1, 7, 1500, 5001])  # gathered; 1500: scattered from 3 ranks; 5001: from 2
 def test_repeated_calls_and_unusual_arguments_on_some_ranks(comm, dtype, count):

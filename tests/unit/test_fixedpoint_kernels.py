@@ -181,3 +181,11 @@ def _kernels_in_a_new_process(value: str) -> subprocess.CompletedProcess:
 def test_no_extensions_gives_the_definitions():
     assert _kernels_in_a_new_process("1").stdout.split() == ["True"]
     assert _kernels_in_a_new_process("0").stdout.split() == ["False"]
+
+
+@pytest.mark.parametrize("dtype", [np.dtype(np.float64), np.dtype(np.float32)])
+def test_sum_rows_into_the_other_byte_order(dtype):
+    x = table(dtype, 3, 9, 1, 0.1, False)
+    swapped = dtype.newbyteorder()
+    out = np.empty(9, swapped)
+    assert fk.sum_rows(x.astype(swapped), out=out) is out and np.array_equal(out, fp.sum_rows(x))
