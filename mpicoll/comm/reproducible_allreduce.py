@@ -30,8 +30,8 @@ from mpicoll.runtime import fixedpoint as fp
 from mpicoll.runtime import fixedpoint_kernels as kernels
 from mpicoll.runtime.state import CommState
 
-__all__ = ["GATHER_BYTES", "FLAG_BYTES", "PLAN_BYTES", "gathered", "scattered", "run_planned", "raise_any", "scratch",
-           "blocks", "keep"]
+__all__ = ["GATHER_BYTES", "FLAG_BYTES", "PLAN_BYTES", "gathered", "gathered_plan", "scattered", "run_planned",
+           "raise_any", "scratch", "blocks", "keep"]
 
 #: an Allreduce whose contributions together take at most this many bytes gathers them and sums locally (at
 #: 2 processes of 16 KiB, the gathered call took 10.5 us against the scattered one's 14.0; of 32 KiB, 19.1 us
@@ -39,7 +39,6 @@ __all__ = ["GATHER_BYTES", "FLAG_BYTES", "PLAN_BYTES", "gathered", "scattered", 
 GATHER_BYTES = 32768
 #: a gathered row's tail: its first byte says whether the rank's arguments failed (8 keep the rows aligned)
 FLAG_BYTES = 8
-_FLAGS = (bytes(FLAG_BYTES), bytes([1]) + bytes(FLAG_BYTES - 1))
 #: a scattered call's plan keeps its own table up to this many bytes of contribution (a larger call's
 #: Python is a small part of its time: it takes the communicator's scratch)
 PLAN_BYTES = 1 << 20
@@ -58,20 +57,31 @@ def raise_any(method: str, failure: Exception | None, flagged: Any) -> None:
 
 
 class _Gathered:
-    """A small Allreduce's plan: this rank's row (the contribution, then its flag bytes: 0) and the table (the
-    definition of the compiled ``Gathered``, ``_gathered.c``, which runs these steps where it is built)."""
+    """A small Allreduce's plan: this rank's row (the contribution, then its flag bytes: 0 unless :meth:`fail`)
+    and the table of every rank's row; :meth:`run` is :meth:`fill`, the ``Allgather`` of the rows, :meth:`sum`.
+    The definition of the compiled ``Gathered`` (``_gathered.c``), and the plan of every call that one does not
+    take (another dtype, a result not contiguous, a rank whose arguments failed: uint8 rows)."""
 
-    __slots__ = ("p", "n", "params", "row", "values", "table")
+    __slots__ = ("p", "n", "row", "values", "table")
 
-    def __init__(self, row: np.ndarray, table: np.ndarray, p: int, kind: str, n: int, params: tuple) -> None:
-        self.p, self.n, self.params, self.row, self.table = p, n, params, row, table
-        self.values = row[:n * np.dtype(kind).itemsize].view(kind)
+    def __init__(self, row: np.ndarray, table: np.ndarray, p: int, dtype: np.dtype, n: int) -> None:
+        self.p, self.n, self.row, self.table = p, n, row, table
+        self.values = row[:n * dtype.itemsize].view(dtype)
+
+    def fill(self, send: np.ndarray) -> None:
+        self.values[...] = send.reshape(-1)
+
+    def fail(self) -> None:
+        """This rank's arguments failed: its flag byte says so (every rank raises at :meth:`sum`)."""
+        self.row[self.values.nbytes] = 1
+
+    def sum(self, recv: np.ndarray) -> None:
+        finish(self, recv, -1 if any(self.table[:, self.values.nbytes].tobytes()) else 1)
 
     def run(self, comm: Any, send: np.ndarray, recv: np.ndarray) -> None:
-        self.values[...] = send.reshape(-1)
+        self.fill(send)
         run_blocking(comm, "Allgather", "auto", self.row, self.table)     # (comm.Allgather, one frame less)
-        flagged = any(self.table[:, self.values.nbytes].tobytes())
-        finish(self, recv, -1 if flagged else 1)
+        self.sum(recv)
 
 
 def finish(plan: Any, recv: np.ndarray, flagged: int) -> None:
@@ -79,11 +89,22 @@ def finish(plan: Any, recv: np.ndarray, flagged: int) -> None:
     flag byte is set: every rank raises), else the columns summed by :func:`kernels.sum_rows`, which rounds those
     the compiled pass flagged with :func:`mpicoll.runtime.fixedpoint.combine`."""
     raise_any("Allreduce", None, flagged < 0)
-    kernels.sum_rows(plan.table.view(recv.dtype), plan.n, out=recv.reshape(-1))     # (contiguous: a view)
+    if plan.n:
+        kernels.sum_rows(plan.table.view(recv.dtype), plan.n, out=recv.reshape(-1))
 
 
-#: a small Allreduce's plan: the compiled one where built
-Gathered = _Gathered if kernels.KERNELS is None else kernels.KERNELS.Gathered
+def gathered_plan(p: int, call: Any, nbytes: int, compiled: bool) -> Any:
+    """The plan of a gathered call of ``p`` ranks whose contribution takes ``nbytes``: the compiled ``Gathered``
+    where asked for and built (float64 or float32, at least one element: the caller checked that the result is
+    a C-contiguous array of that dtype), else :class:`_Gathered` (uint8 rows where ``call`` is None)."""
+    width = nbytes + FLAG_BYTES
+    row, table = np.zeros(width, np.uint8), np.empty((p, width), np.uint8)
+    if call is None:
+        return _Gathered(row, table, p, np.dtype(np.uint8), nbytes)
+    dtype, n = call.values.dtype, call.values.shape[0]
+    if compiled and kernels.KERNELS is not None and dtype in _PLANNED and n:
+        return kernels.KERNELS.Gathered(row, table, p, dtype.char, n, kernels.params(call.fmt))
+    return _Gathered(row, table, p, dtype, n)
 
 
 class _Scattered:
@@ -170,12 +191,8 @@ def _plan(comm: Any, call: Any, failure: Exception | None, scattered_: bool) -> 
     dtype, n = call.values.dtype, call.values.shape[0]
     if scattered_ and n * dtype.itemsize > PLAN_BYTES:
         return _Scattered(comm, dtype, n, call.fmt, scratch(comm, (n + comm.Get_size()) * dtype.itemsize))
-    if scattered_:
-        plan = _Scattered(comm, dtype, n, call.fmt)
-    else:
-        p, width = comm.Get_size(), n * dtype.itemsize + FLAG_BYTES
-        plan = Gathered(np.zeros(width, np.uint8), np.empty((p, width), np.uint8), p, dtype.char, n,
-                        kernels.params(call.fmt))
+    plan = _Scattered(comm, dtype, n, call.fmt) if scattered_ else \
+        gathered_plan(comm.Get_size(), call, n * dtype.itemsize, True)
     keep(comm, (dtype.char, n), plan)
     return plan
 
@@ -196,17 +213,12 @@ def gathered(comm: Any, call: Any, failure: Exception | None, nbytes: int) -> No
     (:func:`mpicoll.runtime.fixedpoint.sum_rows`), so the bits are those of the two steps, in one latency
     instead of two.  ``call``: this rank's side (:class:`mpicoll.comm.reproducible._Call`), None where its
     arguments failed (``failure``)."""
-    plan = _plan(comm, call, failure, False)
-    if plan is not None:
+    plan = _plan(comm, call, failure, False) or gathered_plan(comm.Get_size(), call, nbytes, False)
+    if failure is None:
         return plan.run(comm, call.values, call.out)
-    p = comm.Get_size()
-    row = (bytes(nbytes) if call is None else call.values.tobytes()) + _FLAGS[failure is not None]
-    table = np.empty((p, nbytes + FLAG_BYTES), np.uint8)
-    comm.Allgather(row, table)
-    raise_any("Allreduce", failure, any(table[:, nbytes].tobytes()))
-    if nbytes:
-        kernels.sum_rows(table.view(call.values.dtype), call.values.shape[0], out=call.out)
-    return None
+    plan.fail()
+    run_blocking(comm, "Allgather", "auto", plan.row, plan.table)
+    raise failure
 
 
 def scattered(comm: Any, call: Any, failure: Exception | None) -> None:

@@ -36,7 +36,7 @@ from mpi4py import MPI
 
 from mpicoll.comm import reproducible as blocking
 from mpicoll.comm.preparing import prepare
-from mpicoll.comm.reproducible_allreduce import PLAN_BYTES, blocks, keep
+from mpicoll.comm.reproducible_allreduce import PLAN_BYTES, blocks, gathered_plan, keep
 from mpicoll.runtime import fixedpoint_kernels as kernels
 from mpicoll.runtime.callkey import call_key
 from mpicoll.runtime.requests import Prequest, Request
@@ -143,9 +143,8 @@ class RequestStages:
                                                                           call.values.dtype.itemsize)
         self.size, self.nbytes = size, size * itemsize
         if method == "Allreduce" and self.nbytes * state.size <= blocking.GATHER_BYTES:
-            self.row = np.zeros(self.nbytes + blocking.FLAG_BYTES, np.uint8)
-            self.table = np.empty((state.size, self.row.shape[0]), np.uint8)
-            self._collective("Allgather", (self.row, self.table), "auto")
+            self.plan = gathered_plan(state.size, call, self.nbytes, call is not None and call.plain)
+            self._collective("Allgather", (self.plan.row, self.plan.table), "auto")
             self._step(self._sum_table)
             self.fill = self._fill_row
             return
@@ -238,13 +237,12 @@ class RequestStages:
         kernels.sum_rows(self.rows, out=self.block)
 
     def _fill_row(self) -> None:
-        nbytes = self.nbytes
-        self.row[nbytes:] = self.failure is not None
-        if self.call is not None:
-            self.row[:nbytes] = self.call.values.view(np.uint8)
+        if self.call is None:
+            self.plan.fail()
+        else:
+            self.plan.fill(self.call.values)
 
     def _sum_table(self) -> None:
-        nbytes = self.nbytes
-        blocking.raise_any(self.method, self.failure, any(self.table[:, nbytes].tobytes()))
-        if nbytes:
-            kernels.sum_rows(self.table.view(self.call.values.dtype), self.call.values.shape[0], out=self.call.out)
+        if self.failure is not None:       # (its peers raise at their sum, which finds its flag)
+            raise self.failure
+        self.plan.sum(self.call.out)

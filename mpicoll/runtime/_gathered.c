@@ -12,7 +12,9 @@
  *   3. the table summed per column into the result (sum_table: the reproducible sum of p contributions, the
  *      same bits as the two-step path's).
  * A rank whose flag byte is set, or a column that sum_table flags (it cannot round it in double arithmetic),
- * goes to the Python finish(plan, recv, flagged): the error, or fixedpoint.combine's rounding.
+ * goes to the Python finish(plan, recv, flagged): the error, or fixedpoint.combine's rounding.  fill(send) and
+ * sum(recv) are steps 1 and 3 alone: a request's steps around the rounds of its Allgather
+ * (mpicoll.comm.reproducible_requests).
  *
  * run_planned(comm, algorithm, reproducible, send, recv, op) is what comm.Allreduce calls in the reproducible
  * mode: it runs the call by its Gathered plan where there is one and the arguments are the usual ones (two
@@ -92,16 +94,11 @@ fail:
     return NULL;
 }
 
-/* the call, send and recv checked by the caller: recv = the reproducible sum of every rank's send */
+/* step 3: the gathered table summed into recv (checked by the caller); a rank's flag set, or a column
+ * sum_table cannot round, goes to the Python finish */
 static int
-gathered_run(Gathered *g, PyObject *comm, const Py_buffer *send, PyObject *recv_object, Py_buffer *recv)
+gathered_sum(Gathered *g, PyObject *recv_object, Py_buffer *recv)
 {
-    memcpy(g->row_view.buf, send->buf, (size_t)g->nbytes);
-    PyObject *call[5] = {comm, s_allgather, s_auto, g->row, g->table};
-    PyObject *done = PyObject_Vectorcall(run_blocking, call, 5, NULL);
-    if (done == NULL)
-        return -1;
-    Py_DECREF(done);
     const uint8_t *t = g->table_view.buf;
     Py_ssize_t flagged = 0;
     for (Py_ssize_t r = 0; r < g->p; r++)
@@ -120,27 +117,59 @@ gathered_run(Gathered *g, PyObject *comm, const Py_buffer *send, PyObject *recv_
     return finished == NULL ? -1 : 0;
 }
 
-/* send's and recv's buffers where they are the plan's (C-contiguous, its dtype and bytes, recv writable): 1;
- * else 0, nothing held (a buffer refused is not an error here: the definition decides) */
+/* the three steps, send and recv checked by the caller: recv = the reproducible sum of every rank's send */
 static int
-usual_buffers(Gathered *g, PyObject *send, Py_buffer *sv, PyObject *recv, Py_buffer *rv)
+gathered_run(Gathered *g, PyObject *comm, const Py_buffer *send, PyObject *recv_object, Py_buffer *recv)
 {
-    if (PyObject_GetBuffer(send, sv, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
-        PyErr_Clear();
-        return 0;
-    }
-    if (PyObject_GetBuffer(recv, rv, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_WRITABLE) < 0) {
-        PyErr_Clear();
-        PyBuffer_Release(sv);
-        return 0;
-    }
+    memcpy(g->row_view.buf, send->buf, (size_t)g->nbytes);
+    PyObject *call[5] = {comm, s_allgather, s_auto, g->row, g->table};
+    PyObject *done = PyObject_Vectorcall(run_blocking, call, 5, NULL);
+    if (done == NULL)
+        return -1;
+    Py_DECREF(done);
+    return gathered_sum(g, recv_object, recv);
+}
+
+/* a buffer of the plan's dtype and length (C-contiguous; writable where asked): 0, else -1 with ValueError */
+static int
+plan_buffer(Gathered *g, PyObject *obj, Py_buffer *view, int writable, const char *what)
+{
     char kind[2] = {g->kind, '\0'};
-    if (sv->len == g->nbytes && rv->len == g->nbytes && sv->format && rv->format && strcmp(sv->format, kind) == 0
-            && strcmp(rv->format, kind) == 0)
-        return 1;
-    PyBuffer_Release(sv);
-    PyBuffer_Release(rv);
-    return 0;
+    if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0)) < 0)
+        PyErr_Clear();
+    else if (view->len == g->nbytes && view->format && strcmp(view->format, kind) == 0)
+        return 0;
+    else
+        PyBuffer_Release(view);
+    PyErr_Format(PyExc_ValueError, "Gathered: %s must be a C-contiguous array of the plan's dtype and length%s", what,
+                 writable ? ", writable" : "");
+    return -1;
+}
+
+/* Gathered.fill(send): step 1, the contribution copied into this rank's row */
+static PyObject *
+gathered_fill_method(Gathered *self, PyObject *send)
+{
+    Py_buffer sv;
+    if (plan_buffer(self, send, &sv, 0, "send") < 0)
+        return NULL;
+    memcpy(self->row_view.buf, sv.buf, (size_t)self->nbytes);
+    PyBuffer_Release(&sv);
+    Py_RETURN_NONE;
+}
+
+/* Gathered.sum(recv): step 3, the gathered table summed into recv */
+static PyObject *
+gathered_sum_method(Gathered *self, PyObject *recv)
+{
+    Py_buffer rv;
+    if (plan_buffer(self, recv, &rv, 1, "recv") < 0)
+        return NULL;
+    int done = gathered_sum(self, recv, &rv);
+    PyBuffer_Release(&rv);
+    if (done < 0)
+        return NULL;
+    Py_RETURN_NONE;
 }
 
 /* Gathered.run(comm, send, recv): the definition's plan.run */
@@ -152,9 +181,10 @@ gathered_run_method(Gathered *self, PyObject *const *argv, Py_ssize_t argc)
         return NULL;
     }
     Py_buffer sv, rv;
-    if (!usual_buffers(self, argv[1], &sv, argv[2], &rv)) {
-        PyErr_SetString(PyExc_ValueError, "Gathered.run: send and recv must be C-contiguous arrays of the plan's "
-                                          "dtype and length, recv writable");
+    if (plan_buffer(self, argv[1], &sv, 0, "send") < 0)
+        return NULL;
+    if (plan_buffer(self, argv[2], &rv, 1, "recv") < 0) {
+        PyBuffer_Release(&sv);
         return NULL;
     }
     int done = gathered_run(self, argv[0], &sv, argv[2], &rv);
@@ -217,9 +247,16 @@ run_planned(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
     PyObject *send = argv[3] == in_place ? argv[4] : argv[3];
     Gathered *plan = plan_of(argv[0], argv[2], send, argv[4], argv[5]);
     Py_buffer sv, rv;
-    if (plan == NULL || !usual_buffers(plan, send, &sv, argv[4], &rv)) {
+    int usual = plan != NULL && plan_buffer(plan, send, &sv, 0, "send") == 0;
+    if (usual && plan_buffer(plan, argv[4], &rv, 1, "recv") < 0) {
+        PyBuffer_Release(&sv);
+        usual = 0;
+    }
+    if (!usual) {     /* (a buffer the plan does not take is not an error here: the definition decides) */
         Py_XDECREF(plan);
-        if (PyErr_Occurred())
+        if (plan != NULL)
+            PyErr_Clear();
+        else if (PyErr_Occurred())
             return NULL;
         return PyObject_Vectorcall(python_run_planned, argv, 6, NULL);
     }
@@ -263,6 +300,8 @@ init_planned(PyObject *self, PyObject *args)
 static PyMethodDef gathered_methods[] = {
     {"run", (PyCFunction)(void (*)(void))gathered_run_method, METH_FASTCALL,
      "run(comm, send, recv): the Allreduce of send into recv by this plan"},
+    {"fill", (PyCFunction)gathered_fill_method, METH_O, "fill(send): the contribution copied into this rank's row"},
+    {"sum", (PyCFunction)gathered_sum_method, METH_O, "sum(recv): the gathered table summed into recv"},
     {NULL, NULL, 0, NULL},
 };
 
