@@ -3,6 +3,7 @@
 Run on two processes (or more)::
 
     python -m mpicoll.launch -n 2 benchmarks/reproducible.py [--sizes 8,1K,64K,1M,64M] [--rounds 7]
+        [--form blocking|nonblocking|persistent]
 
 For each dtype (float64, float32) and message size (bytes of the float buffer), three variants are timed
 interleaved round by round on the same buffers, so that a change of the machine's load hits all of them alike:
@@ -12,7 +13,8 @@ rank's.  The table gives each variant's median time per call (microseconds, OSU'
 fastest round's), the ratio of the reproducible call to the ordinary one, and the ratio of the bytes the
 reproducible call moves (the gathered rows, or the floats' blocks there and back) to the ordinary one's
 (:func:`bytes_ratio`).  The reproducible call's local work (summing the table of its block, one row per
-process) is timed alone too, in one process, as ``local(us)``."""
+process) is timed alone too, in one process, as ``local(us)``.  ``--form nonblocking`` times ``Iallreduce`` and
+``Wait`` instead, ``--form persistent`` ``Start`` and ``Wait`` of an ``Allreduce_init`` (each variant's own)."""
 
 from __future__ import annotations
 
@@ -72,12 +74,35 @@ def bytes_ratio(nbytes: int, p: int) -> float:
     return (ordinary + 1) / ordinary
 
 
+def forms(form: str, comm: mpicoll.Comm, world: MPI.Comm, x: np.ndarray, y: np.ndarray) -> tuple[dict, list]:
+    """The three variants of one call of ``form`` (``blocking``: ``Allreduce``; ``nonblocking``: ``Iallreduce``
+    and ``Wait``; ``persistent``: ``Start`` and ``Wait`` of an ``Allreduce_init`` made here), and the persistent
+    requests to free after them."""
+    if form == "blocking":
+        return {"ordinary": lambda: comm.Allreduce(x, y, op=MPI.SUM, reproducible=False),
+                "reproducible": lambda: comm.Allreduce(x, y, op=MPI.SUM, reproducible=True),
+                "built-in": lambda: world.Allreduce(x, y, op=MPI.SUM)}, []
+    if form == "nonblocking":
+        return {"ordinary": lambda: comm.Iallreduce(x, y, op=MPI.SUM, reproducible=False).Wait(),
+                "reproducible": lambda: comm.Iallreduce(x, y, op=MPI.SUM, reproducible=True).Wait(),
+                "built-in": lambda: world.Iallreduce(x, y, op=MPI.SUM).Wait()}, []
+    requests = [comm.Allreduce_init(x, y, op=MPI.SUM, reproducible=False),
+                comm.Allreduce_init(x, y, op=MPI.SUM, reproducible=True), world.Allreduce_init(x, y, op=MPI.SUM)]
+
+    def started(request: MPI.Prequest):
+        return lambda: (request.Start(), request.Wait())
+
+    return dict(zip(("ordinary", "reproducible", "built-in"), map(started, requests))), requests
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="8,64,1K,64K,1M,16M,64M", help="bytes, comma-separated (K, M: 2**10, 2**20)")
     parser.add_argument("--dtypes", default="float64,float32")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--target", type=float, default=0.02, help="seconds per batch")
+    parser.add_argument("--form", choices=["blocking", "nonblocking", "persistent"], default="blocking",
+                        help="Allreduce, Iallreduce + Wait, or Allreduce_init's Start + Wait (default: %(default)s)")
     parser.add_argument("--stat", choices=["median", "min"], default="median",
                         help="each variant's time over the rounds: the median, or the fastest round (on a "
                              "machine shared with other jobs, the rounds in which none of them ran)")
@@ -87,7 +112,7 @@ def main() -> None:
     if world.rank == 0:
         load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
         library = MPI.Get_library_version().splitlines()[0].rstrip("\x00 ")
-        print(f"# mpicoll reproducible Allreduce, {world.size} processes, MPI: {library}")
+        print(f"# mpicoll reproducible Allreduce ({ns.form}), {world.size} processes, MPI: {library}")
         print(f"# load average at start: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} CPUs; "
               f"{ns.stat} of {ns.rounds} rounds")
         print(f"{'Size(B)':>10} {'dtype':>8} {'ordinary(us)':>13} {'reproducible(us)':>17} {'ratio':>6} "
@@ -99,11 +124,7 @@ def main() -> None:
             rng = np.random.default_rng(world.rank)
             x = (rng.standard_normal(count) * np.exp2(rng.integers(-20, 20, count))).astype(dtype)
             y = np.empty_like(x)
-            variants = {
-                "ordinary": lambda x=x, y=y: comm.Allreduce(x, y, op=MPI.SUM, reproducible=False),
-                "reproducible": lambda x=x, y=y: comm.Allreduce(x, y, op=MPI.SUM, reproducible=True),
-                "built-in": lambda x=x, y=y: world.Allreduce(x, y, op=MPI.SUM),
-            }
+            variants, requests = forms(ns.form, comm, world, x, y)
             batches = {}
             for label, call in variants.items():     # warm up, and size each variant's batch
                 call()
@@ -121,6 +142,8 @@ def main() -> None:
                 print(f"{count * dtype.itemsize:>10} {name:>8} {med['ordinary']:>13.1f} {med['reproducible']:>17.1f} "
                       f"{med['reproducible'] / med['ordinary']:>6.2f} {moved:>11.2f} {med['built-in']:>13.1f} "
                       f"{local * 1e6:>10.1f}", flush=True)
+            for request in requests:
+                request.Free()
 
 
 if __name__ == "__main__":
