@@ -24,8 +24,9 @@ all-reduces, SGD step) on each variant instead; ``--overlap`` times an
 asynchronous all-reduce of ``--max-bytes`` while the caller computes, and says
 what share of the call the computation hid.  ``--floor`` times a blocking
 all-reduce of ``--min-bytes`` through torch next to what it is made of: torch's
-own cost (``dist.all_reduce`` into a backend method that does nothing), and
-``mpicoll.Comm``'s ``Allreduce`` and ``Iallreduce`` + ``Wait`` on the tensor's memory.
+own cost (``dist.all_reduce`` into a backend method that does nothing),
+``mpicoll.Comm``'s ``Allreduce`` and ``Iallreduce`` + ``Wait`` on the tensor's memory, and the call on a group
+of ``Options(reproducible=True)``.
 """
 
 from __future__ import annotations
@@ -267,6 +268,8 @@ def run_floor(ns: argparse.Namespace, groups: dict[str, object]) -> None:
     array, comm = t.numpy(), pg.comm
     done = DoneWork("nothing")
     calls: dict[str, Callable[[], object]] = {name: partial(dist.all_reduce, t, group=g) for name, g in groups.items()}
+    reproducible = dist.new_group(backend="mpicoll", pg_options=Options(reproducible=True))
+    calls["mpicoll, reproducible=True"] = partial(dist.all_reduce, t, group=reproducible)
     calls["torch -> no-op backend method"] = partial(dist.all_reduce, t, group=pg)
     calls["mpicoll.Comm.Allreduce"] = partial(comm.Allreduce, MPI.IN_PLACE, array)
     calls["mpicoll.Comm.Iallreduce + Wait"] = lambda: comm.Iallreduce(MPI.IN_PLACE, array).Wait()
