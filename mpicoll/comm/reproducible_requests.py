@@ -60,8 +60,8 @@ def start(comm: Any, method: str, algorithm: str, reproducible: bool | None, *ar
     tag = state.next_tag(NONBLOCKING)
     stages = _stages(comm, method, algorithm, args, *accepted)
     stages.fill()
-    req = Request([r[1:] for r in stages.rounds], [r[0] for r in stages.rounds], tag, None,
-                  release=stages.give_back if stages.kept else None, keep=(args, stages))
+    rounds, comms = stages.request_parts()
+    req = Request(rounds, comms, tag, None, release=stages.give_back if stages.kept else None, keep=(args, stages))
     _watch(req, state, method)
     req._launch()
     return req
@@ -113,8 +113,7 @@ def init(comm: Any, method: str, algorithm: str, reproducible: bool | None, *arg
     state = comm._state
     tag = state.next_tag(PERSISTENT)
     stages = RequestStages(comm, method, algorithm, args, call, None)
-    req = Prequest([r[1:] for r in stages.rounds], [r[0] for r in stages.rounds], tag, None, stages.fill,
-                   keep=(args, stages))
+    req = Prequest(*stages.request_parts(), tag, None, stages.fill, keep=(args, stages))
     _watch(req, state, method)
     return req
 
@@ -134,6 +133,7 @@ class RequestStages:
 
     #: whether the stages are kept for later requests (:func:`_stages`), and lent to one now
     kept = lent = False
+    _parts: tuple[list, list] | None = None
 
     def __init__(self, comm: Any, method: str, algorithm: str, args: tuple, call: Any, failure: Exception | None):
         self.state = state = comm._state
@@ -196,6 +196,13 @@ class RequestStages:
         self.rounds.extend((self.state.private, sends, recvs, list(steps)) for sends, recvs, steps in plan.bound())
         if plan.finish is not None:
             self._step(plan.finish)
+
+    def request_parts(self) -> tuple[list, list]:
+        """The rounds as a request takes them, ``(sends, recvs, steps)`` each, and their communicators (made
+        once: kept stages serve many requests)."""
+        if self._parts is None:
+            self._parts = [r[1:] for r in self.rounds], [r[0] for r in self.rounds]
+        return self._parts
 
     def give_back(self) -> None:
         """The engine is done with the request these stages were lent to: the next may take them."""
