@@ -32,6 +32,7 @@ from mpicoll.comm.reproducible_allreduce import (
     FLAG_BYTES,
     GATHER_BYTES,
     gathered,
+    gathers,
     raise_any,
     scattered,
     scratch,
@@ -130,7 +131,7 @@ def run(comm: Any, method: str, algorithm: str, reproducible: bool | None, *args
         return getattr(comm, method)(*args, algorithm=algorithm, reproducible=False)
     call, failure = accepted
     size, itemsize = elements(args) if call is None else (call.values.shape[0], call.values.dtype.itemsize)
-    if method == "Allreduce" and size * itemsize * comm.Get_size() <= GATHER_BYTES:
+    if method == "Allreduce" and gathers(size * itemsize, comm.Get_size()):
         return gathered(comm, call, failure, size * itemsize)
     if method == "Allreduce" and algorithm == "auto":
         return scattered(comm, call, failure)

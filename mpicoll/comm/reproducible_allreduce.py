@@ -30,13 +30,21 @@ from mpicoll.runtime import fixedpoint as fp
 from mpicoll.runtime import fixedpoint_kernels as kernels
 from mpicoll.runtime.state import CommState
 
-__all__ = ["GATHER_BYTES", "FLAG_BYTES", "PLAN_BYTES", "gathered", "gathered_plan", "scattered", "run_planned",
-           "raise_any", "scratch", "blocks", "keep"]
+__all__ = ["GATHER_BYTES", "FLAG_BYTES", "PLAN_BYTES", "gathers", "gathered", "gathered_plan", "scattered",
+           "run_planned", "raise_any", "scratch", "blocks", "keep"]
 
 #: an Allreduce whose contributions together take at most this many bytes gathers them and sums locally (at
 #: 2 processes of 16 KiB, the gathered call took 10.5 us against the scattered one's 14.0; of 32 KiB, 19.1 us
 #: against 17.1: the gathered call sums every rank's table, p times the scattered one's block)
 GATHER_BYTES = 32768
+
+
+def gathers(nbytes: int, p: int) -> bool:
+    """Whether an Allreduce of ``nbytes`` of contribution on ``p`` ranks gathers every row (else the larger
+    paths: scattered, or the two steps)."""
+    return nbytes * p <= GATHER_BYTES
+
+
 #: a gathered row's tail: its first byte says whether the rank's arguments failed (8 keep the rows aligned)
 FLAG_BYTES = 8
 #: a scattered call's plan keeps its own table up to this many bytes of contribution (a larger call's

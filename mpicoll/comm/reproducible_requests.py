@@ -36,7 +36,7 @@ from mpi4py import MPI
 
 from mpicoll.comm import reproducible as blocking
 from mpicoll.comm.preparing import prepare
-from mpicoll.comm.reproducible_allreduce import PLAN_BYTES, blocks, gathered_plan, keep
+from mpicoll.comm.reproducible_allreduce import PLAN_BYTES, blocks, gathered_plan, gathers, keep
 from mpicoll.runtime import fixedpoint_kernels as kernels
 from mpicoll.runtime.callkey import call_key
 from mpicoll.runtime.requests import Prequest, Request
@@ -78,7 +78,7 @@ def _stages(comm: Any, method: str, algorithm: str, args: tuple, call: Any, fail
     if call is None or not call.plain or failure is not None:
         return RequestStages(comm, method, algorithm, args, call, failure)
     values = call.values
-    if values.nbytes * comm._state.size <= blocking.GATHER_BYTES:
+    if gathers(values.nbytes, comm._state.size):
         key = ("Iallreduce", values.dtype.str, values.shape[0])
     else:
         key = ("Iallreduce", call_key(method, args, algorithm, ())) if values.nbytes <= PLAN_BYTES else None
@@ -142,7 +142,7 @@ class RequestStages:
         size, itemsize = blocking.elements(args) if call is None else (call.values.shape[0],
                                                                           call.values.dtype.itemsize)
         self.size, self.nbytes = size, size * itemsize
-        if method == "Allreduce" and self.nbytes * state.size <= blocking.GATHER_BYTES:
+        if method == "Allreduce" and gathers(self.nbytes, state.size):
             self.plan = gathered_plan(state.size, call, self.nbytes, call is not None and call.plain)
             self._collective("Allgather", (self.plan.row, self.plan.table), "auto")
             self._step(self._sum_table)

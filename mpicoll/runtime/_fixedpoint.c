@@ -109,7 +109,7 @@ parse_new_format(PyObject *tuple, Format *fmt)
 /* -- the buffers ---------------------------------------------------------------------------------- */
 
 /* a C-contiguous buffer of `what` whose format is one of `formats` (the format found in *found) */
-static int
+int
 get_buffer(PyObject *obj, Py_buffer *view, int writable, const char *formats, char *found, const char *what)
 {
     if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0)) < 0)

@@ -14,16 +14,6 @@
 
 #if !defined(FLT_EVAL_METHOD) || FLT_EVAL_METHOD != 0
 #error "the limb extraction needs double arithmetic rounded as written (FLT_EVAL_METHOD == 0)"
-/* _fixedpoint.c's, for _gathered.c: a format tuple parsed; the first n columns of p rows summed */
-int parse_format(PyObject *tuple, Format *fmt);
-Py_ssize_t sum_table(const void *rows, char rf, Py_ssize_t stride, Py_ssize_t p, Py_ssize_t n, const Format *f,
-                     void *out, char of, uint8_t *fl);
-
-/* _gathered.c: a small reproducible Allreduce's plan and its hit */
-extern PyTypeObject GatheredType;
-PyObject *run_planned(PyObject *self, PyObject *const *argv, Py_ssize_t argc);
-PyObject *init_planned(PyObject *self, PyObject *args);
-
 #endif
 
 #define LIMB_BITS 44
@@ -259,8 +249,10 @@ int fixedpoint_simd_ready(void);
 Py_ssize_t fixedpoint_sum_rows_simd(const void *rows, char rf, Py_ssize_t stride, Py_ssize_t p, Py_ssize_t n,
                                     const Format *f, void *out, char of, uint8_t *fl);
 
-/* _fixedpoint.c's, for _gathered.c: a format tuple parsed; the first n columns of p rows summed */
+/* _fixedpoint.c's, for _gathered.c: a format tuple parsed; a C-contiguous buffer of one of the formats; the
+ * first n columns of p rows summed */
 int parse_format(PyObject *tuple, Format *fmt);
+int get_buffer(PyObject *obj, Py_buffer *view, int writable, const char *formats, char *found, const char *what);
 Py_ssize_t sum_table(const void *rows, char rf, Py_ssize_t stride, Py_ssize_t p, Py_ssize_t n, const Format *f,
                      void *out, char of, uint8_t *fl);
 

@@ -130,19 +130,19 @@ gathered_run(Gathered *g, PyObject *comm, const Py_buffer *send, PyObject *recv_
     return gathered_sum(g, recv_object, recv);
 }
 
-/* a buffer of the plan's dtype and length (C-contiguous; writable where asked): 0, else -1 with ValueError */
+/* a buffer of the plan's dtype and length (C-contiguous, writable where asked; _fixedpoint.c's get_buffer):
+ * 0, else -1 with an error set (ValueError for another length) */
 static int
 plan_buffer(Gathered *g, PyObject *obj, Py_buffer *view, int writable, const char *what)
 {
-    char kind[2] = {g->kind, '\0'};
-    if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0)) < 0)
-        PyErr_Clear();
-    else if (view->len == g->nbytes && view->format && strcmp(view->format, kind) == 0)
+    char kind[2] = {g->kind, '\0'}, found;
+    if (get_buffer(obj, view, writable, kind, &found, what) < 0)
+        return -1;
+    Py_ssize_t len = view->len;
+    if (len == g->nbytes)
         return 0;
-    else
-        PyBuffer_Release(view);
-    PyErr_Format(PyExc_ValueError, "Gathered: %s must be a C-contiguous array of the plan's dtype and length%s", what,
-                 writable ? ", writable" : "");
+    PyBuffer_Release(view);
+    PyErr_Format(PyExc_ValueError, "Gathered: %s holds %zd bytes, the plan's contribution %zd", what, len, g->nbytes);
     return -1;
 }
 
