@@ -13,6 +13,9 @@ A call with the usual arguments (two C-contiguous NumPy arrays of float64 or flo
 result writable, this rank's arguments accepted) makes a *plan* for its communicator, dtype and length: the
 buffers and counts the exchanges take, reused by every later such call (:func:`run_planned`), so that it
 runs with no parsing and no allocation, and the exchanges find their own plans cached (the same buffers).
+The plans are kept in the communicator's state (``CommState.reproducible_plans``, with the request forms'
+stages: :mod:`mpicoll.comm.reproducible_requests`); a gathered call's hit runs from C where the kernels are
+built (``Gathered`` and ``run_planned``, ``mpicoll/runtime/_gathered.c``; :class:`_Gathered` is their definition).
 """
 
 from __future__ import annotations
