@@ -40,7 +40,7 @@ if [ ! -x "$venv/bin/python" ]; then
             python3 -m pip --python "$venv/bin/python" install --quiet --no-index --find-links "$dir/wheels" numpy pytest
         (cd "$repo" && "$venv/bin/python" setup.py -q build_ext --inplace) > /dev/null 2>&1 ||
             echo "# C extensions not built: the Python definitions run"
-        "$venv/bin/python" -c "import mpi4py, numpy, mpicoll.runtime.compiled as c
+        "$venv/bin/python" -c "import mpi4py, numpy, mpicoll.compiled as c
 try:
     import cupy; cp = cupy.__version__
 except ImportError as e:

@@ -5,7 +5,7 @@ Run on any number of processes::
     python -m mpicoll.launch -n 2 benchmarks/new_memory.py [--calls 4000] [--rounds 5]
 
 mpicoll caches a call's bound plan under its buffers' memory (see
-``mpicoll.runtime.plan``).  This measures the three ways a call can meet that cache,
+``mpicoll.program.plan``).  This measures the three ways a call can meet that cache,
 for small messages, each against the built-in called the same way:
 
 - **same memory**: the same buffers every call (the cached plan runs);

@@ -74,7 +74,7 @@ GROUPS = (   # (group, pattern on the object's path), first match wins
     ("Python interpreter", r"libpython|/python3?(\.\d+)?$"),
     ("mpi4py (MPI.*.so)", r"/mpi4py/"),
     ("NumPy", r"/numpy/|/numpy\.libs/|openblas"),
-    ("mpicoll (compiled)", r"/mpicoll/runtime/_\w+\."),
+    ("mpicoll (compiled)", r"/mpicoll/(program|engine|data)/_\w+\."),
     ("MPI library + transport", r"/lib(mpi|mpich|open-|pmix|prrte|event|hwloc|ucp|ucs|uct|fabric|ucm)|/mca_"),
     ("libc, libm, ld.so", r"/(libc|libm|libpthread|ld-linux)[.-]"),
 )
@@ -181,8 +181,8 @@ def statements() -> dict:
 
     import mpicoll
     from mpicoll.comm.dispatch import run_blocking
-    from mpicoll.runtime.blocking import execute
-    from mpicoll.runtime.callkey import _call_key, call_key
+    from mpicoll.engine.blocking import execute
+    from mpicoll.program.callkey import _call_key, call_key
 
     world = MPI.COMM_WORLD
     comm = mpicoll.Comm(world)

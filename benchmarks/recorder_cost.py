@@ -5,7 +5,7 @@ Run on two processes::
     python -m mpicoll.launch -n 2 benchmarks/recorder_cost.py [--calls 20000] [--rounds 9]
 
 Two communicators of the same ranks run the same cached call (one float64, summed): one keeps its flight
-record (:mod:`mpicoll.runtime.recorder`, as every communicator does by default), the other keeps none (as with
+record (:mod:`mpicoll.engine.recorder`, as every communicator does by default), the other keeps none (as with
 ``MPICOLL_TRACE_CALLS=0``).  The variants are interleaved, ``rounds`` times ``calls`` calls each, so that a
 change of the machine's load hits both alike; the table gives the median and minimum time per call and the
 median of the per-round ratios.  ``MPICOLL_NO_EXTENSIONS=1`` measures the Python definition of the hot path.

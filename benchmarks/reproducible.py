@@ -28,8 +28,8 @@ from mpi4py import MPI
 
 import mpicoll
 from mpicoll.comm import reproducible
-from mpicoll.runtime import fixedpoint as fp
-from mpicoll.runtime import fixedpoint_kernels as kernels
+from mpicoll.data import fixedpoint as fp
+from mpicoll.data import fixedpoint_kernels as kernels
 
 UNITS = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
@@ -51,7 +51,7 @@ def timed(world: MPI.Comm, call, batch: int) -> float:
 def local_work(x: np.ndarray, p: int) -> float:
     """Seconds of one process's sum of the table a reproducible ``Allreduce`` of ``x`` on ``p`` processes sums
     (``p`` rows: of all of ``x`` where the call gathers, of its ``1/p`` block where it scatters), with the
-    compiled kernels where they are used (``mpicoll.runtime.fixedpoint_kernels``)."""
+    compiled kernels where they are used (``mpicoll.data.fixedpoint_kernels``)."""
     fmt = fp.format_of(x.dtype)
     block = x if x.nbytes * p <= reproducible.GATHER_BYTES else x[:-(-x.shape[0] // p)]
     rows = np.stack([block] * p)

@@ -57,7 +57,7 @@ run)
         { "$venv/bin/python" -c "import numpy" 2>/dev/null || install --find-links "$dir/wheels" numpy; }
         (cd "$repo" && install --no-build-isolation --no-deps -e .) ||
             echo "# pip install -e . failed: mpicoll runs from the checkout"
-        "$venv/bin/python" -c "import mpi4py, numpy, mpicoll.runtime.compiled as c; print('# mpi4py', mpi4py.__version__,
+        "$venv/bin/python" -c "import mpi4py, numpy, mpicoll.compiled as c; print('# mpi4py', mpi4py.__version__,
 'numpy', numpy.__version__, '| C extensions:', {n: c.extension(n) is not None for n in ('_callkey', '_rounds')})"
     } > "$out/setup.txt" 2>&1
     export PATH="$venv/bin:$PATH" PYTHONPATH="$repo" MPICOLL_CACHE="$dir/cache" PYTHONDONTWRITEBYTECODE=1

@@ -22,10 +22,10 @@ from mpicoll.ir.schedule import Block, Copy, Recv, Reduce, Round, Schedule, Sche
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time these come from __getattr__ below
     from mpicoll.comm.comm import Comm, Intercomm
     from mpicoll.errors import ArgumentError, MismatchError, OutOfStepError, PeerFailure, ProcFailedError
-    from mpicoll.runtime.accumulator import ReproducibleSum
-    from mpicoll.runtime.ops import Op
-    from mpicoll.runtime.requests import Prequest, Request
-    from mpicoll.runtime.watchdog import CollectiveTimeout, MessageSizeError
+    from mpicoll.data.accumulator import ReproducibleSum
+    from mpicoll.data.ops import Op
+    from mpicoll.engine.requests import Prequest, Request
+    from mpicoll.engine.watchdog import CollectiveTimeout, MessageSizeError
 
 __version__ = "0.1.0"
 
@@ -33,17 +33,17 @@ __version__ = "0.1.0"
 _LAZY = {
     "Comm": ".comm",
     "Intercomm": ".comm",
-    "Request": ".runtime.requests",
-    "Prequest": ".runtime.requests",
-    "Op": ".runtime.ops",
+    "Request": ".engine.requests",
+    "Prequest": ".engine.requests",
+    "Op": ".data.ops",
     "MismatchError": ".errors",
     "ArgumentError": ".errors",
     "PeerFailure": ".errors",
     "ProcFailedError": ".errors",
     "OutOfStepError": ".errors",
-    "CollectiveTimeout": ".runtime.watchdog",
-    "MessageSizeError": ".runtime.watchdog",
-    "ReproducibleSum": ".runtime.accumulator",
+    "CollectiveTimeout": ".engine.watchdog",
+    "MessageSizeError": ".engine.watchdog",
+    "ReproducibleSum": ".data.accumulator",
 }
 
 __all__ = [

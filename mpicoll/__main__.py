@@ -80,16 +80,17 @@ def _nbytes(text: str) -> int:
 
 
 class _Version(argparse.Action):
-    """``--version``: the version, and whether each optional compiled part of ``mpicoll.runtime`` is in use."""
+    """``--version``: the version, and whether each optional compiled part (:mod:`mpicoll.compiled`) is in use."""
 
     def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
-        from mpicoll.runtime import compiled, direct  # noqa: PLC0415 - initialises MPI: only when asked
+        from mpicoll import compiled
+        from mpicoll.engine import direct  # noqa: PLC0415 - initialises MPI: only when asked
 
         lines = [f"mpicoll {__version__}"]
         for name in ("_callkey", "_rounds", "_fixedpoint"):
             used = "in use" if compiled.extension(name) is not None else "not built, or MPICOLL_NO_EXTENSIONS is set"
-            lines.append(f"  mpicoll.runtime.{name}: {used}")
-        lines.append(f"  mpicoll.runtime._direct (MPI called from C): {direct.available()[1]}")
+            lines.append(f"  {compiled.EXTENSIONS[name]}: {used}")
+        lines.append(f"  mpicoll.engine._direct (MPI called from C): {direct.available()[1]}")
         print("\n".join(lines))
         parser.exit()
 

@@ -42,7 +42,7 @@ variable                   value                                                
 One setting comes from the MPI launcher rather than from mpicoll: whether the job runs with MPI's
 fault-tolerance extension (:func:`fault_tolerant`: ``mpirun --with-ft ulfm`` sets ``OMPI_MCA_mpi_ft_enable``,
 MPICH's ``MPIR_CVAR_ENABLE_FT`` does the same), under which mpicoll completes the requests of a round one
-at a time (see :func:`mpicoll.runtime.rounds.waitall`).
+at a time (see :func:`mpicoll.engine.rounds.waitall`).
 """
 
 from __future__ import annotations
@@ -72,11 +72,11 @@ class Config:
     cuda_aware: bool | None = None
     gpu_segment: int = 1 << 20
     no_extensions: bool = False
-    progress: bool = True      # a progress thread advances outstanding requests (mpicoll.runtime.progress)
+    progress: bool = True      # a progress thread advances outstanding requests (mpicoll.engine.progress)
     torch_thread: bool | None = None   # torch backend: asynchronous calls as requests (None: unset, i.e. yes)
     torch_no_env: bool = False         # torch backend: leave torch's env:// variables alone
     reproducible: bool = False  # the summing collectives' default for reproducible=None (mpicoll.comm.reproducible)
-    trace: str | None = None    # where the flight recorder writes (mpicoll.runtime.recorder), or None
+    trace: str | None = None    # where the flight recorder writes (mpicoll.engine.recorder), or None
     trace_calls: int = 64       # calls the flight recorder keeps per communicator (0: it records nothing)
 
 
@@ -216,7 +216,7 @@ def fault_tolerant(env: Mapping[str, str] | None = None) -> bool:
 _LOCK = threading.Lock()
 _CURRENT: list[Config] = []        # the configuration read, once (empty until first needed)
 #: ``[n]``: how many times the configuration was (re)read; part of every plan cache key.  A list, so that
-#: the compiled hot path reads the number without a call (``mpicoll.runtime._callkey``).
+#: the compiled hot path reads the number without a call (``mpicoll.program._callkey``).
 GENERATION = [0]
 _FORGET: list = []                 # what reload() also clears (files read on behalf of the configuration)
 

@@ -128,7 +128,7 @@ class MismatchError(ValueError):
 
 class ArgumentError(ValueError):
     """Some rank's arguments were rejected, so this rank abandoned the call: in debug mode every rank, otherwise
-    every rank whose result depends on the rejected rank's data (see :mod:`mpicoll.runtime.standin`).
+    every rank whose result depends on the rejected rank's data (see :mod:`mpicoll.engine.standin`).
 
     ``collective`` names the call and ``errors`` maps each rank at fault to its error message.
     """

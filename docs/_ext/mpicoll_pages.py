@@ -341,7 +341,7 @@ def support_table() -> str:
 
     from mpicoll import Comm
 
-    gpu = importlib.util.find_spec("mpicoll.runtime.gpu.transport") is not None
+    gpu = importlib.util.find_spec("mpicoll.gpu.transport") is not None
     head = ["Call", "blocking", "nonblocking (I...)", "persistent (..._init)", "in place", "host buffers",
             "GPU buffers"]
     rows = []

@@ -19,7 +19,7 @@ from mpicoll.families import registry
 from mpicoll.ir.contracts import spec as get_spec
 from mpicoll.ir.layout import Layout
 from mpicoll.ir.schedule import Block, Copy, Reduce, ScheduleError
-from mpicoll.runtime.kernels import predefined
+from mpicoll.data.kernels import predefined
 
 __all__ = ["simulate", "ArrayDomain"]
 
@@ -57,10 +57,10 @@ class ArrayDomain:
 
 
 def _kernel(op: Any, dtype: np.dtype) -> Any:
-    """``reduce(out, left, right)`` of ``op``: a predefined op's name needs no MPI, any other op goes to runtime.ops."""
+    """``reduce(out, left, right)`` of ``op``: a predefined op's name needs no MPI, any other op goes to data.ops."""
     if isinstance(op, str):
         return predefined(op.upper(), dtype).reduce
-    from mpicoll.runtime.ops import reducer  # noqa: PLC0415 - MPI.Op and mpicoll.Op need mpi4py
+    from mpicoll.data.ops import reducer  # noqa: PLC0415 - MPI.Op and mpicoll.Op need mpi4py
 
     return reducer(op, dtype, abort=False).reduce   # one process: a raising user op raises here
 

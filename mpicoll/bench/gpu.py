@@ -32,8 +32,8 @@ from mpicoll.bench.report import Progress, human
 from mpicoll.bench.sweep import cores, time_all
 from mpicoll.bench.variants import BUILTIN, COLLECTIVES, PERSISTENT, Buffers, Collective, close
 from mpicoll.comm.comm import Comm
-from mpicoll.runtime.gpu.device import StandInArray
-from mpicoll.runtime.gpu.transport import asked_for, node_local
+from mpicoll.data.device import StandInArray
+from mpicoll.gpu.transport import asked_for, node_local
 
 __all__ = ["run_bench_gpu", "GpuArrays"]
 

@@ -5,8 +5,8 @@ buffer, default 64 KiB to 64 MiB by factors of 4), three implementations run
 side by side in one process, interleaved repetition by repetition:
 
 - ``builtin``: the MPI library's own ``MPI.COMM_WORLD.Iallreduce``;
-- ``mpicoll``: ``mpicoll.Comm``'s, with the progress thread (:mod:`mpicoll.runtime.progress`);
-- ``mpicoll, no thread``: the same with the thread paused (:func:`~mpicoll.runtime.progress.pause`), so
+- ``mpicoll``: ``mpicoll.Comm``'s, with the progress thread (:mod:`mpicoll.engine.progress`);
+- ``mpicoll, no thread``: the same with the thread paused (:func:`~mpicoll.engine.progress.pause`), so
   the request advances only where the program calls mpicoll (here: the final ``Wait``).
 
 Each is timed three ways, as OSU's ``osu_iallreduce`` does:
@@ -38,7 +38,7 @@ from mpi4py import MPI
 
 import mpicoll
 from mpicoll.bench.report import human
-from mpicoll.runtime import progress
+from mpicoll.engine import progress
 from mpicoll.tools.units import parse_size
 
 __all__ = ["main", "VARIANTS"]

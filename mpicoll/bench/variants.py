@@ -124,7 +124,7 @@ def has_module(coll: Collective) -> bool:
 
 def _nonblocking() -> Any:
     try:
-        return importlib.import_module("mpicoll.runtime.nonblocking")
+        return importlib.import_module("mpicoll.engine.nonblocking")
     except ImportError:
         return None
 
@@ -149,7 +149,7 @@ def variants(coll: Collective, p: int, only: list[str] | None) -> tuple[list[str
         if _nonblocking() is not None and hasattr(Comm, coll.method + "_init"):
             names.append(PERSISTENT)
         elif only is not None:
-            notes.append(f"{coll.name}: no persistent form (mpicoll.runtime.nonblocking is missing)")
+            notes.append(f"{coll.name}: no persistent form (mpicoll.engine.nonblocking is missing)")
     return names, notes
 
 

@@ -2,9 +2,9 @@
 
 Each module ``mpicoll.calls.<collective>`` defines ``prepare(comm, ...)``: it
 validates a call's arguments (before any message), chooses the algorithm and
-returns a :class:`~mpicoll.runtime.plan.Plan` (or None when there is nothing to do),
+returns a :class:`~mpicoll.program.plan.Plan` (or None when there is nothing to do),
 which the blocking, nonblocking and persistent paths run.  ``comm`` is a
-:class:`~mpicoll.runtime.state.Preparation`: everything the communicator's ranks
+:class:`~mpicoll.program.state.Preparation`: everything the communicator's ranks
 agreed on is in it, so preparing sends no message.  What "auto" picks is the
 collective's rule in :mod:`mpicoll.selection.rules`, tabulated in each module's docstring.
 
@@ -25,7 +25,7 @@ __all__ = ["Spec", "Value", "spec", "MismatchError", "debug_check", "own"]
 
 def debug_check(comm: Any, collective: str, **fields: Any) -> None:
     """Record this rank's signature of the call being prepared (labelled fields, see
-    :data:`mpicoll.runtime.debug.FIELDS`), for the careful path to compare across ranks.
+    :data:`mpicoll.engine.debug.FIELDS`), for the careful path to compare across ranks.
 
     Called by each collective's ``prepare`` after its own checks; does nothing
     unless the communicator was made with ``MPICOLL_DEBUG`` set.  Sends nothing.

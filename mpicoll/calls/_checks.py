@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from mpicoll import errors
-from mpicoll.runtime.buffers import Buffer, VBuffer, as_count, is_in_place, parse
+from mpicoll.data.buffers import Buffer, VBuffer, as_count, is_in_place, parse
 
 __all__ = ["check_root", "check_pair", "check_count", "check_disjoint", "send_or_in_place", "recv_or_in_place",
            "counts_of"]

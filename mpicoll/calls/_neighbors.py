@@ -16,8 +16,8 @@ from mpicoll import errors
 from mpicoll.calls import debug_check
 from mpicoll.ir.layout import Layout
 from mpicoll.ir.topology import Cart, DistGraph, Graph, Topology
-from mpicoll.runtime.buffers import is_in_place
-from mpicoll.runtime.plan import Plan, make_plan
+from mpicoll.data.buffers import is_in_place
+from mpicoll.program.plan import Plan, make_plan
 
 __all__ = ["topology_of", "degrees", "bind", "no_in_place"]
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from mpicoll.ir.layout import contiguous  # noqa: F401 (used by the call modules from here)
-from mpicoll.runtime.plan import OUT, Plan
+from mpicoll.program.plan import OUT, Plan
 
 __all__ = ["contiguous", "copy_result_to"]
 

@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING, Any
 from mpicoll.calls import debug_check
 from mpicoll.calls._checks import check_count, check_pair
 from mpicoll.ir.layout import Layout
-from mpicoll.runtime.buffers import Buffer, is_in_place, parse
-from mpicoll.runtime.ops import check_op, is_commutative, op_name
-from mpicoll.runtime.plan import Plan, make_plan
+from mpicoll.data.buffers import Buffer, is_in_place, parse
+from mpicoll.data.ops import check_op, is_commutative, op_name
+from mpicoll.program.plan import Plan, make_plan
 from mpicoll.selection import choose as selection
 
 if TYPE_CHECKING:
-    from mpicoll.runtime.state import Preparation
+    from mpicoll.program.state import Preparation
 
 
 def prepare(comm: Preparation, sendbuf: Any, recvbuf: Any, op: Any, *, algorithm: str | None) -> Plan | None:

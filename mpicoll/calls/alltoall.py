@@ -27,12 +27,12 @@ from mpicoll.calls import debug_check
 from mpicoll.calls._checks import check_pair
 from mpicoll.calls._nonrooted import copy_result_to
 from mpicoll.ir.layout import Layout
-from mpicoll.runtime.buffers import is_in_place, parse_blocks
-from mpicoll.runtime.plan import Plan, make_plan
+from mpicoll.data.buffers import is_in_place, parse_blocks
+from mpicoll.program.plan import Plan, make_plan
 from mpicoll.selection import choose as selection
 
 if TYPE_CHECKING:
-    from mpicoll.runtime.state import Preparation
+    from mpicoll.program.state import Preparation
 
 
 def bind_alltoall(comm: Preparation, collective: str, name: str, params: dict, send_array: Any, send_layout: Layout,

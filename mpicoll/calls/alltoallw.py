@@ -36,13 +36,13 @@ from mpicoll.calls import alltoall as _alltoall
 from mpicoll.calls import debug_check
 from mpicoll.calls._checks import check_count, check_disjoint
 from mpicoll.ir.layout import Layout
-from mpicoll.runtime import datatypes, memory
-from mpicoll.runtime.buffers import VBuffer, _as_array, _is_writable, as_count, is_in_place
-from mpicoll.runtime.plan import Plan
+from mpicoll.data import datatypes, memory
+from mpicoll.data.buffers import VBuffer, _as_array, _is_writable, as_count, is_in_place
+from mpicoll.program.plan import Plan
 from mpicoll.selection import choose as selection
 
 if TYPE_CHECKING:
-    from mpicoll.runtime.state import Preparation
+    from mpicoll.program.state import Preparation
 
 
 @dataclass(frozen=True)

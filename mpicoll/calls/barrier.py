@@ -14,11 +14,11 @@ import numpy as np
 
 from mpicoll.calls import debug_check
 from mpicoll.ir.layout import Layout
-from mpicoll.runtime.plan import Plan, make_plan
+from mpicoll.program.plan import Plan, make_plan
 from mpicoll.selection import choose as selection
 
 if TYPE_CHECKING:
-    from mpicoll.runtime.state import Preparation
+    from mpicoll.program.state import Preparation
 
 
 def _empty(nblocks: int) -> Layout:

@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING, Any
 from mpicoll.calls import debug_check
 from mpicoll.calls._checks import check_root
 from mpicoll.ir.layout import Layout
-from mpicoll.runtime.buffers import parse
-from mpicoll.runtime.plan import Plan, make_plan
+from mpicoll.data.buffers import parse
+from mpicoll.program.plan import Plan, make_plan
 from mpicoll.selection import choose as selection
 
 if TYPE_CHECKING:
-    from mpicoll.runtime.state import Preparation
+    from mpicoll.program.state import Preparation
 
 
 def prepare(comm: Preparation, buf: Any, root: Any, *, algorithm: str | None) -> Plan | None:

@@ -20,10 +20,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from mpicoll.calls import scan as _scan
-from mpicoll.runtime.plan import Plan
+from mpicoll.program.plan import Plan
 
 if TYPE_CHECKING:
-    from mpicoll.runtime.state import Preparation
+    from mpicoll.program.state import Preparation
 
 
 def prepare(comm: Preparation, sendbuf: Any, recvbuf: Any, op: Any, *, algorithm: str | None) -> Plan | None:

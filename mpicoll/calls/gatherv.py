@@ -13,12 +13,12 @@ from mpicoll.calls import debug_check
 from mpicoll.calls._checks import check_disjoint, check_pair, check_root, send_or_in_place
 from mpicoll.calls.gather import gather_plan
 from mpicoll.ir.layout import Layout
-from mpicoll.runtime.buffers import parse_v
-from mpicoll.runtime.plan import Plan
+from mpicoll.data.buffers import parse_v
+from mpicoll.program.plan import Plan
 from mpicoll.selection import choose as selection
 
 if TYPE_CHECKING:
-    from mpicoll.runtime.state import Preparation
+    from mpicoll.program.state import Preparation
 
 
 def prepare(comm: Preparation, sendbuf: Any, recvbuf: Any, root: Any, *, algorithm: str | None) -> Plan | None:

@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING, Any
 from mpicoll.calls import _neighbors
 from mpicoll.calls._checks import check_count, check_pair
 from mpicoll.ir.layout import Layout
-from mpicoll.runtime.buffers import parse, parse_blocks
-from mpicoll.runtime.plan import Plan
+from mpicoll.data.buffers import parse, parse_blocks
+from mpicoll.program.plan import Plan
 
 if TYPE_CHECKING:
-    from mpicoll.runtime.state import Preparation
+    from mpicoll.program.state import Preparation
 
 
 def prepare(comm: Preparation, sendbuf: Any, recvbuf: Any, *, algorithm: str | None) -> Plan | None:

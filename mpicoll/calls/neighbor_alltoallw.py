@@ -9,10 +9,10 @@ import numpy as np
 
 from mpicoll.calls import _neighbors
 from mpicoll.calls.alltoallw import as_bytes, parse_w
-from mpicoll.runtime.plan import Plan
+from mpicoll.program.plan import Plan
 
 if TYPE_CHECKING:
-    from mpicoll.runtime.state import Preparation
+    from mpicoll.program.state import Preparation
 
 
 def prepare(comm: Preparation, sendbuf: Any, recvbuf: Any, *, algorithm: str | None) -> Plan | None:

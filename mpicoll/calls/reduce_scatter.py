@@ -25,13 +25,13 @@ from mpicoll import errors
 from mpicoll.calls import MismatchError, debug_check
 from mpicoll.calls import reduce_scatter_block as _rsb
 from mpicoll.calls._checks import check_pair, counts_of
-from mpicoll.runtime.buffers import is_in_place, parse
-from mpicoll.runtime.ops import check_op, is_commutative, op_name
-from mpicoll.runtime.plan import Plan
+from mpicoll.data.buffers import is_in_place, parse
+from mpicoll.data.ops import check_op, is_commutative, op_name
+from mpicoll.program.plan import Plan
 from mpicoll.selection import choose as selection
 
 if TYPE_CHECKING:
-    from mpicoll.runtime.state import Preparation
+    from mpicoll.program.state import Preparation
 
 
 def exchange(private: Any, sendbuf: Any, recvbuf: Any, recvcounts: Any, op: Any) -> tuple:

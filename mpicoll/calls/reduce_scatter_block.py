@@ -27,13 +27,13 @@ from mpicoll.calls import debug_check
 from mpicoll.calls._checks import check_pair
 from mpicoll.calls._nonrooted import contiguous, copy_result_to
 from mpicoll.ir.layout import Layout
-from mpicoll.runtime.buffers import is_in_place, parse, parse_blocks
-from mpicoll.runtime.ops import check_op, is_commutative, op_name
-from mpicoll.runtime.plan import Plan, make_plan
+from mpicoll.data.buffers import is_in_place, parse, parse_blocks
+from mpicoll.data.ops import check_op, is_commutative, op_name
+from mpicoll.program.plan import Plan, make_plan
 from mpicoll.selection import choose as selection
 
 if TYPE_CHECKING:
-    from mpicoll.runtime.state import Preparation
+    from mpicoll.program.state import Preparation
 
 
 def bind_reduce_scatter(comm: Preparation, collective: str, name: str, params: dict, send_array: Any,

@@ -20,12 +20,12 @@ from mpicoll.calls import debug_check
 from mpicoll.calls._checks import check_pair, check_root, recv_or_in_place
 from mpicoll.calls._rooted import subtree_layout
 from mpicoll.ir.layout import Layout
-from mpicoll.runtime.buffers import Buffer, parse_blocks
-from mpicoll.runtime.plan import Plan, make_plan
+from mpicoll.data.buffers import Buffer, parse_blocks
+from mpicoll.program.plan import Plan, make_plan
 from mpicoll.selection import choose as selection
 
 if TYPE_CHECKING:
-    from mpicoll.runtime.state import Preparation
+    from mpicoll.program.state import Preparation
 
 
 def scatter_plan(comm: Preparation, collective: str, name: str, params: dict, root: int, send: Any,

@@ -2,20 +2,20 @@
 
 A communicator's calls take this path when it was made with a timeout
 (``MPICOLL_TIMEOUT=seconds`` or ``mpicoll.Comm(comm, timeout=seconds)``) or with
-``MPICOLL_DEBUG`` set (see :mod:`mpicoll.runtime.debug`); the choice is made
+``MPICOLL_DEBUG`` set (see :mod:`mpicoll.engine.debug`); the choice is made
 once, when the communicator is made.  Here a blocking call
 
 1. checks its arguments (``prepare``, which sends nothing); with
    ``MPICOLL_DEBUG`` every rank then agrees on the outcome before any message
-   (:func:`mpicoll.runtime.debug.agree`); without it, a rank whose checks
-   failed plays its part on scratch memory (:mod:`mpicoll.runtime.standin`) and
+   (:func:`mpicoll.engine.debug.agree`); without it, a rank whose checks
+   failed plays its part on scratch memory (:mod:`mpicoll.engine.standin`) and
    raises;
-2. runs its schedule with :func:`mpicoll.runtime.watchdog.execute`: a deadline
+2. runs its schedule with :func:`mpicoll.engine.watchdog.execute`: a deadline
    on every wait and every received message's size checked;
 3. with ``MPICOLL_DEBUG=2``, logs algorithm, sizes and time.
 
 Nonblocking calls are checked the same way and their requests carry the
-timeout into ``Wait`` (:func:`mpicoll.runtime.watchdog.wait`).
+timeout into ``Wait`` (:func:`mpicoll.engine.watchdog.wait`).
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from typing import Any
 
 from mpicoll.calls.table import TABLE
 from mpicoll.comm.preparing import exchanged, prepare, stand_in
-from mpicoll.runtime import debug, engines, recorder, requests, watchdog
-from mpicoll.runtime.datatypes import packing
-from mpicoll.runtime.state import CommState, Preparation
+from mpicoll.engine import debug, inflight, recorder, requests, watchdog
+from mpicoll.data.datatypes import packing
+from mpicoll.program.state import CommState, Preparation
 
 __all__ = ["run", "start"]
 
@@ -50,7 +50,7 @@ def _checked(state: CommState, method: str, args: tuple, algorithm: str, tag: in
 
 
 def _run_plan(state: CommState, method: str, plan: Any, tag: int) -> None:
-    if engines.outstanding():       # keep this thread's outstanding requests moving
+    if inflight.outstanding():       # keep this thread's outstanding requests moving
         req = requests.start(plan, state, tag)
         req.watch = (method, state.timeout, state.rank, state.went_out_of_step) if state.timeout is not None \
             else None

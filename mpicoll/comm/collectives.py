@@ -23,7 +23,7 @@ from mpicoll.comm import reproducible_inter, reproducible_requests
 from mpicoll.comm.dispatch import init, run_blocking, start
 from mpicoll.comm.docs import document
 from mpicoll.comm.reproducible_allreduce import run_planned
-from mpicoll.runtime.requests import Prequest, Request
+from mpicoll.engine.requests import Prequest, Request
 
 __all__ = ["Collectives", "IntraCollectives"]
 

@@ -7,7 +7,7 @@ buffer collectives' methods are written once, in :mod:`mpicoll.comm.collectives`
 and shared by :class:`Comm` (with its topology subclasses) and :class:`Intercomm`;
 this module holds what differs: how a communicator is wrapped, derived and
 released, and the object collectives.  What mpicoll keeps for a communicator is
-its state (``comm._state``: a :class:`~mpicoll.runtime.state.CommState`, made by
+its state (``comm._state``: a :class:`~mpicoll.program.state.CommState`, made by
 :mod:`mpicoll.comm.setup` and found again by :mod:`mpicoll.comm.states`; an
 intercommunicator's is a :class:`~mpicoll.comm.inter.InterState`).
 """
@@ -22,7 +22,7 @@ from mpi4py import MPI
 from mpicoll import config
 from mpicoll.comm import inter, inter_objects, setup, states
 from mpicoll.comm.collectives import Collectives, IntraCollectives
-from mpicoll.runtime.state import CommState
+from mpicoll.program.state import CommState
 
 __all__ = ["Comm", "Cartcomm", "Graphcomm", "Distgraphcomm", "Intercomm"]
 
@@ -79,7 +79,7 @@ class Comm(IntraCollectives, MPI.Intracomm):
     check that fails on one rank only still lets the others finish (that rank
     plays its part on scratch memory with marked messages, then raises; every
     rank whose result depends on its data raises :class:`~mpicoll.ArgumentError`
-    after playing its part, see :mod:`mpicoll.runtime.standin`).  With ``MPICOLL_DEBUG=1``
+    after playing its part, see :mod:`mpicoll.engine.standin`).  With ``MPICOLL_DEBUG=1``
     the ranks first compare their arguments: disagreeing ones raise
     :class:`~mpicoll.MismatchError` on every rank, and a rank whose arguments
     were rejected makes the others raise :class:`~mpicoll.ArgumentError`.  With

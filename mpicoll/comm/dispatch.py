@@ -2,7 +2,7 @@
 
 A blocking call, ``comm.Allreduce(x, y)``:
 
-1. :func:`run_blocking` (compiled: ``mpicoll.runtime._callkey.run``) draws the
+1. :func:`run_blocking` (compiled: ``mpicoll.program._callkey.run``) draws the
    call's tag from the communicator's state, builds the call's key, and runs
    the cached plan's entry on a hit;
 2. otherwise it hands the call, with its tag and key, to the state's
@@ -25,13 +25,15 @@ from mpicoll.calls.table import TABLE, VALUE_ARGS
 from mpicoll.comm import careful, inter
 from mpicoll.comm.inter import InterState
 from mpicoll.comm.preparing import exchanged, prepare, run_plan, stand_in
-from mpicoll.runtime import callkey, recorder, requests
-from mpicoll.runtime.callkey import call_key, held, shape_key
-from mpicoll.runtime.compiled import extension
-from mpicoll.runtime.engines import ACTIVE, ELSEWHERE
-from mpicoll.runtime.plan import NOTHING, Plan
-from mpicoll.runtime.requests import Prequest, Request
-from mpicoll.runtime.state import NONBLOCKING, PERSISTENT, CommState
+from mpicoll.program import callkey
+from mpicoll.engine import recorder, requests
+from mpicoll.program.callkey import call_key, held, shape_key
+from mpicoll.compiled import extension
+from mpicoll.engine.inflight import ACTIVE, ELSEWHERE
+from mpicoll.program.plan import NOTHING, Plan
+from mpicoll.engine.requests import Prequest, Request
+from mpicoll.engine.forms import NONBLOCKING, PERSISTENT
+from mpicoll.program.state import CommState
 
 __all__ = ["run_blocking", "fast_miss", "start", "init"]
 
@@ -142,7 +144,7 @@ def _state(comm: Any) -> CommState | InterState:
 
 def _run_blocking(comm: Any, method: str, algorithm: str, *args: Any) -> None:
     """A blocking call (the Python definition of the compiled ``run``): a cached plan's entry, or the slow path,
-    noted in the communicator's flight recorder (:func:`mpicoll.runtime.recorder.begin`, ``end``, ``failed``)."""
+    noted in the communicator's flight recorder (:func:`mpicoll.engine.recorder.begin`, ``end``, ``failed``)."""
     state = _state(comm)
     tags = state.tags
     tag = tags[1] = tags[1] % tags[0] + 1
@@ -183,7 +185,7 @@ def _compiled_start() -> Any:
     """The compiled ``start`` where the key builder and the requests' C paths are compiled, else :func:`_start`.
 
     It runs a hit whose cached plan's last request (``Plan.spare``) nothing else holds any more: that request
-    is started again (``mpicoll.runtime._direct.restart``), as :func:`_start` would start a new one; every
+    is started again (``mpicoll.engine._direct.restart``), as :func:`_start` would start a new one; every
     other call goes to :func:`start_drawn` with the tag it drew (to :func:`_start` on an intercommunicator).
     """
     if call_key is callkey._call_key or requests.RESTART is None:

@@ -11,7 +11,7 @@ A rank whose check fails takes part in it, then raises; every other rank raises 
 naming it, so that an error one rank detects never leaves the other group waiting.  A blocking call's agreement
 (:class:`Agreement`) is a dissemination of empty messages on the merged communicator, ceil(lg(n + m)) rounds with
 no local step, posted from C: a rank whose checks failed plays it with its messages *marked*, one byte long
-(:mod:`mpicoll.runtime.standin`), and a rank that receives a marked message marks the rest of its own, so every
+(:mod:`mpicoll.engine.standin`), and a rank that receives a marked message marks the rest of its own, so every
 rank learns of it; then, and only then, every rank runs a second, naming all-reduce of which ranks failed
 (:meth:`Stages.agreement`), which nonblocking calls and the object collectives run as their agreement.  A
 persistent request checks its arguments when it is made, as an intracommunicator's does.
@@ -33,14 +33,15 @@ from mpicoll.calls.table import VALUE_ARGS
 from mpicoll.comm.inter_build import Stages, build, message
 from mpicoll.comm.inter_stages import STAGES
 from mpicoll.errors import ProcFailedError
-from mpicoll.runtime import direct, engines
-from mpicoll.runtime.blocking import execute as execute_rounds
-from mpicoll.runtime.callkey import held, shape_key
-from mpicoll.runtime.recorder import Called, Traced, named
-from mpicoll.runtime.requests import Prequest, Request, split
-from mpicoll.runtime.rounds import Built, CommRound, revoke_together
-from mpicoll.runtime.standin import TIMEOUT, Agreeing, is_mark, run_marked
-from mpicoll.runtime.state import NONBLOCKING, PERSISTENT, CommState
+from mpicoll.engine import direct, inflight
+from mpicoll.engine.blocking import execute as execute_rounds
+from mpicoll.program.callkey import held, shape_key
+from mpicoll.engine.recorder import Called, Traced, named
+from mpicoll.engine.requests import Prequest, Request, split
+from mpicoll.engine.rounds import Built, CommRound, revoke_together
+from mpicoll.engine.standin import TIMEOUT, Agreeing, is_mark, run_marked
+from mpicoll.engine.forms import NONBLOCKING, PERSISTENT
+from mpicoll.program.state import CommState
 
 __all__ = ["InterState", "Agreement", "Kept", "Stages", "state_of", "run", "execute", "start", "init"]
 
@@ -84,7 +85,7 @@ class InterState:
         #: whose messages hold at most CACHED_BYTES in all (see :func:`run`)
         self.calls: dict[Any, Kept] = {}
         self.calls_bytes = 0
-        #: what the blocking hot path reads (:data:`mpicoll.runtime.state.HOT_FIELDS`): the kept calls, whose
+        #: what the blocking hot path reads (:data:`mpicoll.program.state.HOT_FIELDS`): the kept calls, whose
         #: ``run(tag)`` it calls on a hit (None with a timeout: every call then takes :meth:`slow_path`, watched);
         #: its tags and its flight recorder are the merged communicator's
         self.entries: dict[Any, Kept] | None = self.calls if merged.timeout is None else None
@@ -127,7 +128,7 @@ class Agreement:
     the 2^(k+1) ranks r - 2^(k+1) + 1 .. r; after round K-1 from all N.  A correct rank's messages are empty; a
     rank whose checks failed sends one byte (a mark), which ends its receiver's empty receive with MPI's
     truncation error, and that receiver marks the rest of its agreement
-    (:func:`mpicoll.runtime.standin.continue_marked`, told by :class:`~mpicoll.runtime.standin.Agreeing` where
+    (:func:`mpicoll.engine.standin.continue_marked`, told by :class:`~mpicoll.engine.standin.Agreeing` where
     the agreement ends): so a mark reaches every rank, as the flags of a dissemination barrier would.  Nothing is
     computed: a correct call's agreement is K message exchanges, posted from C with the call's first stages.
     """
@@ -182,7 +183,7 @@ def _with_agreement(state: InterState, stages: list[CommRound]) -> list[CommRoun
 def _runner(state: InterState, method: str, built: Built) -> Callable[[int], None]:
     """``run(tag)``: the call, blocking, where no timeout is set and no request is outstanding (the hot path
     checks).  Its first stretch, the agreement's rounds and the stages on the merged communicator that follow
-    them, is bound as :class:`~mpicoll.runtime.standin.Agreeing` rounds, so that a marked agreement ends in
+    them, is bound as :class:`~mpicoll.engine.standin.Agreeing` rounds, so that a marked agreement ends in
     :func:`_name`; each stretch is posted from C where it can be.  A call of one stretch (groups of one rank)
     is that stretch's runner itself: a hit is one call into C."""
     owner = weakref.ref(state)    # (the state keeps its kept calls: no cycle)
@@ -256,7 +257,7 @@ def _drain(comm: MPI.Comm, tag: int) -> None:
 def _watched(state: InterState, method: str, built: Built, tag: int) -> None:
     """A built call where a timeout is set or requests are outstanding: one request, waited for (watched where a
     timeout is set).  A marked message arriving in the agreement's rounds is handled as the blocking executor
-    handles it (:func:`mpicoll.runtime.standin.continue_marked`): the rest of the agreement played marked, then
+    handles it (:func:`mpicoll.engine.standin.continue_marked`): the rest of the agreement played marked, then
     the naming all-reduce."""
     req = Request(*split(built.rounds), tag, None)
     if state.timeout is not None:
@@ -307,7 +308,7 @@ def _called(method: str) -> Called:
 
 def _traced(state: InterState, kind: int, tag: int, method: str) -> Traced | None:
     """What a request of ``kind`` with ``tag`` notes in the flight recorder (None where none is kept): its
-    number in its kind's tag sequence, as an intracommunicator's request (mpicoll.runtime.requests)."""
+    number in its kind's tag sequence, as an intracommunicator's request (mpicoll.engine.requests)."""
     if state.recorder is None:
         return None
     return Traced(state.recorder, kind, tag - kind * state.tags[0], _called(method))
@@ -327,7 +328,7 @@ def run(state: InterState, method: str, args: tuple, algorithm: str, tag: int, k
     :class:`Kept` runner, so that only the messages and the stages' steps cost anything.  Kept rounds view the
     caller's buffers by address, holding none of them; their scratch is their own: at most ``CACHED_CALLS``
     calls, the oldest unused one let go first, whose messages span at most ``CACHED_BYTES`` in all.  ``tag``
-    (of the merged communicator's blocking sequence) and ``key`` (:func:`~mpicoll.runtime.callkey.call_key`)
+    (of the merged communicator's blocking sequence) and ``key`` (:func:`~mpicoll.program.callkey.call_key`)
     are drawn by the hot path.  A rank whose checks fail plays the agreement marked (:func:`_refuse`).
     """
     values = VALUE_ARGS.get(method, ())
@@ -342,7 +343,7 @@ def run(state: InterState, method: str, args: tuple, algorithm: str, tag: int, k
         if key is not None and not st.before:   # (packed datatypes: built every time)
             _keep(state, key, kept)
     kept.used = True
-    if state.timeout is None and not engines.outstanding():
+    if state.timeout is None and not inflight.outstanding():
         kept.run(tag)
     else:
         _watched(state, method, kept.built, tag)
@@ -376,7 +377,7 @@ def execute(state: InterState, method: str, built: Built, tag: int, first: int =
     """Run a built call blocking (``first``: the number of rounds before it, for a failure's round number).  With
     a timeout (every wait watched), or while nonblocking requests are outstanding (they must keep moving), it runs
     as a request that is waited for."""
-    if state.timeout is None and not engines.outstanding():
+    if state.timeout is None and not inflight.outstanding():
         _run_in_order(built, tag, first)
         return
     if not built.rounds:

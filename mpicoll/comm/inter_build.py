@@ -18,9 +18,9 @@ from mpi4py import MPI
 from mpicoll import errors
 from mpicoll.comm.inter_stages import STAGES
 from mpicoll.comm.preparing import prepare
-from mpicoll.runtime.datatypes import byte_message, packing
-from mpicoll.runtime.rounds import CommRound
-from mpicoll.runtime.state import CommState
+from mpicoll.data.datatypes import byte_message, packing
+from mpicoll.engine.rounds import CommRound
+from mpicoll.program.state import CommState
 
 if TYPE_CHECKING:
     from mpicoll.comm.inter import InterState

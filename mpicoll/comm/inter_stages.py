@@ -51,7 +51,7 @@ from mpi4py import MPI
 from mpicoll import errors
 from mpicoll.calls.alltoallw import as_bytes, parse_w
 from mpicoll.comm.preparing import exchanged
-from mpicoll.runtime.buffers import Buffer, is_in_place, parse, parse_blocks, parse_v
+from mpicoll.data.buffers import Buffer, is_in_place, parse, parse_blocks, parse_v
 
 if TYPE_CHECKING:
     from mpicoll.comm.inter_build import Stages

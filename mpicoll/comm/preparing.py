@@ -9,10 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 from mpicoll.calls.table import TABLE
-from mpicoll.runtime import engines, requests, standin
-from mpicoll.runtime.datatypes import packing
-from mpicoll.runtime.plan import Plan
-from mpicoll.runtime.state import CommState, Preparation
+from mpicoll.engine import inflight, requests, standin
+from mpicoll.data.datatypes import packing
+from mpicoll.program.plan import Plan
+from mpicoll.program.state import CommState, Preparation
 
 __all__ = ["exchanged", "prepare", "run_plan", "stand_in"]
 
@@ -35,7 +35,7 @@ def prepare(state: CommState, method: str, args: tuple, algorithm: str, arena: A
 
 def run_plan(state: CommState, plan: Plan | None, tag: int) -> None:
     """Run a prepared plan blocking; as a request while this thread has requests outstanding (they move too)."""
-    if engines.outstanding():
+    if inflight.outstanding():
         requests.start(plan, state, tag).Wait()
     elif plan is not None:
         plan.runner(state.private)(tag)
@@ -43,7 +43,7 @@ def run_plan(state: CommState, plan: Plan | None, tag: int) -> None:
 
 def stand_in(state: CommState, method: str, args: tuple, algorithm: str, tag: int, error: BaseException,
              request: bool = False) -> None:
-    """Play this rank's part of a call whose checks failed on scratch memory (see :mod:`mpicoll.runtime.standin`),
+    """Play this rank's part of a call whose checks failed on scratch memory (see :mod:`mpicoll.engine.standin`),
     so that its peers are not left waiting; the caller raises ``error`` next.
 
     Every message it sends is marked, so that every peer whose result depends on it raises too; every wait
@@ -55,7 +55,7 @@ def stand_in(state: CommState, method: str, args: tuple, algorithm: str, tag: in
     def run(plan: Plan | None) -> None:
         if plan is None:
             return
-        if plan.device is None:   # host memory: every message marked (see mpicoll.runtime.standin)
+        if plan.device is None:   # host memory: every message marked (see mpicoll.engine.standin)
             standin.run_marked(plan.rounds(), state.private, tag, 0, limit, method)
             return
         req = requests.start(plan, state, tag)

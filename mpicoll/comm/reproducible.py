@@ -5,12 +5,12 @@
 floats runs as two ordinary collectives of the same communicator (see ``docs/reproducible.md``; an
 intercommunicator's calls are :mod:`mpicoll.comm.reproducible_inter`'s):
 
-1. an ``Allreduce`` MAX of one int8 per element (:func:`mpicoll.runtime.fixedpoint.codes`): every rank
+1. an ``Allreduce`` MAX of one int8 per element (:func:`mpicoll.data.fixedpoint.codes`): every rank
    learns the window (the exponent of the largest term, rounded up to the format's step) and which
    elements hold -0.0 only, an infinity or a NaN; one more byte says whether a rank's arguments failed;
-2. the collective itself with ``MPI.SUM`` on int64 limbs (:func:`~mpicoll.runtime.fixedpoint.split`):
+2. the collective itself with ``MPI.SUM`` on int64 limbs (:func:`~mpicoll.data.fixedpoint.split`):
    integer addition is exact and associative, so every algorithm, segmentation and order of the ranks
-   gives the same integers, which :func:`~mpicoll.runtime.fixedpoint.combine` rounds once.
+   gives the same integers, which :func:`~mpicoll.data.fixedpoint.combine` rounds once.
 
 A small ``Allreduce`` gathers every contribution and sums them locally; a larger one with ``algorithm="auto"``
 exchanges the floats' blocks and sums each block locally (:mod:`mpicoll.comm.reproducible_allreduce`, whose
@@ -38,9 +38,9 @@ from mpicoll.comm.reproducible_allreduce import (
     scratch,
 )
 from mpicoll.comm.reproducible_mode import DEFAULT, wanted
-from mpicoll.runtime import fixedpoint as fp
-from mpicoll.runtime import fixedpoint_kernels as kernels
-from mpicoll.runtime.buffers import Buffer, is_in_place, parse
+from mpicoll.data import fixedpoint as fp
+from mpicoll.data import fixedpoint_kernels as kernels
+from mpicoll.data.buffers import Buffer, is_in_place, parse
 
 __all__ = ["DEFAULT", "wanted", "run", "always", "METHODS", "GATHER_BYTES", "FLAG_BYTES", "raise_any"]
 

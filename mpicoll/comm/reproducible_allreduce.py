@@ -15,7 +15,7 @@ buffers and counts the exchanges take, reused by every later such call (:func:`r
 runs with no parsing and no allocation, and the exchanges find their own plans cached (the same buffers).
 The plans are kept in the communicator's state (``CommState.reproducible_plans``, with the request forms'
 stages: :mod:`mpicoll.comm.reproducible_requests`); a gathered call's hit runs from C where the kernels are
-built (``Gathered`` and ``run_planned``, ``mpicoll/runtime/_gathered.c``; :class:`_Gathered` is their definition).
+built (``Gathered`` and ``run_planned``, ``mpicoll/data/_gathered.c``; :class:`_Gathered` is their definition).
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ from mpi4py import MPI
 from mpicoll import errors
 from mpicoll.comm.dispatch import run_blocking
 from mpicoll.comm.reproducible_mode import DEFAULT
-from mpicoll.runtime import fixedpoint as fp
-from mpicoll.runtime import fixedpoint_kernels as kernels
-from mpicoll.runtime.state import CommState
+from mpicoll.data import fixedpoint as fp
+from mpicoll.data import fixedpoint_kernels as kernels
+from mpicoll.program.state import CommState
 
 __all__ = ["GATHER_BYTES", "FLAG_BYTES", "PLAN_BYTES", "gathers", "gathered", "gathered_plan", "scattered",
            "run_planned", "raise_any", "scratch", "blocks", "keep"]
@@ -98,7 +98,7 @@ class _Gathered:
 def finish(plan: Any, recv: np.ndarray, flagged: int) -> None:
     """A gathered plan's table summed the careful way: ``flagged`` -1 where a rank's arguments failed (its
     flag byte is set: every rank raises), else the columns summed by :func:`kernels.sum_rows`, which rounds those
-    the compiled pass flagged with :func:`mpicoll.runtime.fixedpoint.combine`."""
+    the compiled pass flagged with :func:`mpicoll.data.fixedpoint.combine`."""
     raise_any("Allreduce", None, flagged < 0)
     if plan.n:
         kernels.sum_rows(plan.table.view(recv.dtype), plan.n, out=recv.reshape(-1))
@@ -221,7 +221,7 @@ def keep(comm: Any, key: Any, plan: Any) -> None:
 def gathered(comm: Any, call: Any, failure: Exception | None, nbytes: int) -> None:
     """A small Allreduce in one step: every rank gathers every contribution (and, in the ``FLAG_BYTES`` after
     it, a byte saying whether its arguments failed) and sums them itself with the same arithmetic
-    (:func:`mpicoll.runtime.fixedpoint.sum_rows`), so the bits are those of the two steps, in one latency
+    (:func:`mpicoll.data.fixedpoint.sum_rows`), so the bits are those of the two steps, in one latency
     instead of two.  ``call``: this rank's side (:class:`mpicoll.comm.reproducible._Call`), None where its
     arguments failed (``failure``)."""
     plan = _plan(comm, call, failure, False) or gathered_plan(comm.Get_size(), call, nbytes, False)
@@ -235,7 +235,7 @@ def gathered(comm: Any, call: Any, failure: Exception | None, nbytes: int) -> No
 def scattered(comm: Any, call: Any, failure: Exception | None) -> None:
     """A larger ``Allreduce`` with ``algorithm="auto"``: a byte's MAX says whether some rank's arguments failed;
     then rank ``j`` receives block ``j`` of every contribution (an ``Alltoallv`` of the floats themselves),
-    sums its block's table itself (:func:`mpicoll.runtime.fixedpoint_kernels.sum_rows`: every term of an
+    sums its block's table itself (:func:`mpicoll.data.fixedpoint_kernels.sum_rows`: every term of an
     element is there, so its window, limbs and rounding are those of the two steps), and an ``Allgatherv``
     gives every rank every block.  It moves the floats twice, as a reduce-scatter and all-gather of the
     ordinary sum does, where the two steps move a code and ``fmt.limbs`` int64 per element.

@@ -34,10 +34,10 @@ from mpicoll.comm import reproducible_requests as requests
 from mpicoll.comm.inter import InterState
 from mpicoll.comm.inter_build import Stages
 from mpicoll.comm.inter_stages import STAGES, group_reduce
-from mpicoll.runtime.buffers import Buffer, is_in_place, parse
-from mpicoll.runtime.datatypes import packing
-from mpicoll.runtime.requests import Prequest, Request
-from mpicoll.runtime.state import BLOCKING
+from mpicoll.data.buffers import Buffer, is_in_place, parse
+from mpicoll.data.datatypes import packing
+from mpicoll.engine.requests import Prequest, Request
+from mpicoll.engine.forms import BLOCKING
 
 __all__ = ["run", "start", "init", "group_sum", "REPRODUCIBLE_STAGES"]
 

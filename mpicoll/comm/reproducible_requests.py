@@ -37,10 +37,10 @@ from mpi4py import MPI
 from mpicoll.comm import reproducible as blocking
 from mpicoll.comm.preparing import prepare
 from mpicoll.comm.reproducible_allreduce import PLAN_BYTES, blocks, gathered_plan, gathers, keep
-from mpicoll.runtime import fixedpoint_kernels as kernels
-from mpicoll.runtime.callkey import call_key
-from mpicoll.runtime.requests import Prequest, Request
-from mpicoll.runtime.state import NONBLOCKING, PERSISTENT
+from mpicoll.data import fixedpoint_kernels as kernels
+from mpicoll.program.callkey import call_key
+from mpicoll.engine.requests import Prequest, Request
+from mpicoll.engine.forms import NONBLOCKING, PERSISTENT
 
 __all__ = ["start", "init", "RequestStages"]
 

@@ -35,7 +35,7 @@ from mpi4py import MPI
 from mpicoll import config
 from mpicoll.comm.inter import InterState
 from mpicoll.ir.nodes import Nodes, normalized, restricted
-from mpicoll.runtime.state import CommState
+from mpicoll.program.state import CommState
 from mpicoll.selection import tuning
 
 __all__ = ["wrapped", "derived", "intercomm", "check_thread_level"]
@@ -135,7 +135,7 @@ def _wait(request: MPI.Request, comm: MPI.Intracomm, what: str, timeout: float |
     if timeout is None:
         request.Wait()
         return
-    from mpicoll.runtime.watchdog import wait_mpi  # noqa: PLC0415 (only with a timeout)
+    from mpicoll.engine.watchdog import wait_mpi  # noqa: PLC0415 (only with a timeout)
 
     rank = comm.Get_rank()
     wait_mpi(request, what, timeout, [r for r in range(comm.Get_size()) if r != rank], rank)

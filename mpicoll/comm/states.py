@@ -21,7 +21,7 @@ from mpi4py import MPI
 from mpicoll import config
 from mpicoll.comm import careful
 from mpicoll.comm.dispatch import fast_miss
-from mpicoll.runtime.state import CommState
+from mpicoll.program.state import CommState
 
 __all__ = ["shared", "register", "world"]
 

@@ -27,7 +27,7 @@ import numpy as np
 from mpi4py import MPI
 
 import mpicoll
-from mpicoll.runtime import progress
+from mpicoll.engine import progress
 
 
 def compute_bucket(k: int, work: np.ndarray, out: np.ndarray, passes: int, poke: list) -> None:

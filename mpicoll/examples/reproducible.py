@@ -17,7 +17,7 @@ binades with cancellations) with every algorithm, then with the rows rotated
 over the ranks; it prints how many elements differ from the first result and by
 how much, relative to the sum of the terms' magnitudes.  Then the same with ``reproducible=True``:
 nothing differs, and the bits equal the one-process reference
-(``mpicoll.runtime.fixedpoint.sum_rows``).
+(``mpicoll.data.fixedpoint.sum_rows``).
 
 Part 2: 24 vectors summed by every rank and by the first half of the ranks (each
 rank adds its share locally, then one Allreduce): with floats the bits depend on
@@ -33,7 +33,7 @@ from mpi4py import MPI
 
 import mpicoll
 from mpicoll.examples._common import check, say
-from mpicoll.runtime import fixedpoint as fp
+from mpicoll.data import fixedpoint as fp
 
 COUNT = 20_000
 

@@ -13,7 +13,7 @@ node, and with one of its own node, see :func:`measure`)
 * gamma: the time per byte of a NumPy float64 add of 16 MiB (rank 0 alone);
 * copy: the time per byte of a NumPy copy of 16 MiB (rank 0 alone);
 * the executor's own costs (:func:`executor_overheads`): per round, per
-  message and per local step of :func:`mpicoll.runtime.blocking.execute`,
+  message and per local step of :func:`mpicoll.engine.blocking.execute`,
   from rounds of 1-byte messages between ranks 0 and 1.
 
 Rank 0 writes ``{"alpha": s, "beta": s/byte, "gamma": s/byte, ...}`` as JSON to
@@ -87,12 +87,12 @@ def _pair(comm: Any, peer: int, reps: int, big: int) -> tuple[float, float, bool
 
 
 def _per_round(comm: Any, peer: int, bound: list, reps: int) -> float:
-    """Seconds per round of ``bound`` run by :func:`~mpicoll.runtime.blocking.execute` (ranks 0 and ``peer``).
+    """Seconds per round of ``bound`` run by :func:`~mpicoll.engine.blocking.execute` (ranks 0 and ``peer``).
 
     The fastest of ``reps`` runs (each after a barrier): the executor's cost,
     not the noise of other processes sharing the cores.
     """
-    from mpicoll.runtime.blocking import execute  # noqa: PLC0415
+    from mpicoll.engine.blocking import execute  # noqa: PLC0415
 
     best = float("inf")
     for _ in range(reps):
@@ -123,7 +123,7 @@ def executor_overheads(comm: Any, peer: int, alpha: float, *, rounds: int = 100,
     """
     from mpi4py import MPI  # noqa: PLC0415
 
-    from mpicoll.runtime.ops import reducer  # noqa: PLC0415
+    from mpicoll.data.ops import reducer  # noqa: PLC0415
 
     other = peer if comm.rank == 0 else 0
     out = [np.zeros(1, np.uint8) for _ in range(4)]

@@ -1,6 +1,6 @@
 """``python -m mpicoll doctor DIR``: what the ranks' flight records say happened, in plain words.
 
-Every rank of a job run with ``MPICOLL_TRACE=DIR`` writes ``DIR/rank-R.json`` (:mod:`mpicoll.runtime.recorder`)
+Every rank of a job run with ``MPICOLL_TRACE=DIR`` writes ``DIR/rank-R.json`` (:mod:`mpicoll.engine.recorder`)
 when a call times out or meets a failed process, on ``SIGUSR1`` and at exit.  :func:`explain` merges them: the
 records of one communicator are the ones with the same members and ordinal, each rank's calls numbered by
 their tag's sequence (the same on every rank of a correct program), so that call ``#k`` of one rank is call

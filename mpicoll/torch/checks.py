@@ -2,7 +2,7 @@
 
 torch wraps C++ backends in a checking process group in DETAIL mode, but a
 Python process group is used as it is, so this backend checks for itself,
-with mpicoll's own agreement (:func:`mpicoll.runtime.debug.agree`): before each
+with mpicoll's own agreement (:func:`mpicoll.engine.debug.agree`): before each
 collective, every rank shares a short description of its call (the call,
 dtype, the shape that must match, reduction, root) and whether its own
 argument checks passed, and every rank raises the same error:
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from mpicoll.errors import MismatchError
-from mpicoll.runtime.debug import agree as agree_on_call
+from mpicoll.engine.debug import agree as agree_on_call
 
 __all__ = ["MismatchError", "Signature", "agree"]
 
@@ -63,7 +63,7 @@ class Signature:
         return f"{self.name}({detail}){root}"
 
     def fields(self) -> dict[str, Any]:
-        """The labelled fields mpicoll's agreement compares (see :data:`mpicoll.runtime.debug.FIELDS`)."""
+        """The labelled fields mpicoll's agreement compares (see :data:`mpicoll.engine.debug.FIELDS`)."""
         out: dict[str, Any] = {"collective": self.name, "dtype": self.dtype}
         if self.shape:
             out["shape"] = self.shape
@@ -75,7 +75,7 @@ class Signature:
 
 
 class _Call:
-    """What :func:`mpicoll.runtime.debug.agree` reads of a call: its signature, and the communicator to agree on."""
+    """What :func:`mpicoll.engine.debug.agree` reads of a call: its signature, and the communicator to agree on."""
 
     def __init__(self, private: Any) -> None:
         self.private = private

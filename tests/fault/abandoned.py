@@ -26,7 +26,7 @@ def main(case: str) -> None:
     from mpi4py import MPI
 
     import mpicoll
-    from mpicoll.runtime import progress
+    from mpicoll.engine import progress
 
     world = MPI.COMM_WORLD
     comm = mpicoll.Comm(world)

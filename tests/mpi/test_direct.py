@@ -1,4 +1,4 @@
-"""MPI called from C (``mpicoll.runtime.direct``): in use where it should be, and its requests as any other.
+"""MPI called from C (``mpicoll.engine.direct``): in use where it should be, and its requests as any other.
 
 The rest of the suite runs through the direct path wherever it applies (blocking plans, requests of cached
 plans, persistent requests) and, in the "no-ext" phase of ``tests/run_all.py``, without it.  Here: that it
@@ -15,8 +15,9 @@ import pytest
 from mpi4py import MPI
 
 from mpicoll import config
-from mpicoll.runtime import compiled, direct
-from mpicoll.runtime.requests import Request
+from mpicoll import compiled
+from mpicoll.engine import direct
+from mpicoll.engine.requests import Request
 
 from conftest import WORLD, check
 

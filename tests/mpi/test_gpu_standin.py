@@ -1,7 +1,7 @@
 """The GPU transports through the whole call path, on the host stand-in device (no GPU needed).
 
 ``StandInArray`` buffers make mpicoll treat NumPy memory as device memory of
-:class:`mpicoll.runtime.gpu.device.HostDevice`: the staged transport's pinned
+:class:`mpicoll.data.device.HostDevice`: the staged transport's pinned
 mirrors, segment pipeline and event bookkeeping, and the IPC transport's
 shared windows (POSIX shared memory standing in for CUDA IPC), token and
 acknowledgement protocol and handle cache all run for real, under MPI.
@@ -18,10 +18,10 @@ import pytest
 from mpi4py import MPI
 
 import mpicoll
-from mpicoll.runtime.gpu import device as devmod
-from mpicoll.runtime.gpu import transport_of
-from mpicoll.runtime.gpu.device import StandInArray
-from mpicoll.runtime.state import Preparation
+from mpicoll.gpu import device as devmod
+from mpicoll.gpu import transport_of
+from mpicoll.data.device import StandInArray
+from mpicoll.program.state import Preparation
 
 from conftest import WORLD, check
 

@@ -22,8 +22,9 @@ import pytest
 from mpi4py import MPI
 
 import mpicoll
-from mpicoll.runtime import engines, ops
-from mpicoll.runtime.state import BLOCKING, NONBLOCKING, PERSISTENT
+from mpicoll.engine import inflight
+from mpicoll.data import ops
+from mpicoll.engine.forms import BLOCKING, NONBLOCKING, PERSISTENT
 
 from conftest import WORLD, check, counting_prepare
 
@@ -456,7 +457,7 @@ def test_mpi_requests_mix_with_ours(comm):
 
 
 def test_nothing_left_outstanding():
-    check(not engines.outstanding(), "a request was left running")
+    check(not inflight.outstanding(), "a request was left running")
 
 
 def test_overlap_example_gives_the_serial_result(comm):
@@ -468,12 +469,12 @@ def test_overlap_example_gives_the_serial_result(comm):
     overlap.serial(comm, a, work, 2, "ring")
     overlap.overlapped(comm, b, work, 2, "ring")
     check(all(np.array_equal(x, y) for x, y in zip(a, b, strict=True)), "overlapped differs from serial")
-    check(not engines.outstanding(), "the example left requests running")
+    check(not inflight.outstanding(), "the example left requests running")
 
 
 def _raising_steps(monkeypatch) -> None:
     """Let a user op's exception reach the engine (in a real run it aborts the job: see
-    ``mpicoll.runtime.ops.abort_for_user_op``), to test what the engine does when a step raises."""
+    ``mpicoll.data.ops.abort_for_user_op``), to test what the engine does when a step raises."""
     monkeypatch.setattr(ops, "_aborting", lambda op: op.function)
 
 
@@ -490,7 +491,7 @@ def test_a_failing_step_does_not_leave_the_request_running(comm, monkeypatch):
     req = comm.Iallreduce(x, np.zeros(4), op=op, algorithm="recursive_doubling")
     with pytest.raises(ZeroDivisionError):
         req.Wait()
-    check(not engines.outstanding(), "the failed request is still progressed")
+    check(not inflight.outstanding(), "the failed request is still progressed")
 
 
 # -- cached plans of nonblocking calls ---------------------------------------------------------
@@ -550,7 +551,7 @@ def test_a_plan_lent_to_a_failed_request_is_given_back(monkeypatch, comm):
     for _ in range(2):
         with pytest.raises(ZeroDivisionError):
             comm.Iallreduce(x, y, op=op, algorithm="recursive_doubling").Wait()
-    check(not engines.outstanding(), "a failed request is still progressed")
+    check(not inflight.outstanding(), "a failed request is still progressed")
     failing[0] = False
     comm.Iallreduce(x, y, op=op, algorithm="recursive_doubling").Wait()
     check(bool(np.all(y == P)), f"{y}")
@@ -559,7 +560,7 @@ def test_a_plan_lent_to_a_failed_request_is_given_back(monkeypatch, comm):
 
 
 def test_cached_nonblocking_plans_are_bounded(comm):
-    from mpicoll.runtime.plancache import PLAN_CACHE_ENTRIES
+    from mpicoll.program.plancache import PLAN_CACHE_ENTRIES
 
     keep = [np.full(2, 1.0) for _ in range(PLAN_CACHE_ENTRIES + 8)]
     outs = [np.zeros(2) for _ in keep]

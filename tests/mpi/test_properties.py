@@ -138,7 +138,7 @@ class Example:
         self.op, self.ref_op = self.ops()
         self.problems: list[str] = []
         self.refuses = False
-        if self.reduction and not mpicoll.runtime.ops.is_commutative(self.op) and case.algorithm != "auto":
+        if self.reduction and not mpicoll.data.ops.is_commutative(self.op) and case.algorithm != "auto":
             algorithm = mpicoll.families.registry.get(case.collective.lower(), case.algorithm)
             self.refuses = not algorithm.keeps_order(self.n)
         self.rng = np.random.default_rng([case.seed, WORLD.rank])
@@ -542,7 +542,7 @@ def test_watchdog_executor_receives_out_of_order():
     """
     import time
 
-    from mpicoll.runtime import watchdog
+    from mpicoll.engine import watchdog
 
     comm = WORLD.Dup()
     try:

@@ -2,7 +2,7 @@
 
 Every rank makes the same table of contributions (rows), with exponents far apart, cancellations, and
 (where asked) zeros of both signs, infinities and NaN; rank ``i`` contributes row ``perm[i]``.  The
-reference is :func:`mpicoll.runtime.fixedpoint.sum_rows` of the table, computed in one process; its
+reference is :func:`mpicoll.data.fixedpoint.sum_rows` of the table, computed in one process; its
 accuracy is tested against exact rational sums in ``tests/unit/test_reproducible.py``.
 """
 
@@ -14,8 +14,8 @@ import pytest
 from mpi4py import MPI
 
 import mpicoll
-from mpicoll.runtime import fixedpoint as fp
-from mpicoll.runtime.accumulator import ReproducibleSum
+from mpicoll.data import fixedpoint as fp
+from mpicoll.data.accumulator import ReproducibleSum
 
 from conftest import WORLD, check
 
@@ -121,7 +121,7 @@ def test_small_calls_by_the_compiled_plan_and_by_its_definition(comm, dtype):
     give the one-process bits, call after call, also where the values are near the largest float (the double
     sum overflows in the highest windows: those columns are rounded by ``fixedpoint.combine``)."""
     from mpicoll.comm import reproducible_allreduce as ra
-    from mpicoll.runtime import fixedpoint_kernels as fk
+    from mpicoll.data import fixedpoint_kernels as fk
 
     dtype = np.dtype(dtype)
     n = max(1, 512 // (P * dtype.itemsize))

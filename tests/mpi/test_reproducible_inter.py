@@ -3,7 +3,7 @@
 Groups of unequal sizes (rank 0 alone against the rest; even against odd ranks), from
 ``Create_intercomm`` on an ``mpicoll.Comm``.  Every rank makes the same table of contributions; world
 rank ``w`` contributes row ``perm[w]``, so the rows of a group are a permuted subset of the table, and
-the reference is :func:`mpicoll.runtime.fixedpoint.sum_rows` of the remote group's rows: the bits an
+the reference is :func:`mpicoll.data.fixedpoint.sum_rows` of the remote group's rows: the bits an
 intracommunicator's reproducible call gives for them.
 """
 
@@ -17,7 +17,7 @@ from test_reproducible import bits, table
 
 import mpicoll
 from mpicoll import config
-from mpicoll.runtime import fixedpoint as fp
+from mpicoll.data import fixedpoint as fp
 
 from conftest import WORLD, check
 

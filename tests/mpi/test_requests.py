@@ -17,7 +17,7 @@ import pytest
 from mpi4py import MPI
 
 import mpicoll
-from mpicoll.runtime import engines, progress
+from mpicoll.engine import inflight, progress
 
 from conftest import WORLD, check
 
@@ -247,7 +247,7 @@ def test_persistent_requests_restarted_thousands_of_times(comm):
     a.Free()
     b.Free()
     check(bad == 0, f"{bad} of 3000 runs wrong")
-    check(not engines.outstanding(), "requests left running")
+    check(not inflight.outstanding(), "requests left running")
 
 
 # -- progress without the caller ------------------------------------------------------------------
@@ -338,8 +338,8 @@ def test_requests_of_derived_communicators_in_one_waitall(comm):
 
 def test_a_failing_step_under_mpi_waitall_raises(comm, monkeypatch):
     """A user op that raises inside the progress thread: mpi4py's Waitall reports an error, the request's own
-    Wait raises the op's exception (in a real run a raising op aborts the job: see mpicoll.runtime.ops)."""
-    from mpicoll.runtime import ops
+    Wait raises the op's exception (in a real run a raising op aborts the job: see mpicoll.data.ops)."""
+    from mpicoll.data import ops
 
     monkeypatch.setattr(ops, "_aborting", lambda op: op.function)
     if P == 1 or P & (P - 1):
@@ -351,7 +351,7 @@ def test_a_failing_step_under_mpi_waitall_raises(comm, monkeypatch):
     r = comm.Iallreduce(np.ones(4), np.zeros(4), op=mpicoll.Op(bad, commute=True), algorithm="recursive_doubling")
     with pytest.raises(ZeroDivisionError):
         r.Wait()
-    check(not engines.outstanding(), "the failed request is still progressed")
+    check(not inflight.outstanding(), "the failed request is still progressed")
 
 
 def test_free_of_an_active_request_is_a_clear_error(comm):
@@ -363,4 +363,4 @@ def test_free_of_an_active_request_is_a_clear_error(comm):
 
 
 def test_nothing_left_outstanding():
-    check(not engines.requests_outstanding(), "a request was left running")
+    check(not inflight.requests_outstanding(), "a request was left running")

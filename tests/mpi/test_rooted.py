@@ -436,7 +436,7 @@ class TestErrors:
             comm.Gather(np.zeros(2), np.zeros(3 * P), root=0)
         with _raises_at(0, ValueError, "recvbuf"):
             comm.Reduce(np.zeros(3), np.zeros(4), root=0)
-        # the root plays its part on scratch with marked messages (see mpicoll.runtime.standin): every rank
+        # the root plays its part on scratch with marked messages (see mpicoll.engine.standin): every rank
         # that receives one (a tree's inner ranks forward their subtree's blocks first) raises ArgumentError
         for algorithm in ("linear", "auto"):
             if R == 0:

@@ -18,7 +18,7 @@ from mpi4py import MPI
 import mpicoll
 from mpicoll.calls.table import TABLE
 from mpicoll.comm import preparing
-from mpicoll.runtime.state import CommState
+from mpicoll.program.state import CommState
 
 from conftest import WORLD, check
 

@@ -1,7 +1,7 @@
 """One rank's check fails: no peer hangs, and no peer whose result depends on that rank returns.
 
 The rank at fault plays its part on scratch memory with every message marked (one byte longer, see
-:mod:`mpicoll.runtime.standin`); a peer that receives a marked message plays the rest of its part marked and
+:mod:`mpicoll.engine.standin`); a peer that receives a marked message plays the rest of its part marked and
 raises :class:`mpicoll.ArgumentError`.  Regression tests for issue 24: ``Reduce`` (SUM, PROD) and ``Gather``
 where a non-root rank passes ``MPI.IN_PLACE`` returned a wrong result on the root with no error anywhere
 but the faulty rank; and the same for every buffer kind (bytes-like, ``MPI.memory``, DLPack, CUDA array
@@ -15,7 +15,8 @@ import pytest
 from mpi4py import MPI
 
 import mpicoll
-from mpicoll.runtime import blocking, plan
+from mpicoll.engine import blocking
+from mpicoll.program import plan
 
 from conftest import WORLD, check
 

@@ -1,7 +1,7 @@
 """``Options(reproducible=True)``: torch's sums on "mpicoll" give the bits of one process, for every algorithm.
 
 Every rank builds the same table of rows (values over many binades, with cancellations); rank ``i``
-contributes row ``(i + shift) % size``.  The reference is :func:`mpicoll.runtime.fixedpoint.sum_rows` of
+contributes row ``(i + shift) % size``.  The reference is :func:`mpicoll.data.fixedpoint.sum_rows` of
 the table, computed in one process.
 """
 
@@ -15,7 +15,7 @@ import torch.distributed as dist  # noqa: E402
 
 import mpicoll  # noqa: E402
 import mpicoll.torch  # noqa: E402
-from mpicoll.runtime import fixedpoint as fp  # noqa: E402
+from mpicoll.data import fixedpoint as fp  # noqa: E402
 
 from conftest import check  # noqa: E402
 

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
-from mpicoll.runtime import datatypes
-from mpicoll.runtime.buffers import parse, parse_v
-from mpicoll.runtime.memory import dlpack_host_view, known_bounds
+from mpicoll.data import datatypes
+from mpicoll.data.buffers import parse, parse_v
+from mpicoll.data.memory import dlpack_host_view, known_bounds
 
 
 def _column_block(rows: int = 4, cols: int = 6, width: int = 2):

@@ -10,9 +10,9 @@ from mpi4py import MPI
 
 import mpicoll
 from mpicoll.analysis.simulate import simulate
-from mpicoll.runtime.buffers import is_in_place, parse
-from mpicoll.runtime.kernels import predefined
-from mpicoll.runtime.ops import check_op, reducer
+from mpicoll.data.buffers import is_in_place, parse
+from mpicoll.data.kernels import predefined
+from mpicoll.data.ops import check_op, reducer
 from mpicoll.selection.choose import choose, forced_by_environment
 from mpicoll.selection.segments import segments_for
 
@@ -106,7 +106,7 @@ class TestOps:
 
     def test_a_raising_user_op_ends_the_job_in_the_runtime(self, monkeypatch):
         # in a collective, a rank that raised would leave its peers waiting: the kernel calls the abort
-        from mpicoll.runtime import ops
+        from mpicoll.data import ops
 
         ended = []
         monkeypatch.setattr(ops, "abort_for_user_op", lambda op, exc: ended.append((op, exc)))
@@ -144,7 +144,7 @@ class TestOps:
     def test_checks_and_kernels_remembered_within_bounds(self, monkeypatch):
         # what passed is remembered (and only that: a refused pair is refused every time), and both
         # memos stay bounded however many (op, dtype) pairs a program uses
-        from mpicoll.runtime import ops
+        from mpicoll.data import ops
 
         monkeypatch.setattr(ops, "_MEMO_LIMIT", 8)
         for _ in range(2):
@@ -161,7 +161,7 @@ class TestOps:
         assert out.tolist() == [1, 2, 3, 4] and kernel is reducer(MPI.MIN, np.dtype("f8"))
 
     def test_op_name_by_handle(self):
-        from mpicoll.runtime.ops import op_name
+        from mpicoll.data.ops import op_name
 
         assert op_name(MPI.SUM) == "SUM" and op_name(MPI.Op.f2py(MPI.MAX.py2f())) == "MAX"
         assert op_name(MPI.OP_NULL) == "OP_NULL"

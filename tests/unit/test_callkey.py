@@ -16,10 +16,10 @@ import pytest
 from mpi4py import MPI
 
 from mpicoll import Op, config
-from mpicoll.runtime import callkey as plan
-from mpicoll.runtime import plancache
+from mpicoll.program import callkey as plan
+from mpicoll.program import plancache
 
-compiled = pytest.mark.skipif(plan.call_key is plan._call_key, reason="mpicoll.runtime._callkey is not built")
+compiled = pytest.mark.skipif(plan.call_key is plan._call_key, reason="mpicoll.program._callkey is not built")
 
 _region = mmap.mmap(-1, 64)
 _bytes = bytearray(64)
@@ -169,7 +169,7 @@ def test_counts_given_by_value_are_keyed_by_their_contents():
 
 @compiled
 def test_the_common_forms_never_reach_the_python_function():
-    from mpicoll.runtime import _callkey
+    from mpicoll.program import _callkey
 
     reached = []
     _callkey.init(lambda *a: reached.append(a), config.GENERATION, np.ndarray, plan._BUFFERS,

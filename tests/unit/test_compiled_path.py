@@ -22,15 +22,16 @@ from mpicoll.comm import dispatch
 from mpicoll.comm.comm import Comm
 from mpicoll.ir.layout import Layout
 from mpicoll.ir.schedule import Block, Reduce, Round, Schedule
-from mpicoll.runtime import blocking, engines, plancache
-from mpicoll.runtime.callkey import call_key
-from mpicoll.runtime.ops import reducer
-from mpicoll.runtime.recorder import Recorder
-from mpicoll.runtime.state import HOT_FIELDS, CommState
+from mpicoll.engine import blocking, inflight
+from mpicoll.program import plancache
+from mpicoll.program.callkey import call_key
+from mpicoll.data.ops import reducer
+from mpicoll.engine.recorder import Recorder
+from mpicoll.program.state import HOT_FIELDS, CommState
 
-rounds_built = pytest.mark.skipif(blocking.execute is blocking._execute, reason="mpicoll.runtime._rounds is not built")
+rounds_built = pytest.mark.skipif(blocking.execute is blocking._execute, reason="mpicoll.engine._rounds is not built")
 run_built = pytest.mark.skipif(dispatch.run_blocking is dispatch._run_blocking,
-                               reason="mpicoll.runtime._callkey is not built")
+                               reason="mpicoll.program._callkey is not built")
 
 
 def _rounds(log: list) -> tuple[list, dict[str, np.ndarray]]:
@@ -108,7 +109,7 @@ def test_out_call_is_the_partial_with_out_by_keyword():
 def test_bound_reductions_raise_no_deprecation_warning(compiled, monkeypatch):
     """NumPy 2.4 deprecates ``np.maximum(a, b, out)``: every predefined op's step runs with warnings as errors."""
     if compiled and blocking._OUT_CALL is None:
-        pytest.skip("mpicoll.runtime._rounds is not built")
+        pytest.skip("mpicoll.engine._rounds is not built")
     if not compiled:
         monkeypatch.setattr(blocking, "_OUT_CALL", None)
     reduce = Reduce(Block("recv", 0, 1), Block("send", 0, 1), Block("recv", 0, 1))
@@ -148,7 +149,7 @@ def test_for_mpi_gives_numpy_messages_as_buffer_specs_and_keeps_the_rest():
 @pytest.fixture(params=["python", "compiled"])
 def run(request):
     if request.param == "compiled" and dispatch.run_blocking is dispatch._run_blocking:
-        pytest.skip("mpicoll.runtime._callkey is not built")
+        pytest.skip("mpicoll.program._callkey is not built")
     return dispatch._run_blocking if request.param == "python" else dispatch.run_blocking
 
 
@@ -197,7 +198,7 @@ def test_run_never_runs_a_cached_plan_with_a_timeout_or_with_requests_outstandin
     c = mpicoll.Comm(MPI.COMM_SELF.Dup())
     c.Allreduce(x, y)
     misses = _recording(c)
-    for outstanding in (engines.ACTIVE, engines.ELSEWHERE):   # this thread's requests, or another's
+    for outstanding in (inflight.ACTIVE, inflight.ELSEWHERE):   # this thread's requests, or another's
         outstanding.append(object())
         try:
             run(c, "Allreduce", "auto", x, y, MPI.SUM)
@@ -224,7 +225,7 @@ def test_run_raises_what_the_plan_raises():
 
 
 def _imported(env: dict[str, str]) -> subprocess.CompletedProcess:
-    code = ("import mpicoll.comm.dispatch as c, mpicoll.runtime.callkey as p, mpicoll.runtime.blocking as b; "
+    code = ("import mpicoll.comm.dispatch as c, mpicoll.program.callkey as p, mpicoll.engine.blocking as b; "
             "print(c.run_blocking is c._run_blocking, p.call_key is p._call_key, b.execute is b._execute)")
     return subprocess.run([sys.executable, "-c", code], env=dict(os.environ, **env), capture_output=True, text=True)
 
@@ -246,7 +247,7 @@ def test_built_extensions_are_used_by_default():
 @run_built
 def test_the_compiled_hot_path_reads_only_declared_fields():
     """What the C module reads (its READS) is declared by the Python classes: a rename fails here."""
-    from mpicoll.runtime import _callkey
+    from mpicoll.program import _callkey
 
     reads = _callkey.READS
     assert set(reads) == {"Comm", "CommState", "_Entry", "Recorder"}

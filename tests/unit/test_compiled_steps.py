@@ -1,6 +1,6 @@
-"""The compiled reduction step (``mpicoll/runtime/_steps.c``) gives the same bits as the NumPy ufunc it replaces.
+"""The compiled reduction step (``mpicoll/engine/_steps.c``) gives the same bits as the NumPy ufunc it replaces.
 
-``mpicoll.runtime.blocking`` binds a reduction of small NumPy blocks as ``_direct.Reduce`` where C's
+``mpicoll.engine.blocking`` binds a reduction of small NumPy blocks as ``_direct.Reduce`` where C's
 arithmetic is NumPy's (+ and * of floats, every integer op it maps); these check that claim on values chosen
 to break it (NaN, infinities, signed zeros, subnormals, wrapping integers), in place and not, and that every
 other case keeps the ufunc.
@@ -14,9 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from mpicoll.runtime import blocking
+from mpicoll.engine import blocking
 
-pytestmark = pytest.mark.skipif(blocking._REDUCE is None, reason="mpicoll.runtime._direct is not built")
+pytestmark = pytest.mark.skipif(blocking._REDUCE is None, reason="mpicoll.engine._direct is not built")
 
 FLOAT_UFUNCS = [np.add, np.multiply]
 INT_UFUNCS = [np.add, np.multiply, np.minimum, np.maximum, np.bitwise_and, np.bitwise_or, np.bitwise_xor]

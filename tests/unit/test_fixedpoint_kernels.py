@@ -1,7 +1,7 @@
-"""The compiled passes of the reproducible sums (``mpicoll.runtime._fixedpoint``) give the NumPy definitions' bits.
+"""The compiled passes of the reproducible sums (``mpicoll.data._fixedpoint``) give the NumPy definitions' bits.
 
-:mod:`mpicoll.runtime.fixedpoint` is the reference (its arithmetic is tested against exact rational sums in
-``tests/unit/test_reproducible.py``); here :mod:`mpicoll.runtime.fixedpoint_kernels` with the extension is
+:mod:`mpicoll.data.fixedpoint` is the reference (its arithmetic is tested against exact rational sums in
+``tests/unit/test_reproducible.py``); here :mod:`mpicoll.data.fixedpoint_kernels` with the extension is
 compared with it bit for bit on values of every exponent, zeros of both signs, infinities, NaN (their
 counts in a column of their own or in limb 0), sums that overflow, and tables of up to 600 rows (whose limb
 sums pass ``2**53`` and are rounded in integers).  The extension is used here even under
@@ -21,15 +21,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mpicoll.runtime import fixedpoint as fp
-from mpicoll.runtime import fixedpoint_kernels as fk
+from mpicoll.data import fixedpoint as fp
+from mpicoll.data import fixedpoint_kernels as fk
 
 try:
-    COMPILED = importlib.import_module("mpicoll.runtime._fixedpoint")
+    COMPILED = importlib.import_module("mpicoll.data._fixedpoint")
 except ImportError:          # not built (no compiler): the definitions are all there is
     COMPILED = None
 
-pytestmark = pytest.mark.skipif(COMPILED is None, reason="mpicoll.runtime._fixedpoint is not built")
+pytestmark = pytest.mark.skipif(COMPILED is None, reason="mpicoll.data._fixedpoint is not built")
 
 DTYPES = [np.dtype(np.float64), np.dtype(np.float32), np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)]
 SPECIAL = [0.0, -0.0, np.inf, -np.inf, np.nan]
@@ -173,7 +173,7 @@ def test_the_kernels_refuse_wrong_buffers():
 
 
 def _kernels_in_a_new_process(value: str) -> subprocess.CompletedProcess:
-    code = "import mpicoll.runtime.fixedpoint_kernels as k; print(k.KERNELS is None)"
+    code = "import mpicoll.data.fixedpoint_kernels as k; print(k.KERNELS is None)"
     return subprocess.run([sys.executable, "-c", code], env=dict(os.environ, MPICOLL_NO_EXTENSIONS=value),
                           capture_output=True, text=True)
 

@@ -16,10 +16,10 @@ from mpi4py import MPI
 from mpicoll.families import registry
 from mpicoll.ir.layout import Layout
 from mpicoll.ir.schedule import Block, Timeline
-from mpicoll.runtime.gpu import access, transport
-from mpicoll.runtime.gpu.device import HostDevice, StandInArray, device_of, on_device
-from mpicoll.runtime.gpu.ipc import HandleCache
-from mpicoll.runtime.gpu.staged import segment_bytes
+from mpicoll.gpu import access, transport
+from mpicoll.data.device import HostDevice, StandInArray, device_of, on_device
+from mpicoll.gpu.ipc import HandleCache
+from mpicoll.gpu.staged import segment_bytes
 
 SELF = MPI.COMM_SELF
 
@@ -221,7 +221,7 @@ def test_a_device_buffer_packed_for_a_datatype_goes_through_a_host_copy_both_way
     copy of the device bytes (refreshed whenever the plan runs again) and, for a receive buffer, unpacks into
     that copy and then writes it back; the unpacking runs in reverse order of the packing, so the copy goes
     back to the device after the datatype's elements were unpacked into it."""
-    from mpicoll.runtime import datatypes
+    from mpicoll.data import datatypes
 
     device = np.arange(12.0).view(StandInArray)
     vector = MPI.DOUBLE.Create_vector(3, 1, 4).Commit()   # elements 0, 4, 8
@@ -249,7 +249,8 @@ def test_host_copies_of_a_call_mixing_a_packed_device_buffer_with_device_arrays(
     """A call whose receive buffer was packed on the host (a non-contiguous datatype on device memory) runs on
     host copies of its other device arrays too; an array under two names (in place) gets one copy, and only
     the receive array's copy is written back when the call completes."""
-    from mpicoll.runtime import datatypes, plan
+    from mpicoll.data import datatypes
+    from mpicoll.program import plan
 
     send, other = np.arange(4.0).view(StandInArray), np.arange(3.0).view(StandInArray)
     with datatypes.packing() as calls:

@@ -2,7 +2,8 @@
 
 The layers, lowest first (a module may import its own layer and lower ones)::
 
-    errors < config < ir < families < analysis < selection < runtime < calls < comm < tools < applications
+    errors < config < compiled < ir < families < analysis < selection < data < engine < gpu < program < calls
+           < comm < tools < applications
 
 The applications are ``bench``, ``examples``, ``torch``, ``__main__``, ``launch``
 and the package's own ``__init__`` (the public names: ``mpicoll.Comm`` and the
@@ -43,16 +44,17 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "mpicoll"
 
-LAYERS = ["errors", "config", "ir", "families", "analysis", "selection", "runtime", "calls", "comm", "tools"]
+LAYERS = ["errors", "config", "compiled", "ir", "families", "analysis", "selection", "data", "engine", "gpu", "program",
+          "calls", "comm", "tools"]
 APPLICATIONS = ["bench", "examples", "torch", "__main__", "launch", "__init__"]
 PURE_LAYERS = ["ir", "families", "analysis", "selection"]   # importable without mpi4py
 
 # (module, module of a higher layer it may import): each a reason
 LOWER_USES = {
     # the simulator reduces with the executor's kernels, so that a simulated result is the one a run gives;
-    # runtime.kernels needs no MPI, runtime.ops is imported (in a function) only for an MPI.Op or mpicoll.Op
-    ("mpicoll.analysis.simulate", "mpicoll.runtime.kernels"),
-    ("mpicoll.analysis.simulate", "mpicoll.runtime.ops"),
+    # data.kernels needs no MPI, data.ops is imported (in a function) only for an MPI.Op or mpicoll.Op
+    ("mpicoll.analysis.simulate", "mpicoll.data.kernels"),
+    ("mpicoll.analysis.simulate", "mpicoll.data.ops"),
 }
 
 
@@ -192,7 +194,7 @@ def test_every_import_of_mpicoll_resolves() -> None:
 # -- layers ---------------------------------------------------------------------------------------------
 
 def layer(module: str) -> str:
-    """``"runtime"`` for ``mpicoll.runtime.gpu.ipc``; ``"__init__"`` for the package itself."""
+    """``"gpu"`` for ``mpicoll.gpu.ipc``; ``"__init__"`` for the package itself."""
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else "__init__"
 

@@ -107,7 +107,7 @@ def test_argparse_answers_bad_values_and_version(argv, capsys):
     out = capsys.readouterr()
     if argv == ["--version"]:
         assert info.value.code == 0 and out.out.startswith("mpicoll ")
-        assert "mpicoll.runtime._direct (MPI called from C): " in out.out   # in use, or why not
+        assert "mpicoll.engine._direct (MPI called from C): " in out.out   # in use, or why not
     else:
         assert info.value.code == 2 and ("positive integer" in out.err or "choose from" in out.err)
 

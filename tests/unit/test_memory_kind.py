@@ -1,10 +1,10 @@
-"""Where a ``__cuda_array_interface__`` object's memory lives (mpicoll.runtime.memory.cai_on_device)."""
+"""Where a ``__cuda_array_interface__`` object's memory lives (mpicoll.data.memory.cai_on_device)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from mpicoll.runtime import memory
+from mpicoll.data import memory
 
 
 def _cai_object(module: str, pointer: int, size: int) -> object:

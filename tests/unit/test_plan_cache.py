@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from mpicoll.runtime.plan import NOTHING
-from mpicoll.runtime.plancache import PlanCache
+from mpicoll.program.plan import NOTHING
+from mpicoll.program.plancache import PlanCache
 
 
 def test_a_used_plan_outlives_an_unused_older_one():

@@ -17,7 +17,7 @@ PACKAGE = os.path.join(ROOT, "mpicoll")
 DOTTED = re.compile(r"(?<![\w./])mpicoll(?:\.[A-Za-z_]\w*)+")
 PATH = re.compile(r"(?<![\w./-])(?:mpicoll|tests|benchmarks|docs)/[\w/.-]+\.(?:py|c|h|md|rst|sh)\b")
 # optional modules: a name under them resolves only where their dependencies are installed
-OPTIONAL = ("mpicoll.torch", "mpicoll.runtime.gpu", "mpicoll.bench.gpu", "mpicoll.examples")
+OPTIONAL = ("mpicoll.torch", "mpicoll.gpu", "mpicoll.bench.gpu", "mpicoll.examples")
 
 
 def _sources() -> list[str]:
@@ -72,6 +72,6 @@ def test_names_and_paths_in_the_package_resolve():
 
 
 @pytest.mark.parametrize("ref, ok", [("mpicoll.comm.dispatch.run_blocking", True),
-                                     ("mpicoll.comm.comm._run", False), ("mpicoll.runtime.plan._call_key", False)])
+                                     ("mpicoll.comm.comm._run", False), ("mpicoll.program.plan._call_key", False)])
 def test_the_resolver_tells_a_moved_name(ref, ok):
     assert _resolves(ref) is ok

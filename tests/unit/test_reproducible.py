@@ -21,8 +21,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mpicoll.runtime import fixedpoint as fp
-from mpicoll.runtime.accumulator import BIN_BITS, ReproducibleSum
+from mpicoll.data import fixedpoint as fp
+from mpicoll.data.accumulator import BIN_BITS, ReproducibleSum
 
 DTYPES = {"float64": np.dtype(np.float64), "float32": np.dtype(np.float32), "float16": np.dtype(np.float16),
           "bfloat16": np.dtype(ml_dtypes.bfloat16)}

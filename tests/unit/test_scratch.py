@@ -65,7 +65,7 @@ def test_layouts_follow_the_declaration() -> None:
 
 
 def test_bind_refuses_an_undeclared_name() -> None:
-    from mpicoll.runtime.blocking import bind
+    from mpicoll.engine.blocking import bind
 
     sched = _with("tmp", {})
     arrays = {"send": np.ones(4), "recv": np.zeros(4)}

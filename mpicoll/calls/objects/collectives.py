@@ -29,7 +29,8 @@ from mpicoll.calls.objects import engine
 from mpicoll.calls.objects.choice import choose
 from mpicoll.calls.objects.slots import Failed, pickled
 from mpicoll.families import registry
-from mpicoll.runtime.state import BLOCKING, CommState
+from mpicoll.engine.forms import BLOCKING
+from mpicoll.program.state import CommState
 
 __all__ = ["bcast", "gather", "scatter", "allgather", "alltoall", "reduce", "allreduce", "scan", "exscan",
            "barrier", "neighbor_allgather", "neighbor_alltoall", "ordered"]

@@ -9,7 +9,7 @@ live object an op could change), a reduction sets ``out = op(left, right)``,
 left being the lower ranks' part, as mpi4py's own reductions call the op.
 
 :func:`run` runs the schedule's rounds as every blocking call does
-(:func:`mpicoll.runtime.rounds.run`), with the :class:`Probed` policy: a round's
+(:func:`mpicoll.engine.rounds.run`), with the :class:`Probed` policy: a round's
 sends are posted, then its receives taken (a matched probe gives each message's
 length, so no size travels ahead), then the sends waited for and the round's
 steps run, on the communicator's private duplicate and the call's own tag.
@@ -27,10 +27,10 @@ from mpi4py import MPI
 from mpicoll.analysis.lockstep import run_lockstep
 from mpicoll.calls.objects.slots import Failed, Slot, frame, unframe, value
 from mpicoll.ir.schedule import Block, Copy, Reduce, Schedule
-from mpicoll.runtime.engines import outstanding, progress
-from mpicoll.runtime.rounds import Exchange, waitall
-from mpicoll.runtime.rounds import run as run_rounds
-from mpicoll.runtime.watchdog import CollectiveTimeout, _idle
+from mpicoll.engine.inflight import outstanding, progress
+from mpicoll.engine.rounds import Exchange, waitall
+from mpicoll.engine.rounds import run as run_rounds
+from mpicoll.engine.watchdog import CollectiveTimeout, _idle
 
 __all__ = ["Buffers", "buffers", "run", "simulate", "Steps", "Probed"]
 
@@ -78,7 +78,7 @@ class Steps:
 
 
 class Probed(Exchange):
-    """The policy of :func:`mpicoll.runtime.rounds.run` for object messages, whose lengths no rank knows
+    """The policy of :func:`mpicoll.engine.rounds.run` for object messages, whose lengths no rank knows
     ahead: a send is ``(read, peer)`` (``read()`` frames its blocks when the round is posted), a receive
     ``(write, peer)`` (``write(slots)`` stores what a message unframes to).  Receives are taken by matched
     probe, blocking in ``Mprobe`` in listed order, or, with a timeout or while mpicoll's nonblocking requests
@@ -132,7 +132,7 @@ class Probed(Exchange):
 def run(schedule: Schedule, bufs: Buffers, steps: Steps, comm: MPI.Comm, tag: int,
         timeout: float | None = None) -> None:
     """Run ``schedule`` on ``bufs`` over ``comm`` (the private duplicate) with ``tag``: its rounds bound to the
-    slots, run by :func:`mpicoll.runtime.rounds.run` with the :class:`Probed` policy."""
+    slots, run by :func:`mpicoll.engine.rounds.run` with the :class:`Probed` policy."""
     def read(block: Block) -> Callable[[], bytes]:
         return lambda: frame(bufs[block.buf][block.lo:block.hi])
 

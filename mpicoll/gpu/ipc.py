@@ -1,0 +1,310 @@
+"""CUDA IPC inside a node: every rank reads its peers' device memory directly.
+
+Each communicator has, on each rank, one *window*: device memory of its own
+(``cudaMalloc``, so that its IPC handle maps exactly it), which only grows.
+A plan lays out the call's buffers (the user's, then scratch) in the window.
+The first run of a plan exchanges ``(serial, handle, size)`` of every rank's
+window with one ``allgather`` -- the only handle exchange a plan ever does --
+and opens the handles of peers whose window is new to this rank; a peer's old
+mapping is closed as its new one opens (:class:`HandleCache`, bounded).  A
+window grows only in that exchange, so every rank knows the same *epoch*
+(the tuple of serials) and a plan whose epoch is stale rebinds its views
+locally, with no message.
+
+A run copies the user's inputs into the window (device-to-device), then runs
+the schedule's rounds as *pulls*: for each message the sender, once its
+stream has finished writing the block, sends the receiver a 16-byte token
+``(offset, nbytes)``; the receiver copies the block out of the sender's window
+on its stream and, once the copy is done, sends an empty acknowledgement, so
+the sender never overwrites a block still being read.  Local steps
+(reductions with CuPy's ufuncs, copies) run on the caller's current stream,
+which therefore orders the whole collective after the work queued before it
+and before the work queued after it.  Finally the written outputs are copied
+from the window to the user's arrays.
+"""
+
+from __future__ import annotations
+
+import itertools
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+import numpy as np
+from mpi4py import MPI
+
+from mpicoll.ir.layout import Layout
+from mpicoll.ir.schedule import Reduce, Schedule
+from mpicoll.gpu.access import Access, analyse
+from mpicoll.data.device import Device, PeerWindow, Window
+from mpicoll.engine.rounds import Exchange, run, waitall
+
+__all__ = ["HandleCache", "IpcWindows", "IpcTransport", "windows_of"]
+
+ALIGN = 256                  # bytes: every buffer in a window starts on a boundary that suits CUDA kernels
+_SERIALS = itertools.count(1)
+
+
+class HandleCache:
+    """Opened peer windows, at most ``capacity``, least recently used closed first.
+
+    A key is ``(peer, serial)``: ``serial`` names one window of that peer for
+    the peer's whole life (never reused), so a cached mapping can never stand
+    for another allocation.  Opening a peer's newer window closes its older
+    one (the peer frees it after the exchange).
+    """
+
+    def __init__(self, device: Device, capacity: int) -> None:
+        if capacity < 1:
+            raise ValueError("HandleCache: capacity must be at least 1")
+        self.device = device
+        self.capacity = capacity
+        self._open: OrderedDict[tuple[int, int], PeerWindow] = OrderedDict()
+        self.opens = 0            # how many handles were ever opened (for tests and MPICOLL_DEBUG=2)
+
+    def get(self, peer: int, serial: int, handle: bytes, nbytes: int) -> PeerWindow:
+        key = (peer, serial)
+        mapping = self._open.get(key)
+        if mapping is not None:
+            self._open.move_to_end(key)
+            return mapping
+        for old in [k for k in self._open if k[0] == peer]:
+            self._open.pop(old).close()
+        mapping = self.device.open_peer(handle, nbytes)
+        self.opens += 1
+        self._open[key] = mapping
+        while len(self._open) > self.capacity:
+            self._open.popitem(last=False)[1].close()
+        return mapping
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+    def close(self) -> None:
+        while self._open:
+            self._open.popitem()[1].close()
+
+
+class IpcWindows:
+    """One communicator's window on this rank, the peers' windows it mapped, and the current epoch."""
+
+    def __init__(self, device: Device, comm: MPI.Comm) -> None:
+        self.device = device
+        self.comm = comm
+        self.window: Window | None = None
+        self.serial = 0
+        self.cache = HandleCache(device, max(comm.Get_size() - 1, 1))
+        self.epoch: tuple[int, ...] = ()
+        self.peers: dict[int, PeerWindow] = {}
+        self.exchanges = 0
+        self._retired: list[Window] = []   # replaced windows, freed once no peer maps them
+        self._finalizer = weakref.finalize(self, _release, self.cache, [None, self._retired])
+
+    def agree(self, nbytes: int | None) -> None:
+        """Swap handles (:meth:`exchange`) when any rank needs to, one small Allreduce (collective).
+
+        ``nbytes`` is the window size this rank's plan needs, or None when its
+        plan ran here before.  Plan caches hit and miss per rank (a rank that
+        reuses its buffers hits, a peer with new ones misses), so whether to
+        exchange is decided by all ranks together, never by one rank's cache.
+        """
+        need = np.array([-1 if nbytes is None else nbytes], np.int64)
+        self.comm.Allreduce(MPI.IN_PLACE, need, op=MPI.MAX)
+        if need[0] >= 0:
+            self.exchange(nbytes or 0)
+
+    def exchange(self, nbytes: int) -> None:
+        """Grow this rank's window to ``nbytes`` if needed and swap handles with every rank (collective).
+
+        What can fail on one rank (allocating the window, opening a peer's handle) is agreed on before the
+        next collective step, so that every rank raises and none waits for a rank that gave up."""
+        error = None
+        try:
+            if self.window is None or self.window.nbytes < nbytes:
+                grown = self.device.window(max(nbytes, 2 * self.window.nbytes if self.window else nbytes))
+                if self.window is not None:
+                    self._retired.append(self.window)    # freed once every peer has closed it (below)
+                self.window, self.serial = grown, next(_SERIALS)
+                self._finalizer.detach()
+                self._finalizer = weakref.finalize(self, _release, self.cache, [self.window, self._retired])
+        except Exception as exc:   # (e.g. out of device memory)
+            error = exc
+        entries = self.comm.allgather(None if error else (self.serial, self.window.handle, self.window.nbytes))
+        _raise_if_any_failed(entries, error, "allocate its IPC window")
+        epoch = tuple(serial for serial, _, _ in entries)
+        me = self.comm.Get_rank()
+        if epoch != self.epoch:
+            peers: dict[int, PeerWindow] = {}
+            try:
+                peers = {peer: self.cache.get(peer, serial, handle, size)
+                         for peer, (serial, handle, size) in enumerate(entries) if peer != me}
+            except Exception as exc:   # (a peer's handle that CUDA refuses to open)
+                error = exc
+            _raise_if_any_failed(self.comm.allgather(error is None or None), error, "open its peers' IPC windows")
+            self.peers = peers
+            if any(a != b for a, b in zip(epoch, self.epoch)):   # (the same on every rank: no rank's own state)
+                self.comm.Barrier()      # every peer has closed the windows that were replaced
+            self.epoch = epoch
+        while self._retired:
+            self._retired.pop().free()
+        self.exchanges += 1
+
+    def close(self) -> None:
+        """Close every peer mapping and free this rank's window (the communicator's plans must not run again)."""
+        self._finalizer()
+        self.window, self.peers, self.epoch = None, {}, ()
+
+
+def _release(cache: HandleCache, windows: list) -> None:
+    """Close the peers' mappings, free this rank's window (``windows[0]``) and the replaced ones (``windows[1]``)."""
+    cache.close()
+    if windows[0] is not None:
+        windows[0].free()
+    while windows[1]:
+        windows[1].pop().free()
+
+
+def _raise_if_any_failed(entries: list, error: BaseException | None, what: str) -> None:
+    """After an allgather in which a rank that failed sent None: raise on every rank (this rank's own error
+    where it failed)."""
+    failed = [rank for rank, entry in enumerate(entries) if entry is None]
+    if error is not None:
+        raise RuntimeError(f"IPC transport: this rank could not {what}: {error}") from error
+    if failed:
+        raise RuntimeError(f"IPC transport: rank(s) {failed} of the node could not {what} (their error says why)")
+
+
+def windows_of(comm: Any, device: Device) -> IpcWindows:
+    """The :class:`IpcWindows` of ``comm`` (a communicator's state or preparation), made on first use and kept
+    with the communicator's state (released with it)."""
+    kept = comm.devices.get("ipc")
+    if kept is None:
+        kept = comm.devices["ipc"] = IpcWindows(device, comm.private)
+    return kept
+
+
+class IpcTransport:
+    """A plan's buffers laid out in the communicator's window, and the pull executor over them."""
+
+    def __init__(self, device: Device, windows: IpcWindows, schedule: Schedule, arrays: dict[str, Any],
+                 layouts: dict[str, Layout], scratch: dict[str, int], dtype: np.dtype,
+                 kernel: Callable | None) -> None:
+        self.device, self.windows, self.schedule, self.layouts, self.kernel = device, windows, schedule, layouts, kernel
+        self.dtypes: dict[str, np.dtype] = {}
+        self.user: dict[str, Any] = {}          # canonical name -> the user's device bytes
+        canonical: dict[str, str] = {}
+        sizes: dict[str, int] = {}
+        for name, arr in arrays.items():
+            same = next((n for n, a in arrays.items() if a is arr), name)
+            canonical[name] = same
+            self.dtypes[name] = arr.dtype
+            if same == name:
+                self.user[name] = device.raw(arr)
+                sizes[name] = self.user[name].nbytes
+        for name, count in scratch.items():
+            canonical[name] = name
+            self.dtypes[name] = np.dtype(dtype)
+            sizes[name] = count * np.dtype(dtype).itemsize
+        self.canonical = canonical
+        self.offset: dict[str, int] = {}
+        end = 0
+        for name, size in sizes.items():
+            self.offset[name] = end
+            end += -(-size // ALIGN) * ALIGN      # round each buffer up to the alignment
+        self.nbytes = end
+        itemsize = {name: self.dtypes[name].itemsize for name in canonical}
+        outputs = {canonical["recv"]} if "recv" in arrays else set()
+        # no segmenting: a device-to-device pull moves a whole block at once
+        self.access: Access = analyse(schedule, layouts, itemsize, canonical, set(self.user), outputs, 1 << 62)
+        self.epoch: tuple[int, ...] | None = None
+        self._rounds: list = []
+
+    # -- binding to the window -------------------------------------------------------------------------
+
+    def _mine(self, buf: str, lo: int, hi: int) -> Any:
+        base = self.offset[buf]
+        return self.windows.window.view(base + lo, hi - lo)
+
+    def _bind(self) -> None:
+        """Views of this epoch's window for every message and step."""
+        rounds = []
+        for rnd in self.access.rounds:
+            sends = [(np.array([self.offset[op.buf] + op.span[0], op.span[1] - op.span[0]], np.int64), op.peer)
+                     for op in rnd.sends]
+            recvs = [(self._mine(op.buf, *op.span), op.peer) for op in rnd.recvs]
+            steps = [self._step(op.step) for op in rnd.steps]
+            rounds.append((sends, recvs, [s for s in steps if s is not None]))
+        self._rounds = rounds
+        self.epoch = self.windows.epoch
+
+    def _typed(self, block: Any) -> Any:
+        start, stop = self.layouts[block.buf].span(block.lo, block.hi)
+        buf = self.canonical.get(block.buf, block.buf)
+        k = self.dtypes[block.buf].itemsize
+        return self.device.typed(self._mine(buf, start * k, stop * k), self.dtypes[block.buf])
+
+    def _step(self, st: Any) -> Callable[[], None] | None:
+        if isinstance(st, Reduce):
+            return partial(self.kernel, self._typed(st.out), self._typed(st.left), self._typed(st.right))
+        out, src = self._typed(st.out), self._typed(st.src)
+        if out.nbytes and _address(out) == _address(src):
+            return None        # an in-place call's own block: already there
+        return partial(self.device.xp.copyto, out, src)
+
+    # -- the run ---------------------------------------------------------------------------------------
+
+    def execute(self, comm: MPI.Comm, tag: int = 0) -> None:
+        """Run the collective once (blocking) on ``comm``."""
+        # the plan's first run here needs its window; a handle exchange happens when any rank's does
+        self.windows.agree(self.nbytes if self.epoch is None else None)
+        if self.epoch != self.windows.epoch:
+            self._bind()
+        stream = self.device.current_stream()
+        for buf, (lo, hi) in self.access.stage_in:
+            self.device.copy(self._mine(buf, lo, hi), self.user[buf][lo:hi], stream)
+        run(self._rounds, comm, tag, Pull(self, stream))
+        for buf, spans in self.access.written.items():
+            for lo, hi in spans:
+                self.device.copy(self.user[buf][lo:hi], self._mine(buf, lo, hi), stream)
+
+
+class Pull(Exchange):
+    """The IPC transport's policy of :func:`mpicoll.engine.rounds.run`: a round's messages as pulls from the
+    peers' windows, with ready tokens out, copies in and acknowledgements both ways (on ``stream``)."""
+
+    def __init__(self, transport: IpcTransport, stream: Any) -> None:
+        self.transport, self.stream = transport, stream
+
+    def __call__(self, comm: MPI.Comm, tag: int, t: int, sends: list, recvs: list) -> None:
+        stream, device, peers = self.stream, self.transport.device, self.transport.windows.peers
+        tokens = [np.empty(2, np.int64) for _ in recvs]
+        ready = [comm.Irecv(token, peer, tag) for token, (_, peer) in zip(tokens, recvs)]
+        acks = [comm.Irecv(_EMPTY, peer, tag) for _, peer in sends]
+        if sends:
+            stream.synchronize()          # the blocks this rank sends are written
+            acks += [comm.Isend(token, peer, tag) for token, peer in sends]
+        pending = len(ready)
+        while pending:
+            for i in MPI.Request.Waitsome(ready) or []:
+                pending -= 1
+                dst, peer = recvs[i]
+                offset, nbytes = int(tokens[i][0]), int(tokens[i][1])
+                if nbytes != dst.nbytes:
+                    raise RuntimeError(f"IPC transport: rank {peer} sends {nbytes} bytes where this rank expects "
+                                       f"{dst.nbytes}: the ranks disagree on the call's counts")
+                device.copy(dst, peers[peer].view(offset, nbytes), stream)
+        if recvs:
+            stream.synchronize()          # the pulls are done: the senders may reuse their blocks
+            acks += [comm.Isend(_EMPTY, peer, tag) for _, peer in recvs]
+        waitall(acks)
+
+
+_EMPTY = np.empty(0, np.uint8)
+
+
+def _address(view: Any) -> int:
+    if isinstance(view, np.ndarray):
+        return view.__array_interface__["data"][0]
+    return view.data.ptr

@@ -1,0 +1,345 @@
+/* mpicoll.program._callkey's run and start: a whole blocking call, and a nonblocking call's hit, compiled.
+ *
+ * run(comm, method, algorithm, *args) does what mpicoll.comm.dispatch.run_blocking (the definition) does:
+ * draw the tag, build the key (key_of, in _callkey.c), look the entry up and call its runner, or hand the call
+ * to the communicator's slow path.  Every blocking collective method calls it.  The call is noted in the
+ * communicator's flight recorder (mpicoll.engine.recorder: begin and end, written here as there; a failure
+ * handed to its failed).
+ *
+ * start(comm, method, args, algorithm) does what mpicoll.comm.dispatch._start (the definition) does for a hit
+ * whose cached plan is not lent and whose last request nothing but the plan holds: it draws the tag, builds the
+ * key, and has _direct.restart start that request again as new (see mpicoll.engine.requests.start).  Every
+ * other call goes to dispatch.start_drawn with the tag drawn here (to _start, before any tag, where the call is
+ * not an intracommunicator's or has an exchange of its own).
+ */
+#include <time.h>
+
+#include "_callkey.h"
+
+static PyObject *active_requests;   /* mpicoll.engine.nonblocking.ACTIVE: the main thread's unfinished requests */
+static PyObject *elsewhere;         /* mpicoll.engine.nonblocking.ELSEWHERE: the other threads' */
+static PyObject *value_args;        /* mpicoll.calls.table.VALUE_ARGS: method -> positions of counts given by value */
+static PyObject *on_failure;        /* mpicoll.engine.recorder.failed(slot, exc) */
+/* start's: the classes of an intracommunicator's state and of a plan, the methods it may run, the Python
+ * start, what runs a call once its tag is drawn, _direct.restart, and the nonblocking calls' kind of tag */
+static PyObject *state_class, *plan_class, *startable, *python_start, *start_drawn, *restart;
+static int nonblocking_kind;
+static PyObject *s_request_plans, *s_data, *s_plan, *s_lent, *s_spare;
+
+/* time.time() */
+static double
+now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* list[i] = item, stealing item (NULL: an error is set, and it fails) */
+static int
+set_item(PyObject *list, Py_ssize_t i, PyObject *item)
+{
+    return item == NULL ? -1 : PyList_SetItem(list, i, item);
+}
+
+/* recorder.begin(state.recorder, seq, what), inline: the slot of blocking call tag in the communicator's
+ * recorder, written (a new reference); NULL where the communicator keeps no record, or with an error set.
+ * what: the hit's entry.what, else the method's name */
+static PyObject *
+begin(PyObject *state, PyObject *tag, PyObject *entry, PyObject *method)
+{
+    PyObject *recorder = PyObject_GetAttr(state, s_recorder);
+    if (recorder == NULL || recorder == Py_None) {
+        Py_XDECREF(recorder);
+        return NULL;
+    }
+    PyObject *calls = PyObject_GetAttr(recorder, s_calls);
+    Py_DECREF(recorder);
+    if (calls == NULL)
+        return NULL;
+    long long seq = PyLong_AsLongLong(tag);
+    Py_ssize_t n = PyList_CheckExact(calls) ? PyList_GET_SIZE(calls) : 0;
+    PyObject *slot = n > 0 && seq >= 0 ? PyList_GET_ITEM(calls, (Py_ssize_t)(seq % n)) : NULL;
+    if (slot == NULL || !PyList_CheckExact(slot) || PyList_GET_SIZE(slot) != 6) {
+        Py_DECREF(calls);
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "Recorder.calls must be a list of slots [kind, seq, what, start, end, "
+                                             "outcome]");
+        return NULL;
+    }
+    Py_INCREF(slot);
+    Py_DECREF(calls);
+    PyObject *what = entry != NULL ? PyObject_GetAttr(entry, s_what) : NULL;
+    if (what == Py_None || (what == NULL && !PyErr_Occurred())) {
+        Py_XDECREF(what);
+        Py_INCREF(method);
+        what = method;
+    }
+    Py_INCREF(tag);
+    Py_INCREF(Py_None);
+    Py_INCREF(Py_None);
+    if (set_item(slot, 1, tag) < 0 || set_item(slot, 2, what) < 0 || set_item(slot, 3, PyFloat_FromDouble(now())) < 0
+        || set_item(slot, 4, Py_None) < 0 || set_item(slot, 5, Py_None) < 0) {
+        Py_DECREF(slot);
+        return NULL;
+    }
+    return slot;
+}
+
+/* recorder.end(slot) when result is not NULL, else recorder.failed(slot, the error), the error kept */
+static PyObject *
+end(PyObject *slot, PyObject *result)
+{
+    if (result != NULL) {
+        if (set_item(slot, 4, PyFloat_FromDouble(now())) < 0)
+            Py_CLEAR(result);
+        return result;
+    }
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    PyErr_NormalizeException(&type, &value, &traceback);
+    if (traceback != NULL && value != NULL)
+        PyException_SetTraceback(value, traceback);
+    PyObject *noted = value != NULL ? PyObject_CallFunctionObjArgs(on_failure, slot, value, NULL) : NULL;
+    if (noted == NULL && value != NULL)
+        PyErr_WriteUnraisable(on_failure);   /* the record could not be written: the call's own error goes on */
+    Py_XDECREF(noted);
+    PyErr_Restore(type, value, traceback);
+    return NULL;
+}
+
+/* tags[kind + 1] = tags[kind + 1] % tags[0] + 1 (CommState.next_tag(kind), inline): the tag (a new reference),
+ * and in *seq that sequence's number (the tag less kind * tags[0]; a new reference) unless seq is NULL; NULL on
+ * error */
+static PyObject *
+draw_tag(PyObject *tags, int kind, PyObject **seq)
+{
+    if (!PyList_CheckExact(tags) || PyList_GET_SIZE(tags) < kind + 2) {
+        PyErr_SetString(PyExc_TypeError, "CommState.tags must be a list of ints");
+        return NULL;
+    }
+    long long per_kind = PyLong_AsLongLong(PyList_GET_ITEM(tags, 0));
+    long long last = PyLong_AsLongLong(PyList_GET_ITEM(tags, kind + 1));
+    if (PyErr_Occurred())
+        return NULL;
+    if (per_kind <= 0 || last < 0) {
+        PyErr_SetString(PyExc_ValueError, "CommState.tags holds a bad tag state");
+        return NULL;
+    }
+    PyObject *number = PyLong_FromLongLong(last % per_kind + 1);
+    if (number == NULL || PyList_SetItem(tags, kind + 1, Py_NewRef(number)) < 0) {  /* (steals one reference) */
+        Py_XDECREF(number);
+        return NULL;
+    }
+    PyObject *tag = kind == 0 ? Py_NewRef(number) : PyLong_FromLongLong(last % per_kind + 1 + kind * per_kind);
+    if (seq != NULL && tag != NULL)
+        *seq = Py_NewRef(number);
+    Py_DECREF(number);
+    return tag;
+}
+
+/* the entry of key in entries (a new reference), or NULL: none (an error only if one is set) */
+static PyObject *
+cached_entry(PyObject *entries, PyObject *key)
+{
+    if (!PyDict_CheckExact(entries) || key == Py_None || PyList_GET_SIZE(active_requests) > 0
+        || PyList_GET_SIZE(elsewhere) > 0)
+        return NULL;
+    PyObject *entry = PyDict_GetItemWithError(entries, key);   /* borrowed */
+    Py_XINCREF(entry);
+    return entry;
+}
+
+PyObject *
+run(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
+{
+    (void)self;
+    if (argc < 3) {
+        PyErr_SetString(PyExc_TypeError, "run(comm, method, algorithm, *args)");
+        return NULL;
+    }
+    if (fallback == NULL || active_requests == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "mpicoll.program._callkey.init() and init_run() were not both called");
+        return NULL;
+    }
+    PyObject *comm = argv[0], *method = argv[1], *algorithm = argv[2];
+    PyObject *state = PyObject_GetAttr(comm, s_state);
+    if (state == NULL)
+        return NULL;
+    if (state == Py_None) {   /* MPI.COMM_NULL: the slow path of no state says so */
+        Py_DECREF(state);
+        PyErr_SetString(PyExc_ValueError, "the communicator is MPI.COMM_NULL");
+        return NULL;
+    }
+    PyObject *tags = PyObject_GetAttr(state, s_tags);
+    PyObject *tag = tags ? draw_tag(tags, 0, NULL) : NULL;
+    Py_XDECREF(tags);
+    PyObject *values = tag ? PyDict_GetItemWithError(value_args, method) : NULL;   /* borrowed */
+    PyObject *key = tag && !PyErr_Occurred()
+                    ? key_of(method, argv + 3, argc - 3, NULL, algorithm, values ? values : empty_tuple) : NULL;
+    PyObject *entries = key ? PyObject_GetAttr(state, s_entries) : NULL;
+    PyObject *entry = entries ? cached_entry(entries, key) : NULL;
+    Py_XDECREF(entries);
+    PyObject *slot = key != NULL && !PyErr_Occurred() ? begin(state, tag, entry, method) : NULL;
+    PyObject *result = NULL;
+    if (PyErr_Occurred())
+        Py_CLEAR(entry);
+    else if (entry != NULL) {
+        if (PyObject_SetAttr(entry, s_used, Py_True) == 0)
+            result = PyObject_CallMethodOneArg(entry, s_run, tag);
+        Py_DECREF(entry);
+    }
+    else if (key != NULL) {   /* not cached, or the careful path: the slow path, with the
+                                                      tag and key drawn here */
+        PyObject *slow = PyObject_GetAttr(state, s_slow_path);
+        PyObject *args = slow ? tuple_of(argv + 3, argc - 3) : NULL;
+        if (args != NULL) {
+            PyObject *call[6] = {state, method, algorithm, args, tag, key};
+            result = PyObject_Vectorcall(slow, call, 6, NULL);
+            Py_DECREF(args);
+        }
+        Py_XDECREF(slow);
+    }
+    if (slot != NULL) {
+        result = end(slot, result);
+        Py_DECREF(slot);
+    }
+    Py_XDECREF(key);
+    Py_DECREF(state);
+    Py_XDECREF(tag);
+    if (result == NULL)
+        return NULL;
+    Py_DECREF(result);
+    Py_RETURN_NONE;
+}
+
+PyObject *
+init_run(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *active, *others, *values, *failed;
+    if (!PyArg_ParseTuple(args, "O!O!O!O:init_run", &PyList_Type, &active, &PyList_Type, &others, &PyDict_Type,
+                          &values, &failed))
+        return NULL;
+    Py_INCREF(failed);
+    Py_XSETREF(on_failure, failed);
+    Py_INCREF(active);
+    Py_XSETREF(active_requests, active);
+    Py_INCREF(others);
+    Py_XSETREF(elsewhere, others);
+    Py_INCREF(values);
+    Py_XSETREF(value_args, values);
+    Py_RETURN_NONE;
+}
+
+
+/* the spare request of the cached plan that the nonblocking call of key would be lent (a new reference; its
+ * plan in *plan, a new reference too), or NULL: no such request, or something else holds it (an error only if
+ * one is set).  The plan is marked lent and its entry used, as mpicoll.comm.dispatch._lend does. */
+static PyObject *
+spare_of(PyObject *state, PyObject *key, PyObject **plan)
+{
+    PyObject *plans = key != Py_None ? PyObject_GetAttr(state, s_request_plans) : NULL;
+    PyObject *data = plans ? PyObject_GetAttr(plans, s_data) : NULL;
+    Py_XDECREF(plans);
+    PyObject *hit = data && PyDict_CheckExact(data) ? PyDict_GetItemWithError(data, key) : NULL;   /* borrowed */
+    Py_XINCREF(hit);
+    Py_XDECREF(data);
+    PyObject *found = hit ? PyObject_GetAttr(hit, s_plan) : NULL;
+    PyObject *lent = found && Py_TYPE(found) == (PyTypeObject *)plan_class ? PyObject_GetAttr(found, s_lent) : NULL;
+    PyObject *spare = lent == Py_False ? PyObject_GetAttr(found, s_spare) : NULL;
+    Py_XDECREF(lent);
+    if (spare != NULL && (spare == Py_None || Py_REFCNT(spare) != 2      /* (the plan's reference and ours) */
+                          || PyObject_SetAttr(hit, s_used, Py_True) < 0
+                          || PyObject_SetAttr(found, s_lent, Py_True) < 0))
+        Py_CLEAR(spare);
+    Py_XDECREF(hit);
+    if (spare == NULL)
+        Py_XDECREF(found);
+    else
+        *plan = found;
+    return spare;
+}
+
+PyObject *
+start(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
+{
+    (void)self;
+    if (argc != 4) {
+        PyErr_SetString(PyExc_TypeError, "start(comm, method, args, algorithm)");
+        return NULL;
+    }
+    if (restart == NULL || fallback == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "mpicoll.program._callkey.init() and init_start() were not both called");
+        return NULL;
+    }
+    PyObject *comm = argv[0], *method = argv[1], *args = argv[2], *algorithm = argv[3];
+    PyObject *state = PyObject_GetAttr(comm, s_state);
+    if (state == NULL)
+        return NULL;
+    int runs = Py_TYPE(state) == (PyTypeObject *)state_class && PyTuple_CheckExact(args)
+               ? PySet_Contains(startable, method) : 0;
+    if (runs <= 0) {     /* an intercommunicator, MPI.COMM_NULL, a call with an exchange of its own */
+        Py_DECREF(state);
+        return runs < 0 ? NULL : PyObject_Vectorcall(python_start, argv, 4, NULL);
+    }
+    PyObject *tags = PyObject_GetAttr(state, s_tags), *seq = NULL;
+    PyObject *tag = tags ? draw_tag(tags, nonblocking_kind, &seq) : NULL;
+    Py_XDECREF(tags);
+    PyObject *entries = tag ? PyObject_GetAttr(state, s_entries) : NULL, *key = NULL;
+    if (entries != NULL && entries != Py_None) {     /* (None: the careful path) */
+        PyObject *values = PyDict_GetItemWithError(value_args, method);     /* borrowed */
+        if (!PyErr_Occurred())
+            key = key_of(method, ((PyTupleObject *)args)->ob_item, PyTuple_GET_SIZE(args), args, algorithm,
+                         values ? values : empty_tuple);
+    }
+    Py_XDECREF(entries);
+    PyObject *plan = NULL, *spare = key ? spare_of(state, key, &plan) : NULL;
+    Py_XDECREF(key);
+    PyObject *result = NULL;
+    if (spare != NULL) {
+        PyObject *recorder = PyObject_GetAttr(state, s_recorder);
+        PyObject *call[5] = {spare, tag, args, seq, recorder};
+        PyObject *started = recorder ? PyObject_Vectorcall(restart, call, 5, NULL) : NULL;
+        Py_XDECREF(recorder);
+        if (started == Py_True)
+            result = Py_NewRef(spare);
+        else if (started == Py_False && PyObject_SetAttr(plan, s_lent, Py_False) < 0)
+            Py_CLEAR(started);
+        Py_XDECREF(started);
+        Py_DECREF(spare);
+        Py_DECREF(plan);
+    }
+    if (result == NULL && tag != NULL && !PyErr_Occurred()) {   /* every other call: Python, with the tag drawn */
+        PyObject *call[5] = {state, method, args, algorithm, tag};
+        result = PyObject_Vectorcall(start_drawn, call, 5, NULL);
+    }
+    Py_XDECREF(seq);
+    Py_XDECREF(tag);
+    Py_DECREF(state);
+    return result;
+}
+
+PyObject *
+init_start(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *states, *plans, *methods, *slow, *drawn, *restarting;
+    if (!PyArg_ParseTuple(args, "O!O!O!OOOi:init_start", &PyType_Type, &states, &PyType_Type, &plans,
+                          &PyFrozenSet_Type, &methods, &slow, &drawn, &restarting, &nonblocking_kind))
+        return NULL;
+    s_request_plans = PyUnicode_InternFromString("request_plans");
+    s_data = PyUnicode_InternFromString("data");
+    s_plan = PyUnicode_InternFromString("plan");
+    s_lent = PyUnicode_InternFromString("lent");
+    s_spare = PyUnicode_InternFromString("spare");
+    if (!s_request_plans || !s_data || !s_plan || !s_lent || !s_spare)
+        return NULL;
+    Py_XSETREF(state_class, Py_NewRef(states));
+    Py_XSETREF(plan_class, Py_NewRef(plans));
+    Py_XSETREF(startable, Py_NewRef(methods));
+    Py_XSETREF(python_start, Py_NewRef(slow));
+    Py_XSETREF(start_drawn, Py_NewRef(drawn));
+    Py_XSETREF(restart, Py_NewRef(restarting));
+    Py_RETURN_NONE;
+}
