@@ -1,4 +1,5 @@
-"""Small modules with one job each: no Python module of the package over 500 lines, no C file over 600."""
+"""Small modules with one job each: no Python module of the package over 500 lines, no C file over 600, no
+subpackage over a quarter of the lines."""
 
 from __future__ import annotations
 
@@ -13,3 +14,14 @@ def test_no_module_over_its_limit():
             for path in sorted(ROOT.rglob("*")) if path.suffix in LIMITS
             for n in [len(path.read_text(encoding="utf-8").splitlines())] if n > LIMITS[path.suffix]]
     assert not over, "split these:\n" + "\n".join(over)
+
+
+def test_no_package_over_a_quarter_of_the_lines():
+    """No subpackage holds more than a quarter of the package's Python and C lines (a catch-all hides layers)."""
+    def lines(paths):
+        return sum(len(p.read_text(encoding="utf-8").splitlines()) for p in paths if p.suffix in LIMITS)
+
+    total = lines(ROOT.rglob("*"))
+    shares = {d.name: lines(d.rglob("*")) / total for d in ROOT.iterdir() if d.is_dir() and (d / "__init__.py").exists()}
+    over = {name: f"{share:.0%}" for name, share in shares.items() if share > 0.25}
+    assert shares and not over, f"split these packages: {over}"
