@@ -35,6 +35,7 @@ from mpicoll.comm.inter_stages import STAGES
 from mpicoll.errors import ProcFailedError
 from mpicoll.engine import direct, inflight
 from mpicoll.engine.blocking import execute as execute_rounds
+from mpicoll.program.bounded import Bounded
 from mpicoll.program.callkey import held, shape_key
 from mpicoll.engine.recorder import Called, Traced, named
 from mpicoll.engine.requests import Prequest, Request, split
@@ -69,7 +70,7 @@ class InterState:
         This rank in its group, the group's size, the remote group's size.
     """
 
-    __slots__ = ("merged", "local", "remote", "rank", "size", "remote_size", "calls", "calls_bytes", "entries",
+    __slots__ = ("merged", "local", "remote", "rank", "size", "remote_size", "calls", "entries",
                  "agreement", "tags", "recorder", "__weakref__")
 
     @staticmethod
@@ -83,12 +84,11 @@ class InterState:
         self.remote_size = len(remote)
         #: blocking calls kept built: call key -> :class:`Kept`, oldest first; at most CACHED_CALLS of them,
         #: whose messages hold at most CACHED_BYTES in all (see :func:`run`)
-        self.calls: dict[Any, Kept] = {}
-        self.calls_bytes = 0
+        self.calls = Bounded(CACHED_CALLS, CACHED_BYTES)
         #: what the blocking hot path reads (:data:`mpicoll.program.state.HOT_FIELDS`): the kept calls, whose
         #: ``run(tag)`` it calls on a hit (None with a timeout: every call then takes :meth:`slow_path`, watched);
         #: its tags and its flight recorder are the merged communicator's
-        self.entries: dict[Any, Kept] | None = self.calls if merged.timeout is None else None
+        self.entries: dict[Any, Kept] | None = self.calls.data if merged.timeout is None else None
         self.agreement = Agreement(merged._state)
         #: the merged communicator's tag sequences (the same list): a blocking call's messages carry the tag the
         #: hot path draws from them
@@ -107,7 +107,6 @@ class InterState:
     def release(self) -> None:
         """Free both private communicators (and what mpicoll keeps for them)."""
         self.calls.clear()
-        self.calls_bytes = 0
         for comm in (self.local, self.merged):
             if comm != MPI.COMM_NULL and not MPI.Is_finalized():
                 comm.Free()
@@ -327,7 +326,7 @@ def run(state: InterState, method: str, args: tuple, algorithm: str, tag: int, k
     path (:func:`mpicoll.comm.dispatch.run_blocking`) finds it in :attr:`InterState.entries` and calls its
     :class:`Kept` runner, so that only the messages and the stages' steps cost anything.  Kept rounds view the
     caller's buffers by address, holding none of them; their scratch is their own: at most ``CACHED_CALLS``
-    calls, the oldest unused one let go first, whose messages span at most ``CACHED_BYTES`` in all.  ``tag``
+    calls, whose messages span at most ``CACHED_BYTES`` in all (:class:`~mpicoll.program.bounded.Bounded`).  ``tag``
     (of the merged communicator's blocking sequence) and ``key`` (:func:`~mpicoll.program.callkey.call_key`)
     are drawn by the hot path.  A rank whose checks fail plays the agreement marked (:func:`_refuse`).
     """
@@ -341,30 +340,12 @@ def run(state: InterState, method: str, args: tuple, algorithm: str, tag: int, k
             _refuse(state, method, tag, error)
         kept = Kept(state, method, st.rounds, held(args, values))
         if key is not None and not st.before:   # (packed datatypes: built every time)
-            _keep(state, key, kept)
+            state.calls.keep(key, kept, kept.nbytes)
     kept.used = True
     if state.timeout is None and not inflight.outstanding():
         kept.run(tag)
     else:
         _watched(state, method, kept.built, tag)
-
-
-def _keep(state: InterState, key: Any, kept: Kept) -> None:
-    """Keep a built call, letting the oldest go while there are too many or they hold too many bytes (one used
-    since the last sweep gets a second chance: to the young end, unmarked, as in the plan cache)."""
-    if kept.nbytes > CACHED_BYTES:
-        return
-    calls = state.calls
-    calls[key] = kept
-    state.calls_bytes += kept.nbytes
-    while len(calls) > CACHED_CALLS or state.calls_bytes > CACHED_BYTES:
-        oldest = next(iter(calls))
-        entry = calls.pop(oldest)
-        if entry.used and oldest != key:
-            entry.used = False
-            calls[oldest] = entry
-        else:
-            state.calls_bytes -= entry.nbytes
 
 
 def _message_bytes(rounds: list[CommRound]) -> int:

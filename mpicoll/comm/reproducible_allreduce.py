@@ -53,8 +53,6 @@ FLAG_BYTES = 8
 #: a scattered call's plan keeps its own table up to this many bytes of contribution (a larger call's
 #: Python is a small part of its time: it takes the communicator's scratch)
 PLAN_BYTES = 1 << 20
-#: plans kept per communicator (the oldest goes first)
-PLANS_PER_COMM = 16
 _PLANNED = (np.dtype(np.float64), np.dtype(np.float32))     # the dtypes whose calls make plans
 
 
@@ -209,13 +207,11 @@ def _plan(comm: Any, call: Any, failure: Exception | None, scattered_: bool) -> 
 
 
 def keep(comm: Any, key: Any, plan: Any) -> None:
-    """Keep ``plan`` under ``key`` in ``comm``'s ``reproducible_plans`` (the oldest of ``PLANS_PER_COMM`` goes
-    first); an intercommunicator's state keeps none."""
-    plans = getattr(comm._state, "reproducible_plans", None)
+    """Keep ``plan`` under ``key`` in ``comm``'s reproducible plans (``CommState.reproducible``: the newest
+    ``REPRODUCIBLE_PLANS``); an intercommunicator's state keeps none."""
+    plans = getattr(comm._state, "reproducible", None)
     if plans is not None:
-        if len(plans) >= PLANS_PER_COMM and key not in plans:
-            del plans[next(iter(plans))]
-        plans[key] = plan
+        plans.keep(key, plan)
 
 
 def gathered(comm: Any, call: Any, failure: Exception | None, nbytes: int) -> None:

@@ -20,7 +20,7 @@ finish by writing to a user object (an in-place result copied back) are not
 cached.
 
 The cache holds at most :data:`PLAN_CACHE_ENTRIES` plans per communicator
-(evicted by the clock algorithm, an approximation of least recently used).
+(evicted by the one rule of :mod:`mpicoll.program.bounded`).
 Blocking calls on one communicator run one at a time, so the scratch buffers
 of their plans all view one arena per communicator (:meth:`PlanCache.arena`),
 as large as the largest scratch a plan needs, at most
@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from mpicoll.program.bounded import Bounded
 from mpicoll.program.plan import NOTHING, Plan
 
 __all__ = ["PlanCache", "PLAN_CACHE_ENTRIES", "PLAN_CACHE_SCRATCH", "REQUEST_PLAN_SCRATCH"]
@@ -75,13 +76,9 @@ class PlanCache:
     """Bound plans of one communicator's blocking calls, least recently used first out (approximately).
 
     Holds at most ``entries`` plans whose own memory (scratch buffers) totals at
-    most ``scratch`` bytes.  Plans view the callers' memory by address (see
-    :meth:`Plan.detach`), so an entry keeps no buffer of the caller alive.
-
-    Eviction is "second chance" (the clock algorithm): a hit only marks its
-    entry used, which costs nothing like the re-hashing of a strict LRU move;
-    when room is needed, the oldest entry goes unless it was used since the last
-    sweep, in which case it is unmarked and moved to the young end.
+    most ``scratch`` bytes, by the one eviction rule of :class:`~mpicoll.program.bounded.Bounded`.  Plans
+    view the callers' memory by address (see :meth:`Plan.detach`), so an entry keeps no buffer of the
+    caller alive.
 
     A miss need not prepare the call again: the cache also remembers, per call
     *shape* (the key without the buffers' addresses, :func:`shape_key`), the
@@ -92,15 +89,18 @@ class PlanCache:
     """
 
     def __init__(self, entries: int = PLAN_CACHE_ENTRIES, scratch: int = PLAN_CACHE_SCRATCH) -> None:
-        self.entries = entries
-        self.scratch = scratch
-        self.scratch_held = 0
-        self.data: dict[tuple, _Entry] = {}
-        self.shapes: dict[tuple, Plan] = {}      # shape key: the newest plan of that shape (see rebased)
+        self.kept = Bounded(entries, scratch)
+        self.data: dict[tuple, _Entry] = self.kept.data   # what the compiled hot path reads (CommState.entries)
+        self.shapes = Bounded(entries)          # shape key: the newest plan of that shape (see rebased)
         self.shared: np.ndarray | None = None   # the scratch arena of the blocking plans (see arena)
 
     def __len__(self) -> int:
         return len(self.data)
+
+    @property
+    def scratch_held(self) -> int:
+        """The bytes of scratch the cached plans own (not the arena's)."""
+        return self.kept.held
 
     def plans(self) -> list[Plan]:
         """The cached plans, oldest first."""
@@ -108,11 +108,8 @@ class PlanCache:
 
     def get(self, key: tuple) -> Plan | None:
         """The plan cached under ``key`` (:data:`NOTHING` for a call with nothing to do), or None."""
-        hit = self.data.get(key)
-        if hit is None:
-            return None
-        hit.used = True
-        return hit.plan
+        hit = self.kept.get(key)
+        return None if hit is None else hit.plan
 
     def rebased(self, shape: tuple, spans: list) -> Plan | None:
         """The plan of a call of ``shape`` on the memory ``spans`` (see :func:`shape_key`), or None.
@@ -142,37 +139,19 @@ class PlanCache:
             return   # its finish holds the caller's objects (unpacking into them, say)
         else:
             plan.detach(spans)
-            if plan.owned_bytes > self.scratch:
+            if plan.owned_bytes > self.kept.nbytes:
                 return
-        self.discard(key)
-        self.data[key] = _Entry(plan, _skip if plan is NOTHING else plan.runner(comm), refs)
-        self.scratch_held += plan.owned_bytes
+        self.kept.keep(key, _Entry(plan, _skip if plan is NOTHING else plan.runner(comm), refs), plan.owned_bytes)
         if shape is not None and (plan is NOTHING or (plan.relocations is not None and plan.device is None
                                                       and plan.owned_bytes == 0 and _disjoint(spans))):
-            shapes = self.shapes
-            shapes.pop(shape, None)
-            shapes[shape] = plan
-            if len(shapes) > self.entries:
-                del shapes[next(iter(shapes))]
-        data = self.data
-        while len(data) > self.entries or self.scratch_held > self.scratch:
-            oldest = next(iter(data))
-            entry = data[oldest]
-            if entry.used and oldest != key:   # a second chance: to the young end, unmarked
-                entry.used = False
-                data[oldest] = data.pop(oldest)
-            else:
-                self.discard(oldest)
+            self.shapes.keep(shape, plan)
 
     def discard(self, key: tuple) -> None:
-        entry = self.data.pop(key, None)
-        if entry is not None:
-            self.scratch_held -= entry.plan.owned_bytes
+        self.kept.discard(key)
 
     def clear(self) -> None:
-        self.data.clear()
+        self.kept.clear()
         self.shapes.clear()
-        self.scratch_held = 0
 
     def arena(self, nbytes: int) -> np.ndarray | None:
         """A byte array of at least ``nbytes`` shared by the scratch buffers of every cached plan.
@@ -183,11 +162,11 @@ class PlanCache:
         view the old one, which is then freed).  Above the cache's scratch bound a
         plan gets scratch of its own (None here), freed with the plan.
         """
-        if nbytes > self.scratch:
+        if nbytes > self.kept.nbytes:
             return None
         held = self.shared
         if held is None or held.nbytes < nbytes:
             self.clear()
             grown = 1 << max(nbytes - 1, 0).bit_length()   # a power of two: few regrowths as calls grow
-            self.shared = held = np.empty(grown if grown <= self.scratch else nbytes, np.uint8)
+            self.shared = held = np.empty(grown if grown <= self.kept.nbytes else nbytes, np.uint8)
         return held

@@ -22,12 +22,16 @@ from mpi4py import MPI
 from mpicoll.errors import OutOfStepError
 from mpicoll.ir.nodes import Nodes
 from mpicoll.engine import recorder
+from mpicoll.program.bounded import Bounded
 from mpicoll.program.plancache import REQUEST_PLAN_SCRATCH, PlanCache
 
 __all__ = ["CommState", "Preparation", "HOT_FIELDS"]
 
 #: the fields of a CommState the compiled hot path reads (see mpicoll.program._callkey's READS)
 HOT_FIELDS = ("tags", "entries", "slow_path", "recorder")
+
+#: the most plans of reproducible sums one communicator keeps (see mpicoll.comm.reproducible_allreduce)
+REPRODUCIBLE_PLANS = 16
 
 
 
@@ -65,7 +69,7 @@ class CommState:
     """
 
     __slots__ = ("private", "rank", "size", "timeout", "debug", "agreed", "nodes", "tags", "plans",
-                 "request_plans", "reproducible_plans", "entries", "slow_path", "devices", "out_of_step",
+                 "request_plans", "reproducible", "reproducible_plans", "entries", "slow_path", "devices", "out_of_step",
                  "messages_left", "recorder", "__weakref__")
 
     def __init__(self, private: MPI.Intracomm, agreed: Any, nodes: Nodes, *, timeout: float | None,
@@ -78,7 +82,10 @@ class CommState:
         self.tags = [per_kind, 0, 0, 0]
         self.plans = PlanCache()
         self.request_plans = PlanCache(scratch=REQUEST_PLAN_SCRATCH)
-        self.reproducible_plans: dict = {}   # see mpicoll.comm.reproducible_allreduce
+        #: the reproducible sums' plans and request stages (see mpicoll.comm.reproducible_allreduce), and their
+        #: dict, which the compiled reproducible Allreduce reads
+        self.reproducible = Bounded(REPRODUCIBLE_PLANS)
+        self.reproducible_plans: dict = self.reproducible.data
         self.entries: dict | None = self.plans.data if timeout is None and not debug else None
         self.slow_path: Callable[..., None] | None = None
         self.devices: dict[str, Any] = {}
@@ -119,6 +126,7 @@ class CommState:
         """Free everything held for the communicator: plans, devices' resources, the private duplicate."""
         self.plans.clear()
         self.request_plans.clear()
+        self.reproducible.clear()
         self.plans.shared = None
         for held in self.devices.values():
             closing = getattr(held, "close", None) or getattr(held, "Free", None)

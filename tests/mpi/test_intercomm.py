@@ -482,5 +482,5 @@ def test_repeated_small_calls_are_kept_built_and_the_cache_stays_bounded(pair):
     part = np.ones(inter.CACHED_BYTES // 8 // 12)    # kept while they fit: older ones go to stay under the bound
     for _ in range(12):
         ours.Allreduce(np.ones_like(part), np.empty_like(part))
-    check(0 < state.calls_bytes <= inter.CACHED_BYTES, state.calls_bytes)
-    check(state.calls_bytes == sum(kept.nbytes for kept in state.calls.values()))
+    check(0 < state.calls.held <= inter.CACHED_BYTES, state.calls.held)
+    check(state.calls.held == sum(kept.nbytes for kept in state.calls.data.values()))
