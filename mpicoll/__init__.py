@@ -21,11 +21,11 @@ from mpicoll.ir.schedule import Block, Copy, Recv, Reduce, Round, Schedule, Sche
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time these come from __getattr__ below
     from mpicoll.comm.comm import Comm, Intercomm
-    from mpicoll.errors import ArgumentError, MismatchError, OutOfStepError, PeerFailure, ProcFailedError
     from mpicoll.data.accumulator import ReproducibleSum
     from mpicoll.data.ops import Op
     from mpicoll.engine.requests import Prequest, Request
     from mpicoll.engine.watchdog import CollectiveTimeout, MessageSizeError
+    from mpicoll.errors import ArgumentError, MismatchError, OutOfStepError, PeerFailure, ProcFailedError
 
 __version__ = "0.1.0"
 

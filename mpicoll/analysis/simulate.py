@@ -15,11 +15,11 @@ from typing import Any
 import numpy as np
 
 from mpicoll.analysis.lockstep import run_lockstep
+from mpicoll.data.kernels import predefined
 from mpicoll.families import registry
 from mpicoll.ir.contracts import spec as get_spec
 from mpicoll.ir.layout import Layout
 from mpicoll.ir.schedule import Block, Copy, Reduce, ScheduleError
-from mpicoll.data.kernels import predefined
 
 __all__ = ["simulate", "ArrayDomain"]
 

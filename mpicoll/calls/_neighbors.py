@@ -14,9 +14,9 @@ from mpi4py import MPI
 
 from mpicoll import errors
 from mpicoll.calls import debug_check
+from mpicoll.data.buffers import is_in_place
 from mpicoll.ir.layout import Layout
 from mpicoll.ir.topology import Cart, DistGraph, Graph, Topology
-from mpicoll.data.buffers import is_in_place
 from mpicoll.program.plan import Plan, make_plan
 
 __all__ = ["topology_of", "degrees", "bind", "no_in_place"]

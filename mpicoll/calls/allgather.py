@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 from mpicoll import errors
 from mpicoll.calls import debug_check
 from mpicoll.calls._checks import check_pair
-from mpicoll.ir.layout import Layout
 from mpicoll.data.buffers import is_in_place, parse, parse_blocks
+from mpicoll.ir.layout import Layout
 from mpicoll.program.plan import Plan, make_plan
 from mpicoll.selection import choose as selection
 

@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Any
 from mpicoll import errors
 from mpicoll.calls import debug_check
 from mpicoll.calls._checks import check_disjoint, check_pair
+from mpicoll.data.buffers import is_in_place, parse, parse_v
 from mpicoll.families import registry
 from mpicoll.ir.layout import Layout
-from mpicoll.data.buffers import is_in_place, parse, parse_v
 from mpicoll.program.plan import OUT, Plan, make_plan
 from mpicoll.selection import choose as selection
 

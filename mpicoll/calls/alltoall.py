@@ -26,8 +26,8 @@ from mpicoll import errors
 from mpicoll.calls import debug_check
 from mpicoll.calls._checks import check_pair
 from mpicoll.calls._nonrooted import copy_result_to
-from mpicoll.ir.layout import Layout
 from mpicoll.data.buffers import is_in_place, parse_blocks
+from mpicoll.ir.layout import Layout
 from mpicoll.program.plan import Plan, make_plan
 from mpicoll.selection import choose as selection
 

@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any
 from mpicoll.calls import alltoall as _alltoall
 from mpicoll.calls import debug_check
 from mpicoll.calls._checks import check_disjoint, check_pair
-from mpicoll.ir.layout import Layout
 from mpicoll.data.buffers import is_in_place, parse_v
+from mpicoll.ir.layout import Layout
 from mpicoll.program.plan import Plan
 from mpicoll.selection import choose as selection
 

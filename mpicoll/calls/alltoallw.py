@@ -35,9 +35,9 @@ from mpicoll import errors
 from mpicoll.calls import alltoall as _alltoall
 from mpicoll.calls import debug_check
 from mpicoll.calls._checks import check_count, check_disjoint
-from mpicoll.ir.layout import Layout
 from mpicoll.data import datatypes, memory
 from mpicoll.data.buffers import VBuffer, _as_array, _is_writable, as_count, is_in_place
+from mpicoll.ir.layout import Layout
 from mpicoll.program.plan import Plan
 from mpicoll.selection import choose as selection
 

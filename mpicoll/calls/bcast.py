@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from mpicoll.calls import debug_check
 from mpicoll.calls._checks import check_root
-from mpicoll.ir.layout import Layout
 from mpicoll.data.buffers import parse
+from mpicoll.ir.layout import Layout
 from mpicoll.program.plan import Plan, make_plan
 from mpicoll.selection import choose as selection
 

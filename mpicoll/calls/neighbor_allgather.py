@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 from mpicoll.calls import _neighbors
 from mpicoll.calls._checks import check_count, check_pair
-from mpicoll.ir.layout import Layout
 from mpicoll.data.buffers import parse, parse_blocks
+from mpicoll.ir.layout import Layout
 from mpicoll.program.plan import Plan
 
 if TYPE_CHECKING:

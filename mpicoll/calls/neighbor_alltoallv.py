@@ -6,8 +6,8 @@ from typing import TYPE_CHECKING, Any
 
 from mpicoll.calls import _neighbors
 from mpicoll.calls._checks import check_disjoint, check_pair
-from mpicoll.ir.layout import Layout
 from mpicoll.data.buffers import parse_v
+from mpicoll.ir.layout import Layout
 from mpicoll.program.plan import Plan
 
 if TYPE_CHECKING:

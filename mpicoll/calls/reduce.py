@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 from mpicoll.calls import debug_check
 from mpicoll.calls._checks import check_count, check_pair, check_root, send_or_in_place
-from mpicoll.families import registry
-from mpicoll.ir.layout import Layout
 from mpicoll.data.buffers import parse
 from mpicoll.data.ops import check_op, is_commutative, op_name
+from mpicoll.families import registry
+from mpicoll.ir.layout import Layout
 from mpicoll.program.plan import Plan, make_plan
 from mpicoll.selection import choose as selection
 

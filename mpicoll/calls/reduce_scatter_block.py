@@ -26,9 +26,9 @@ from mpicoll import errors
 from mpicoll.calls import debug_check
 from mpicoll.calls._checks import check_pair
 from mpicoll.calls._nonrooted import contiguous, copy_result_to
-from mpicoll.ir.layout import Layout
 from mpicoll.data.buffers import is_in_place, parse, parse_blocks
 from mpicoll.data.ops import check_op, is_commutative, op_name
+from mpicoll.ir.layout import Layout
 from mpicoll.program.plan import Plan, make_plan
 from mpicoll.selection import choose as selection
 

@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any
 from mpicoll import errors
 from mpicoll.calls import debug_check
 from mpicoll.calls._checks import check_pair
-from mpicoll.ir.layout import Layout
 from mpicoll.data.buffers import Buffer, is_in_place, parse
 from mpicoll.data.ops import check_op, is_commutative, op_name
+from mpicoll.ir.layout import Layout
 from mpicoll.program.plan import Plan, make_plan
 from mpicoll.selection import choose as selection
 

@@ -19,8 +19,8 @@ from mpicoll import errors
 from mpicoll.calls import debug_check
 from mpicoll.calls._checks import check_pair, check_root, recv_or_in_place
 from mpicoll.calls._rooted import subtree_layout
-from mpicoll.ir.layout import Layout
 from mpicoll.data.buffers import Buffer, parse_blocks
+from mpicoll.ir.layout import Layout
 from mpicoll.program.plan import Plan, make_plan
 from mpicoll.selection import choose as selection
 

@@ -12,8 +12,8 @@ from mpicoll import errors
 from mpicoll.calls import debug_check
 from mpicoll.calls._checks import check_pair, check_root, recv_or_in_place
 from mpicoll.calls.scatter import scatter_plan
-from mpicoll.ir.layout import Layout
 from mpicoll.data.buffers import parse_v
+from mpicoll.ir.layout import Layout
 from mpicoll.program.plan import Plan
 from mpicoll.selection import choose as selection
 

@@ -25,8 +25,8 @@ from typing import Any
 
 from mpicoll.calls.table import TABLE
 from mpicoll.comm.preparing import exchanged, prepare, stand_in
-from mpicoll.engine import debug, inflight, recorder, requests, watchdog
 from mpicoll.data.datatypes import packing
+from mpicoll.engine import debug, inflight, recorder, requests, watchdog
 from mpicoll.program.state import CommState, Preparation
 
 __all__ = ["run", "start"]

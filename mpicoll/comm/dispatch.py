@@ -25,14 +25,14 @@ from mpicoll.calls.table import TABLE, VALUE_ARGS
 from mpicoll.comm import careful, inter
 from mpicoll.comm.inter import InterState
 from mpicoll.comm.preparing import exchanged, prepare, run_plan, stand_in
-from mpicoll.program import callkey
-from mpicoll.engine import recorder, requests
-from mpicoll.program.callkey import call_key, held, shape_key
 from mpicoll.compiled import extension
-from mpicoll.engine.inflight import ACTIVE, ELSEWHERE
-from mpicoll.program.plan import NOTHING, Plan
-from mpicoll.engine.requests import Prequest, Request
+from mpicoll.engine import recorder, requests
 from mpicoll.engine.forms import NONBLOCKING, PERSISTENT
+from mpicoll.engine.inflight import ACTIVE, ELSEWHERE
+from mpicoll.engine.requests import Prequest, Request
+from mpicoll.program import callkey
+from mpicoll.program.callkey import call_key, held, shape_key
+from mpicoll.program.plan import NOTHING, Plan
 from mpicoll.program.state import CommState
 
 __all__ = ["run_blocking", "fast_miss", "start", "init"]

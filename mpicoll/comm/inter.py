@@ -32,16 +32,16 @@ from mpicoll import errors
 from mpicoll.calls.table import VALUE_ARGS
 from mpicoll.comm.inter_build import Stages, build, message
 from mpicoll.comm.inter_stages import STAGES
-from mpicoll.errors import ProcFailedError
 from mpicoll.engine import direct, inflight
 from mpicoll.engine.blocking import execute as execute_rounds
-from mpicoll.program.bounded import Bounded
-from mpicoll.program.callkey import held, shape_key
+from mpicoll.engine.forms import NONBLOCKING, PERSISTENT
 from mpicoll.engine.recorder import Called, Traced, named
 from mpicoll.engine.requests import Prequest, Request, split
 from mpicoll.engine.rounds import Built, CommRound, revoke_together
 from mpicoll.engine.standin import TIMEOUT, Agreeing, is_mark, run_marked
-from mpicoll.engine.forms import NONBLOCKING, PERSISTENT
+from mpicoll.errors import ProcFailedError
+from mpicoll.program.bounded import Bounded
+from mpicoll.program.callkey import held, shape_key
 from mpicoll.program.state import CommState
 
 __all__ = ["InterState", "Agreement", "Kept", "Stages", "state_of", "run", "execute", "start", "init"]

@@ -28,8 +28,8 @@ from mpicoll.comm import inter
 from mpicoll.comm.inter import InterState, state_of
 from mpicoll.comm.inter_build import Stages
 from mpicoll.comm.inter_stages import IDLE, ROOT, role_of
-from mpicoll.engine.rounds import Built
 from mpicoll.engine.forms import BLOCKING, NONBLOCKING
+from mpicoll.engine.rounds import Built
 
 __all__ = ["barrier", "bcast", "gather", "scatter", "allgather", "alltoall", "reduce", "allreduce"]
 

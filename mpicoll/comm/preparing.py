@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from mpicoll.calls.table import TABLE
-from mpicoll.engine import inflight, requests, standin
 from mpicoll.data.datatypes import packing
+from mpicoll.engine import inflight, requests, standin
 from mpicoll.program.plan import Plan
 from mpicoll.program.state import CommState, Preparation
 

@@ -36,8 +36,8 @@ from mpicoll.comm.inter_build import Stages
 from mpicoll.comm.inter_stages import STAGES, group_reduce
 from mpicoll.data.buffers import Buffer, is_in_place, parse
 from mpicoll.data.datatypes import packing
-from mpicoll.engine.requests import Prequest, Request
 from mpicoll.engine.forms import BLOCKING
+from mpicoll.engine.requests import Prequest, Request
 
 __all__ = ["run", "start", "init", "group_sum", "REPRODUCIBLE_STAGES"]
 

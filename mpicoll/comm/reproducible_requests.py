@@ -38,9 +38,9 @@ from mpicoll.comm import reproducible as blocking
 from mpicoll.comm.preparing import prepare
 from mpicoll.comm.reproducible_allreduce import PLAN_BYTES, blocks, gathered_plan, gathers, keep
 from mpicoll.data import fixedpoint_kernels as kernels
-from mpicoll.program.callkey import call_key
-from mpicoll.engine.requests import Prequest, Request
 from mpicoll.engine.forms import NONBLOCKING, PERSISTENT
+from mpicoll.engine.requests import Prequest, Request
+from mpicoll.program.callkey import call_key
 
 __all__ = ["start", "init", "RequestStages"]
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from mpicoll.data import fixedpoint as fp
 from mpicoll.compiled import extension
+from mpicoll.data import fixedpoint as fp
 
 __all__ = ["KERNELS", "params", "codes", "encode", "decode", "sum_rows", "sum_rows_into"]
 

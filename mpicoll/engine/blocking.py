@@ -20,12 +20,12 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
-from mpicoll.ir.layout import Layout
-from mpicoll.ir.schedule import Block, Reduce, Schedule, ScheduleError
 from mpicoll.compiled import extension
 from mpicoll.data.datatypes import byte_message
 from mpicoll.engine.rounds import Exchange, exchange, run
 from mpicoll.engine.standin import continue_marked
+from mpicoll.ir.layout import Layout
+from mpicoll.ir.schedule import Block, Reduce, Schedule, ScheduleError
 
 __all__ = ["bind", "execute", "for_mpi", "BoundRound", "PLAIN"]
 

@@ -38,8 +38,8 @@ from mpicoll.engine.inflight import (
     FREED,
     INACTIVE,
     RUNNING,
-    queue_of_this_thread,
     progress,
+    queue_of_this_thread,
     wait_until,
 )
 from mpicoll.engine.rounds import fault, is_fault, keep_active

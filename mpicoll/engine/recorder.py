@@ -36,9 +36,9 @@ from typing import Any
 from mpi4py import MPI
 
 from mpicoll import config
-from mpicoll.errors import MPIError
 from mpicoll.engine.inflight import requests_outstanding
 from mpicoll.engine.watchdog import MessageSizeError
+from mpicoll.errors import MPIError
 
 __all__ = ["Recorder", "Traced", "Called", "begin", "end", "named", "failed", "dump", "KINDS"]
 

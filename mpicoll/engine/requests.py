@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from mpi4py import MPI
 
 from mpicoll.engine import direct, progress
+from mpicoll.engine.forms import NONBLOCKING, PERSISTENT
 from mpicoll.engine.inflight import ACTIVE, COMPLETE, FREED, INACTIVE, RUNNING
 from mpicoll.engine.mixed import MixedWaits
 from mpicoll.engine.nonblocking import (
@@ -31,7 +32,6 @@ from mpicoll.engine.nonblocking import (
 )
 from mpicoll.engine.recorder import Recorder, Traced
 from mpicoll.engine.rounds import CommRound, Round, post
-from mpicoll.engine.forms import NONBLOCKING, PERSISTENT
 
 if TYPE_CHECKING:
     from mpicoll.program.plan import Plan

@@ -32,8 +32,8 @@ import numpy as np
 from mpi4py import MPI
 
 import mpicoll
-from mpicoll.examples._common import check, say
 from mpicoll.data import fixedpoint as fp
+from mpicoll.examples._common import check, say
 
 COUNT = 20_000
 

@@ -18,14 +18,14 @@ import numpy as np
 from mpi4py import MPI
 
 from mpicoll import config
-from mpicoll.ir.layout import Layout
-from mpicoll.ir.schedule import Schedule
-from mpicoll.engine.blocking import bind, execute
 from mpicoll.data.device import Device
+from mpicoll.data.ops import op_name, reducer
+from mpicoll.engine.blocking import bind, execute
 from mpicoll.gpu.ipc import IpcTransport, windows_of
 from mpicoll.gpu.staged import StagedTransport, segment_bytes
 from mpicoll.gpu.transport import Choice, choose
-from mpicoll.data.ops import op_name, reducer
+from mpicoll.ir.layout import Layout
+from mpicoll.ir.schedule import Schedule
 
 __all__ = ["DeviceCall", "CudaAwareTransport", "debug_line"]
 

@@ -35,11 +35,11 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
-from mpicoll.ir.layout import Layout
-from mpicoll.ir.schedule import Reduce, Schedule
-from mpicoll.gpu.access import Access, analyse
 from mpicoll.data.device import Device, PeerWindow, Window
 from mpicoll.engine.rounds import Exchange, run, waitall
+from mpicoll.gpu.access import Access, analyse
+from mpicoll.ir.layout import Layout
+from mpicoll.ir.schedule import Reduce, Schedule
 
 __all__ = ["HandleCache", "IpcWindows", "IpcTransport", "windows_of"]
 

@@ -33,11 +33,11 @@ import numpy as np
 from mpi4py import MPI
 
 from mpicoll import config
-from mpicoll.ir.layout import Layout
-from mpicoll.ir.schedule import Reduce, Schedule
+from mpicoll.data.device import Device
 from mpicoll.engine.blocking import bind
 from mpicoll.gpu.access import Access, Op, analyse
-from mpicoll.data.device import Device
+from mpicoll.ir.layout import Layout
+from mpicoll.ir.schedule import Reduce, Schedule
 
 __all__ = ["StagedTransport", "segment_bytes"]
 

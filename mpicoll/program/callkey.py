@@ -30,9 +30,9 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
-from mpicoll.config import GENERATION
 from mpicoll import gpu as backends
 from mpicoll.compiled import extension
+from mpicoll.config import GENERATION
 from mpicoll.data.ops import Op
 
 __all__ = ["call_key", "shape_key", "held"]

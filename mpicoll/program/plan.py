@@ -20,14 +20,14 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
+from mpicoll import gpu as backends
+from mpicoll.data.datatypes import check_reducible, made_for_device, mirror
+from mpicoll.data.ops import reducer
+from mpicoll.engine import direct
+from mpicoll.engine.blocking import bind, execute, for_mpi
 from mpicoll.families import registry
 from mpicoll.ir.layout import Layout
 from mpicoll.ir.schedule import USER_BUFFERS, Schedule
-from mpicoll.engine import direct
-from mpicoll import gpu as backends
-from mpicoll.engine.blocking import bind, execute, for_mpi
-from mpicoll.data.datatypes import check_reducible, made_for_device, mirror
-from mpicoll.data.ops import reducer
 
 __all__ = ["Plan", "NOTHING", "make_plan"]
 

@@ -19,9 +19,9 @@ from typing import Any
 
 from mpi4py import MPI
 
+from mpicoll.engine import recorder
 from mpicoll.errors import OutOfStepError
 from mpicoll.ir.nodes import Nodes
-from mpicoll.engine import recorder
 from mpicoll.program.bounded import Bounded
 from mpicoll.program.plancache import REQUEST_PLAN_SCRATCH, PlanCache
 
@@ -69,8 +69,8 @@ class CommState:
     """
 
     __slots__ = ("private", "rank", "size", "timeout", "debug", "agreed", "nodes", "tags", "plans",
-                 "request_plans", "reproducible", "reproducible_plans", "entries", "slow_path", "devices", "out_of_step",
-                 "messages_left", "recorder", "__weakref__")
+                 "request_plans", "reproducible", "reproducible_plans", "entries", "slow_path", "devices",
+                 "out_of_step", "messages_left", "recorder", "__weakref__")
 
     def __init__(self, private: MPI.Intracomm, agreed: Any, nodes: Nodes, *, timeout: float | None,
                  debug: int) -> None:

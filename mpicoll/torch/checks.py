@@ -19,8 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from mpicoll.errors import MismatchError
 from mpicoll.engine.debug import agree as agree_on_call
+from mpicoll.errors import MismatchError
 
 __all__ = ["MismatchError", "Signature", "agree"]
 

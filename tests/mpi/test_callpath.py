@@ -12,9 +12,9 @@ from mpi4py import MPI
 
 import mpicoll
 from mpicoll.comm import dispatch, preparing
+from mpicoll.engine.forms import BLOCKING
 from mpicoll.program.callkey import call_key
 from mpicoll.program.plancache import PLAN_CACHE_ENTRIES
-from mpicoll.engine.forms import BLOCKING
 
 from conftest import WORLD, check, counting_prepare
 

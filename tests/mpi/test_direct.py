@@ -14,8 +14,7 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
-from mpicoll import config
-from mpicoll import compiled
+from mpicoll import compiled, config
 from mpicoll.engine import direct
 from mpicoll.engine.requests import Request
 

@@ -18,9 +18,9 @@ import pytest
 from mpi4py import MPI
 
 import mpicoll
+from mpicoll.data.device import StandInArray
 from mpicoll.gpu import device as devmod
 from mpicoll.gpu import transport_of
-from mpicoll.data.device import StandInArray
 from mpicoll.program.state import Preparation
 
 from conftest import WORLD, check

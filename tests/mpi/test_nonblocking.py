@@ -22,8 +22,8 @@ import pytest
 from mpi4py import MPI
 
 import mpicoll
-from mpicoll.engine import inflight
 from mpicoll.data import ops
+from mpicoll.engine import inflight
 from mpicoll.engine.forms import BLOCKING, NONBLOCKING, PERSISTENT
 
 from conftest import WORLD, check, counting_prepare

@@ -1,4 +1,4 @@
-"""The compiled key builder (mpicoll/_callkey.c) decides exactly as the Python definition, for every form.
+"""The compiled key builder (mpicoll/program/_callkey.c) decides exactly as the Python definition, for every form.
 
 The compiled key is bytes (every part of the Python key written in a prefix
 code), or, for the forms it hands to the Python function, that function's tuple.

@@ -1,5 +1,5 @@
-"""The compiled round loop (mpicoll/_rounds.c) and blocking call path (run in mpicoll/_callkey.c) do exactly
-what their Python definitions do.
+"""The compiled round loop (mpicoll/engine/_rounds.c) and blocking call path (run in
+mpicoll/program/_callrun.c) do exactly what their Python definitions do.
 
 Both run at one process: messages to oneself on ``MPI.COMM_SELF`` (small ones,
 which MPI buffers, so a lone ``Send`` completes before its ``Recv``).
@@ -20,13 +20,13 @@ from mpi4py import MPI
 import mpicoll
 from mpicoll.comm import dispatch
 from mpicoll.comm.comm import Comm
+from mpicoll.data.ops import reducer
+from mpicoll.engine import blocking, inflight
+from mpicoll.engine.recorder import Recorder
 from mpicoll.ir.layout import Layout
 from mpicoll.ir.schedule import Block, Reduce, Round, Schedule
-from mpicoll.engine import blocking, inflight
 from mpicoll.program import plancache
 from mpicoll.program.callkey import call_key
-from mpicoll.data.ops import reducer
-from mpicoll.engine.recorder import Recorder
 from mpicoll.program.state import HOT_FIELDS, CommState
 
 rounds_built = pytest.mark.skipif(blocking.execute is blocking._execute, reason="mpicoll.engine._rounds is not built")

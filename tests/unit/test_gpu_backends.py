@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
-from mpicoll.families import registry
-from mpicoll.ir.layout import Layout
-from mpicoll.ir.schedule import Block, Timeline
-from mpicoll.gpu import access, transport
 from mpicoll.data.device import HostDevice, StandInArray, device_of, on_device
+from mpicoll.families import registry
+from mpicoll.gpu import access, transport
 from mpicoll.gpu.ipc import HandleCache
 from mpicoll.gpu.staged import segment_bytes
+from mpicoll.ir.layout import Layout
+from mpicoll.ir.schedule import Block, Timeline
 
 SELF = MPI.COMM_SELF
 

@@ -317,3 +317,11 @@ def test_pure_layer_imports_without_mpi4py(name: str) -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120, cwd=ROOT)
     assert out.returncode == 0, out.stderr
     assert not out.stdout.strip(), f"modules of {name} that need mpi4py:\n{out.stdout}"
+
+
+def test_every_module_says_what_it_is():
+    """A reader opening any module (or a package's ``__init__``) reads first what it is: a docstring whose first
+    line is a sentence."""
+    silent = sorted(m for m, path in MODULES.items()
+                    if not (ast.get_docstring(ast.parse(path.read_text())) or "").split("\n")[0].strip())
+    assert not silent, f"modules without a first line saying what they are: {silent}"

@@ -28,8 +28,8 @@ from mpicoll.calls._neighbors import degrees, topology_of
 from mpicoll.calls.objects import engine
 from mpicoll.calls.objects.choice import choose
 from mpicoll.calls.objects.slots import Failed, pickled
-from mpicoll.families import registry
 from mpicoll.engine.forms import BLOCKING
+from mpicoll.families import registry
 from mpicoll.program.state import CommState
 
 __all__ = ["bcast", "gather", "scatter", "allgather", "alltoall", "reduce", "allreduce", "scan", "exscan",

@@ -26,11 +26,11 @@ from mpi4py import MPI
 
 from mpicoll.analysis.lockstep import run_lockstep
 from mpicoll.calls.objects.slots import Failed, Slot, frame, unframe, value
-from mpicoll.ir.schedule import Block, Copy, Reduce, Schedule
 from mpicoll.engine.inflight import outstanding, progress
 from mpicoll.engine.rounds import Exchange, waitall
 from mpicoll.engine.rounds import run as run_rounds
 from mpicoll.engine.watchdog import CollectiveTimeout, _idle
+from mpicoll.ir.schedule import Block, Copy, Reduce, Schedule
 
 __all__ = ["Buffers", "buffers", "run", "simulate", "Steps", "Probed"]
 
