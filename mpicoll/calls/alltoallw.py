@@ -117,7 +117,8 @@ def _parse_bottom(counts: Any, displs: Any, types: Any, what: str, size: int) ->
                                           "a GPU address): MPI, which packs such blocks, reads host memory only; "
                                           "pass the device array itself ([buf, counts, displs, datatypes])")
     # a block at an absolute address: ``counts[j]`` elements of ``types[j]`` from byte ``displs[j]`` are one
-    # element of a struct type placing them there (freed with the block that packs it, see _BottomBlock)
+    # element of a struct type placing them there (freed with the block that packs it, see
+    # mpicoll.data.datatypes.AbsoluteBlock)
     for j, (c, d) in enumerate(zip(counts, displs)):
         if c and d:
             types[j] = MPI.Datatype.Create_struct([c], [d], [types[j]]).Commit()
@@ -126,29 +127,6 @@ def _parse_bottom(counts: Any, displs: Any, types: Any, what: str, size: int) ->
     owned = tuple(t for t, d in zip(types, displs) if d)
     return WBuffer(np.empty(0, np.uint8), tuple(counts), (0,) * size, tuple(types), tuple(maps), bottom=True,
                    owned=owned)
-
-
-class _BottomBlock:
-    """One block at absolute addresses, packed and unpacked by a message to self on a private duplicate of
-    ``MPI.COMM_SELF`` (MPI's Pack needs a buffer address; a message takes ``MPI.BOTTOM``).  Any type
-    signature may be sent and received as ``MPI.PACKED``, whose bytes are what ``Datatype.Pack`` gives."""
-
-    _self: MPI.Intracomm | None = None
-
-    def __init__(self, count: int, datatype: MPI.Datatype, array: np.ndarray) -> None:
-        self.count, self.datatype, self.array = count, datatype, array
-
-    @classmethod
-    def _comm(cls) -> MPI.Intracomm:
-        if cls._self is None:
-            cls._self = MPI.COMM_SELF.Dup()
-        return cls._self
-
-    def pack(self) -> None:
-        self._comm().Sendrecv([MPI.BOTTOM, self.count, self.datatype], 0, 0, [self.array, MPI.PACKED], 0, 0)
-
-    def unpack(self) -> None:
-        self._comm().Sendrecv([self.array, MPI.PACKED], 0, 0, [MPI.BOTTOM, self.count, self.datatype], 0, 0)
 
 
 def _per_rank(values: Any, size: int, what: str) -> list[int]:
@@ -191,7 +169,7 @@ def as_bytes(buf: WBuffer, what: str, *, writable: bool) -> tuple[np.ndarray, La
         if not c:
             continue
         if buf.bottom:
-            block: Any = _BottomBlock(c, t, packed[off:off + n])
+            block: Any = datatypes.AbsoluteBlock(c, t, packed[off:off + n])
             if any(t is o for o in buf.owned):
                 weakref.finalize(block, t.Free)
         else:   # block j: the user's bytes from displs[j], packed into packed[off : off + n]

@@ -37,8 +37,8 @@ from mpicoll.engine.blocking import execute as execute_rounds
 from mpicoll.engine.forms import NONBLOCKING, PERSISTENT
 from mpicoll.engine.recorder import Called, Traced, named
 from mpicoll.engine.requests import Prequest, Request, split
-from mpicoll.engine.rounds import Built, CommRound, revoke_together
-from mpicoll.engine.standin import TIMEOUT, Agreeing, is_mark, run_marked
+from mpicoll.engine.rounds import Built, CommRound, post, revoke_together
+from mpicoll.engine.standin import TIMEOUT, Agreeing, drain, is_mark, run_marked
 from mpicoll.errors import ProcFailedError
 from mpicoll.program.bounded import Bounded
 from mpicoll.program.callkey import held, shape_key
@@ -232,25 +232,18 @@ def _refuse(state: InterState, method: str, tag: int, error: BaseException) -> N
     instead = []     # between two ranks: the empty message in place of a stage's (see _with_agreement)
     if len(agreement.rounds) == 1:
         peer = agreement.rounds[0][1][0][1]
-        instead.append(agreement.comm.Isend(message(np.empty(0, np.uint8)), peer, tag))
+        instead += post(agreement.comm, tag, [(message(np.empty(0, np.uint8)), peer)], [])
     naming = Request(*split(Stages(state).agreement(method, error)), state.merged._state.next_tag(NONBLOCKING), None)
     naming._launch()
     deadline = time.monotonic() + limit
     try:
         while not naming.Test() or not MPI.Request.Testall(instead):
-            _drain(agreement.comm, tag)
+            drain(agreement.comm, tag)
             if time.monotonic() > deadline:   # the peers did something else: stop waiting for them
                 raise error from None
     finally:
-        _drain(agreement.comm, tag)
+        drain(agreement.comm, tag)
     raise error
-
-
-def _drain(comm: MPI.Comm, tag: int) -> None:
-    """Receive, into scratch, every message with ``tag`` that has arrived on ``comm``."""
-    status = MPI.Status()
-    while (arrived := comm.Improbe(MPI.ANY_SOURCE, tag, status)) is not None:
-        arrived.Recv([np.empty(status.Get_count(MPI.BYTE), np.uint8), MPI.BYTE])
 
 
 def _watched(state: InterState, method: str, built: Built, tag: int) -> None:
@@ -282,7 +275,7 @@ def _name(state: InterState, method: str, tag: int, error: BaseException | None,
     try:
         execute(state, method, Built(Stages(state).agreement(method, error)), state.merged._state.next_tag(NONBLOCKING))
     finally:      # the empty message a rank at fault sent in place of a stage's, where none was expected
-        _drain(state.agreement.comm, tag)
+        drain(state.agreement.comm, tag)
     raise error if error is not None else errors.ArgumentError(
         f"{method} on an intercommunicator: a marked message arrived, but no rank's arguments were rejected: the "
         "ranks' calls do not match", method) from marked

@@ -45,7 +45,8 @@ from mpi4py import MPI
 from mpicoll import errors
 from mpicoll.data.memory import known_bounds
 
-__all__ = ["Typemap", "describe", "check_reducible", "Packed", "pack", "register", "packing", "Packing", "byte_message"]
+__all__ = ["Typemap", "describe", "check_reducible", "Packed", "pack", "register", "packing", "Packing", "byte_message",
+           "AbsoluteBlock"]
 
 _INT_MAX = 2**31 - 1   # MPI 3's sizes are C ints (MPI_Pack has no large-count form before MPI 4)
 
@@ -398,3 +399,26 @@ def byte_message(view: np.ndarray) -> list:
         for part in parts:
             part.Free()
     return [MPI.buffer(view), 1, datatype]
+
+
+class AbsoluteBlock:
+    """One block at absolute addresses, packed and unpacked by a message to self on a private duplicate of
+    ``MPI.COMM_SELF`` (MPI's Pack needs a buffer address; a message takes ``MPI.BOTTOM``).  Any type
+    signature may be sent and received as ``MPI.PACKED``, whose bytes are what ``Datatype.Pack`` gives."""
+
+    _self: MPI.Intracomm | None = None
+
+    def __init__(self, count: int, datatype: MPI.Datatype, array: np.ndarray) -> None:
+        self.count, self.datatype, self.array = count, datatype, array
+
+    @classmethod
+    def _comm(cls) -> MPI.Intracomm:
+        if cls._self is None:
+            cls._self = MPI.COMM_SELF.Dup()
+        return cls._self
+
+    def pack(self) -> None:
+        self._comm().Sendrecv([MPI.BOTTOM, self.count, self.datatype], 0, 0, [self.array, MPI.PACKED], 0, 0)
+
+    def unpack(self) -> None:
+        self._comm().Sendrecv([self.array, MPI.PACKED], 0, 0, [MPI.BOTTOM, self.count, self.datatype], 0, 0)

@@ -49,7 +49,8 @@ from mpicoll.data.buffers import host_view
 from mpicoll.engine.rounds import Exchange, fault, is_fault, run, testall
 from mpicoll.engine.watchdog import CollectiveTimeout
 
-__all__ = ["stand_in_args", "play", "TIMEOUT", "Marked", "run_marked", "continue_marked", "is_mark", "Agreeing"]
+__all__ = ["stand_in_args", "play", "TIMEOUT", "Marked", "run_marked", "continue_marked", "is_mark", "Agreeing",
+           "drain"]
 
 # seconds a stand-in may wait without progress when the communicator has no timeout of its own:
 # a stand-in that does not match what the peers do (their arguments are wrong too) gives up
@@ -182,6 +183,14 @@ class Marked(Exchange):
                 raise CollectiveTimeout(self.what, t, peers, self.limit, self.rank)
             if spins > 64:
                 time.sleep(0 if spins < 4096 else 0.0002)
+
+
+def drain(comm: MPI.Comm, tag: int) -> None:
+    """Receive, into scratch, every message with ``tag`` that has arrived on ``comm`` (what peers sent to a rank
+    whose call was refused, so that their sends complete)."""
+    status = MPI.Status()
+    while (arrived := comm.Improbe(MPI.ANY_SOURCE, tag, status)) is not None:
+        arrived.Recv([np.empty(status.Get_count(MPI.BYTE), np.uint8), MPI.BYTE])
 
 
 def run_marked(bound: list, comm: MPI.Comm, tag: int, start: int = 0, limit: float = TIMEOUT,
