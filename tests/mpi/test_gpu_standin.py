@@ -18,8 +18,8 @@ import pytest
 from mpi4py import MPI
 
 import mpicoll
+from mpicoll.data import device as devmod
 from mpicoll.data.device import StandInArray
-from mpicoll.gpu import device as devmod
 from mpicoll.gpu import transport_of
 from mpicoll.program.state import Preparation
 
