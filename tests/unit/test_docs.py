@@ -153,18 +153,6 @@ def test_the_scale_page_ring_wins_with_contention_as_it_says():
     assert plain.winner(64, 256 << 20) == "rabenseifner"   # without contention the ring does not win there
 
 
-def test_readme_algorithm_table_lists_every_registered_algorithm():
-    """Each row "A, B / C | x, y / z" maps collectives A and B to x, y and C to z: exactly the registry's."""
-    listed = {}
-    for line in (ROOT / "README.md").read_text().splitlines():
-        if line.startswith("| ") and not line.startswith(("| collective", "|---")):
-            label, algs = [cell.strip() for cell in line.strip("|").split("|")]
-            for colls, names in zip(label.split(" / "), algs.split(" / ")):
-                for coll in colls.split(", "):
-                    listed[coll.lower()] = sorted(names.split(", "))
-    assert listed == {c: sorted(registry.algorithms(c)) for c in registry.collectives()}
-
-
 def test_counts_in_the_tooling_page_are_the_registry_s():
     from mpicoll.tools.commands import count_cases
 
