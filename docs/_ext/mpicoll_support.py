@@ -88,10 +88,9 @@ def support_table() -> str:
     rows = []
     for row in support_rows():
         algs = ", ".join(f":ref:`{a} <{row['collective']}-{a}>`" for a in row["algorithms"])
-        rows.append([f"``{row['method']}``", f"``{row['nonblocking']}``" if row["nonblocking"] else "no",
-                     f"``{row['persistent']}``" if row["persistent"] else "no",
-                     "yes" if row["in_place"] else "no", algs])
-    return _list_table(["Call", "nonblocking", "persistent", "in place", "algorithms"], rows)
+        rows.append([f"``{row['method']}``", algs, f"``{row['nonblocking']}``" if row["nonblocking"] else "no",
+                     f"``{row['persistent']}``" if row["persistent"] else "no", "yes" if row["in_place"] else "no"])
+    return _list_table(["Call", "algorithms", "nonblocking", "persistent", "in place"], rows)
 
 
 def options() -> dict[str, list[str]]:

@@ -99,7 +99,7 @@ def _plot_ratios(ax: Any, points: list[tuple[int, float]], rise: float = 0.0, **
         ratio = points[0][1]
         style = {k: v for k, v in style.items() if k != "linestyle"}
         ax.plot([64], [ratio], markersize=7, linestyle="none", **style)
-        ax.annotate(f"{ratio:.2f}", (64, ratio), xytext=(8, rise), textcoords="offset points",
+        ax.annotate(f"{ratio:.2f}", (64, ratio), xytext=(8, rise), textcoords="offset points", color=style.get("color"),
                     va="center", fontsize=8)
 
 
