@@ -191,3 +191,13 @@ def test_every_install_line_names_the_python_it_installs_into():
             if not (own_pip and re.search(r"(^|[\s`])python -m $", text[max(0, m.start() - 12):m.start()])):
                 bad.append(f"{path.relative_to(ROOT)}: ...{text[max(0, m.start() - 20):m.end() + 20]!r}")
     assert bad == []
+
+
+def test_the_readme_is_read_to_the_end():
+    """At most 120 lines: its first screen (what it is, the two commands, where to go), then how to use it, one
+    figure and where the docs are; what is supported is on docs/support.rst, which it links."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 120
+    heads = [line for line in text.splitlines() if line.startswith("## ")]
+    assert heads[0] == "## Where to go" and "## Use it" in heads
+    assert text.count("![") == 1 and "docs/support.rst" in text
