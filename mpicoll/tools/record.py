@@ -37,16 +37,24 @@ def run_record(processes: int, command: str | None = None) -> dict[str, Any]:
     import mpi4py  # noqa: PLC0415
     from mpi4py import MPI  # noqa: PLC0415
 
-    import mpicoll  # noqa: PLC0415
-
     load = list(os.getloadavg()) if hasattr(os, "getloadavg") else []
     library = MPI.Get_library_version().replace("\x00", "").strip().splitlines()[0]
     return {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "machine": f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores",
             "cores": os.cpu_count(), "load": [round(x, 2) for x in load], "processes": processes,
-            "mpi": library.split(",")[0], "mpi4py": mpi4py.__version__, "mpicoll": mpicoll.__version__,
+            "mpi": library.split(",")[0], "mpi4py": mpi4py.__version__, "mpicoll": _version(),
             "python": platform.python_version(),
             "command": command if command is not None else " ".join(["python", *sys.argv])}
+
+
+def _version() -> str:
+    """mpicoll's installed version (its metadata: this layer does not import the package itself)."""
+    from importlib import metadata  # noqa: PLC0415
+
+    try:
+        return metadata.version("mpicoll")
+    except metadata.PackageNotFoundError:
+        return "not installed"
 
 
 def write_json(path: str, data: Any) -> None:
