@@ -193,7 +193,8 @@ def collectives_figure(results: list[dict[str, Any]], osu: dict[str, Any] | None
     for ax in axes.flat:   # each label's first line (a barrier's lone marker is drawn last)
         for h, label in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(label, h)
-    fig.legend(handles.values(), handles.keys(), loc="upper right", ncol=1, frameon=False)
+    fig.legend(handles.values(), handles.keys(), loc="upper right", bbox_to_anchor=(0.985, 0.995), ncol=1,
+               frameon=False)
     fig.suptitle(f"Time of mpicoll over the MPI library's own collective, p = {p} (below 1: mpicoll is faster)\n"
                  f"{_stamp(run)}", x=0.01, ha="left", fontsize=10)
     fig.tight_layout()   # (it leaves room for the suptitle)
