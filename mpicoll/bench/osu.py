@@ -178,10 +178,11 @@ def format_demo(name: str, builtin: Table, ours: Table) -> list[str]:
     return lines
 
 
-def osu_record(tables: dict[str, dict[str, Table]], processes: int, repeat: int) -> dict[str, Any]:
+def osu_record(tables: dict[str, dict[str, Table]], processes: int, repeat: int, args: list[str]) -> dict[str, Any]:
     """What ``--json`` writes: ``{"kind": "osu", "run": ..., "repeat": ..., "demos": {name: {"builtin_us":
-    {size: us}, "mpicoll_us": {size: us}}}}`` (JSON keys are strings: the sizes in bytes)."""
-    command = " ".join(["python -m mpicoll.launch", "-n", str(processes), "-m mpicoll osu", *sys.argv[1:]])
+    {size: us}, "mpicoll_us": {size: us}}}}`` (JSON keys are strings: the sizes in bytes); ``args``: the
+    command's arguments."""
+    command = " ".join(["python -m mpicoll.launch", "-n", str(processes), "-m mpicoll osu", *args])
     return {"kind": "osu", "run": run_record(processes, command), "repeat": repeat,
             "demos": {name: {which: {str(size): us for size, us in table.items()} for which, table in both.items()}
                       for name, both in tables.items()}}
@@ -224,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
             every[name] = ratios(builtin, mpicoll)
             tables[name] = {"builtin_us": builtin, "mpicoll_us": mpicoll}
     if rank0 and ns.json:
-        write_json(ns.json, osu_record(tables, world.Get_size(), ns.repeat))
+        write_json(ns.json, osu_record(tables, world.Get_size(), ns.repeat, sys.argv[1:] if argv is None else argv))
     if rank0 and len(every) > 1:
         small = geomean([r for t in every.values() for s, r in t.items() if s <= SMALL])
         large = geomean([r for t in every.values() for s, r in t.items() if s >= LARGE])

@@ -173,7 +173,7 @@ def run_collectives(ns: argparse.Namespace, groups: dict[str, object]) -> None:
     if rank == 0 and ns.json:
         from mpicoll.tools.record import run_record, write_json  # noqa: PLC0415
 
-        command = " ".join(["python -m mpicoll.launch -n", str(size), "-m mpicoll.torch.bench", *sys.argv[1:]])
+        command = " ".join(["python -m mpicoll.launch -n", str(size), "-m mpicoll.torch.bench", *ns.argv])
         write_json(ns.json, {"kind": "torch", "run": run_record(size, command), "torch": torch.__version__,
                              "rounds": ns.rounds, "dtype": "float32", "rows": rows})
 
@@ -332,6 +332,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=3, help="DDP: steps per round (default: 3)")
     parser.add_argument("--json", help="collectives: also write the table and the run's facts to this file")
     ns = parser.parse_args(argv)
+    ns.argv = sys.argv[1:] if argv is None else list(argv)
     ns.rounds = ns.rounds or (15 if ns.ddp or ns.overlap or ns.floor else 5)
     ns.ops = [o for o in ns.ops.split(",") if o]
     unknown = [o for o in ns.ops if o not in OPS]

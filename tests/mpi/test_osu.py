@@ -89,6 +89,8 @@ def test_json_keeps_both_tables_and_the_run(demos, tmp_path, capsys):
     with open(path) as fh:
         data = json.load(fh)
     assert data["kind"] == "osu" and data["run"]["processes"] == WORLD.size and data["repeat"] == 1
+    assert data["run"]["command"].endswith("-m mpicoll osu osu_barrier alltoallv --iters 2 --max-size 8 --json "
+                                           + path), data["run"]["command"]
     assert set(data["demos"]) == {"barrier", "alltoallv"}
     assert sorted(data["demos"]["alltoallv"]["builtin_us"], key=int) == ["0", "1", "2", "4", "8"]
     assert all(v > 0 for v in data["demos"]["alltoallv"]["mpicoll_us"].values())
