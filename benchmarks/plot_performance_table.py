@@ -1,4 +1,4 @@
-"""Draw docs/images/bench_allreduce_p2.png from the quiet run's table printed in docs/performance.md.
+"""Draw docs/images/bench_allreduce_p2.png from the quiet run's table printed in docs/performance_notes.md.
 
 The figure is a plot of that table (the median times of the run under "Allreduce, p = 2, float64"), not a
 new measurement, so figure and table cannot disagree::
@@ -33,7 +33,7 @@ def table(page: pathlib.Path) -> dict[str, list[tuple[int, float]]]:
 
 
 def main() -> None:
-    rows = table(ROOT / "docs" / "performance.md")
+    rows = table(ROOT / "docs" / "performance_notes.md")
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
     for name in SHOWN:
         points = rows[name]
@@ -41,7 +41,7 @@ def main() -> None:
                   linestyle="--" if name.startswith(("builtin", "memcpy")) else "-")
     ax.set_xlabel("bytes per rank")
     ax.set_ylabel("median time of the slowest rank (us)")
-    ax.set_title("Allreduce, p = 2, float64: the table of docs/performance.md", fontsize=10)
+    ax.set_title("Allreduce, p = 2, float64: the table of docs/performance_notes.md", fontsize=10)
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()

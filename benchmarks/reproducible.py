@@ -3,7 +3,7 @@
 Run on two processes (or more)::
 
     python -m mpicoll.launch -n 2 benchmarks/reproducible.py [--sizes 8,1K,64K,1M,64M] [--rounds 7]
-        [--form blocking|nonblocking|persistent]
+        [--form blocking|nonblocking|persistent] [--json reproducible_p2.json]
 
 For each dtype (float64, float32) and message size (bytes of the float buffer), three variants are timed
 interleaved round by round on the same buffers, so that a change of the machine's load hits all of them alike:
@@ -14,13 +14,16 @@ fastest round's), the ratio of the reproducible call to the ordinary one, and th
 reproducible call moves (the gathered rows, or the floats' blocks there and back) to the ordinary one's
 (:func:`bytes_ratio`).  The reproducible call's local work (summing the table of its block, one row per
 process) is timed alone too, in one process, as ``local(us)``.  ``--form nonblocking`` times ``Iallreduce`` and
-``Wait`` instead, ``--form persistent`` ``Start`` and ``Wait`` of an ``Allreduce_init`` (each variant's own)."""
+``Wait`` instead, ``--form persistent`` ``Start`` and ``Wait`` of an ``Allreduce_init`` (each variant's own).
+``--json FILE`` also writes the rows and the run's facts (:func:`mpicoll.tools.record.run_record`), which
+``python -m mpicoll.bench.figures`` draws."""
 
 from __future__ import annotations
 
 import argparse
 import os
 import statistics
+import sys
 import time
 
 import numpy as np
@@ -106,8 +109,10 @@ def main() -> None:
     parser.add_argument("--stat", choices=["median", "min"], default="median",
                         help="each variant's time over the rounds: the median, or the fastest round (on a "
                              "machine shared with other jobs, the rounds in which none of them ran)")
+    parser.add_argument("--json", help="also write the rows and the run's facts to this file")
     ns = parser.parse_args()
     world = MPI.COMM_WORLD
+    rows = []
     comm = mpicoll.Comm(world)
     if world.rank == 0:
         load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
@@ -142,8 +147,17 @@ def main() -> None:
                 print(f"{count * dtype.itemsize:>10} {name:>8} {med['ordinary']:>13.1f} {med['reproducible']:>17.1f} "
                       f"{med['reproducible'] / med['ordinary']:>6.2f} {moved:>11.2f} {med['built-in']:>13.1f} "
                       f"{local * 1e6:>10.1f}", flush=True)
+                rows.append({"bytes": count * dtype.itemsize, "dtype": name, "ordinary_us": med["ordinary"],
+                             "reproducible_us": med["reproducible"], "builtin_us": med["built-in"],
+                             "bytes_ratio": moved, "local_us": local * 1e6})
             for request in requests:
                 request.Free()
+    if world.rank == 0 and ns.json:
+        from mpicoll.tools.record import run_record, write_json
+
+        command = f"python -m mpicoll.launch -n {world.size} benchmarks/reproducible.py " + " ".join(sys.argv[1:])
+        write_json(ns.json, {"kind": "reproducible", "run": run_record(world.size, command.strip()),
+                             "form": ns.form, "stat": ns.stat, "rounds": ns.rounds, "rows": rows})
 
 
 if __name__ == "__main__":

@@ -29,7 +29,8 @@ author = "the mpicoll authors"
 copyright = "2026, the mpicoll authors"
 release = version = mpicoll.__version__
 
-extensions = ["sphinx.ext.autodoc", "sphinx.ext.napoleon", "sphinx.ext.viewcode", "myst_parser", "mpicoll_pages"]
+extensions = ["sphinx.ext.autodoc", "sphinx.ext.napoleon", "sphinx.ext.viewcode", "myst_parser", "mpicoll_pages",
+              "mpicoll_support"]
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 exclude_patterns = ["_build", "Thumbs.db", ".DS_Store"]
 

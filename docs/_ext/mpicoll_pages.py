@@ -335,38 +335,6 @@ class ExamplesDirective(_Rst):
         return self.render(examples_page())
 
 
-def support_table() -> str:
-    """Collective x form x buffer kind, read off :class:`mpicoll.Comm` and the call specs."""
-    import importlib.util
-
-    from mpicoll import Comm
-
-    gpu = importlib.util.find_spec("mpicoll.gpu.transport") is not None
-    head = ["Call", "blocking", "nonblocking (I...)", "persistent (..._init)", "in place", "host buffers",
-            "GPU buffers"]
-    rows = []
-    for coll in mpicoll.collectives():
-        name = "Reduce_scatter_block" if coll == "reduce_scatter_block" else coll.capitalize()
-        name = {"Allreduce": "Allreduce", "Bcast": "Bcast"}.get(name, name)
-        method = next((m for m in dir(Comm) if m.lower() == coll), name)
-
-        def has(m: str) -> str:
-            return "yes" if hasattr(Comm, m) else "no"
-
-        rows.append([f"``{method}``", has(method), has("I" + method[0].lower() + method[1:]), has(method + "_init"),
-                     "yes" if get_spec(coll).in_place else "no", "yes", "yes" if gpu else "no (host only)"])
-    lines = [".. list-table::", "   :header-rows: 1", ""]
-    for row in [head, *rows]:
-        lines.append("   * - " + row[0])
-        lines += [f"     - {c}" for c in row[1:]]
-    return "\n".join(lines) + "\n"
-
-
-class SupportDirective(_Rst):
-    def run(self) -> list[nodes.Node]:
-        return self.render(support_table())
-
-
 # ---------------------------------------------------------------- which algorithm at my scale
 def _machine(name: str):
     """A preset by name; ``default-local`` is the built-in local constants (not the builder's calibration)."""
@@ -434,7 +402,6 @@ class ScaleMapDirective(_Rst):
 
 def setup(app: Any) -> dict[str, Any]:
     app.add_directive("mpicoll-scale-map", ScaleMapDirective)
-    app.add_directive("mpicoll-support", SupportDirective)
     app.add_directive("mpicoll-concept", ConceptDirective)
     app.add_directive("mpicoll-algorithms", AlgorithmsDirective)
     app.add_directive("mpicoll-examples", ExamplesDirective)

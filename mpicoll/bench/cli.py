@@ -48,7 +48,6 @@ is timed), :mod:`mpicoll.bench.sweep` (the timing), :mod:`mpicoll.bench.report`
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 import numpy as np
@@ -63,6 +62,7 @@ from mpicoll.comm.comm import Comm
 from mpicoll.selection import choose as selection
 from mpicoll.selection import tuning
 from mpicoll.tools.cli import Parser
+from mpicoll.tools.record import run_record, write_json
 from mpicoll.tools.units import parse_size
 
 # the names of the module this one was split from, for the programs and tests that use them
@@ -91,6 +91,12 @@ def parse_sizes(text: str) -> list[int]:
     return [parse_size(x) for x in text.split(",") if x.strip()]
 
 
+def with_record(results: list[dict], processes: int, command: str) -> list[dict]:
+    """The results, each with the run's facts under ``"run"`` (:func:`mpicoll.tools.record.run_record`)."""
+    run = run_record(processes, f"python -m mpicoll.launch -n {processes} -m mpicoll bench {command}")
+    return [{**res, "run": run} for res in results]
+
+
 def _parser() -> argparse.ArgumentParser:
     ap = Parser(prog="python -m mpicoll bench", description=__doc__.split("\n\n")[0],
                                  epilog="--style osu / nccl: see the module docstrings of mpicoll.bench.cli and "
@@ -112,7 +118,7 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--root", type=int, default=0, help="--style osu/nccl: the root of rooted collectives (default 0)")
     ap.add_argument("--iters", type=int, default=20, help="timed rounds per size (default 20)")
     ap.add_argument("--warmup", type=int, default=3, help="untimed rounds per size (default 3)")
-    ap.add_argument("--json", help="write the results as JSON")
+    ap.add_argument("--json", help="write the results as JSON (python -m mpicoll.bench.figures draws them)")
     ap.add_argument("--csv", help="write one row per (size, variant) as CSV")
     ap.add_argument("--plot", help="--style table: draw busbw and time against size (PNG; needs matplotlib)")
     ap.add_argument("--tune", action="store_true",
@@ -151,8 +157,7 @@ def _run_style(args: argparse.Namespace, ap: argparse.ArgumentParser, wrapped: C
         print(f"# mpicoll.bench: {command}")
         print(styles.tables(results, cores()), flush=True)
         if args.json:
-            with open(args.json, "w") as fh:
-                json.dump(results, fh, indent=1)
+            write_json(args.json, with_record(results, wrapped.size, command))
         if args.csv:
             write_csv(styles.flat_rows(results), args.csv)
     return results
@@ -217,8 +222,7 @@ def main(argv: list[str] | None = None, comm: MPI.Intracomm | None = None) -> li
             print(table(res))
             print()
         if args.json:
-            with open(args.json, "w") as fh:
-                json.dump(results, fh, indent=1)
+            write_json(args.json, with_record(results, wrapped.size, command))
         if args.csv:
             write_csv(rows(results), args.csv)
         if args.plot:

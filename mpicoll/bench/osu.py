@@ -13,11 +13,13 @@ demos' code is copied here.  The printed tables are parsed and shown side by sid
     python -m mpicoll.launch -n 2 -m mpicoll.bench.osu                 # the seven collective demos
     python -m mpicoll.launch -n 2 -m mpicoll.bench.osu bcast alltoallv --iters 100 --repeat 3
     python -m mpicoll.launch -n 2 -m mpicoll.bench.osu osu_bcast.py           # the demo's file name works too
+    python -m mpicoll.launch -n 2 -m mpicoll.bench.osu --repeat 3 --json osu_p2.json   # and keep the tables
 
 Columns per size: built-in latency, mpicoll latency (us, the demo's own average
 per call) and their ratio; then the geometric mean of the ratios over sizes
 <= 1 KiB and >= 64 KiB, per demo and over all demos (the barrier demo has one
-size, 0 B).
+size, 0 B).  ``--json FILE`` writes both tables of every demo and the run's facts
+(:func:`mpicoll.tools.record.run_record`); :mod:`mpicoll.bench.figures` draws them.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ import mpi4py
 from mpi4py import MPI
 
 from mpicoll.tools.cli import Parser, guarded
+from mpicoll.tools.record import run_record, write_json
 
 #: the collective demos of mpi4py's sdist (``demo/osu_<name>.py``), in the order they run by default
 DEMOS = ("bcast", "gather", "scatter", "allgather", "alltoall", "alltoallv", "barrier")
@@ -175,6 +178,16 @@ def format_demo(name: str, builtin: Table, ours: Table) -> list[str]:
     return lines
 
 
+def osu_record(tables: dict[str, dict[str, Table]], processes: int, repeat: int, args: list[str]) -> dict[str, Any]:
+    """What ``--json`` writes: ``{"kind": "osu", "run": ..., "repeat": ..., "demos": {name: {"builtin_us":
+    {size: us}, "mpicoll_us": {size: us}}}}`` (JSON keys are strings: the sizes in bytes); ``args``: the
+    command's arguments."""
+    command = " ".join(["python -m mpicoll.launch", "-n", str(processes), "-m mpicoll osu", *args])
+    return {"kind": "osu", "run": run_record(processes, command), "repeat": repeat,
+            "demos": {name: {which: {str(size): us for size, us in table.items()} for which, table in both.items()}
+                      for name, both in tables.items()}}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = Parser(prog="python -m mpicoll osu", description=__doc__.split("\n\n")[0])
     parser.add_argument("names", nargs="*", default=list(DEMOS),
@@ -184,6 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-size", type=int, help="largest message size in bytes (default: the demo's, 1 MiB)")
     parser.add_argument("--repeat", type=int, default=1,
                         help="built-in/mpicoll runs, alternating; per size the lowest average is kept (default 1)")
+    parser.add_argument("--json", help="also write every demo's two tables and the run's facts to this file")
     ns = parser.parse_args(argv)
     if ns.iters is not None and ns.iters < 1 or ns.repeat < 1 or ns.max_size is not None and ns.max_size < 0:
         parser.error("--iters and --repeat must be >= 1, --max-size >= 0")
@@ -203,11 +217,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"# built-in MPI.COMM_WORLD vs mpicoll.Comm(MPI.COMM_WORLD), p = {world.Get_size()}, "
               f"repeat = {ns.repeat}; ratio = mpicoll / built-in", flush=True)
     every: dict[str, dict[int, float]] = {}
+    tables: dict[str, dict[str, Table]] = {}
     for name, demo in zip(names, demos):
         builtin, mpicoll = compare(demo, demo_kwargs(demo, ns.iters, ns.max_size), ns.repeat)
         if rank0:
             print("\n".join(format_demo(name, builtin, mpicoll)), flush=True)
             every[name] = ratios(builtin, mpicoll)
+            tables[name] = {"builtin_us": builtin, "mpicoll_us": mpicoll}
+    if rank0 and ns.json:
+        write_json(ns.json, osu_record(tables, world.Get_size(), ns.repeat, sys.argv[1:] if argv is None else argv))
     if rank0 and len(every) > 1:
         small = geomean([r for t in every.values() for s, r in t.items() if s <= SMALL])
         large = geomean([r for t in every.values() for s, r in t.items() if s >= LARGE])

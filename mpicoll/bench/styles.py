@@ -190,7 +190,11 @@ def measure_size(coll: Coll, comm: Any, c: int, opts: StyleOptions, in_place: bo
         for _ in range(opts.warmup):
             for fn in calls.values():
                 fn()
-        mine = time_rounds(calls, batch, opts.iters, world).mean(axis=0)   # this rank's average per call
+        rounds = time_rounds(calls, batch, opts.iters, world)     # rounds x variants, this rank's per call
+    mine = rounds.mean(axis=0)                                     # this rank's average per call
+    slowest = np.empty_like(rounds)                                # each round's slowest rank
+    world.Allreduce(np.ascontiguousarray(rounds), slowest, op=MPI.MAX)
+    median = np.median(slowest, axis=0)
     total, low, high = (np.empty_like(mine) for _ in range(3))
     world.Allreduce(mine, total, op=MPI.SUM)
     world.Allreduce(mine, low, op=MPI.MIN)
@@ -199,6 +203,7 @@ def measure_size(coll: Coll, comm: Any, c: int, opts: StyleOptions, in_place: bo
     for j, label in enumerate(calls):
         stats[label] = {"variant": cases[label][0], "in_place": label.endswith(IN_PLACE),
                         "avg_us": total[j] / comm.size * 1e6, "min_us": low[j] * 1e6, "max_us": high[j] * 1e6,
+                        "median_us": median[j] * 1e6,
                         "iterations": batch[label] * opts.iters, "algorithm": ran[label],
                         "wrong": None if label == BUILTIN else int(wrong[j])}
     for label, err in errors.items():

@@ -5,6 +5,7 @@ Run under MPI (every rank runs it)::
     python -m mpicoll.launch -n 2 -m mpicoll.torch.bench
     python -m mpicoll.launch -n 2 -m mpicoll.torch.bench --ops all_reduce --max-bytes 1M --inline
     python -m mpicoll.launch -n 2 -m mpicoll.torch.bench --ddp
+    python -m mpicoll.launch -n 2 -m mpicoll.torch.bench --json torch_p2.json   # and keep the table
 
 Each variant is a process group over every rank: ``mpicoll`` (the default
 group: every call an mpicoll request, waited for at once by a blocking call,
@@ -26,7 +27,9 @@ what share of the call the computation hid.  ``--floor`` times a blocking
 all-reduce of ``--min-bytes`` through torch next to what it is made of: torch's
 own cost (``dist.all_reduce`` into a backend method that does nothing),
 ``mpicoll.Comm``'s ``Allreduce`` and ``Iallreduce`` + ``Wait`` on the tensor's memory, and the call on a group
-of ``Options(reproducible=True)``.
+of ``Options(reproducible=True)``.  ``--json FILE`` writes the collectives' table (each variant's median
+time per size) and the run's facts (:func:`mpicoll.tools.record.run_record`); :mod:`mpicoll.bench.figures`
+draws it.
 """
 
 from __future__ import annotations
@@ -143,6 +146,7 @@ def table_header(variants: list[str]) -> str:
 
 def run_collectives(ns: argparse.Namespace, groups: dict[str, object]) -> None:
     rank, size = dist.get_rank(), dist.get_world_size()
+    rows: list[dict] = []
     order = random.Random(ns.seed)
     variants = list(groups)
     if rank == 0:
@@ -164,6 +168,14 @@ def run_collectives(ns: argparse.Namespace, groups: dict[str, object]) -> None:
                 if "gloo" in medians:
                     line += f" | {medians['gloo'] / medians['mpicoll']:6.2f}"
                 print(line, flush=True)
+                rows.append({"op": op, "bytes": c.nbytes, "time_us": {v: medians[v] * 1e6 for v in variants},
+                             "wrong": wrong})
+    if rank == 0 and ns.json:
+        from mpicoll.tools.record import run_record, write_json  # noqa: PLC0415
+
+        command = " ".join(["python -m mpicoll.launch -n", str(size), "-m mpicoll.torch.bench", *ns.argv])
+        write_json(ns.json, {"kind": "torch", "run": run_record(size, command), "torch": torch.__version__,
+                             "rounds": ns.rounds, "dtype": "float32", "rows": rows})
 
 
 def ddp_step_timer(group, width: int, depth: int, batch: int) -> Callable[[], None]:
@@ -318,7 +330,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--depth", type=int, default=4, help="DDP: layers (default: 4)")
     parser.add_argument("--batch", type=int, default=64, help="DDP: batch per rank (default: 64)")
     parser.add_argument("--steps", type=int, default=3, help="DDP: steps per round (default: 3)")
+    parser.add_argument("--json", help="collectives: also write the table and the run's facts to this file")
     ns = parser.parse_args(argv)
+    ns.argv = sys.argv[1:] if argv is None else list(argv)
     ns.rounds = ns.rounds or (15 if ns.ddp or ns.overlap or ns.floor else 5)
     ns.ops = [o for o in ns.ops.split(",") if o]
     unknown = [o for o in ns.ops if o not in OPS]

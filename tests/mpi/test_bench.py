@@ -213,6 +213,7 @@ def test_nccl_style_columns_and_no_wrong_elements(capsys, tmp_path):
                 check(s["wrong"] == (None if label == "builtin" else 0), f"{res['collective']} {label}: {s}")
                 factor = bench_cases.COLLS[res["collective"]].factor(p)
                 check(abs(s["busbw_GBs"] - s["algbw_GBs"] * factor) < 1e-12 and s["avg_us"] > 0)
+                check(s["median_us"] > 0, f"{res['collective']} {label}: the slowest rank's median round: {s}")
     WORLD.Barrier()
     if WORLD.rank != 0:
         return
@@ -233,7 +234,10 @@ def test_nccl_style_columns_and_no_wrong_elements(capsys, tmp_path):
                 assert (row[13] == "MPI" if label == "built-in" else
                         row[13] in registry.algorithms(res["collective"])), row
     with open(os.path.join(out_dir, "n.json")) as fh:
-        assert [r["collective"] for r in json.load(fh)] == colls
+        saved = json.load(fh)
+    assert [r["collective"] for r in saved] == colls
+    run = saved[0]["run"]    # the run's facts, for a figure's label
+    assert run["processes"] == p and run["mpi"] and run["date"] and "--style nccl" in run["command"], run
     with open(os.path.join(out_dir, "n.csv")) as fh:
         rows = list(csv.DictReader(fh))
     assert {r["label"] for r in rows} >= {"builtin", "auto", "auto in-place"} and all("wrong" in r for r in rows)

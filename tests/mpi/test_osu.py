@@ -72,3 +72,26 @@ def test_a_demo_is_named_with_or_without_its_prefix(demos, capsys):
     osu.main(["osu_barrier", "--iters", "2"])
     out = capsys.readouterr().out
     check(WORLD.rank != 0 or ("# osu_barrier\n" in out and "osu_osu" not in out), out)
+
+
+def test_json_keeps_both_tables_and_the_run(demos, tmp_path, capsys):
+    """``--json``: rank 0 writes every demo's two tables (sizes as strings) and the run's facts."""
+    import json
+    import os
+
+    path = WORLD.bcast(str(tmp_path / "osu.json") if WORLD.rank == 0 else None, root=0)
+    osu.main(["osu_barrier", "alltoallv", "--iters", "2", "--max-size", "8", "--json", path])
+    capsys.readouterr()
+    WORLD.Barrier()
+    if WORLD.rank != 0:
+        return
+    assert os.path.isfile(path)
+    with open(path) as fh:
+        data = json.load(fh)
+    assert data["kind"] == "osu" and data["run"]["processes"] == WORLD.size and data["repeat"] == 1
+    assert data["run"]["command"].endswith("-m mpicoll osu osu_barrier alltoallv --iters 2 --max-size 8 --json "
+                                           + path), data["run"]["command"]
+    assert set(data["demos"]) == {"barrier", "alltoallv"}
+    assert sorted(data["demos"]["alltoallv"]["builtin_us"], key=int) == ["0", "1", "2", "4", "8"]
+    assert all(v > 0 for v in data["demos"]["alltoallv"]["mpicoll_us"].values())
+
