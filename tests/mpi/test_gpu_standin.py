@@ -19,7 +19,7 @@ from mpi4py import MPI
 
 import mpicoll
 from mpicoll.data.device import StandInArray
-from mpicoll.gpu import device as devmod
+from mpicoll.data import device as devmod
 from mpicoll.gpu import transport_of
 from mpicoll.program.state import Preparation
 
