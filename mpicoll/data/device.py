@@ -18,12 +18,14 @@ from __future__ import annotations
 import atexit
 import itertools
 from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Protocol
 
 import numpy as np
 
 __all__ = ["Device", "Stream", "Event", "Window", "PeerWindow", "CupyDevice", "HostDevice", "StandInArray",
-           "AlreadyMapped", "device_of", "on_device"]
+           "AlreadyMapped", "device_of", "on_device", "addressable", "bytes_at"]
 
 
 class Event(Protocol):
@@ -428,3 +430,42 @@ def device_of(array: Any) -> Device | None:
             _CUPY_DEVICE.append(CupyDevice())
         return _CUPY_DEVICE[0]
     return None
+
+
+# -- device memory at an absolute address (MPI.BOTTOM with datatypes built on MPI.Get_address) -------
+
+_ADDRESSABLE: list[np.ndarray] = []   # stand-in arrays whose absolute addresses count as device memory
+
+
+@contextmanager
+def addressable(*arrays: StandInArray) -> Iterator[None]:
+    """Inside the block, absolute addresses within ``arrays`` (contiguous :class:`StandInArray` buffers) are
+    device memory of the host stand-in, as a GPU's driver knows its own pointers (tests only)."""
+    _ADDRESSABLE.extend(arrays)
+    try:
+        yield
+    finally:
+        for array in arrays:
+            _ADDRESSABLE.remove(array)
+
+
+def bytes_at(address: int, nbytes: int) -> Any:
+    """The ``nbytes`` bytes of device memory from absolute ``address`` (as ``MPI.Get_address`` gives it for
+    a device array), as a uint8 array of its device; None where ``address`` is host memory."""
+    for array in _ADDRESSABLE:
+        raw = np.asarray(array).reshape(-1).view(np.uint8)
+        lo = raw.__array_interface__["data"][0]
+        if lo <= address < lo + raw.nbytes:
+            if address + nbytes > lo + raw.nbytes:
+                raise ValueError(f"{nbytes} bytes from address {address:#x} run past the end of a device array")
+            return raw[address - lo:address - lo + nbytes].view(StandInArray)
+    from mpicoll.data.memory import is_device_pointer  # noqa: PLC0415 - only here
+
+    if not is_device_pointer(address):
+        return None
+    try:
+        import cupy  # noqa: PLC0415
+    except ImportError:
+        raise RuntimeError(f"address {address:#x} is GPU memory, and mpicoll reads GPU memory at an address "
+                           "through CuPy, which is not installed") from None
+    return _cupy_view(cupy, address, nbytes, None)

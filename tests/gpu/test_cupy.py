@@ -193,3 +193,20 @@ def test_ipc_one_mapping_per_peer_window_on_two_communicators(comm, gpu_env):
         ok &= np.array_equal(host(y)[8:40], want[8:40]) and not host(y)[:8].any()
     other.Free()
     check(bool(ok), f"{host(y)}")
+
+
+def test_alltoallw_bottom_at_device_addresses(comm):
+    """mpi4py's testAlltoallwBottom with CuPy arrays: struct datatypes at absolute device addresses."""
+    p, r = comm.size, comm.rank
+    ok = True
+    for n in range(1, p + 1):
+        sbuf, rbuf = cupy.full((p, n), n + 10 * r, cupy.float64), cupy.full((p, n), -1.0)
+        saddr, raddr = MPI.Get_address(sbuf), MPI.Get_address(rbuf)
+        stypes = [MPI.Datatype.Create_struct([n], [saddr + j * n * 8], [MPI.DOUBLE]).Commit() for j in range(p)]
+        rtypes = [MPI.Datatype.Create_struct([n], [raddr + j * n * 8], [MPI.DOUBLE]).Commit() for j in range(p)]
+        comm.Alltoallw((MPI.BOTTOM, ([1] * p, [0] * p), stypes), (MPI.BOTTOM, ([1] * p, [0] * p), rtypes))
+        for t in stypes + rtypes:
+            t.Free()
+        want = np.repeat(n + 10 * np.arange(p, dtype=np.float64), n).reshape(p, n)
+        ok &= np.array_equal(host(rbuf), want)
+    check(bool(ok), f"{host(rbuf)}")
