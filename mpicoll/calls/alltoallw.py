@@ -7,7 +7,9 @@ block j and rank j's block i must have the same type signature; mpicoll checks
 their sizes where one rank can see both (its own block) and moves bytes: each
 block is a byte view of the buffer where the datatype is dense (predefined or
 contiguous), else the datatype's elements packed by MPI's ``Datatype.Pack``
-and unpacked on the receiving side with that rank's own datatype.
+and unpacked on the receiving side with that rank's own datatype.  ``MPI.BOTTOM``
+with datatypes built on absolute addresses is packed by MPI too; blocks at
+device addresses through host copies of the device bytes they span.
 
 The schedules are Alltoallv's, over byte blocks.  "auto" picks:
 
