@@ -7,7 +7,9 @@ block j and rank j's block i must have the same type signature; mpicoll checks
 their sizes where one rank can see both (its own block) and moves bytes: each
 block is a byte view of the buffer where the datatype is dense (predefined or
 contiguous), else the datatype's elements packed by MPI's ``Datatype.Pack``
-and unpacked on the receiving side with that rank's own datatype.
+and unpacked on the receiving side with that rank's own datatype.  ``MPI.BOTTOM``
+with datatypes built on absolute addresses is packed by MPI too; blocks at
+device addresses through host copies of the device bytes they span.
 
 The schedules are Alltoallv's, over byte blocks.  "auto" picks:
 
@@ -35,7 +37,7 @@ from mpicoll import errors
 from mpicoll.calls import alltoall as _alltoall
 from mpicoll.calls import debug_check
 from mpicoll.calls._checks import check_count, check_disjoint
-from mpicoll.data import datatypes, memory
+from mpicoll.data import datatypes, device
 from mpicoll.data.buffers import VBuffer, _as_array, _is_writable, as_count, is_in_place
 from mpicoll.ir.layout import Layout
 from mpicoll.program.plan import Plan
@@ -81,7 +83,7 @@ def parse_w(spec: Any, what: str, size: int, *, writable: bool = False) -> WBuff
     else:
         obj, counts, displs, types = spec
     if obj is MPI.BOTTOM:
-        return _parse_bottom(counts, displs, types, what, size)
+        return _parse_bottom(counts, displs, types, what, size, writable)
     array, xp = _as_array(obj, what)
     if writable and not _is_writable(array):
         raise errors.BufferValueError(f"{what}: the buffer is read-only, but it receives data")
@@ -104,18 +106,18 @@ def parse_w(spec: Any, what: str, size: int, *, writable: bool = False) -> WBuff
     return WBuffer(raw, tuple(counts), tuple(displs), tuple(types), tuple(maps))
 
 
-def _parse_bottom(counts: Any, displs: Any, types: Any, what: str, size: int) -> WBuffer:
+def _parse_bottom(counts: Any, displs: Any, types: Any, what: str, size: int, writable: bool) -> WBuffer:
     """``MPI.BOTTOM`` with datatypes built on absolute addresses (``MPI.Get_address``): MPI alone can read them,
-    so nothing is bounds-checked here, and every block is packed."""
+    so nothing is bounds-checked here, and every block is packed.  Blocks at device addresses are packed from
+    (and, received, unpacked into) host copies of the device bytes they span (see :func:`_device_blocks`)."""
     counts = _per_rank(counts, size, f"{what}: counts")
     types = _datatypes(types, size, what)
     maps = [datatypes.describe(t, f"{what}: datatypes[{j}]") for j, t in enumerate(types)]
     displs = [0] * size if displs is None else _per_rank(displs, size, f"{what}: displs")
-    for j, (c, d, m) in enumerate(zip(counts, displs, maps)):
-        if c and memory.is_device_pointer(d + m.true_lb):
-            raise errors.BufferValueError(f"{what}: block {j} lies in device memory (MPI.BOTTOM with a datatype at "
-                                          "a GPU address): MPI, which packs such blocks, reads host memory only; "
-                                          "pass the device array itself ([buf, counts, displs, datatypes])")
+    spans = {j: (d + m.true_lb, d + (c - 1) * m.extent + m.true_lb + m.true_extent)
+             for j, (c, d, m) in enumerate(zip(counts, displs, maps)) if c}
+    for j, moved in _device_blocks(spans, what, writable).items():
+        displs[j] += moved
     # a block at an absolute address: ``counts[j]`` elements of ``types[j]`` from byte ``displs[j]`` are one
     # element of a struct type placing them there (freed with the block that packs it, see
     # mpicoll.data.datatypes.AbsoluteBlock)
@@ -124,9 +126,37 @@ def _parse_bottom(counts: Any, displs: Any, types: Any, what: str, size: int) ->
             types[j] = MPI.Datatype.Create_struct([c], [d], [types[j]]).Commit()
             counts[j] = 1
             maps[j] = datatypes.describe(types[j], f"{what}: datatypes[{j}]")
-    owned = tuple(t for t, d in zip(types, displs) if d)
+    owned = tuple(t for t, c, d in zip(types, counts, displs) if c and d)
     return WBuffer(np.empty(0, np.uint8), tuple(counts), (0,) * size, tuple(types), tuple(maps), bottom=True,
                    owned=owned)
+
+
+def _device_blocks(spans: dict[int, tuple[int, int]], what: str, writable: bool) -> dict[int, int]:
+    """Host copies of the blocks whose bytes (``spans[j]``: absolute addresses ``lo .. hi``) lie in device
+    memory, which MPI cannot pack: for each such block, how far its copy is from it (bytes to add to its
+    displacement).  Overlapping blocks share one copy, so that writing a received copy back to the device
+    never overwrites another block's elements with stale bytes."""
+    on_device = []
+    for j, (lo, hi) in spans.items():
+        try:
+            found = device.bytes_at(lo, 0)
+        except Exception as exc:
+            raise errors.BufferValueError(f"{what}: block {j} lies in device memory (MPI.BOTTOM with a datatype "
+                                          f"at a GPU address), which this process cannot read: {exc}") from exc
+        if found is not None:
+            on_device.append((lo, hi, j))
+    moved: dict[int, int] = {}
+    groups: list[tuple[int, int, list[int]]] = []
+    for lo, hi, j in sorted(on_device):
+        if groups and lo < groups[-1][1]:
+            groups[-1] = (groups[-1][0], max(groups[-1][1], hi), [*groups[-1][2], j])
+        else:
+            groups.append((lo, hi, [j]))
+    for lo, hi, blocks in groups:
+        copy = datatypes.mirror(device.bytes_at(lo, hi - lo), writable)
+        for j in blocks:
+            moved[j] = copy.ctypes.data - lo
+    return moved
 
 
 def _per_rank(values: Any, size: int, what: str) -> list[int]:

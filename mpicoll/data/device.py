@@ -15,13 +15,17 @@ with "device" memory that happens to be host memory.
 
 from __future__ import annotations
 
+import atexit
+import itertools
 from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Protocol
 
 import numpy as np
 
 __all__ = ["Device", "Stream", "Event", "Window", "PeerWindow", "CupyDevice", "HostDevice", "StandInArray",
-           "device_of", "on_device"]
+           "AlreadyMapped", "device_of", "on_device", "addressable", "bytes_at"]
 
 
 class Event(Protocol):
@@ -65,7 +69,8 @@ class Device(Protocol):
     def copy(self, dst: Any, src: Any, stream: Stream) -> None: ...
     def typed(self, raw: Any, dtype: np.dtype) -> Any: ...
     def window(self, nbytes: int) -> Window: ...
-    def open_peer(self, handle: bytes, nbytes: int) -> PeerWindow: ...
+    def open_peer(self, handle: bytes, nbytes: int) -> PeerWindow:
+        """Map a peer's window (once per process: CUDA refuses a second mapping, ``cudaErrorAlreadyMapped``)."""
     def reduce_here(self, op_name: str, dtype: np.dtype) -> bool: ...
     @property
     def xp(self) -> Any: ...
@@ -103,15 +108,27 @@ class _HostStream:
         self.device.log.append(("sync", self.name, len(self.device.log)))
 
 
+class AlreadyMapped(RuntimeError):
+    """The host stand-in's ``cudaErrorAlreadyMapped``: a process opened memory of a peer it already maps."""
+
+
 class _SharedWindow:
-    """A window of POSIX shared memory: the stand-in for cudaMalloc + cudaIpcGetMemHandle."""
+    """A window of POSIX shared memory: the stand-in for cudaMalloc + cudaIpcGetMemHandle.
+
+    Like ``cudaMalloc``, it reuses memory freed before (:data:`_FREED`), under a handle of its own: the
+    segment's name is the memory, the handle ``name#n`` this allocation of it."""
 
     def __init__(self, nbytes: int) -> None:
         from multiprocessing import shared_memory  # noqa: PLC0415
 
-        self._shm = shared_memory.SharedMemory(create=True, size=max(nbytes, 1))
-        _OWNED.add(self._shm.name)
-        self.handle = self._shm.name.encode()
+        reused = next((shm for shm in _FREED if shm.size >= max(nbytes, 1)), None)
+        if reused is not None:
+            _FREED.remove(reused)
+            self._shm = reused
+        else:
+            self._shm = shared_memory.SharedMemory(create=True, size=max(nbytes, 1))
+            _OWNED.add(self._shm.name)
+        self.handle = f"{self._shm.name}#{next(_ALLOCATIONS)}".encode()
         self.nbytes = nbytes
         self._base = np.ndarray(nbytes, np.uint8, buffer=self._shm.buf)
 
@@ -119,18 +136,27 @@ class _SharedWindow:
         return self._base[offset:offset + nbytes]
 
     def free(self) -> None:
+        """Give the memory back: kept for the next window (at most ``FREED_KEPT``), as a GPU's allocator
+        does, so that freeing memory a peer still maps has the consequence it has on a GPU."""
         self._base = None
-        self._shm.close()
-        self._shm.unlink()
-        _OWNED.discard(self._shm.name)
+        _FREED.append(self._shm)
+        while len(_FREED) > (FREED_KEPT if not _EXITING else 0):
+            _unlink(_FREED.pop(0))
 
 
 class _SharedPeer:
+    """Another process's window mapped here: at most one mapping of a segment per process, as CUDA allows."""
+
     def __init__(self, handle: bytes, nbytes: int) -> None:
         from multiprocessing import shared_memory  # noqa: PLC0415
 
-        self._shm = shared_memory.SharedMemory(name=handle.decode())
+        name = handle.decode().split("#")[0]
+        if name in _MAPPED:
+            raise AlreadyMapped(f"resource already mapped: this process maps the memory of handle {handle!r} "
+                                "already (the host stand-in of cudaErrorAlreadyMapped)")
+        self._shm = shared_memory.SharedMemory(name=name)
         _untrack(self._shm)
+        _MAPPED.add(name)
         self._base = np.ndarray(nbytes, np.uint8, buffer=self._shm.buf)
 
     def view(self, offset: int, nbytes: int) -> np.ndarray:
@@ -138,10 +164,29 @@ class _SharedPeer:
 
     def close(self) -> None:
         self._base = None
+        _MAPPED.discard(self._shm.name)
         self._shm.close()
 
 
 _OWNED: set[str] = set()     # names of the shared-memory windows this process created
+_MAPPED: set[str] = set()    # names of the peers' segments this process maps now
+_FREED: list = []            # this process's freed segments, reused by its next windows (oldest first)
+FREED_KEPT = 8
+_ALLOCATIONS = itertools.count(1)
+_EXITING: list[bool] = []
+
+
+def _unlink(shm: Any) -> None:
+    shm.close()
+    shm.unlink()
+    _OWNED.discard(shm.name)
+
+
+@atexit.register
+def _unlink_freed() -> None:
+    _EXITING.append(True)
+    while _FREED:
+        _unlink(_FREED.pop())
 
 
 def _untrack(shm: Any) -> None:
@@ -162,6 +207,9 @@ class HostDevice:
     ``log`` records the latest stream operations and copies in order (at most
     ``LOG_ENTRIES``), so that tests can check what a transport overlapped with
     what; ``opened`` and ``windows`` count the live peer mappings and windows.
+    Two rules of CUDA IPC hold here too: a process maps a peer's memory at most
+    once (a second :meth:`open_peer` raises :class:`AlreadyMapped`), and freed
+    window memory is reused by the next window, under a new handle.
     """
 
     LOG_ENTRIES = 10_000
@@ -208,8 +256,10 @@ class HostDevice:
         return _CountedWindow(self, nbytes)
 
     def open_peer(self, handle: bytes, nbytes: int) -> _SharedPeer:
+        """Map a peer's window; :class:`AlreadyMapped` where this process maps its memory already."""
+        mapping = _CountedPeer(self, handle, nbytes)
         self.opened += 1
-        return _CountedPeer(self, handle, nbytes)
+        return mapping
 
     def reduce_here(self, op_name: str, dtype: np.dtype) -> bool:
         return op_name != "user"
@@ -380,3 +430,42 @@ def device_of(array: Any) -> Device | None:
             _CUPY_DEVICE.append(CupyDevice())
         return _CUPY_DEVICE[0]
     return None
+
+
+# -- device memory at an absolute address (MPI.BOTTOM with datatypes built on MPI.Get_address) -------
+
+_ADDRESSABLE: list[np.ndarray] = []   # stand-in arrays whose absolute addresses count as device memory
+
+
+@contextmanager
+def addressable(*arrays: StandInArray) -> Iterator[None]:
+    """Inside the block, absolute addresses within ``arrays`` (contiguous :class:`StandInArray` buffers) are
+    device memory of the host stand-in, as a GPU's driver knows its own pointers (tests only)."""
+    _ADDRESSABLE.extend(arrays)
+    try:
+        yield
+    finally:
+        for array in arrays:
+            _ADDRESSABLE.remove(array)
+
+
+def bytes_at(address: int, nbytes: int) -> Any:
+    """The ``nbytes`` bytes of device memory from absolute ``address`` (as ``MPI.Get_address`` gives it for
+    a device array), as a uint8 array of its device; None where ``address`` is host memory."""
+    for array in _ADDRESSABLE:
+        raw = np.asarray(array).reshape(-1).view(np.uint8)
+        lo = raw.__array_interface__["data"][0]
+        if lo <= address < lo + raw.nbytes:
+            if address + nbytes > lo + raw.nbytes:
+                raise ValueError(f"{nbytes} bytes from address {address:#x} run past the end of a device array")
+            return raw[address - lo:address - lo + nbytes].view(StandInArray)
+    from mpicoll.data.memory import is_device_pointer  # noqa: PLC0415 - only here
+
+    if not is_device_pointer(address):
+        return None
+    try:
+        import cupy  # noqa: PLC0415
+    except ImportError:
+        raise RuntimeError(f"address {address:#x} is GPU memory, and mpicoll reads GPU memory at an address "
+                           "through CuPy, which is not installed") from None
+    return _cupy_view(cupy, address, nbytes, None)

@@ -27,7 +27,7 @@ from mpicoll.gpu.transport import Choice, choose
 from mpicoll.ir.layout import Layout
 from mpicoll.ir.schedule import Schedule
 
-__all__ = ["DeviceCall", "CudaAwareTransport", "debug_line"]
+__all__ = ["DeviceCall", "Communicator", "CudaAwareTransport", "debug_line"]
 
 
 class CudaAwareTransport:
@@ -66,13 +66,26 @@ class CudaAwareTransport:
         """MPI wrote the results itself."""
 
 
+class Communicator:
+    """What a device call reads of its communicator's state (rank, node layout, devices, private duplicate),
+    without holding the state: a plan is kept in its state's cache, so a plan holding the state would make a
+    cycle, and the state (with its IPC window) would be released by the cycle collector, at its own moment
+    on each rank, instead of with the communicator's last wrapper."""
+
+    __slots__ = ("rank", "nodes", "devices", "private")
+
+    def __init__(self, comm: Any) -> None:
+        self.rank, self.nodes, self.devices, self.private = comm.rank, comm.nodes, comm.devices, comm.private
+
+
 class DeviceCall:
     """A plan's device side: the call's device arrays, schedule and reduction, and its transports."""
 
     def __init__(self, device: Device, comm: Any, collective: str, schedule: Schedule, arrays: dict[str, Any],
                  layouts: dict[str, Layout], scratch: dict[str, int], *, dtype: np.dtype, op: Any = None,
                  datatype: Any = None) -> None:
-        self.device, self.comm, self.collective, self.schedule = device, comm, collective, schedule
+        self.device, self.collective, self.schedule = device, collective, schedule
+        self.comm = comm if isinstance(comm, MPI.Comm) else Communicator(comm)
         self.arrays, self.layouts, self.scratch, self.dtype = arrays, layouts, scratch, np.dtype(dtype)
         self.op, self.datatype = op, datatype
         self.host_ops = op is not None and not device.reduce_here(op_name(op), self.dtype)

@@ -5,9 +5,11 @@ Each communicator has, on each rank, one *window*: device memory of its own
 A plan lays out the call's buffers (the user's, then scratch) in the window.
 The first run of a plan exchanges ``(serial, handle, size)`` of every rank's
 window with one ``allgather`` -- the only handle exchange a plan ever does --
-and opens the handles of peers whose window is new to this rank; a peer's old
-mapping is closed as its new one opens (:class:`HandleCache`, bounded).  A
-window grows only in that exchange, so every rank knows the same *epoch*
+and leases the windows of peers whose window is new to this rank, letting go of
+the ones they replaced.  A peer's window is mapped once per process, whatever
+the number of communicators that use it, and a window no communicator uses is
+kept idle rather than freed (see :mod:`mpicoll.gpu.handles`).  A window grows
+only in that exchange, so every rank knows the same *epoch*
 (the tuple of serials) and a plan whose epoch is stale rebinds its views
 locally, with no message.
 
@@ -27,7 +29,6 @@ from __future__ import annotations
 
 import itertools
 import weakref
-from collections import OrderedDict
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -38,69 +39,37 @@ from mpi4py import MPI
 from mpicoll.data.device import Device, PeerWindow, Window
 from mpicoll.engine.rounds import Exchange, run, waitall
 from mpicoll.gpu.access import Access, analyse
+from mpicoll.gpu.handles import IDLE, MAPPINGS
 from mpicoll.ir.layout import Layout
 from mpicoll.ir.schedule import Reduce, Schedule
 
-__all__ = ["HandleCache", "IpcWindows", "IpcTransport", "windows_of"]
+__all__ = ["IpcWindows", "IpcTransport", "windows_of"]
 
 ALIGN = 256                  # bytes: every buffer in a window starts on a boundary that suits CUDA kernels
 _SERIALS = itertools.count(1)
 
 
-class HandleCache:
-    """Opened peer windows, at most ``capacity``, least recently used closed first.
-
-    A key is ``(peer, serial)``: ``serial`` names one window of that peer for
-    the peer's whole life (never reused), so a cached mapping can never stand
-    for another allocation.  Opening a peer's newer window closes its older
-    one (the peer frees it after the exchange).
-    """
-
-    def __init__(self, device: Device, capacity: int) -> None:
-        if capacity < 1:
-            raise ValueError("HandleCache: capacity must be at least 1")
-        self.device = device
-        self.capacity = capacity
-        self._open: OrderedDict[tuple[int, int], PeerWindow] = OrderedDict()
-        self.opens = 0            # how many handles were ever opened (for tests and MPICOLL_DEBUG=2)
-
-    def get(self, peer: int, serial: int, handle: bytes, nbytes: int) -> PeerWindow:
-        key = (peer, serial)
-        mapping = self._open.get(key)
-        if mapping is not None:
-            self._open.move_to_end(key)
-            return mapping
-        for old in [k for k in self._open if k[0] == peer]:
-            self._open.pop(old).close()
-        mapping = self.device.open_peer(handle, nbytes)
-        self.opens += 1
-        self._open[key] = mapping
-        while len(self._open) > self.capacity:
-            self._open.popitem(last=False)[1].close()
-        return mapping
-
-    def __len__(self) -> int:
-        return len(self._open)
-
-    def close(self) -> None:
-        while self._open:
-            self._open.popitem()[1].close()
-
-
 class IpcWindows:
-    """One communicator's window on this rank, the peers' windows it mapped, and the current epoch."""
+    """One communicator's window on this rank, the peers' windows it maps, and the current epoch.
+
+    The peers' windows are leases on the process-wide mappings of :data:`~mpicoll.gpu.handles.MAPPINGS`
+    (one per peer: ``held[peer] = (serial, handle, mapping)``); this rank's window comes from, and goes back
+    to, the process's idle windows (:data:`~mpicoll.gpu.handles.IDLE`).
+    """
 
     def __init__(self, device: Device, comm: MPI.Comm) -> None:
         self.device = device
         self.comm = comm
         self.window: Window | None = None
         self.serial = 0
-        self.cache = HandleCache(device, max(comm.Get_size() - 1, 1))
         self.epoch: tuple[int, ...] = ()
         self.peers: dict[int, PeerWindow] = {}
+        self.held: dict[int, tuple[int, bytes, PeerWindow]] = {}
         self.exchanges = 0
-        self._retired: list[Window] = []   # replaced windows, freed once no peer maps them
-        self._finalizer = weakref.finalize(self, _release, self.cache, [None, self._retired])
+        self.leases = 0                    # how many peer windows this communicator ever leased (tests, debug)
+        # [this rank's window, the replaced windows not yet let go]: what the finalizer hands back
+        self._mine: list = [None, []]
+        self._finalizer = weakref.finalize(self, _release, device, self.held, self._mine)
 
     def agree(self, nbytes: int | None) -> None:
         """Swap handles (:meth:`exchange`) when any rank needs to, one small Allreduce (collective).
@@ -119,51 +88,85 @@ class IpcWindows:
         """Grow this rank's window to ``nbytes`` if needed and swap handles with every rank (collective).
 
         What can fail on one rank (allocating the window, opening a peer's handle) is agreed on before the
-        next collective step, so that every rank raises and none waits for a rank that gave up."""
+        next collective step, so that every rank raises and none waits for a rank that gave up.  A window
+        replaced here is let go once every rank has said whether it still maps it through another
+        communicator: freed if none does, else kept idle (see :mod:`mpicoll.gpu.handles`)."""
         error = None
         try:
             if self.window is None or self.window.nbytes < nbytes:
-                grown = self.device.window(max(nbytes, 2 * self.window.nbytes if self.window else nbytes))
+                grown = IDLE.take(self.device, nbytes) or self.device.window(
+                    max(nbytes, 2 * self.window.nbytes if self.window else nbytes))
                 if self.window is not None:
-                    self._retired.append(self.window)    # freed once every peer has closed it (below)
+                    self._mine[1].append(self.window)    # let go of once no peer maps it through this window
                 self.window, self.serial = grown, next(_SERIALS)
-                self._finalizer.detach()
-                self._finalizer = weakref.finalize(self, _release, self.cache, [self.window, self._retired])
+                self._mine[0] = grown
         except Exception as exc:   # (e.g. out of device memory)
             error = exc
         entries = self.comm.allgather(None if error else (self.serial, self.window.handle, self.window.nbytes))
         _raise_if_any_failed(entries, error, "allocate its IPC window")
         epoch = tuple(serial for serial, _, _ in entries)
-        me = self.comm.Get_rank()
         if epoch != self.epoch:
             peers: dict[int, PeerWindow] = {}
+            still: list[bytes] = []
             try:
-                peers = {peer: self.cache.get(peer, serial, handle, size)
-                         for peer, (serial, handle, size) in enumerate(entries) if peer != me}
+                peers, still = self._lease(entries)
             except Exception as exc:   # (a peer's handle that CUDA refuses to open)
                 error = exc
-            _raise_if_any_failed(self.comm.allgather(error is None or None), error, "open its peers' IPC windows")
+            # (every rank has let go of the replaced windows it leased before it sends here)
+            answers = self.comm.allgather(None if error else still)
+            _raise_if_any_failed(answers, error, "open its peers' IPC windows")
             self.peers = peers
-            if any(a != b for a, b in zip(epoch, self.epoch)):   # (the same on every rank: no rank's own state)
-                self.comm.Barrier()      # every peer has closed the windows that were replaced
             self.epoch = epoch
-        while self._retired:
-            self._retired.pop().free()
+            mapped_elsewhere = {handle for answer in answers for handle in answer}
+        else:
+            mapped_elsewhere = set()
+        while self._mine[1]:
+            old = self._mine[1].pop()
+            if old.handle in mapped_elsewhere:
+                IDLE.give(self.device, old)        # a peer still maps it (another communicator): not freed yet
+            else:
+                old.free()
         self.exchanges += 1
 
+    def _lease(self, entries: list) -> tuple[dict[int, PeerWindow], list[bytes]]:
+        """Lease every peer's current window, letting go of the ones they replaced; the replaced handles this
+        process still maps (through another communicator)."""
+        me = self.comm.Get_rank()
+        peers: dict[int, PeerWindow] = {}
+        replaced: list[bytes] = []
+        for peer, (serial, handle, size) in enumerate(entries):
+            if peer == me:
+                continue
+            held = self.held.get(peer)
+            if held is not None and held[0] == serial:
+                peers[peer] = held[2]
+                continue
+            mapping = MAPPINGS.acquire(self.device, handle, size)   # before letting go: a shared handle stays open
+            self.leases += 1
+            self.held[peer] = (serial, handle, mapping)
+            if held is not None:
+                MAPPINGS.release(self.device, held[1])
+                replaced.append(held[1])
+            peers[peer] = mapping
+        return peers, [handle for handle in replaced if MAPPINGS.users(self.device, handle)]
+
     def close(self) -> None:
-        """Close every peer mapping and free this rank's window (the communicator's plans must not run again)."""
+        """Let go of every peer mapping and of this rank's window (the communicator's plans must not run
+        again): the window is kept idle for the next communicator (a peer may still map it)."""
         self._finalizer()
         self.window, self.peers, self.epoch = None, {}, ()
 
 
-def _release(cache: HandleCache, windows: list) -> None:
-    """Close the peers' mappings, free this rank's window (``windows[0]``) and the replaced ones (``windows[1]``)."""
-    cache.close()
-    if windows[0] is not None:
-        windows[0].free()
-    while windows[1]:
-        windows[1].pop().free()
+def _release(device: Device, held: dict, mine: list) -> None:
+    """Let go of the leased peer windows (``held``) and of this rank's windows (``mine``): kept idle."""
+    while held:
+        _, (_, handle, _) = held.popitem()
+        MAPPINGS.release(device, handle)
+    if mine[0] is not None:
+        IDLE.give(device, mine[0])
+        mine[0] = None
+    while mine[1]:
+        IDLE.give(device, mine[1].pop())
 
 
 def _raise_if_any_failed(entries: list, error: BaseException | None, what: str) -> None:

@@ -1,10 +1,10 @@
-"""The GPU transports' CPU-checkable parts: selection, the staging analysis and pipeline, the IPC handle cache.
+"""The GPU transports' CPU-checkable parts: selection, the staging analysis and pipeline, the IPC mappings.
 
 These run without a GPU and without MPI ranks: transport selection on the
 one-process world, the schedule analysis on real schedules, the pipelined
 executor on a self-communicator (size 1 schedules have no messages, so its
 messages are checked at 2 and 3 ranks in tests/mpi/test_gpu_standin.py), and
-the handle cache against the host stand-in device.
+the IPC mappings and idle windows against the host stand-in device.
 """
 
 from __future__ import annotations
@@ -13,10 +13,9 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
-from mpicoll.data.device import HostDevice, StandInArray, device_of, on_device
+from mpicoll.data.device import AlreadyMapped, HostDevice, StandInArray, device_of, on_device
 from mpicoll.families import registry
-from mpicoll.gpu import access, transport
-from mpicoll.gpu.ipc import HandleCache
+from mpicoll.gpu import access, handles, transport
 from mpicoll.gpu.staged import segment_bytes
 from mpicoll.ir.layout import Layout
 from mpicoll.ir.schedule import Block, Timeline
@@ -175,45 +174,88 @@ def test_scratch_is_never_staged():
     assert acc.rounds[0].recvs[0].final == []
 
 
-# -- the IPC handle cache ----------------------------------------------------------------------------
+# -- the IPC mappings and idle windows ------------------------------------------------------------
 
-def test_handle_cache_is_bounded_and_closes_what_it_evicts():
+def test_stand_in_maps_a_peer_allocation_once_per_process_as_cuda_does():
     device = HostDevice()
-    owners = [device.window(64) for _ in range(5)]
+    owner = device.window(64)
     try:
-        cache = HandleCache(device, capacity=2)
-        for peer, win in enumerate(owners[:3]):
-            cache.get(peer, peer + 1, win.handle, 64)
-        assert len(cache) == 2 and device.opened == 2 and cache.opens == 3
-        # a hit opens nothing
-        cache.get(2, 3, owners[2].handle, 64)
-        assert cache.opens == 3
-        # a peer's newer window replaces (closes) its older one
-        cache.get(2, 9, owners[3].handle, 64)
-        assert len(cache) == 2 and device.opened == 2
-        cache.close()
-        assert len(cache) == 0 and device.opened == 0
+        first = device.open_peer(owner.handle, 64)
+        with pytest.raises(AlreadyMapped, match="already mapped"):
+            device.open_peer(owner.handle, 64)            # the same handle again
+        with pytest.raises(AlreadyMapped):
+            HostDevice().open_peer(owner.handle, 64)      # through another device object of this process
+        first.close()
+        device.open_peer(owner.handle, 64).close()        # closed: it may be mapped again
+        assert device.opened == 0
     finally:
+        owner.free()
+
+
+def test_stand_in_reuses_freed_memory_under_a_new_handle_as_cudamalloc_does():
+    """Freed window memory comes back for the next window, under a new handle: a process that still maps the
+    old window cannot map the new one (what the GPU run hit, cudaErrorAlreadyMapped)."""
+    device = HostDevice()
+    old = device.window(64)
+    stale = device.open_peer(old.handle, 64)
+    old.free()
+    new = device.window(32)
+    try:
+        assert new.handle != old.handle
+        with pytest.raises(AlreadyMapped):
+            device.open_peer(new.handle, 32)
+    finally:
+        stale.close()
+        new.free()
+
+
+def test_peer_mappings_are_shared_by_their_users_and_closed_by_the_last():
+    device = HostDevice()
+    mappings = handles.PeerMappings()
+    owners = [device.window(64) for _ in range(2)]
+    try:
+        owners[0].view(0, 64)[:] = np.arange(64, dtype=np.uint8)
+        a = mappings.acquire(device, owners[0].handle, 64)     # two communicators, one peer window
+        b = mappings.acquire(device, owners[0].handle, 64)
+        assert a is b and mappings.opens == 1 and device.opened == 1 and mappings.users(device, owners[0].handle) == 2
+        assert np.array_equal(a.view(8, 4), [8, 9, 10, 11])
+        owners[0].view(8, 1)[0] = 99                            # the peer's memory itself, not a copy
+        assert b.view(8, 1)[0] == 99
+        mappings.acquire(device, owners[1].handle, 64)
+        assert len(mappings) == 2 and device.opened == 2
+        mappings.release(device, owners[0].handle)
+        assert device.opened == 2 and mappings.users(device, owners[0].handle) == 1
+        mappings.release(device, owners[0].handle)              # the last user: closed
+        assert device.opened == 1 and mappings.users(device, owners[0].handle) == 0
+        mappings.release(device, owners[1].handle)
+        assert len(mappings) == 0 and device.opened == 0
+        with pytest.raises(RuntimeError, match="same handle"):
+            mappings.acquire(device, owners[1].handle, 64)
+            mappings.acquire(device, owners[1].handle, 128)    # a handle cannot name more memory than it did
+    finally:
+        mappings.release(device, owners[1].handle)
         for win in owners:
             win.free()
-    assert device.windows == 0
+    assert device.windows == 0 and device.opened == 0
 
 
-def test_handle_cache_maps_the_peers_memory():
+def test_idle_windows_are_reused_smallest_first_and_bounded():
     device = HostDevice()
-    win = device.window(32)
-    try:
-        win.view(0, 32)[:] = np.arange(32, dtype=np.uint8)
-        cache = HandleCache(device, capacity=1)
-        peer = cache.get(1, 1, win.handle, 32)
-        assert np.array_equal(peer.view(8, 4), [8, 9, 10, 11])
-        win.view(8, 1)[0] = 99
-        assert peer.view(8, 1)[0] == 99
-        cache.close()
-    finally:
-        win.free()
-    with pytest.raises(ValueError):
-        HandleCache(device, capacity=0)
+    idle = handles.IdleWindows(entries=2, nbytes=1000)
+    small, large, third = device.window(100), device.window(400), device.window(300)
+    idle.give(device, large)
+    idle.give(device, small)
+    assert idle.take(device, 50) is small and len(idle) == 1      # the smallest that fits
+    assert idle.take(device, 500) is None and idle.take(HostDevice(), 10) is None   # too big; another device's
+    idle.give(device, small)
+    idle.give(device, third)                                       # three windows: the oldest (large) freed
+    assert len(idle) == 2 and device.windows == 2 and idle.take(device, 350) is None
+    idle.give(device, device.window(2000))                         # alone beyond the bytes bound: freed at once
+    assert len(idle) == 2 and device.windows == 2
+    idle.clear(closing=True)
+    assert len(idle) == 0 and device.windows == 0
+    idle.give(device, device.window(10))                           # after closing: freed at once
+    assert device.windows == 0
 
 
 def test_a_device_buffer_packed_for_a_datatype_goes_through_a_host_copy_both_ways():
