@@ -2,7 +2,8 @@
 
 Run on two processes (any p works; the target is stated at p = 2)::
 
-    python -m mpicoll.launch -n 2 benchmarks/objects.py [--calls 2000] [--rounds 7] [--collectives allgather,bcast]
+    python -m mpicoll.launch -n 2 benchmarks/objects.py [--calls 2000] [--rounds 7]
+                                                        [--collectives allgather,bcast] [--objects int,dict]
 
 Each variant is one collective (``allgather``, ``allreduce``, ``bcast``, ``gather``, ``scatter``,
 ``alltoall``) of one kind of object: an int, a 3-tuple shape, a short dict, and a 64 KiB ``bytes`` object (so
@@ -59,12 +60,15 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--collectives", default=",".join(COLLECTIVES), help="comma-separated")
+    parser.add_argument("--objects", default=",".join(objects()), help="comma-separated names of objects")
     ns = parser.parse_args()
     world = MPI.COMM_WORLD
     comm = mpicoll.Comm(world)
     variants: dict[tuple[str, str, str], Callable[[], object]] = {}
     for collective in ns.collectives.split(","):
         for name, obj in objects().items():
+            if name not in ns.objects.split(","):
+                continue
             variants[collective, name, "mpi4py"] = calls(world, collective, obj)
             variants[collective, name, "mpicoll"] = calls(comm, collective, obj)
     times: dict[tuple, list[float]] = {key: [] for key in variants}
@@ -84,7 +88,7 @@ def main() -> None:
               "interleaved; us per call (slowest rank); ratio = mpicoll median / mpi4py median")
         print(f"# {'collective':<10} {'object':<10} {'mpi4py':>8} {'min':>8} {'mpicoll':>8} {'min':>8} {'ratio':>6}")
         for collective in ns.collectives.split(","):
-            for name in objects():
+            for name in ns.objects.split(","):
                 theirs, ours = times[collective, name, "mpi4py"], times[collective, name, "mpicoll"]
                 print(f"  {collective:<10} {name:<10} {statistics.median(theirs):8.2f} {min(theirs):8.2f} "
                       f"{statistics.median(ours):8.2f} {min(ours):8.2f} "

@@ -96,10 +96,9 @@ class Scratch:
         self.zeros = [0] * size   # the counts and displacements of a second collective that moves nothing
 
 
-def _scratch(state: CommState) -> Scratch:
-    scratch = state.object_slots
-    if scratch is None:
-        scratch = state.object_slots = Scratch(state.size)
+def _made(state: CommState) -> Scratch:
+    """The communicator's scratch, made at its first object collective (``state.object_slots or _made(state)``)."""
+    scratch = state.object_slots = Scratch(state.size)
     return scratch
 
 
@@ -163,7 +162,7 @@ def _mine(scratch: Scratch, data: bytes | None, length: int) -> list:
 
 def bcast(comm: Any, state: CommState, obj: Any, root: int) -> Any:
     """``comm.bcast(obj, root)`` (``root`` checked): the root's slot, then its pickle if it did not fit."""
-    scratch = _scratch(state)
+    scratch = state.object_slots or _made(state)
     view, inline = scratch.one_view, scratch.inline
     data, error = None, None
     if state.rank == root:
@@ -190,7 +189,7 @@ def _raise(error: BaseException) -> Any:
 def _gathered(comm: Any, state: CommState, collective: str, obj: Any, root: int) -> list | None:
     """Every rank's object at the root, in rank order (None elsewhere): ``Gather`` of the slots, ``Gatherv`` of
     the pickles that did not fit (zero counts where all did)."""
-    scratch = _scratch(state)
+    scratch = state.object_slots or _made(state)
     inline = scratch.inline
     data, length, error = _pickle(obj, state.rank)
     _write(scratch.one_view, 0, length, data, inline)
@@ -221,7 +220,7 @@ def gather(comm: Any, state: CommState, obj: Any, root: int) -> list | None:
 def scatter(comm: Any, state: CommState, obj: Any, root: int, items: Callable) -> Any:
     """``comm.scatter(obj, root)`` (``root`` checked; ``items`` reads the root's sequence): one slot to each
     rank, then the pickles that did not fit, if the root says any did not."""
-    scratch = _scratch(state)
+    scratch = state.object_slots or _made(state)
     size, slot, inline = state.size, scratch.slot, scratch.inline
     error, pickles, lengths = None, [], []
     if state.rank == root:
@@ -252,7 +251,7 @@ def scatter(comm: Any, state: CommState, obj: Any, root: int, items: Callable) -
 def _allgathered(comm: Any, state: CommState, collective: str, obj: Any, count: int) -> list:
     """The objects of ranks ``0 .. count - 1``, on every rank: ``Allgather`` of every rank's slot, then, if one
     did not fit, ``Allgatherv`` of the pickles that did not (every rank takes part in both)."""
-    scratch = _scratch(state)
+    scratch = state.object_slots or _made(state)
     inline = scratch.inline
     data, length, error = _pickle(obj, state.rank)
     _write(scratch.one_view, 0, length, data, inline)
@@ -276,7 +275,7 @@ def allgather(comm: Any, state: CommState, obj: Any) -> list:
 def alltoall(comm: Any, state: CommState, obj: Any, items: Callable) -> list:
     """``comm.alltoall(obj)`` (``items`` reads the sequence): p slots each way, then the pickles that did not
     fit (zero counts where all did)."""
-    scratch = _scratch(state)
+    scratch = state.object_slots or _made(state)
     size, slot, inline = state.size, scratch.slot, scratch.inline
     pickles, lengths, error = _pickle_sequence(obj, size, state.rank, items)
     for k in range(size):
