@@ -1,6 +1,10 @@
 """The lowercase collectives of ``mpicoll.Comm``: mpi4py's signatures and results, mpicoll's schedules.
 
-Each call checks what every rank can see (the root), chooses the algorithm
+Each call checks what every rank can see (the root, the op).  With
+``algorithm="auto"`` it then hands the call to
+:mod:`~mpicoll.calls.objects.buffered` (pickles through the communicator's own
+buffer collectives; a reduction folds the gathered objects up to
+``FOLD_MAX`` ranks).  Otherwise it chooses the algorithm
 (:mod:`~mpicoll.calls.objects.choice`), fills its blocks with pickled objects,
 runs the schedule on the private duplicate with a fresh tag
 (:mod:`~mpicoll.calls.objects.engine`) and unpickles its result.  Results are
