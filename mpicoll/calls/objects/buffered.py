@@ -174,16 +174,11 @@ def bcast(comm: Any, state: CommState, obj: Any, root: int) -> Any:
         if state.rank != root:
             data = bytearray(length)
         comm.Bcast([data, length, MPI.BYTE], root)
-        return MPI.pickle.loads(data) if error is None else _raise(error)
     if error is not None:
         raise error
     if length <= FAILED:
         raise errors.PeerFailure("bcast", root)
-    return MPI.pickle.loads(view[HEADER:HEADER + length])
-
-
-def _raise(error: BaseException) -> Any:
-    raise error
+    return MPI.pickle.loads(data if length > inline else view[HEADER:HEADER + length])
 
 
 def _gathered(comm: Any, state: CommState, collective: str, obj: Any, root: int) -> list | None:
