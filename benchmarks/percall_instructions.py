@@ -196,6 +196,15 @@ def statements() -> dict:
     root = world.rank == 0
     scatter_args = ([region, 1, MPI.BYTE], MPI.IN_PLACE) if root else (None, [gathered, 1, MPI.BYTE])
     gather_args = (MPI.IN_PLACE, [gathered, 1, MPI.BYTE]) if root else ([region, 1, MPI.BYTE], None)
+    many = [42] * world.size
+    objects = {   # name: (communicator -> one call of it)
+        "allgather": lambda c: lambda: c.allgather(42),
+        "allreduce": lambda c: lambda: c.allreduce(42),
+        "bcast": lambda c: lambda: c.bcast(42, 0),
+        "gather": lambda c: lambda: c.gather(42, 0),
+        "scatter": lambda c: lambda: c.scatter(many, 0),
+        "alltoall": lambda c: lambda: c.alltoall(many),
+    }
     made: list = []   # persistent requests, made by the first Start/Wait statement that runs (only its own)
 
     def start_wait(make):
@@ -230,6 +239,9 @@ def statements() -> dict:
         "mpicoll_scatter": lambda: comm.Scatter(*scatter_args, 0),
         "builtin_gather": lambda: world.Gather(*gather_args, 0),
         "mpicoll_gather": lambda: comm.Gather(*gather_args, 0),
+        # the lowercase object collectives of one int (mpi4py's pickle-based calls, and mpicoll's)
+        **{f"{kind}_{name}_object": make(on) for kind, on in (("builtin", world), ("mpicoll", comm))
+           for name, make in objects.items()},
         "mpicoll_bcast_no_method": lambda: run_blocking(comm, "Bcast", "auto", [region, 1, MPI.BYTE], 0),
         "call_key_bcast": lambda: call_key("Bcast", ([region, 1, MPI.BYTE], 0), "auto"),
         "call_key_bcast_numpy": lambda: call_key("Bcast", (byte, 0), "auto"),
@@ -250,7 +262,10 @@ NAMES = [
     "mpicoll_bcast_receiver", "builtin_bcast_numpy_receiver", "mpicoll_bcast_numpy_receiver", "builtin_allreduce",
     "mpicoll_allreduce", "builtin_allreduce_init", "mpicoll_allreduce_init", "builtin_iallreduce",
     "mpicoll_iallreduce", "builtin_barrier", "mpicoll_barrier", "builtin_scatter", "mpicoll_scatter",
-    "builtin_gather", "mpicoll_gather", "mpicoll_bcast_no_method", "call_key_bcast", "call_key_bcast_numpy",
+    "builtin_gather", "mpicoll_gather",
+    *(f"{kind}_{name}_object" for name in ("allgather", "allreduce", "bcast", "gather", "scatter", "alltoall")
+      for kind in ("builtin", "mpicoll")),
+    "mpicoll_bcast_no_method", "call_key_bcast", "call_key_bcast_numpy",
     "call_key_allreduce",
     "python_call_key_bcast", "python_call_key_allreduce", "cache_lookup", "execute_bcast_plan",
     "numpy_add_in_place", "loop_only",

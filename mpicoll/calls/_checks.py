@@ -21,6 +21,8 @@ __all__ = ["check_root", "check_pair", "check_count", "check_disjoint", "send_or
 
 def check_root(root: Any, size: int, method: str) -> int:
     """``root`` as an int in 0 .. size-1 (``MPI.ERR_ROOT`` otherwise)."""
+    if type(root) is int and 0 <= root < size:   # the common case, accepted at once
+        return root
     try:
         value = as_count(root, "root")
     except (TypeError, ValueError):

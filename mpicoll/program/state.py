@@ -66,11 +66,13 @@ class CommState:
         windows): anything with a ``Free()`` or ``close()`` is released with the state.
     recorder : mpicoll.engine.recorder.Recorder or None
         The flight recorder of the communicator's last calls (None: ``MPICOLL_TRACE_CALLS=0``).
+    object_slots : mpicoll.calls.objects.buffered.Scratch or None
+        The slot buffers of the lowercase object collectives, made at the first one (None until then).
     """
 
     __slots__ = ("private", "rank", "size", "timeout", "debug", "agreed", "nodes", "tags", "plans",
                  "request_plans", "reproducible", "reproducible_plans", "entries", "slow_path", "devices",
-                 "out_of_step", "messages_left", "recorder", "__weakref__")
+                 "out_of_step", "messages_left", "recorder", "object_slots", "__weakref__")
 
     def __init__(self, private: MPI.Intracomm, agreed: Any, nodes: Nodes, *, timeout: float | None,
                  debug: int) -> None:
@@ -92,6 +94,7 @@ class CommState:
         self.out_of_step: str | None = None   # why the ranks no longer agree on which call is which (a timeout)
         self.messages_left = False   # a call was abandoned here: peers' messages may wait unreceived (see release)
         self.recorder = recorder.make(private)
+        self.object_slots: Any = None   # see mpicoll.calls.objects.buffered
 
     def went_out_of_step(self, exc: BaseException) -> None:
         """A call timed out (``exc``): the ranks no longer agree on which call is which; every later call

@@ -166,3 +166,112 @@ def test_threads_each_on_their_own_communicator(comm):
 def test_null_communicator():
     with pytest.raises(ValueError):
         mpicoll.Comm().bcast(1)
+
+
+# -- "auto": pickles through the communicator's own buffer collectives (mpicoll.calls.objects.buffered) --
+
+def large(rank: int) -> dict:
+    """An object whose pickle is longer than any slot holds (a second collective moves it)."""
+    return {"rank": rank, "blob": bytes([rank % 256]) * 5000}
+
+
+def test_objects_larger_than_a_slot_match_mpi4py(comm):
+    """Every rank's object too large for a slot, and only one rank's (the others in their slots)."""
+    for mine in (large(R), large(R) if R == P - 1 else R):
+        check(same(comm.allgather(mine), WORLD.allgather(mine)), "allgather")
+        for root in sorted({0, P - 1}):
+            check(same(comm.bcast(mine if R == root else None, root), WORLD.bcast(mine if R == root else None, root)),
+                  f"bcast from {root}")
+            check(same(comm.gather(mine, root), WORLD.gather(mine, root)), f"gather at {root}")
+            items = [large(j) if j % 2 else j for j in range(P)] if R == root else None
+            check(same(comm.scatter(items, root), WORLD.scatter(items, root)), f"scatter from {root}")
+        items = [large(j) if (R + j) % 2 else (R, j) for j in range(P)]
+        check(same(comm.alltoall(items), WORLD.alltoall(items)), "alltoall")
+        for method in ("allreduce", "scan", "exscan"):
+            got = getattr(comm, method)([mine], operator.add)
+            check(same(got, getattr(WORLD, method)([mine], operator.add)), method)
+        check(same(comm.reduce([mine], operator.add, P - 1), WORLD.reduce([mine], operator.add, P - 1)), "reduce")
+
+
+def test_first_call_of_a_communicator_with_one_large_object():
+    """A fresh communicator's first call is an object collective with one rank's object beyond a slot."""
+    fresh = mpicoll.Comm(WORLD.Dup())
+    mine = large(R) if R == 0 else R
+    check(same(fresh.allgather(mine), WORLD.allgather(mine)), "allgather")
+    fresh.Free()
+    fresh = mpicoll.Comm(WORLD.Dup())
+    check(same(fresh.gather(mine, P - 1), WORLD.gather(mine, P - 1)), "gather")
+    fresh.Free()
+
+
+def unpicklable() -> object:
+    return lambda: 0
+
+
+@pytest.mark.parametrize("size", ["small", "large"])
+def test_unpicklable_object_on_one_rank_every_collective(comm, size):
+    """One rank's object (the root's, for the rooted calls) does not pickle, with the other ranks' objects
+    small or beyond a slot: that rank raises the pickling error, ranks whose result holds its object raise
+    PeerFailure, the others return, and no rank is left waiting."""
+    bad = P - 1
+    fine = large(R) if size == "large" else R
+
+    def mine():
+        return unpicklable() if R == bad else fine
+
+    def outcome(call):
+        try:
+            call()
+        except mpicoll.PeerFailure as exc:   # (check() is collective: the rank is part of the outcome)
+            return "peer" if exc.rank == bad else f"peer {exc.rank}"
+        except Exception:   # the pickling error, as MPI.pickle.dumps raises it
+            return "own"
+        return "ok"
+
+    check(outcome(lambda: comm.allgather(mine())) == ("own" if R == bad else "peer"), "allgather")
+    check(outcome(lambda: comm.allreduce([mine()], operator.add)) == ("own" if R == bad else "peer"), "allreduce")
+    check(outcome(lambda: comm.scan([mine()], operator.add)) == ("own" if R == bad else "ok"), "scan")
+    check(outcome(lambda: comm.gather(mine(), 0)) == ("own" if R == bad else "peer" if R == 0 else "ok"),
+          "gather")
+    check(outcome(lambda: comm.bcast(mine(), bad)) == ("own" if R == bad else "peer"), "bcast")
+    items = [unpicklable() if j == 0 else fine for j in range(P)]
+    check(outcome(lambda: comm.scatter(items if R == bad else None, bad)) == ("own" if R == bad else "peer"),
+          "scatter")
+    check(outcome(lambda: comm.alltoall(items if R == bad else [fine] * P))
+          == ("own" if R == bad else "peer"), "alltoall")
+    check(comm.allgather(R) == list(range(P)), "the communicator is still usable afterwards")
+
+
+def test_auto_takes_the_buffer_collectives_and_a_named_algorithm_its_schedule(comm, monkeypatch):
+    """"auto" runs the communicator's own buffer collectives (no object schedule); a named algorithm runs
+    that algorithm's schedule on the object engine, as before."""
+    from mpicoll.calls.objects import buffered, engine
+
+    ran: list[str] = []
+    real_run = engine.run
+    monkeypatch.setattr(engine, "run", lambda schedule, *args: (ran.append(schedule.algorithm),
+                                                                 real_run(schedule, *args))[1])
+    check(comm.bcast("x" if R == 0 else None, 0) == "x" and comm.allgather(R) == list(range(P)), "auto results")
+    check(comm.allreduce(R) == P * (P - 1) // 2, "auto allreduce")
+    check(ran == ([] if buffered.folds(P) else ["recursive_doubling"]), f"auto ran the schedules {ran}")
+    if P > 1:
+        check(comm.bcast("y" if R == 0 else None, 0, algorithm="binomial") == "y", "binomial bcast")
+        check(comm.allgather(R, algorithm="bruck") == list(range(P)), "bruck allgather")
+        check(ran[-2:] == ["binomial", "bruck"], f"the named schedules ran: {ran}")
+    check(comm._state.object_slots is not None and comm._state.object_slots.inline == buffered.slot_size(P) - 16,
+          "the communicator keeps its slots")
+
+
+def test_careful_path_and_cartesian_sub_communicators(comm):
+    """A communicator with a timeout (the careful path) and a Cartesian one's Sub run the same calls."""
+    careful = mpicoll.Comm(WORLD.Dup(), timeout=60)
+    mine = large(R) if R % 2 else R
+    check(same(careful.allgather(mine), WORLD.allgather(mine)), "careful allgather")
+    check(same(careful.gather(mine, P - 1), WORLD.gather(mine, P - 1)), "careful gather")
+    careful.Free()
+    cart = comm.Create_cart([P, 1], periods=[False, False])
+    rows = cart.Sub([True, False])
+    check(same(rows.alltoall([(R, j) for j in range(P)]), WORLD.alltoall([(R, j) for j in range(P)])), "Sub")
+    check(rows.scatter(list(range(P)) if R == 0 else None, 0) == R, "Sub scatter")
+    rows.Free()
+    cart.Free()

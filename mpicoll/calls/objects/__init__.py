@@ -9,11 +9,21 @@ in one frame (their lengths, then their bytes), and a receiver learns the
 length from a matched probe, so no size is sent ahead.  Reductions apply the
 op as mpi4py does, ``op(lower ranks, higher ranks)``, on unpickled objects.
 
+"auto" takes another way for the ten calls but the neighbourhood ones: mpi4py's
+own, pickles moved by the communicator's buffer collectives (``Bcast``,
+``Allgather``, ``Gatherv``, ...; their algorithms and cached plans), one
+fixed-size slot per object and a second collective for the pickles too long
+for it; a reduction there gathers the objects and applies the op in rank order
+(up to :data:`~mpicoll.calls.objects.buffered.FOLD_MAX` ranks).  A named
+algorithm runs that algorithm's schedule, as above.
+
+- :mod:`~mpicoll.calls.objects.buffered`: "auto": pickles through the buffer
+  collectives;
 - :mod:`~mpicoll.calls.objects.slots`: what a block holds, and a message's frame;
 - :mod:`~mpicoll.calls.objects.engine`: one rank's schedule run on slots (MPI),
   and all ranks' schedules run in one process (no MPI: tests and learners);
 - :mod:`~mpicoll.calls.objects.choice`: which algorithms suit objects, and the
-  "auto" rule;
+  schedule "auto" runs where it does not fold (above ``FOLD_MAX`` ranks);
 - :mod:`~mpicoll.calls.objects.collectives`: the ten calls, as ``mpicoll.Comm``
   runs them.
 """

@@ -9,8 +9,12 @@ the pipelined ones (segments of one object).  For an op that is not
 commutative (any Python callable; an ``MPI.Op`` says), only algorithms that
 reduce in rank order are taken.
 
-"auto" (no object's size is known to every rank before the call, so the rule
-depends on p alone):
+"auto" does not run a schedule (:mod:`~mpicoll.calls.objects.buffered`: pickles
+through the communicator's buffer collectives), except for a reduction above
+:data:`~mpicoll.calls.objects.buffered.FOLD_MAX` ranks, and for the
+neighbourhood calls; there it runs the schedule below, and :func:`choose` gives
+that schedule to a caller who asks for "auto" (no object's size is known to
+every rank before the call, so the rule depends on p alone):
 
 ============  ==========================================================
 collective    algorithm

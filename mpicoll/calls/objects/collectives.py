@@ -1,6 +1,10 @@
 """The lowercase collectives of ``mpicoll.Comm``: mpi4py's signatures and results, mpicoll's schedules.
 
-Each call checks what every rank can see (the root), chooses the algorithm
+Each call checks what every rank can see (the root, the op).  With
+``algorithm="auto"`` it then hands the call to
+:mod:`~mpicoll.calls.objects.buffered` (pickles through the communicator's own
+buffer collectives; a reduction folds the gathered objects up to
+``FOLD_MAX`` ranks).  Otherwise it chooses the algorithm
 (:mod:`~mpicoll.calls.objects.choice`), fills its blocks with pickled objects,
 runs the schedule on the private duplicate with a fresh tag
 (:mod:`~mpicoll.calls.objects.engine`) and unpickles its result.  Results are
@@ -25,7 +29,7 @@ from mpi4py import MPI
 from mpicoll import errors
 from mpicoll.calls._checks import check_root
 from mpicoll.calls._neighbors import degrees, topology_of
-from mpicoll.calls.objects import engine
+from mpicoll.calls.objects import buffered, engine
 from mpicoll.calls.objects.choice import choose
 from mpicoll.calls.objects.slots import Failed, pickled
 from mpicoll.engine.forms import BLOCKING
@@ -128,6 +132,8 @@ def bcast(comm: Any, obj: Any, root: int = 0, algorithm: str = "auto") -> Any:
     """``comm.bcast(obj, root)``: the root's object, unpickled on every rank (the root's too)."""
     state = _state(comm)
     root = check_root(root, state.size, "bcast")
+    if algorithm == "auto":
+        return buffered.bcast(comm, state, obj, root)
     call = _Call(state, "bcast", algorithm, root=root)
     if state.rank == root:
         call.put("recv", 0, obj)
@@ -139,6 +145,8 @@ def gather(comm: Any, sendobj: Any, root: int = 0, algorithm: str = "auto") -> l
     """``comm.gather(sendobj, root)``: at the root, every rank's object in rank order; None elsewhere."""
     state = _state(comm)
     root = check_root(root, state.size, "gather")
+    if algorithm == "auto":
+        return buffered.gather(comm, state, sendobj, root)
     call = _Call(state, "gather", algorithm, root=root)
     call.put("send", state.rank, sendobj)
     call.run()
@@ -152,6 +160,8 @@ def scatter(comm: Any, sendobj: Any, root: int = 0, algorithm: str = "auto") -> 
     """``comm.scatter(sendobj, root)``: object r of the root's sequence of p objects, on rank r."""
     state = _state(comm)
     root = check_root(root, state.size, "scatter")
+    if algorithm == "auto":
+        return buffered.scatter(comm, state, sendobj, root, _items)
     call = _Call(state, "scatter", algorithm, root=root)
     if state.rank == root:
         call.put_sequence(sendobj, state.size)
@@ -162,6 +172,8 @@ def scatter(comm: Any, sendobj: Any, root: int = 0, algorithm: str = "auto") -> 
 def allgather(comm: Any, sendobj: Any, algorithm: str = "auto") -> list:
     """``comm.allgather(sendobj)``: every rank's object, in rank order, on every rank."""
     state = _state(comm)
+    if algorithm == "auto":
+        return buffered.allgather(comm, state, sendobj)
     call = _Call(state, "allgather", algorithm)
     call.put("send", state.rank, sendobj)
     call.run()
@@ -171,17 +183,24 @@ def allgather(comm: Any, sendobj: Any, algorithm: str = "auto") -> list:
 def alltoall(comm: Any, sendobj: Any, algorithm: str = "auto") -> list:
     """``comm.alltoall(sendobj)``: object r of rank j's sequence becomes object j of rank r's result."""
     state = _state(comm)
+    if algorithm == "auto":
+        return buffered.alltoall(comm, state, sendobj, _items)
     call = _Call(state, "alltoall", algorithm)
     call.put_sequence(sendobj, state.size)
     call.run()
     return [call.result(b) for b in range(state.size)]
 
 
-def _reduction(comm: Any, collective: str, sendobj: Any, op: Any, algorithm: str, **params: Any) -> _Call:
-    state = _state(comm)
+def _checked_op(state: CommState, collective: str, op: Any, algorithm: str) -> bool:
+    """Whether the reduction folds the gathered objects (:mod:`~mpicoll.calls.objects.buffered`), after checking
+    ``op`` (every rank sees it) and ``algorithm``."""
     if not callable(op):
         raise errors.OpError(f"op: {collective} needs an MPI.Op or a callable op(a, b), got {op!r}")
-    call = _Call(state, collective, algorithm, op, **params)
+    return algorithm == "auto" and buffered.folds(state.size)
+
+
+def _reduction(comm: Any, collective: str, sendobj: Any, op: Any, algorithm: str, **params: Any) -> _Call:
+    call = _Call(_state(comm), collective, algorithm, op, **params)
     call.put("send", 0, sendobj)
     call.run()
     return call
@@ -190,9 +209,12 @@ def _reduction(comm: Any, collective: str, sendobj: Any, op: Any, algorithm: str
 def reduce(comm: Any, sendobj: Any, op: Callable | MPI.Op = MPI.SUM, root: int = 0,
            algorithm: str = "auto") -> Any:
     """``comm.reduce(sendobj, op, root)``: ``op`` over the ranks' objects in rank order, at the root."""
-    root = check_root(root, _state(comm).size, "reduce")
+    state = _state(comm)
+    root = check_root(root, state.size, "reduce")
+    if _checked_op(state, "reduce", op, algorithm):
+        return buffered.reduce(comm, state, sendobj, op, root)
     call = _reduction(comm, "reduce", sendobj, op, algorithm, root=root)
-    if comm._state.rank != root:
+    if state.rank != root:
         call.check()
         return None
     return call.result(0)
@@ -200,18 +222,27 @@ def reduce(comm: Any, sendobj: Any, op: Callable | MPI.Op = MPI.SUM, root: int =
 
 def allreduce(comm: Any, sendobj: Any, op: Callable | MPI.Op = MPI.SUM, algorithm: str = "auto") -> Any:
     """``comm.allreduce(sendobj, op)``: ``op`` over the ranks' objects in rank order, on every rank."""
+    state = _state(comm)
+    if _checked_op(state, "allreduce", op, algorithm):
+        return buffered.allreduce(comm, state, sendobj, op)
     return _reduction(comm, "allreduce", sendobj, op, algorithm).result(0)
 
 
 def scan(comm: Any, sendobj: Any, op: Callable | MPI.Op = MPI.SUM, algorithm: str = "auto") -> Any:
     """``comm.scan(sendobj, op)``: on rank r, ``op`` over the objects of ranks 0 .. r."""
+    state = _state(comm)
+    if _checked_op(state, "scan", op, algorithm):
+        return buffered.scan(comm, state, sendobj, op)
     return _reduction(comm, "scan", sendobj, op, algorithm).result(0)
 
 
 def exscan(comm: Any, sendobj: Any, op: Callable | MPI.Op = MPI.SUM, algorithm: str = "auto") -> Any:
     """``comm.exscan(sendobj, op)``: on rank r > 0, ``op`` over the objects of ranks 0 .. r - 1; None on rank 0."""
+    state = _state(comm)
+    if _checked_op(state, "exscan", op, algorithm):
+        return buffered.exscan(comm, state, sendobj, op)
     call = _reduction(comm, "exscan", sendobj, op, algorithm)
-    if comm._state.rank == 0:
+    if state.rank == 0:
         call.check()
         return None
     return call.result(0)

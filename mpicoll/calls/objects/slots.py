@@ -20,10 +20,10 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
-__all__ = ["Slot", "Failed", "frame", "unframe", "value", "pickled"]
+__all__ = ["Slot", "Failed", "frame", "unframe", "value", "pickled", "EMPTY", "FAILED"]
 
 _UNSET = object()
-_EMPTY, _FAILED = -1, -2
+EMPTY, FAILED = -1, -2   # a length that says: no block; failed on rank ``FAILED - length``
 
 
 class Slot:
@@ -77,9 +77,9 @@ def frame(slots: list[Slot | None]) -> bytes:
     parts = [b""]
     for i, slot in enumerate(slots, 1):
         if slot is None:
-            lengths[i] = _EMPTY
+            lengths[i] = EMPTY
         elif isinstance(slot, Failed):
-            lengths[i] = _FAILED - slot.rank
+            lengths[i] = FAILED - slot.rank
         else:
             data = slot.pickle()
             lengths[i] = len(data)
@@ -96,10 +96,10 @@ def unframe(message: Any) -> list[Slot | None]:
     out: list[Slot | None] = []
     at = 8 * (n + 1)
     for length in lengths:
-        if length == _EMPTY:
+        if length == EMPTY:
             out.append(None)
-        elif length <= _FAILED:
-            out.append(Failed(_FAILED - length))
+        elif length <= FAILED:
+            out.append(Failed(FAILED - length))
         else:
             out.append(Slot(view[at:at + length]))
             at += length
