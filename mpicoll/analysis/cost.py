@@ -51,6 +51,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from math import ceil, log2
 
+import numpy as np
+
+from mpicoll.analysis import tables
 from mpicoll.families import registry
 from mpicoll.ir.layout import Layout
 from mpicoll.ir.nodes import Nodes, block_size, groups, node_of
@@ -164,52 +167,94 @@ def sample_ranks(size: int, ranks_per_node: int | None = None, root: int = 0) ->
     return sorted(r for r in picks if 0 <= r < size)
 
 
-def _round_terms(rnd: Round, rank: int, layout: Layout, consts: tuple[float, float, float, float],
-                 where: tuple[int, ...] | None, crossing: list[int] | None = None, duplex: bool = True
-                 ) -> tuple[float, float, int, int]:
-    """(latency, bandwidth, bytes reduced, bytes copied) of one rank's round, by the port model above.
+@dataclass
+class _Terms:
+    """Per round t, the slowest costed rank's ``worst[t] = (time, latency, bandwidth, reduction, overhead)``;
+    ``active[t]``: some costed rank acts in round t; ``links[t][node]``: with ``link_per_node``, the
+    inter-node bytes [sent, received] of the node's costed ranks."""
 
-    ``where`` is each rank's node index (None: every message is inter-node);
-    ``crossing``, when given, receives the inter-node bytes sent and received;
-    ``duplex`` false adds the sends' and the receives' bandwidth terms.
+    worst: np.ndarray
+    active: np.ndarray
+    links: dict[int, list[list[int]]]
+
+    def merge(self, other: _Terms) -> _Terms:
+        """Both sets of ranks: a round's slowest rank stays this one's unless the other's is slower."""
+        n = max(len(self.worst), len(other.worst))
+        worst, active = _padded(self.worst, n), _padded(self.active, n)
+        theirs = _padded(other.worst, n)
+        slower = theirs[:, 0] > worst[:, 0]
+        worst[slower] = theirs[slower]
+        links = {t: [list(x) for x in per] for t, per in self.links.items()}
+        for t, per in other.links.items():
+            mine = links.setdefault(t, [[0, 0] for _ in per])
+            for node, (out, into) in enumerate(per):
+                mine[node][0] += out
+                mine[node][1] += into
+        return _Terms(worst, active | _padded(other.active, n), links)
+
+
+def _padded(x: np.ndarray, n: int) -> np.ndarray:
+    return np.concatenate([x, np.zeros((n - len(x), *x.shape[1:]), dtype=x.dtype)])
+
+
+def _terms(ranks: list[int], rounds: list[tuple[Round, ...]], layout: Layout,
+           consts: tuple[float, float, float, float], where: tuple[int, ...] | None, machine: Machine,
+           nnodes: int) -> _Terms:
+    """Every round of every rank in ``ranks`` by the port model above (``rounds[i]``: rank ``ranks[i]``'s).
+
+    One row per message and per local step (:func:`mpicoll.analysis.tables.read`); the sums
+    over a rank's round are ``np.bincount`` over (rank, round), which adds in listed order as a
+    loop would.  A rank's round costs, per direction, ``alpha_m + bytes_m beta_m`` summed over its
+    messages (intra-node constants where ``where[peer] == where[rank]``); with ``duplex`` the
+    slower direction counts (the sends on a tie), else the larger latency and both bandwidth terms.
     """
     a_out, b_out, a_in, b_in = consts
-    starts, ends = layout.starts, layout.ends
-    node = where[rank] if where else -1
-    best = (-1.0, 0.0, 0.0)
-    lats, bws = [0.0, 0.0], [0.0, 0.0]   # per direction (sends, receives)
-    for direction, msgs in enumerate((rnd.sends, rnd.recvs)):
-        lat = bw = 0.0
-        for peer, (_, lo, hi) in msgs:
-            nbytes = ends[hi - 1] - starts[lo] if hi > lo else 0
-            if where and where[peer] == node:
-                lat += a_in
-                bw += nbytes * b_in
-            else:
-                lat += a_out
-                bw += nbytes * b_out
-                if crossing is not None:
-                    crossing[direction] += nbytes
-        lats[direction], bws[direction] = lat, bw
-        if lat + bw > best[0]:
-            best = (lat + bw, lat, bw)
-    if not duplex:
-        best = (0.0, max(lats), bws[0] + bws[1])
-    red = copied = 0
-    for st in rnd.steps:
-        out = st.out
-        moved = ends[out.hi - 1] - starts[out.lo] if out.hi > out.lo else 0
-        if type(st) is Reduce:
-            red += moved
-        else:
-            copied += moved
-    return best[1], best[2], red, copied
+    nrounds = max((len(x) for x in rounds), default=0)
+    cells = len(ranks) * nrounds                      # one per (rank, round): i * nrounds + t
+    starts, ends = np.asarray(layout.starts, dtype=np.int64), np.asarray(layout.ends, dtype=np.int64)
+    node = np.asarray(where, dtype=np.int64) if where else None
+    sends, recvs, steps = tables.read(range(len(ranks)), rounds)   # rank column: the index i into ranks
 
+    def moved(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:   # bytes of blocks lo .. hi-1
+        return np.where(hi > lo, ends[hi - 1] - starts[np.minimum(lo, len(starts) - 1)], 0) if len(lo) else lo
 
-def _overhead(rnd: Round, copied: int, machine: Machine) -> float:
-    """The executor's own time for one rank's round (0 unless the machine prices it; see :class:`Machine`)."""
-    return (machine.round_overhead + machine.message_overhead * (len(rnd.sends) + len(rnd.recvs))
-            + machine.step_overhead * len(rnd.steps) + machine.copy * copied)
+    def per_cell(table: tables.Table, values: np.ndarray) -> np.ndarray:
+        return np.bincount(table.rank * nrounds + table.t, weights=values, minlength=cells)
+
+    directions = []
+    links: dict[int, list[list[int]]] = {}
+    for direction, msgs in enumerate((sends, recvs)):
+        nbytes = moved(msgs.lo, msgs.hi)
+        rank_of = np.asarray(ranks, dtype=np.int64)[msgs.rank] if len(msgs) else msgs.rank
+        intra = node[msgs.peer] == node[rank_of] if node is not None else np.zeros(len(msgs), dtype=bool)
+        lat = per_cell(msgs, np.where(intra, a_in, a_out))
+        bw = per_cell(msgs, nbytes * np.where(intra, b_in, b_out))
+        directions.append((lat, bw, np.bincount(msgs.rank * nrounds + msgs.t, minlength=cells)))
+        if machine.link_per_node and node is not None:
+            out = ~intra & (nbytes > 0)
+            for t, n, b in zip(msgs.t[out].tolist(), node[rank_of[out]].tolist(), nbytes[out].tolist()):
+                links.setdefault(t, [[0, 0] for _ in range(nnodes)])[n][direction] += b
+    (s_lat, s_bw, s_count), (r_lat, r_bw, r_count) = directions
+    if machine.duplex:
+        recv_slower = r_lat + r_bw > s_lat + s_bw
+        lat, bw = np.where(recv_slower, r_lat, s_lat), np.where(recv_slower, r_bw, s_bw)
+    else:
+        lat, bw = np.maximum(s_lat, r_lat), s_bw + r_bw
+    out_bytes = moved(steps.lo, steps.hi)
+    red = per_cell(steps, np.where(steps.reduces, out_bytes, 0))
+    copied = per_cell(steps, np.where(steps.reduces, 0, out_bytes))
+    nsteps = np.bincount(steps.rank * nrounds + steps.t, minlength=cells)
+    acts = (s_count + r_count + nsteps) > 0
+    over = np.zeros(cells)
+    if machine.round_overhead or machine.message_overhead or machine.step_overhead or machine.copy:
+        over = np.where(acts, machine.round_overhead + machine.message_overhead * (s_count + r_count)
+                        + machine.step_overhead * nsteps + machine.copy * copied, 0.0)
+    total = np.where(acts, lat + bw + red * machine.gamma + over, 0.0)
+    table = np.stack([total, lat, bw, red * machine.gamma, over], axis=-1).reshape(len(ranks), nrounds, 5)
+    slowest = table[:, :, 0].argmax(axis=0) if len(ranks) else np.zeros(nrounds, dtype=np.int64)
+    worst = table[slowest, np.arange(nrounds)] if len(ranks) else np.zeros((nrounds, 5))
+    worst[~(worst[:, 0] > 0)] = 0.0   # as a loop that keeps a rank only when it is slower than 0
+    return _Terms(worst, acts.reshape(len(ranks), nrounds).any(axis=0), links)
 
 
 def cost(collective: str, algorithm: str, size: int, nbytes: int, machine: Machine, *,
@@ -242,7 +287,6 @@ def cost(collective: str, algorithm: str, size: int, nbytes: int, machine: Machi
         params = {**params, "nodes": nodes}
     where = node_of(size, nodes) if nodes is not None else None
     nnodes = max(where) + 1 if where else 1
-    links: dict[int, list[list[int]]] = {}  # round -> per node [bytes out, bytes in], with link_per_node
     blocks = nodes is None or (isinstance(nodes, int) and nodes == per_node)  # what the rotation assumes
     fast = blocks and not machine.link_per_node and ranks is None and (
         sample or (sample is None and size > EXACT_LIMIT))
@@ -260,49 +304,27 @@ def cost(collective: str, algorithm: str, size: int, nbytes: int, machine: Machi
         chosen, fallback = sample_ranks(size, per_node, int(params.get("root", 0) or 0)), True
     else:
         chosen, fallback = list(range(size)), False
-    worst: list[tuple[float, float, float, float, float]] = []  # per round: (time, lat, bw, red, overhead)
-    active: list[bool] = []                              # per round: some costed rank acts in it
-    layout: list[Layout] = []
-    priced = bool(machine.round_overhead or machine.message_overhead or machine.step_overhead or machine.copy)
-
-    def add(r: int) -> None:
+    def built(ranks: list[int]) -> tuple[int, list[tuple[Round, ...]]]:
         if size <= EXACT_LIMIT:
-            sched = registry.schedule(collective, algorithm, r, size, **params)
-            nblocks, rounds = sched.nblocks, sched.rounds
-        else:  # built directly, so that huge schedules do not crowd the cache
-            nblocks, rounds = alg.rounds(r, size, **params)
-        if not layout:
-            layout.append(Layout.even(nbytes, nblocks))
-        if len(worst) < len(rounds):
-            worst.extend([(0.0, 0.0, 0.0, 0.0, 0.0)] * (len(rounds) - len(worst)))
-            active.extend([False] * (len(rounds) - len(active)))
-        for t, rnd in enumerate(rounds):
-            if rnd is EMPTY_ROUND or not rnd:  # (identity first: a chain's rank idles through most rounds)
-                continue
-            active[t] = True
-            crossing = [0, 0] if machine.link_per_node and where else None
-            lat, bw, red, copied = _round_terms(rnd, r, layout[0], consts, where, crossing, machine.duplex)
-            if crossing is not None and (crossing[0] or crossing[1]):
-                per = links.setdefault(t, [[0, 0] for _ in range(nnodes)])[where[r]]
-                per[0] += crossing[0]
-                per[1] += crossing[1]
-            over = _overhead(rnd, copied, machine) if priced else 0.0
-            total = lat + bw + red * machine.gamma + over
-            if total > worst[t][0]:
-                worst[t] = (total, lat, bw, red * machine.gamma, over)
+            scheds = [registry.schedule(collective, algorithm, r, size, **params) for r in ranks]
+            return scheds[0].nblocks, [s.rounds for s in scheds]
+        rounds = [alg.rounds(r, size, **params) for r in ranks]   # built directly: huge schedules stay out
+        return rounds[0][0], [x[1] for x in rounds]               # of the cache
 
     with registry.gc_paused():
-        for r in chosen:
-            add(r)
-        if fallback and not all(active):
-            for r in sorted(set(range(size)) - set(chosen)):
-                add(r)
+        nblocks, rounds = built(chosen)
+        layout = Layout.even(nbytes, nblocks)
+        terms = _terms(chosen, rounds, layout, consts, where, machine, nnodes)
+        if fallback and not terms.active.all():
+            rest = sorted(set(range(size)) - set(chosen))
+            terms = terms.merge(_terms(rest, built(rest)[1], layout, consts, where, machine, nnodes))
             chosen = list(range(size))
-        for t, per in links.items():  # a node's link carries its ranks' inter-node bytes one after another
-            busiest = max(max(out, into) for out, into in per) * consts[1]
-            if consts[0] + busiest > worst[t][1] + worst[t][2]:
-                worst[t] = (consts[0] + busiest + worst[t][3] + worst[t][4], consts[0], busiest, worst[t][3],
-                            worst[t][4])
+    worst = terms.worst.tolist()   # per round: (time, latency, bandwidth, reduction, overhead)
+    for t, per in terms.links.items():  # a node's link carries its ranks' inter-node bytes one after another
+        busiest = max(max(out, into) for out, into in per) * consts[1]
+        if consts[0] + busiest > worst[t][1] + worst[t][2]:
+            worst[t] = [consts[0] + busiest + worst[t][3] + worst[t][4], consts[0], busiest, worst[t][3],
+                        worst[t][4]]
     return Cost(collective, algorithm, size, nbytes,
                 latency=sum(w[1] for w in worst), bandwidth=sum(w[2] for w in worst),
                 reduction=sum(w[3] for w in worst), rounds=sum(1 for w in worst if w[0] > 0),

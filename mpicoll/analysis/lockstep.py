@@ -25,12 +25,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from itertools import chain
-from operator import itemgetter
 from typing import Any, Protocol
 
 import numpy as np
 
+from mpicoll.analysis import tables
+from mpicoll.analysis.tables import Table
 from mpicoll.families.registry import gc_paused
 from mpicoll.ir.schedule import USER_BUFFERS, Block, Copy, Reduce, Round, Schedule, ScheduleError
 
@@ -82,7 +82,7 @@ class Moves:
     def messages(self) -> list[tuple[int, Block, int, Block]]:
         """``(sender, block sent, receiver, block received)`` of each message."""
         sends, recvs = self.plan.sends, self.plan.recvs
-        return [(int(sends.rank[i]), sends.blocks[i], int(recvs.rank[j]), recvs.blocks[j]) for i, j in self.rows]
+        return [(int(sends.rank[i]), sends.items[i], int(recvs.rank[j]), recvs.items[j]) for i, j in self.rows]
 
     def error(self, i: int, what: str) -> ScheduleError:
         """The error of message i: ``what`` happened to it."""
@@ -112,7 +112,7 @@ class Steps:
     def steps(self) -> list[tuple[int, Reduce | Copy]]:
         """``(rank, step)`` of each step."""
         table = self.plan.steps
-        return [(int(table.rank[i]), table.blocks[i]) for i in self.rows]
+        return [(int(table.rank[i]), table.items[i]) for i in self.rows]
 
     def error(self, i: int, what: str) -> ScheduleError:
         """The error of step i: ``what`` went wrong in it."""
@@ -125,16 +125,6 @@ class _Round:
     moves: Moves
     steps: list[Steps]
     hazards: list[tuple[Schedule, Round]]   # rounds whose receives may overlap a block in flight
-
-
-class _Table:
-    """Rows read off the schedules: a NumPy array per column (an attribute each); ``blocks[i]`` is row i's
-    block (messages) or step."""
-
-    def __init__(self, columns: dict[str, np.ndarray], blocks: list[Any]):
-        for name, column in columns.items():
-            setattr(self, name, column)
-        self.blocks = blocks
 
 
 def _spread(first: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -166,7 +156,8 @@ class Plan:
         self.index = {name: i for i, name in enumerate(self.buffers)}
         self.nrounds = max((len(s.rounds) for s in self.schedules), default=0)
         with gc_paused():   # millions of small acyclic tuples (see run_lockstep)
-            self._read()
+            self.sends, self.recvs, self.steps = tables.read([s.rank for s in self.schedules],
+                                                             [s.rounds for s in self.schedules], self.index.__getitem__)
         hazards = self._hazards()
         sends, recvs = self.sends, self.recvs
         # Match: the k-th send of (round, sender, receiver) in listed order goes with the k-th such receive
@@ -192,40 +183,6 @@ class Plan:
         """The cell of block ``block`` of ``buffer`` at ``rank``."""
         return (rank * len(self.buffers) + self.index[buffer]) * self.nblocks + block
 
-    def _read(self) -> None:
-        """Read every schedule into the tables ``sends``, ``recvs`` and ``steps``, rank by rank, round by round.
-
-        Column by column, with ``map`` and ``itemgetter`` (loops in C): a loop in Python over the
-        millions of messages of a large p would take longer than the rest of the check.
-        """
-        rounds = list(chain.from_iterable(s.rounds for s in self.schedules))   # every rank's, one after another
-        nrounds = np.array([len(s.rounds) for s in self.schedules], dtype=np.int64)
-        rank = np.repeat(np.array([s.rank for s in self.schedules], dtype=np.int64), nrounds)
-        t = np.arange(len(rounds)) - np.repeat(np.cumsum(nrounds) - nrounds, nrounds)
-        index = self.index.__getitem__
-
-        def table(which: int, blocks_at: tuple[int, ...]) -> _Table:
-            parts = list(map(itemgetter(which), rounds))
-            items = list(chain.from_iterable(parts))
-            count = np.fromiter(map(len, parts), dtype=np.int64, count=len(parts))
-            columns = {"t": np.repeat(t, count), "rank": np.repeat(rank, count),
-                       "k": np.arange(len(items)) - np.repeat(np.cumsum(count) - count, count)}   # place in its list
-            if which < 2:   # a message: (peer, block)
-                columns["peer"] = np.fromiter(map(itemgetter(0), items), dtype=np.int64, count=len(items))
-            else:           # a step: (out, left, right) or (out, src); a copy's "right" is its src
-                columns["reduces"] = np.fromiter(map(len, items), dtype=np.int64, count=len(items)) == 3
-            for prefix, at in zip(("", "l", "r"), blocks_at):
-                blocks = list(map(itemgetter(at), items))
-                columns[prefix + "buf"] = np.fromiter(map(index, map(itemgetter(0), blocks)), dtype=np.int64,
-                                                      count=len(blocks))
-                columns[prefix + "lo"] = np.fromiter(map(itemgetter(1), blocks), dtype=np.int64, count=len(blocks))
-                columns[prefix + "hi"] = np.fromiter(map(itemgetter(2), blocks), dtype=np.int64, count=len(blocks))
-            return _Table(columns, items if which == 2 else list(map(itemgetter(1), items)))
-
-        self.sends = table(0, (1,))
-        self.recvs = table(1, (1,))
-        self.steps = table(2, (0, 1, -1))
-
     def _hazards(self) -> dict[int, list[tuple[Schedule, Round]]]:
         """By round, the ranks' rounds in which a received block may overlap another block in flight under
         some aliasing of buffers: several receives, a receive into ``send``, or a send of overlapping blocks.
@@ -245,7 +202,7 @@ class Plan:
             out.setdefault(t, []).append((self.schedules[rank], self.schedules[rank].rounds[t]))
         return out
 
-    def _first(self, table: _Table, rows: np.ndarray, which: str = "") -> np.ndarray:
+    def _first(self, table: Table, rows: np.ndarray, which: str = "") -> np.ndarray:
         """The cells of the first block of the named block (``which``: "", "l" or "r") of ``rows``."""
         buf, lo = getattr(table, which + "buf")[rows], getattr(table, which + "lo")[rows]
         return (table.rank[rows] * len(self.buffers) + buf) * self.nblocks + lo
@@ -255,29 +212,29 @@ class Plan:
         sends, recvs, steps, size, nblocks = self.sends, self.recvs, self.steps, self.size, self.nblocks
         found: list[tuple[int, int, str]] = []   # (round, precedence, message) of each kind of error
 
-        def first(table: _Table, bad: np.ndarray, precedence: int, message: Callable[[int], str]) -> None:
+        def first(table: Table, bad: np.ndarray, precedence: int, message: Callable[[int], str]) -> None:
             rows = np.flatnonzero(bad)
             if len(rows):
                 i = rows[np.argmin(table.t[rows])]
                 t = int(table.t[i])
                 found.append((t, precedence, f"{_where(self.schedules[table.rank[i]], t)}: {message(i)}"))
 
-        def outside(table: _Table, which: str = "") -> np.ndarray:
+        def outside(table: Table, which: str = "") -> np.ndarray:
             lo, hi = getattr(table, which + "lo"), getattr(table, which + "hi")
             return (lo < 0) | (lo > hi) | (hi > nblocks)
 
-        def block_range(table: _Table, which: str = "") -> Callable[[int], str]:
+        def block_range(table: Table, which: str = "") -> Callable[[int], str]:
             return lambda i: f"{_block(table, i, which)} is outside blocks 0..{nblocks - 1}"
 
         first(sends, (sends.peer < 0) | (sends.peer >= size) | (sends.peer == sends.rank), 0,
-              lambda i: f"send of {sends.blocks[i]} to invalid peer {sends.peer[i]}")
+              lambda i: f"send of {sends.items[i]} to invalid peer {sends.peer[i]}")
         first(sends, outside(sends), 1, block_range(sends))
         first(recvs, outside(recvs), 1, block_range(recvs))
         for which in ("", "l", "r"):
             first(steps, outside(steps, which), 1, block_range(steps, which))
-        first(steps, steps.buf == 0, 4, lambda i: f"step {steps.blocks[i]} writes the send buffer")
+        first(steps, steps.buf == 0, 4, lambda i: f"step {steps.items[i]} writes the send buffer")
         first(steps, (steps.lhi - steps.llo != steps.hi - steps.lo) | (steps.rhi - steps.rlo != steps.hi - steps.lo),
-              4, lambda i: f"step {steps.blocks[i]}: " + ("operands have different numbers of blocks"
+              4, lambda i: f"step {steps.items[i]}: " + ("operands have different numbers of blocks"
                                                           if steps.reduces[i] else
                                                           "copies between blocks of different sizes"))
         skey = ((sends.t * size + sends.rank) * size + sends.peer)[by_send]
@@ -288,18 +245,18 @@ class Plan:
         if at < len(rkey) and (at == len(skey) or rkey[at] < skey[at]):   # a receive nobody sends to
             j = by_recv[at]
             first(recvs, np.arange(len(rkey)) == j, 2,
-                  lambda j: f"receive into {recvs.blocks[j]} from {recvs.peer[j]} has no matching send")
+                  lambda j: f"receive into {recvs.items[j]} from {recvs.peer[j]} has no matching send")
         elif at < len(skey):                                               # a send nobody receives
             i = by_send[at]
             first(sends, np.arange(len(skey)) == i, 5,
-                  lambda i: f"send of {sends.blocks[i]} to {sends.peer[i]} is never received")
+                  lambda i: f"send of {sends.items[i]} to {sends.peer[i]} is never received")
         i, j = by_send[:at], by_recv[:at]
         wrong = np.zeros(len(recvs.t), dtype=bool)
         wrong[j[(sends.hi - sends.lo)[i] != (recvs.hi - recvs.lo)[j]]] = True
         partner = np.zeros(len(recvs.t), dtype=np.int64)
         partner[j] = i
-        first(recvs, wrong, 3, lambda j: f"receives {recvs.blocks[j].nblocks} block(s) into {recvs.blocks[j]} "
-              f"but rank {recvs.peer[j]} sends {sends.blocks[partner[j]].nblocks} ({sends.blocks[partner[j]]})")
+        first(recvs, wrong, 3, lambda j: f"receives {recvs.items[j].nblocks} block(s) into {recvs.items[j]} "
+              f"but rank {recvs.peer[j]} sends {sends.items[partner[j]].nblocks} ({sends.items[partner[j]]})")
         if not found:
             return None, self.nrounds
         t, _, message = min(found)
@@ -323,9 +280,9 @@ class Plan:
         return out
 
 
-def _block(table: _Table, i: int, which: str) -> Block:
+def _block(table: Table, i: int, which: str) -> Block:
     """The block ``which`` ("", "l", "r") of row i of a table."""
-    obj = table.blocks[i]
+    obj = table.items[i]
     if isinstance(obj, Block):
         return obj
     return obj[{"": 0, "l": 1, "r": 2}[which]] if which != "r" or type(obj) is Reduce else obj[1]
