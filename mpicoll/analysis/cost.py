@@ -304,20 +304,30 @@ def cost(collective: str, algorithm: str, size: int, nbytes: int, machine: Machi
         chosen, fallback = sample_ranks(size, per_node, int(params.get("root", 0) or 0)), True
     else:
         chosen, fallback = list(range(size)), False
-    def built(ranks: list[int]) -> tuple[int, list[tuple[Round, ...]]]:
-        if size <= EXACT_LIMIT:
-            scheds = [registry.schedule(collective, algorithm, r, size, **params) for r in ranks]
-            return scheds[0].nblocks, [s.rounds for s in scheds]
-        rounds = [alg.rounds(r, size, **params) for r in ranks]   # built directly: huge schedules stay out
-        return rounds[0][0], [x[1] for x in rounds]               # of the cache
+    def costed(ranks: list[int], terms: _Terms | None) -> _Terms:
+        """``terms`` with ``ranks`` costed too, a few ranks at a time (their rounds are freed while in cache)."""
+        batch: list[tuple[Round, ...]] = []
+        for i, r in enumerate(ranks):
+            if size <= EXACT_LIMIT:
+                sched = registry.schedule(collective, algorithm, r, size, **params)
+                nblocks, rounds = sched.nblocks, sched.rounds
+            else:  # built directly, so that huge schedules do not crowd the cache
+                nblocks, rounds = alg.rounds(r, size, **params)
+            if not layout:
+                layout.append(Layout.even(nbytes, nblocks))
+            batch.append(rounds)
+            if sum(map(len, batch)) >= 20_000 or i == len(ranks) - 1:
+                more = _terms(ranks[i + 1 - len(batch):i + 1], batch, layout[0], consts, where, machine, nnodes)
+                terms = more if terms is None else terms.merge(more)
+                batch = []
+        assert terms is not None
+        return terms
 
+    layout: list[Layout] = []
     with registry.gc_paused():
-        nblocks, rounds = built(chosen)
-        layout = Layout.even(nbytes, nblocks)
-        terms = _terms(chosen, rounds, layout, consts, where, machine, nnodes)
+        terms = costed(chosen, None)
         if fallback and not terms.active.all():
-            rest = sorted(set(range(size)) - set(chosen))
-            terms = terms.merge(_terms(rest, built(rest)[1], layout, consts, where, machine, nnodes))
+            terms = costed(sorted(set(range(size)) - set(chosen)), terms)
             chosen = list(range(size))
     worst = terms.worst.tolist()   # per round: (time, latency, bandwidth, reduction, overhead)
     for t, per in terms.links.items():  # a node's link carries its ranks' inter-node bytes one after another
