@@ -51,9 +51,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from math import ceil, log2
 
-import numpy as np
-
-from mpicoll.analysis import tables
+from mpicoll.analysis.ports import Terms, round_terms
 from mpicoll.families import registry
 from mpicoll.ir.layout import Layout
 from mpicoll.ir.nodes import Nodes, block_size, groups, node_of
@@ -167,96 +165,6 @@ def sample_ranks(size: int, ranks_per_node: int | None = None, root: int = 0) ->
     return sorted(r for r in picks if 0 <= r < size)
 
 
-@dataclass
-class _Terms:
-    """Per round t, the slowest costed rank's ``worst[t] = (time, latency, bandwidth, reduction, overhead)``;
-    ``active[t]``: some costed rank acts in round t; ``links[t][node]``: with ``link_per_node``, the
-    inter-node bytes [sent, received] of the node's costed ranks."""
-
-    worst: np.ndarray
-    active: np.ndarray
-    links: dict[int, list[list[int]]]
-
-    def merge(self, other: _Terms) -> _Terms:
-        """Both sets of ranks: a round's slowest rank stays this one's unless the other's is slower."""
-        n = max(len(self.worst), len(other.worst))
-        worst, active = _padded(self.worst, n), _padded(self.active, n)
-        theirs = _padded(other.worst, n)
-        slower = theirs[:, 0] > worst[:, 0]
-        worst[slower] = theirs[slower]
-        links = {t: [list(x) for x in per] for t, per in self.links.items()}
-        for t, per in other.links.items():
-            mine = links.setdefault(t, [[0, 0] for _ in per])
-            for node, (out, into) in enumerate(per):
-                mine[node][0] += out
-                mine[node][1] += into
-        return _Terms(worst, active | _padded(other.active, n), links)
-
-
-def _padded(x: np.ndarray, n: int) -> np.ndarray:
-    return np.concatenate([x, np.zeros((n - len(x), *x.shape[1:]), dtype=x.dtype)])
-
-
-def _terms(ranks: list[int], rounds: list[tuple[Round, ...]], layout: Layout,
-           consts: tuple[float, float, float, float], where: tuple[int, ...] | None, machine: Machine,
-           nnodes: int) -> _Terms:
-    """Every round of every rank in ``ranks`` by the port model above (``rounds[i]``: rank ``ranks[i]``'s).
-
-    One row per message and per local step (:func:`mpicoll.analysis.tables.read`); the sums
-    over a rank's round are ``np.bincount`` over (rank, round), which adds in listed order as a
-    loop would.  A rank's round costs, per direction, ``alpha_m + bytes_m beta_m`` summed over its
-    messages (intra-node constants where ``where[peer] == where[rank]``); with ``duplex`` the
-    slower direction counts (the sends on a tie), else the larger latency and both bandwidth terms.
-    """
-    a_out, b_out, a_in, b_in = consts
-    nrounds = max((len(x) for x in rounds), default=0)
-    cells = len(ranks) * nrounds                      # one per (rank, round): i * nrounds + t
-    starts, ends = np.asarray(layout.starts, dtype=np.int64), np.asarray(layout.ends, dtype=np.int64)
-    node = np.asarray(where, dtype=np.int64) if where else None
-    sends, recvs, steps = tables.read(range(len(ranks)), rounds)   # rank column: the index i into ranks
-
-    def moved(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:   # bytes of blocks lo .. hi-1
-        return np.where(hi > lo, ends[hi - 1] - starts[np.minimum(lo, len(starts) - 1)], 0) if len(lo) else lo
-
-    def per_cell(table: tables.Table, values: np.ndarray) -> np.ndarray:
-        return np.bincount(table.rank * nrounds + table.t, weights=values, minlength=cells)
-
-    directions = []
-    links: dict[int, list[list[int]]] = {}
-    for direction, msgs in enumerate((sends, recvs)):
-        nbytes = moved(msgs.lo, msgs.hi)
-        rank_of = np.asarray(ranks, dtype=np.int64)[msgs.rank] if len(msgs) else msgs.rank
-        intra = node[msgs.peer] == node[rank_of] if node is not None else np.zeros(len(msgs), dtype=bool)
-        lat = per_cell(msgs, np.where(intra, a_in, a_out))
-        bw = per_cell(msgs, nbytes * np.where(intra, b_in, b_out))
-        directions.append((lat, bw, np.bincount(msgs.rank * nrounds + msgs.t, minlength=cells)))
-        if machine.link_per_node and node is not None:
-            out = ~intra & (nbytes > 0)
-            for t, n, b in zip(msgs.t[out].tolist(), node[rank_of[out]].tolist(), nbytes[out].tolist()):
-                links.setdefault(t, [[0, 0] for _ in range(nnodes)])[n][direction] += b
-    (s_lat, s_bw, s_count), (r_lat, r_bw, r_count) = directions
-    if machine.duplex:
-        recv_slower = r_lat + r_bw > s_lat + s_bw
-        lat, bw = np.where(recv_slower, r_lat, s_lat), np.where(recv_slower, r_bw, s_bw)
-    else:
-        lat, bw = np.maximum(s_lat, r_lat), s_bw + r_bw
-    out_bytes = moved(steps.lo, steps.hi)
-    red = per_cell(steps, np.where(steps.reduces, out_bytes, 0))
-    copied = per_cell(steps, np.where(steps.reduces, 0, out_bytes))
-    nsteps = np.bincount(steps.rank * nrounds + steps.t, minlength=cells)
-    acts = (s_count + r_count + nsteps) > 0
-    over = np.zeros(cells)
-    if machine.round_overhead or machine.message_overhead or machine.step_overhead or machine.copy:
-        over = np.where(acts, machine.round_overhead + machine.message_overhead * (s_count + r_count)
-                        + machine.step_overhead * nsteps + machine.copy * copied, 0.0)
-    total = np.where(acts, lat + bw + red * machine.gamma + over, 0.0)
-    table = np.stack([total, lat, bw, red * machine.gamma, over], axis=-1).reshape(len(ranks), nrounds, 5)
-    slowest = table[:, :, 0].argmax(axis=0) if len(ranks) else np.zeros(nrounds, dtype=np.int64)
-    worst = table[slowest, np.arange(nrounds)] if len(ranks) else np.zeros((nrounds, 5))
-    worst[~(worst[:, 0] > 0)] = 0.0   # as a loop that keeps a rank only when it is slower than 0
-    return _Terms(worst, acts.reshape(len(ranks), nrounds).any(axis=0), links)
-
-
 def cost(collective: str, algorithm: str, size: int, nbytes: int, machine: Machine, *,
          ranks: Iterable[int] | None = None, sample: bool | None = None, nodes: Nodes = None,
          **params: int) -> Cost:
@@ -304,7 +212,7 @@ def cost(collective: str, algorithm: str, size: int, nbytes: int, machine: Machi
         chosen, fallback = sample_ranks(size, per_node, int(params.get("root", 0) or 0)), True
     else:
         chosen, fallback = list(range(size)), False
-    def costed(ranks: list[int], terms: _Terms | None) -> _Terms:
+    def costed(ranks: list[int], terms: Terms | None) -> Terms:
         """``terms`` with ``ranks`` costed too, a few ranks at a time (their rounds are freed while in cache)."""
         batch: list[tuple[Round, ...]] = []
         for i, r in enumerate(ranks):
@@ -317,7 +225,7 @@ def cost(collective: str, algorithm: str, size: int, nbytes: int, machine: Machi
                 layout.append(Layout.even(nbytes, nblocks))
             batch.append(rounds)
             if sum(map(len, batch)) >= 20_000 or i == len(ranks) - 1:
-                more = _terms(ranks[i + 1 - len(batch):i + 1], batch, layout[0], consts, where, machine, nnodes)
+                more = round_terms(ranks[i + 1 - len(batch):i + 1], batch, layout[0], consts, where, machine, nnodes)
                 terms = more if terms is None else terms.merge(more)
                 batch = []
         assert terms is not None
