@@ -149,7 +149,7 @@ class Plan:
 
     def __init__(self, schedules: Sequence[Schedule]):
         self.schedules = tuple(schedules)
-        self.size = size = len(self.schedules)
+        self.size = len(self.schedules)
         self.nblocks = self.schedules[0].nblocks if self.schedules else 0
         names = set(USER_BUFFERS).union(*(s.buffers() for s in self.schedules))
         self.buffers = (*USER_BUFFERS, *sorted(names.difference(USER_BUFFERS)))
@@ -161,8 +161,8 @@ class Plan:
         hazards = self._hazards()
         sends, recvs = self.sends, self.recvs
         # Match: the k-th send of (round, sender, receiver) in listed order goes with the k-th such receive
-        by_send = np.argsort((sends.t * size + sends.rank) * size + sends.peer, kind="stable")
-        by_recv = np.argsort((recvs.t * size + recvs.peer) * size + recvs.rank, kind="stable")
+        by_send = np.argsort(self._pair(sends.t, sends.rank, sends.peer), kind="stable")
+        by_recv = np.argsort(self._pair(recvs.t, recvs.peer, recvs.rank), kind="stable")
         self.error, last = self._check(by_send, by_recv)
         self.rounds: list[_Round] = []
         n = min(len(by_send), len(by_recv))
@@ -178,6 +178,12 @@ class Plan:
             m0, m1, b0, b1 = bounds[t], bounds[t + 1], cuts[t], cuts[t + 1]
             moves = Moves(self, t, rows[m0:m1], src[b0:b1], dst[b0:b1], owner[b0:b1] - m0)
             self.rounds.append(_Round(moves, groups.get(t, []), hazards.get(t, [])))
+
+    def _pair(self, t: np.ndarray, sender: np.ndarray, receiver: np.ndarray) -> np.ndarray:
+        """A number per (round, sender, receiver), in that order; a peer out of range (-1 or p and beyond)
+        gets a number of its own, so that it cannot match a valid pair of another round."""
+        base = self.size + 2
+        return (t * base + np.clip(sender, -1, self.size) + 1) * base + np.clip(receiver, -1, self.size) + 1
 
     def cell(self, rank: int, buffer: str, block: int = 0) -> int:
         """The cell of block ``block`` of ``buffer`` at ``rank``."""
@@ -237,8 +243,8 @@ class Plan:
               4, lambda i: f"step {steps.items[i]}: " + ("operands have different numbers of blocks"
                                                           if steps.reduces[i] else
                                                           "copies between blocks of different sizes"))
-        skey = ((sends.t * size + sends.rank) * size + sends.peer)[by_send]
-        rkey = ((recvs.t * size + recvs.peer) * size + recvs.rank)[by_recv]
+        skey = self._pair(sends.t, sends.rank, sends.peer)[by_send]
+        rkey = self._pair(recvs.t, recvs.peer, recvs.rank)[by_recv]
         n = min(len(skey), len(rkey))
         differ = np.flatnonzero(skey[:n] != rkey[:n])
         at = int(differ[0]) if len(differ) else n

@@ -211,3 +211,19 @@ class TestProgress:
             drawn = stream.getvalue()
         assert drawn.startswith("\rmodel allreduce: costing ring  [###############.....]  3/4 algorithms")
         assert "\n" not in stream.getvalue() and stream.getvalue().endswith("\r")
+
+
+@pytest.mark.parametrize("peer", [-1, 2, 7])
+def test_a_peer_out_of_range_in_a_later_round_is_named_there(broken, peer):
+    """Keys of invalid peers must not collide with a valid pair of an earlier round."""
+    def build(rank, size):
+        tl = Timeline()
+        _pairwise(tl, 0, rank)
+        _pairwise(tl, 1, rank)
+        if rank == 0:
+            tl.send(2, peer, Block("recv", 0, 1))
+        return 1, tl.rounds()
+
+    broken(build)
+    with pytest.raises(ScheduleError, match=rf"rank 0 round 2: send of recv\[0\] to invalid peer {peer}"):
+        verify("allreduce", "broken", 2)
