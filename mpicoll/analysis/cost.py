@@ -51,7 +51,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from math import ceil, log2
 
-from mpicoll.analysis.ports import Terms, round_terms
 from mpicoll.families import registry
 from mpicoll.ir.layout import Layout
 from mpicoll.ir.nodes import Nodes, block_size, groups, node_of
@@ -165,6 +164,54 @@ def sample_ranks(size: int, ranks_per_node: int | None = None, root: int = 0) ->
     return sorted(r for r in picks if 0 <= r < size)
 
 
+def _round_terms(rnd: Round, rank: int, layout: Layout, consts: tuple[float, float, float, float],
+                 where: tuple[int, ...] | None, crossing: list[int] | None = None, duplex: bool = True
+                 ) -> tuple[float, float, int, int]:
+    """(latency, bandwidth, bytes reduced, bytes copied) of one rank's round, by the port model above.
+
+    ``where`` is each rank's node index (None: every message is inter-node);
+    ``crossing``, when given, receives the inter-node bytes sent and received;
+    ``duplex`` false adds the sends' and the receives' bandwidth terms.
+    """
+    a_out, b_out, a_in, b_in = consts
+    starts, ends = layout.starts, layout.ends
+    node = where[rank] if where else -1
+    best = (-1.0, 0.0, 0.0)
+    lats, bws = [0.0, 0.0], [0.0, 0.0]   # per direction (sends, receives)
+    for direction, msgs in enumerate((rnd.sends, rnd.recvs)):
+        lat = bw = 0.0
+        for peer, (_, lo, hi) in msgs:
+            nbytes = ends[hi - 1] - starts[lo] if hi > lo else 0
+            if where and where[peer] == node:
+                lat += a_in
+                bw += nbytes * b_in
+            else:
+                lat += a_out
+                bw += nbytes * b_out
+                if crossing is not None:
+                    crossing[direction] += nbytes
+        lats[direction], bws[direction] = lat, bw
+        if lat + bw > best[0]:
+            best = (lat + bw, lat, bw)
+    if not duplex:
+        best = (0.0, max(lats), bws[0] + bws[1])
+    red = copied = 0
+    for st in rnd.steps:
+        out = st.out
+        moved = ends[out.hi - 1] - starts[out.lo] if out.hi > out.lo else 0
+        if type(st) is Reduce:
+            red += moved
+        else:
+            copied += moved
+    return best[1], best[2], red, copied
+
+
+def _overhead(rnd: Round, copied: int, machine: Machine) -> float:
+    """The executor's own time for one rank's round (0 unless the machine prices it; see :class:`Machine`)."""
+    return (machine.round_overhead + machine.message_overhead * (len(rnd.sends) + len(rnd.recvs))
+            + machine.step_overhead * len(rnd.steps) + machine.copy * copied)
+
+
 def cost(collective: str, algorithm: str, size: int, nbytes: int, machine: Machine, *,
          ranks: Iterable[int] | None = None, sample: bool | None = None, nodes: Nodes = None,
          **params: int) -> Cost:
@@ -195,6 +242,7 @@ def cost(collective: str, algorithm: str, size: int, nbytes: int, machine: Machi
         params = {**params, "nodes": nodes}
     where = node_of(size, nodes) if nodes is not None else None
     nnodes = max(where) + 1 if where else 1
+    links: dict[int, list[list[int]]] = {}  # round -> per node [bytes out, bytes in], with link_per_node
     blocks = nodes is None or (isinstance(nodes, int) and nodes == per_node)  # what the rotation assumes
     fast = blocks and not machine.link_per_node and ranks is None and (
         sample or (sample is None and size > EXACT_LIMIT))
@@ -212,37 +260,49 @@ def cost(collective: str, algorithm: str, size: int, nbytes: int, machine: Machi
         chosen, fallback = sample_ranks(size, per_node, int(params.get("root", 0) or 0)), True
     else:
         chosen, fallback = list(range(size)), False
-    def costed(ranks: list[int], terms: Terms | None) -> Terms:
-        """``terms`` with ``ranks`` costed too, a few ranks at a time (their rounds are freed while in cache)."""
-        batch: list[tuple[Round, ...]] = []
-        for i, r in enumerate(ranks):
-            if size <= EXACT_LIMIT:
-                sched = registry.schedule(collective, algorithm, r, size, **params)
-                nblocks, rounds = sched.nblocks, sched.rounds
-            else:  # built directly, so that huge schedules do not crowd the cache
-                nblocks, rounds = alg.rounds(r, size, **params)
-            if not layout:
-                layout.append(Layout.even(nbytes, nblocks))
-            batch.append(rounds)
-            if sum(map(len, batch)) >= 20_000 or i == len(ranks) - 1:
-                more = round_terms(ranks[i + 1 - len(batch):i + 1], batch, layout[0], consts, where, machine, nnodes)
-                terms = more if terms is None else terms.merge(more)
-                batch = []
-        assert terms is not None
-        return terms
-
+    worst: list[tuple[float, float, float, float, float]] = []  # per round: (time, lat, bw, red, overhead)
+    active: list[bool] = []                              # per round: some costed rank acts in it
     layout: list[Layout] = []
+    priced = bool(machine.round_overhead or machine.message_overhead or machine.step_overhead or machine.copy)
+
+    def add(r: int) -> None:
+        if size <= EXACT_LIMIT:
+            sched = registry.schedule(collective, algorithm, r, size, **params)
+            nblocks, rounds = sched.nblocks, sched.rounds
+        else:  # built directly, so that huge schedules do not crowd the cache
+            nblocks, rounds = alg.rounds(r, size, **params)
+        if not layout:
+            layout.append(Layout.even(nbytes, nblocks))
+        if len(worst) < len(rounds):
+            worst.extend([(0.0, 0.0, 0.0, 0.0, 0.0)] * (len(rounds) - len(worst)))
+            active.extend([False] * (len(rounds) - len(active)))
+        for t, rnd in enumerate(rounds):
+            if rnd is EMPTY_ROUND or not rnd:  # (identity first: a chain's rank idles through most rounds)
+                continue
+            active[t] = True
+            crossing = [0, 0] if machine.link_per_node and where else None
+            lat, bw, red, copied = _round_terms(rnd, r, layout[0], consts, where, crossing, machine.duplex)
+            if crossing is not None and (crossing[0] or crossing[1]):
+                per = links.setdefault(t, [[0, 0] for _ in range(nnodes)])[where[r]]
+                per[0] += crossing[0]
+                per[1] += crossing[1]
+            over = _overhead(rnd, copied, machine) if priced else 0.0
+            total = lat + bw + red * machine.gamma + over
+            if total > worst[t][0]:
+                worst[t] = (total, lat, bw, red * machine.gamma, over)
+
     with registry.gc_paused():
-        terms = costed(chosen, None)
-        if fallback and not terms.active.all():
-            terms = costed(sorted(set(range(size)) - set(chosen)), terms)
+        for r in chosen:
+            add(r)
+        if fallback and not all(active):
+            for r in sorted(set(range(size)) - set(chosen)):
+                add(r)
             chosen = list(range(size))
-    worst = terms.worst.tolist()   # per round: (time, latency, bandwidth, reduction, overhead)
-    for t, per in terms.links.items():  # a node's link carries its ranks' inter-node bytes one after another
-        busiest = max(max(out, into) for out, into in per) * consts[1]
-        if consts[0] + busiest > worst[t][1] + worst[t][2]:
-            worst[t] = [consts[0] + busiest + worst[t][3] + worst[t][4], consts[0], busiest, worst[t][3],
-                        worst[t][4]]
+        for t, per in links.items():  # a node's link carries its ranks' inter-node bytes one after another
+            busiest = max(max(out, into) for out, into in per) * consts[1]
+            if consts[0] + busiest > worst[t][1] + worst[t][2]:
+                worst[t] = (consts[0] + busiest + worst[t][3] + worst[t][4], consts[0], busiest, worst[t][3],
+                            worst[t][4])
     return Cost(collective, algorithm, size, nbytes,
                 latency=sum(w[1] for w in worst), bandwidth=sum(w[2] for w in worst),
                 reduction=sum(w[3] for w in worst), rounds=sum(1 for w in worst if w[0] > 0),

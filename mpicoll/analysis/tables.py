@@ -1,7 +1,6 @@
 """Schedules as NumPy tables: one row per send, per receive and per local step, with its round and rank.
 
-The lockstep interpreter (:mod:`.lockstep`) and the cost model (:mod:`.cost`)
-read many ranks' rounds at once.  A loop in Python over the millions of
+The lockstep interpreter (:mod:`.lockstep`) reads all ranks' rounds at once.  A loop in Python over the millions of
 messages of a large p costs more than everything they do with them, so the
 rounds are read column by column with ``map`` and ``itemgetter`` (loops in C),
 and the rest is NumPy.
