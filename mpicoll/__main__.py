@@ -30,6 +30,7 @@ from mpicoll.families import registry
 from mpicoll.ir.schedule import ScheduleError
 from mpicoll.tools import commands as tools
 from mpicoll.tools.cli import Parser, guarded, usage_error
+from mpicoll.tools.progress import Progress
 
 # subcommands that are programs of their own: name -> (module with main(argv), help line)
 PROGRAMS = {
@@ -204,12 +205,10 @@ def _root(ns: argparse.Namespace) -> None:
         raise ValueError(f"--root: expected 0 <= root < {ns.p}, got {ns.root}")
 
 
-def _progress(start: float):
-    """A callback that reports which algorithm is being costed once 2 s have passed (on stderr)."""
+def _costing(bar: Progress):
+    """``model``'s progress callback: which algorithm is being costed, on the bar."""
     def report(name: str, i: int, n: int) -> None:
-        if time.perf_counter() - start > 2.0:
-            print(f"  ... costing {name} ({i + 1} of {n}, {time.perf_counter() - start:.0f} s so far)",
-                  file=sys.stderr, flush=True)
+        bar.update(i, n, f"costing {name}", "algorithms")
     return report
 
 
@@ -257,8 +256,8 @@ def _run(ns: argparse.Namespace) -> int:
         if ns.map:
             if ns.p is not None or ns.nbytes is not None:
                 raise ValueError("--map costs its own grid of p and bytes: drop -p and --bytes")
-            grid = tools.scale_map(ns.collective, _machine(ns), algorithms=algs,
-                                   progress=_progress(time.perf_counter()))
+            with Progress(f"model {ns.collective} --map") as bar:
+                grid = tools.scale_map(ns.collective, _machine(ns), algorithms=algs, progress=_costing(bar))
             print(json.dumps({f"{p},{n}": dict(c) for (p, n), c in grid.cells.items()}) if ns.json else grid.table())
             return 0
         if ns.p is None:
@@ -266,8 +265,8 @@ def _run(ns: argparse.Namespace) -> int:
         if ns.nbytes is None:
             ns.nbytes = 8
             print("(no --bytes: 8 bytes per rank; --bytes 1M for a large message)", file=sys.stderr)
-        res = tools.model(ns.collective, ns.p, ns.nbytes, _machine(ns), algs,
-                          progress=_progress(time.perf_counter()))
+        with Progress(f"model {ns.collective} -p {ns.p}") as bar:
+            res = tools.model(ns.collective, ns.p, ns.nbytes, _machine(ns), algs, progress=_costing(bar))
         if ns.json:
             print(json.dumps({name: c.time for name, c in res.costs.items()}))
         else:
@@ -275,8 +274,10 @@ def _run(ns: argparse.Namespace) -> int:
     elif ns.command == "draw":
         _names(ns.collective, ns.algorithm)
         _root(ns)
-        path = tools.draw(ns.collective, ns.algorithm, ns.p, ns.output, root=ns.root, segments=ns.segments,
-                          nodes=ns.ranks_per_node)
+        with Progress(f"draw {ns.collective}/{ns.algorithm} p={ns.p}") as bar:
+            bar.update(0, 1, "tracing and drawing")
+            path = tools.draw(ns.collective, ns.algorithm, ns.p, ns.output, root=ns.root, segments=ns.segments,
+                              nodes=ns.ranks_per_node)
         print(f"wrote {path}")
     elif ns.command == "calibrate":
         return _calibrate(ns)
@@ -319,23 +320,39 @@ def _verify(ns: argparse.Namespace) -> int:
     done: dict[tuple[str, str], dict[str, set]] = {}
     big = max(sizes) >= 256   # a case takes seconds from here on: say each one as it starts
 
-    def starting(case: tools.Checked) -> None:
+    def announce(case: tools.Checked) -> None:
         if big and not ns.quiet:
             forms = "out of place and in place" if case.in_place else "out of place"
             print(f"  checking {case.collective}/{case.algorithm} p={case.size}"
                   f"{''.join(f', {k} {v}' for k, v in sorted(case.params.items()))} ({forms}) ..."
                   f"  {time.perf_counter() - t0:.0f} s so far", flush=True)
 
+    bar = Progress("verify")
+
+    def progress(stage: str, done: int, total: int, unit: str) -> None:
+        bar.update(done, total, f"{case_name} {stage}", unit)
+
+    case_name = ""
+
+    def starting(case: tools.Checked) -> None:
+        nonlocal case_name
+        case_name = f"{case.collective}/{case.algorithm} p={case.size}"
+        bar.close()   # the line below, if any, goes where the bar was
+        announce(case)
+
     try:
-        for case in tools.verify_all(colls, algs, sizes, ns.ranks_per_node, starting=starting):
+        for case in tools.verify_all(colls, algs, sizes, ns.ranks_per_node, starting=starting,
+                                     progress=progress if bar.enabled else None):
             count += 1
             seen = done.setdefault((case.collective, case.algorithm), {"form": set()})
             seen["form"].add("in place" if case.in_place else "out of place")
             for key, value in case.params.items():
                 seen.setdefault(key, set()).add("one" if value is None else value)
     except ScheduleError as exc:
+        bar.close()
         print(f"FAILED: {exc}", file=sys.stderr)
         return 1
+    bar.close()
     print(f"verified {count} cases in {time.perf_counter() - t0:.1f} s, p in {_span(sizes)}:")
     for (coll, alg), seen in done.items():
         parts = [f"{'nodes of' if k == 'nodes' else k.rstrip('s') + 's'} {', '.join(map(str, sorted(v, key=str)))}"

@@ -107,6 +107,7 @@ def draw(collective: str, algorithm: str, size: int, path: str, **params: Any) -
         return float(size - 1 - rank)
 
     rects, faces = [], []
+    marks = _Labels()      # the numbers in the squares and on the arrows
     for t, states in enumerate(tr.states):
         x0 = t * colw
         for r in range(size):
@@ -125,8 +126,7 @@ def draw(collective: str, algorithm: str, size: int, path: str, **params: Any) -
                 rects.append(Rectangle((x0 + b * cell, y(r) - 0.22), cell * 0.92, 0.44))
                 faces.append(face)
                 if labels and c:
-                    ax.text(x0 + (b + 0.46) * cell, y(r), c[2], ha="center", va="center",
-                            fontsize=6, color="black" if c[1] < 0.7 else "white")
+                    marks.add(x0 + (b + 0.46) * cell, y(r), c[2], "black" if c[1] < 0.7 else "white")
         label = "start" if t == 0 else f"after round {t - 1}"
         ax.text(x0 + strip / 2, y(0) + 0.55, label, ha="center", va="bottom", fontsize=8)
     ax.add_collection(PatchCollection(rects, facecolors=faces, edgecolors="0.35", linewidths=0.5))
@@ -145,8 +145,9 @@ def draw(collective: str, algorithm: str, size: int, path: str, **params: Any) -
                 lab = f"{m.block.lo}" if m.block.nblocks == 1 else f"{m.block.lo}:{m.block.hi}"
                 # next to the sender, before the arrows of other ranks cross it (a wrap-around arrow's
                 # label at a third of its way sat on its neighbour's)
-                ax.text(x_from + 0.1 * us[-1], y(s.rank) + 0.1 * vs[-1] + (0.1 if vs[-1] >= 0 else -0.1), lab,
-                        fontsize=6, ha="center", va="bottom" if vs[-1] >= 0 else "top", color="0.15")
+                marks.add(x_from + 0.1 * us[-1], y(s.rank) + 0.1 * vs[-1] + (0.1 if vs[-1] >= 0 else -0.1), lab,
+                          "0.15", va="bottom" if vs[-1] >= 0 else "top")
+    marks.draw(ax, fontsize=6)
     if xs:  # one artist for all messages
         ax.quiver(xs, ys, us, vs, color=cols, angles="xy", scale_units="xy", scale=1, width=0.0012,
                   headwidth=6, headlength=7, alpha=0.85)
@@ -175,6 +176,43 @@ def draw(collective: str, algorithm: str, size: int, path: str, **params: Any) -
     fig.savefig(path, dpi=min(110, int(1800 / fig_w)))   # at most about 1,800 pixels wide
     plt.close(fig)
     return str(path)
+
+
+class _Labels:
+    """Many small labels drawn as one artist (their glyphs' outlines, in one collection).
+
+    A matplotlib ``Text`` artist takes about a millisecond to lay out and draw, and a
+    drawing at p = 16 has thousands of labels; one collection of paths takes milliseconds.
+    """
+
+    def __init__(self) -> None:
+        self.items: list[tuple[float, float, str, Any, str]] = []
+
+    def add(self, x: float, y: float, text: str, color: Any, va: str = "center") -> None:
+        """A label centred on x, its ink centred on (``va="center"``), above or below y."""
+        self.items.append((x, y, text, color, va))
+
+    def draw(self, ax: Any, fontsize: float) -> None:
+        if not self.items:
+            return
+        from matplotlib.collections import PathCollection
+        from matplotlib.font_manager import FontProperties
+        from matplotlib.textpath import TextPath
+        from matplotlib.transforms import Affine2D
+
+        font = FontProperties(size=fontsize)
+        shapes: dict[tuple[str, str], Any] = {}
+        for _, _, text, _, va in self.items:
+            if (text, va) not in shapes:
+                raw = TextPath((0, 0), text, prop=font)   # in points
+                box = raw.get_extents()
+                dy = {"center": -(box.y0 + box.y1) / 2, "bottom": -box.y0, "top": -box.y1}[va]
+                shapes[text, va] = raw.transformed(Affine2D().translate(-(box.x0 + box.x1) / 2, dy))
+        labels = PathCollection([shapes[text, va] for _, _, text, _, va in self.items],
+                                offsets=[(x, y) for x, y, _, _, _ in self.items], offset_transform=ax.transData,
+                                facecolors=[color for _, _, _, color, _ in self.items], edgecolors="none")
+        labels.set_transform(Affine2D().scale(1 / 72) + ax.figure.dpi_scale_trans)   # points, at any dpi
+        ax.add_collection(labels, autolim=False)
 
 
 def draw_trees(size: int, path: str) -> str:

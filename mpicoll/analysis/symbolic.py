@@ -10,12 +10,15 @@ At the end every output block must hold exactly the expected value.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from mpicoll.analysis.lockstep import run_lockstep
+import numpy as np
+
+from mpicoll.analysis.lockstep import Moves, Plan, Steps, plan_of, run_lockstep
 from mpicoll.families import registry
 from mpicoll.ir.contracts import spec as get_spec
-from mpicoll.ir.schedule import Block, Copy, Reduce, ScheduleError, ScheduleSet
+from mpicoll.ir.schedule import ScheduleError, ScheduleSet
 
 __all__ = ["verify", "SymbolicDomain"]
 
@@ -35,49 +38,38 @@ def _normalize(runs: Runs) -> Runs:
     return tuple((lo, hi) for lo, hi in out)
 
 
-class _Buffers(dict):
-    """One rank's buffers by name; a buffer first named is made empty (None: no data yet)."""
-
-    __slots__ = ("nblocks",)
-
-    def __missing__(self, name: str) -> list:
-        buf = self[name] = [None] * self.nblocks
-        return buf
-
-
 class SymbolicDomain:
-    """Buffers of symbolic values, one list per buffer per rank (None: no data yet).
+    """Every buffer of every rank as one NumPy array of symbolic values, one per cell (None: no data yet).
 
+    The cells are those of ``plan`` (:class:`~mpicoll.analysis.lockstep.Plan`); a
+    :class:`~mpicoll.analysis.lockstep.BatchDomain`, it moves a round's messages
+    and a group of steps with NumPy indexing, and combines values one pair at a time.
     ``alias`` maps a buffer name to the buffer it shares memory with (in place:
-    ``{"send": "recv"}``); the two names then hold the same list object.
+    ``{"send": "recv"}``): the cells of the one are those of the other.
+    ``states[r][name]`` is rank r's buffer ``name`` (a view of the cells).
     """
 
-    def __init__(self, states: list[dict[str, list]], nblocks: int, ordered: bool, alias: dict[str, str]):
-        self.nblocks = nblocks
+    def __init__(self, plan: Plan, states: list[dict[str, list]], ordered: bool, alias: dict[str, str]):
+        self.nblocks = nblocks = plan.nblocks
         self.ordered = ordered
         self.alias = alias
+        nbuf = len(plan.buffers)
+        self.values = np.full(plan.size * nbuf * nblocks, None, dtype=object)
+        self.filled = np.zeros(self.values.shape, dtype=bool)
+        home = np.arange(self.values.size).reshape(plan.size, nbuf, nblocks)
+        for name, target in alias.items():   # the aliased buffer's cells are its target's
+            home[:, plan.index[name]] = home[:, plan.index[target]]
+        self.home = home.reshape(-1)   # cell -> where its value lives
         self.states = []
-        for state in states:
-            bufs = _Buffers(state)
-            bufs.nblocks = nblocks
-            for name, target in alias.items():
-                bufs[name] = bufs[target]
-            self.states.append(bufs)
-
-    def read(self, rank: int, block: Block) -> list:
-        name, lo, hi = block
-        if lo < 0 or lo > hi or hi > self.nblocks:
-            raise ScheduleError(f"{block} is outside blocks 0..{self.nblocks - 1}")
-        values = self.states[rank][name][lo:hi]
-        if None in values:
-            raise ScheduleError(f"reads {block} before it holds data (rank {rank})")
-        return values
-
-    def write(self, rank: int, block: Block, payload: list) -> None:
-        name, lo, hi = block
-        if lo < 0 or lo > hi or hi > self.nblocks:
-            raise ScheduleError(f"{block} is outside blocks 0..{self.nblocks - 1}")
-        self.states[rank][name][lo:hi] = payload
+        for r, state in enumerate(states):
+            for name, values in state.items():
+                if len(values) > nblocks:
+                    raise ValueError(f"rank {r} buffer {name}: {len(values)} symbolic values for {nblocks} blocks")
+                cells = self.home[plan.cell(r, name) + np.arange(len(values))]
+                self.values[cells] = np.fromiter(values, dtype=object, count=len(values))
+                self.filled[cells] = [v is not None for v in values]
+            self.states.append({name: self.values[self.home[plan.cell(r, name)]:][:nblocks]
+                                for name in plan.buffers})
 
     def combine(self, left: Any, right: Any) -> Any:
         if left[0] != right[0]:
@@ -95,46 +87,71 @@ class SymbolicDomain:
             return (left[0], _normalize(lruns + rruns))
         raise ScheduleError(f"reduces ranks {lruns} with {rruns} out of rank order")
 
-    def reduce(self, rank: int, step: Reduce) -> None:
-        left, right = self.read(rank, step.left), self.read(rank, step.right)
-        if step.out.hi - step.out.lo != len(left) or len(left) != len(right):
-            raise ScheduleError("operands have different numbers of blocks")
-        if len(left) == 1:
-            self.write(rank, step.out, [self.combine(left[0], right[0])])
-        else:
-            self.write(rank, step.out, [self.combine(a, b) for a, b in zip(left, right)])
+    def deliver(self, moves: Moves) -> None:
+        if not len(moves.src):
+            return
+        src = self.home[moves.src]
+        empty = ~self.filled[src]
+        if empty.any():
+            raise moves.error(moves.owner[empty.argmax()], "sent before it holds data")
+        dst = self.home[moves.dst]
+        self.values[dst] = self.values[src]
+        self.filled[dst] = True
 
-    def copy(self, rank: int, step: Copy) -> None:
-        values = self.read(rank, step.src)
-        if step.out.nblocks != len(values):
-            raise ScheduleError("copies between blocks of different sizes")
-        self.write(rank, step.out, list(values))
+    def apply(self, steps: Steps) -> None:
+        operands = (self.home[steps.left], self.home[steps.right]) if steps.reduces else (self.home[steps.left],)
+        for cells in operands:
+            empty = ~self.filled[cells]
+            if empty.any():
+                i = steps.owner[empty.argmax()]
+                rank, step = steps.steps[i]
+                block = step[1] if cells is operands[0] else step[2]
+                raise steps.error(i, f"reads {block} before it holds data (rank {rank})")
+        out = self.home[steps.out]
+        if not steps.reduces:
+            self.values[out] = self.values[operands[0]]
+        else:
+            left, right = self.values[operands[0]], self.values[operands[1]]
+            try:
+                self.values[out] = np.fromiter(map(self.combine, left, right), dtype=object, count=len(out))
+            except ScheduleError:   # say which step: find the first pair that fails
+                for j, (a, b) in enumerate(zip(left, right)):
+                    try:
+                        self.combine(a, b)
+                    except ScheduleError as exc:
+                        raise steps.error(steps.owner[j], str(exc)) from None
+                raise
+        self.filled[out] = True
 
 
 def verify(collective: str, algorithm: str, size: int, *, ordered: bool | None = None,
-           in_place: bool = False, schedules: ScheduleSet | None = None, **params: int) -> None:
+           in_place: bool = False, schedules: ScheduleSet | None = None,
+           progress: Callable[[int, int], None] | None = None, **params: int) -> None:
     """Raise :class:`ScheduleError` unless the algorithm computes ``collective`` at ``size`` ranks.
 
     ``ordered`` defaults to whether the algorithm claims to keep rank order at
     this size; ``in_place`` runs with the send buffer aliased to the receive
     buffer, as ``MPI.IN_PLACE`` does.  ``schedules`` may pass the schedules
     already built (``registry.schedules(collective, algorithm, size, **params)``)
-    so that checking both forms at a large p builds them once.
+    so that checking both forms at a large p builds them once.  ``progress(t, n)``,
+    when given, is called after each round t of n.
     """
     with registry.gc_paused():  # see gc_paused: the schedules of a large p are millions of tuples
-        _verify(collective, algorithm, size, ordered, in_place, schedules, params)
+        _verify(collective, algorithm, size, ordered, in_place, schedules, params, progress)
 
 
 def _verify(collective: str, algorithm: str, size: int, ordered: bool | None, in_place: bool,
-            given: ScheduleSet | None, params: dict[str, int]) -> None:
+            given: ScheduleSet | None, params: dict[str, int], progress: Callable[[int, int], None] | None) -> None:
     alg = registry.get(collective, algorithm)
     spec = get_spec(collective)
-    scheds = (given or registry.schedules(collective, algorithm, size, **params)).schedules
+    sset = given or registry.schedules(collective, algorithm, size, **params)
+    scheds = sset.schedules
     if len(scheds) != size or scheds[0].algorithm != algorithm or scheds[0].collective != collective:
         raise ValueError(f"schedules: expected the {size} schedules of {collective}/{algorithm}")
     nblocks = scheds[0].nblocks
     for sched in scheds:  # every buffer named is send, recv or declared scratch
         sched.scratch()
+    plan = plan_of(sset)   # read once for both forms (kept on the ScheduleSet)
     ordered = alg.keeps_order(size) if ordered is None else ordered
     alias = {"send": "recv"} if in_place else {}
     states = []
@@ -143,9 +160,10 @@ def _verify(collective: str, algorithm: str, size: int, ordered: bool | None, in
         if in_place and "send" in state:  # rooted collectives: ranks without a send buffer
             state["recv"] = state.pop("send")
         states.append(state)
-    domain = SymbolicDomain(states, nblocks, ordered, alias)
+    domain = SymbolicDomain(plan, states, ordered, alias)
     try:
-        run_lockstep(scheds, domain, alias)
+        run_lockstep(plan, domain, alias,
+                     after_round=None if progress is None else lambda t: progress(t + 1, plan.nrounds))
     except ScheduleError as exc:
         if in_place:  # say which form failed
             raise ScheduleError(f"{exc} [in place]") from None

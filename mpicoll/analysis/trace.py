@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from mpicoll.analysis.lockstep import run_lockstep
+from mpicoll.analysis.lockstep import plan_of, run_lockstep
 from mpicoll.analysis.symbolic import SymbolicDomain
 from mpicoll.families import registry
 from mpicoll.ir.contracts import spec as get_spec
@@ -35,19 +35,21 @@ class Trace:
 def trace(collective: str, algorithm: str, size: int, **params: Any) -> Trace:
     """Run ``algorithm`` symbolically on ``size`` ranks and record the buffers after each round."""
     spec = get_spec(collective)
-    scheds = registry.schedules(collective, algorithm, size, **params).schedules
+    sset = registry.schedules(collective, algorithm, size, **params)
+    scheds = sset.schedules
     nblocks = scheds[0].nblocks
     for sched in scheds:  # every buffer named is send, recv or declared scratch
         sched.scratch()
+    plan = plan_of(sset)
     states = [{name: list(v) for name, v in spec.inputs(r, size, nblocks, **params).items()} for r in range(size)]
-    domain = SymbolicDomain(states, nblocks, False, {})  # commutative: drawings need no order check
-    snaps = [tuple({k: list(v) for k, v in st.items()} for st in states)]
-    nrounds = max(len(s.rounds) for s in scheds)
-    for t in range(nrounds):  # one round at a time: run_lockstep on the schedules cut to round t
-        cut = [Schedule(s.collective, s.algorithm, s.rank, s.size, s.nblocks, s.rounds[t:t + 1], s.params, s.declared)
-               for s in scheds]
-        run_lockstep(cut, domain)
+    domain = SymbolicDomain(plan, states, False, {})  # commutative: drawings need no order check
+
+    def snapshot(t: int = -1) -> None:
         snaps.append(tuple({k: list(v) for k, v in st.items()} for st in domain.states))
+
+    snaps: list[tuple[dict[str, list], ...]] = []
+    snapshot()
+    run_lockstep(plan, domain, after_round=snapshot)
     return Trace(tuple(scheds), tuple(snaps))
 
 

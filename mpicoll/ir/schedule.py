@@ -296,6 +296,9 @@ def _cell(rnd: Round) -> str:
     return "\n".join(parts) or "."
 
 
+_new = tuple.__new__   # _new(Send, (peer, block)) is Send(peer, block), made without a Python call
+
+
 class _Slots(dict):
     """Round index -> (sends, receives, steps) lists, made on first use."""
 
@@ -319,22 +322,23 @@ class Timeline:
     def _slot(self, t: int) -> tuple[list[Send], list[Recv], list[Step]]:
         return self._at[t]
 
-    # The methods below index self._at directly (a round's slot is made on first use): they run
-    # millions of times when a large p is built, and a call to _slot would be a third of their cost.
+    # The methods below index self._at directly (a round's slot is made on first use) and make their
+    # tuples with tuple.__new__ (the same objects as Send(peer, block), without the Python-level __new__
+    # of a NamedTuple): they run millions of times when a large p is built.
     def send(self, t: int, peer: int, block: Block) -> None:
-        self._at[t][0].append(Send(peer, block))
+        self._at[t][0].append(_new(Send, (peer, block)))
 
     def recv(self, t: int, peer: int, block: Block) -> None:
-        self._at[t][1].append(Recv(peer, block))
+        self._at[t][1].append(_new(Recv, (peer, block)))
 
     def step(self, t: int, step: Step) -> None:
         self._at[t][2].append(step)
 
     def reduce(self, t: int, out: Block, left: Block, right: Block) -> None:
-        self._at[t][2].append(Reduce(out, left, right))
+        self._at[t][2].append(_new(Reduce, (out, left, right)))
 
     def copy(self, t: int, out: Block, src: Block) -> None:
-        self._at[t][2].append(Copy(out, src))
+        self._at[t][2].append(_new(Copy, (out, src)))
 
     def extend(self, offset: int, rounds: tuple[Round, ...]) -> None:
         """Append another schedule's rounds, shifted to start at round ``offset``."""
@@ -352,5 +356,5 @@ class Timeline:
         out = [EMPTY_ROUND] * n
         for t, (sends, recvs, steps) in self._at.items():
             if sends or recvs or steps:
-                out[t] = Round(tuple(sends), tuple(recvs), tuple(steps))
+                out[t] = _new(Round, (tuple(sends), tuple(recvs), tuple(steps)))
         return tuple(out)

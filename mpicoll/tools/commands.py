@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mpicoll.analysis.cost import Cost, Machine, cost, lower_bound
+from mpicoll.analysis.lockstep import plan_of
 from mpicoll.analysis.presets import describe
 from mpicoll.analysis.symbolic import verify
 from mpicoll.families import registry
@@ -99,13 +100,15 @@ class Checked:
 
 def verify_all(collectives: Iterable[str] | None = None, algorithms: Iterable[str] | None = None,
                sizes: Iterable[int] = SWEEP_SIZES, ranks_per_node: int | None = None,
-               starting: Callable[[Checked], None] | None = None) -> Iterator[Checked]:
+               starting: Callable[[Checked], None] | None = None,
+               progress: Callable[[str, int, int, str], None] | None = None) -> Iterator[Checked]:
     """Verify symbolically; yields each case checked, raises ScheduleError on the first failure.
 
     Every algorithm of every collective (or those named), at every size, with
     every parameter set of :func:`check_cases`, and in place where the
     collective allows it.  ``starting(case)``, when given, is called before each
-    parameter set is checked (its ``in_place`` true where both forms will be).
+    parameter set is checked (its ``in_place`` true where both forms will be);
+    ``progress(stage, done, total, unit)`` as the schedules are built (ranks) and run (rounds).
     """
     colls = list(collectives) if collectives else registry.collectives()
     sizes = list(sizes)
@@ -120,16 +123,39 @@ def verify_all(collectives: Iterable[str] | None = None, algorithms: Iterable[st
                 for params in check_cases(coll, name, size, ranks_per_node):
                     if starting is not None:
                         starting(Checked(coll, name, size, params, in_place))
-                    sset = registry.schedules(coll, name, size, **params)  # built once for both forms
+                    sset = _schedules(coll, name, size, params, progress)  # built once for both forms
                     forms = (False, True) if in_place else (False,)
                     if size >= PARALLEL_FROM and len(forms) == 2 and _can_fork():
-                        _verify_both_forms(coll, name, size, sset, params)
+                        _verify_both_forms(coll, name, size, sset, params, progress)
                     else:
                         for place in forms:
-                            verify(coll, name, size, in_place=place, schedules=sset, **params)
+                            verify(coll, name, size, in_place=place, schedules=sset, **params,
+                                   progress=_rounds(progress, place))
                     for place in forms:
                         yield Checked(coll, name, size, params, place)
                     del sset
+
+
+def _schedules(coll: str, name: str, size: int, params: dict[str, Any],
+               progress: Callable[[str, int, int, str], None] | None) -> ScheduleSet:
+    """``registry.schedules(coll, name, size, **params)``, saying how many ranks' schedules are built."""
+    if progress is None:
+        return registry.schedules(coll, name, size, **params)
+    with registry.gc_paused():
+        built = []
+        for rank in range(size):
+            built.append(registry.schedule(coll, name, rank, size, **params))
+            progress("building the schedules", rank + 1, size, "ranks")
+        return ScheduleSet(tuple(built))
+
+
+def _rounds(progress: Callable[[str, int, int, str], None] | None,
+            in_place: bool) -> Callable[[int, int], None] | None:
+    """verify's ``progress(t, n)`` as a stage of ``progress``."""
+    if progress is None:
+        return None
+    stage = "checking in place" if in_place else "checking"
+    return lambda t, n: progress(stage, t, n, "rounds")
 
 
 def count_cases(sizes: Iterable[int] = SWEEP_SIZES) -> tuple[int, int, int]:
@@ -148,8 +174,12 @@ def _can_fork() -> bool:
     return hasattr(os, "fork") and (os.cpu_count() or 1) > 1
 
 
-def _verify_both_forms(coll: str, name: str, size: int, sset: Any, params: dict[str, Any]) -> None:
+def _verify_both_forms(coll: str, name: str, size: int, sset: Any, params: dict[str, Any],
+                       progress: Callable[[str, int, int, str], None] | None = None) -> None:
     """Check the in-place form in a forked child (sharing the schedules) while this process checks the other."""
+    if progress is not None:
+        progress("reading the schedules", 0, 1, "")
+    plan_of(sset)   # read the schedules once, before the fork: both processes share the plan
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:  # child: report the in-place result through the pipe, then leave at once
@@ -163,7 +193,7 @@ def _verify_both_forms(coll: str, name: str, size: int, sset: Any, params: dict[
         os._exit(0)
     os.close(write_end)
     try:
-        verify(coll, name, size, in_place=False, schedules=sset, **params)
+        verify(coll, name, size, in_place=False, schedules=sset, **params, progress=_rounds(progress, False))
     finally:
         with os.fdopen(read_end, "rb") as f:
             message = f.read()
