@@ -5,8 +5,8 @@ Run on two processes::
     python -m mpicoll.launch -n 2 benchmarks/small_message_floor.py [--calls 20000] [--rounds 7]
 
 Each variant is a two-rank all-reduce of one float64 (blocking, persistent or
-nonblocking; or a broadcast of one byte, from a NumPy array or as mpi4py's OSU demo passes it, ``[mmap, 1,
-MPI.BYTE]``), timed as ``calls`` back-to-back calls; the variants are interleaved, and
+nonblocking; or a barrier; or a broadcast of one byte, from a NumPy array or as mpi4py's OSU demo passes it,
+``[mmap, 1, MPI.BYTE]``), timed as ``calls`` back-to-back calls; the variants are interleaved, and
 each is timed ``rounds`` times, so that a change of the machine's load hits all
 of them alike.  The table gives the median over the rounds, the minimum, and the
 median's ratio to the built-in of the same collective; the Bcasts are also given as
@@ -95,6 +95,8 @@ def main() -> None:
         "Iallreduce 8 B + Wait mpicoll": (lambda: comm.Iallreduce(x, y).Wait(), "Iallreduce 8 B + Wait built-in"),
         "Iallreduce 8 B + MPI Waitall built-in": (lambda: waited_by_mpi(world), None),
         "Iallreduce 8 B + MPI Waitall mpicoll": (lambda: waited_by_mpi(comm), "Iallreduce 8 B + MPI Waitall built-in"),
+        "Barrier built-in": (world.Barrier, None),
+        "Barrier mpicoll": (comm.Barrier, "Barrier built-in"),
         "Bcast 1 B built-in": (lambda: world.Bcast(byte, 0), None),
         "Bcast 1 B bare Send/Recv": (bare_bcast, "Bcast 1 B built-in"),
         "Bcast 1 B mpicoll": (lambda: comm.Bcast(byte, 0), "Bcast 1 B built-in"),

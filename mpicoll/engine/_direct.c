@@ -43,7 +43,7 @@ Api api;
 int ready;
 static intptr_t byte;            /* MPI_BYTE */
 static void *status_ignore;      /* MPI_STATUS(ES)_IGNORE */
-static int err_other, any_source, any_tag;
+static int err_other, in_status, any_source, any_tag;   /* MPI_ERR_OTHER, MPI_ERR_IN_STATUS, ... */
 static Py_ssize_t status_size, source_at, tag_at, error_at;   /* MPI_Status: its size, its public fields */
 static PyObject *exception;      /* MPI.Exception */
 static PyObject *failed;         /* mpicoll.engine.standin.continue_marked */
@@ -497,7 +497,7 @@ PyTypeObject RoundsType = {
 
 /* init(path, family, constants, exception, fromhandle): the MPI library at path (loaded already), its family
  * ("openmpi", "mpich"), its constants (MPI_BYTE's and MPI_REQUEST_NULL's handles, MPI_STATUS_IGNORE's
- * address, ERR_OTHER, ANY_SOURCE, ANY_TAG, the size of MPI_Status and the offsets of MPI_SOURCE, MPI_TAG,
+ * address, ERR_OTHER, ERR_IN_STATUS, ANY_SOURCE, ANY_TAG, the size of MPI_Status and the offsets of MPI_SOURCE, MPI_TAG,
  * MPI_ERROR), MPI.Exception, MPI.Request.fromhandle */
 static PyObject *
 init(PyObject *self, PyObject *args)
@@ -506,8 +506,8 @@ init(PyObject *self, PyObject *args)
     const char *path, *family;
     unsigned long long byte_handle, ignore;
     PyObject *exc, *from;
-    if (!PyArg_ParseTuple(args, "ss(KKKiiinnnn)OO", &path, &family, &byte_handle, &request_null, &ignore,
-                          &err_other, &any_source, &any_tag, &status_size, &source_at, &tag_at, &error_at, &exc,
+    if (!PyArg_ParseTuple(args, "ss(KKKiiiinnnn)OO", &path, &family, &byte_handle, &request_null, &ignore,
+                          &err_other, &in_status, &any_source, &any_tag, &status_size, &source_at, &tag_at, &error_at, &exc,
                           &from))
         return NULL;
     void *lib = dlopen(path, RTLD_NOW | RTLD_NOLOAD);

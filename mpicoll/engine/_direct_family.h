@@ -42,6 +42,35 @@ F(resolve)(void *lib)
 
 #define H(value) ((HANDLE)(value))
 
+/* MPI_Waitall (done NULL) or MPI_Testall of n requests, with statuses: MPI's error, or MPI_ERR_IN_STATUS where
+ * it returned MPI_SUCCESS but a completed request's status holds an error.  Open MPI 5.0's MPI_Waitall and
+ * MPI_Testall with MPI_STATUSES_IGNORE return MPI_SUCCESS when a request had already completed in error (a
+ * truncated receive: a stand-in's marked message, see mpicoll.engine.standin) before the call, so that error
+ * is read from the statuses, zeroed first (MPI copies each completed request's whole status). */
+static int
+F(complete_checked)(int n, HANDLE *requests, int *done)
+{
+    char small[16 * 32];
+    size_t bytes = (size_t)n * (size_t)status_size;
+    char *statuses = bytes <= sizeof small ? small : malloc(bytes);
+    if (statuses == NULL)
+        return done ? F(mpi).testall(n, requests, done, status_ignore) : F(mpi).waitall(n, requests, status_ignore);
+    memset(statuses, 0, bytes);
+    int rc = done ? F(mpi).testall(n, requests, done, statuses) : F(mpi).waitall(n, requests, statuses);
+    for (int i = 0; rc == 0 && (done == NULL || *done) && i < n; i++)
+        if (*(int *)(statuses + (size_t)i * (size_t)status_size + error_at) != 0)
+            rc = in_status;
+    if (statuses != small)
+        free(statuses);
+    return rc;
+}
+
+static int
+F(wait_checked)(int n, HANDLE *requests)
+{
+    return F(complete_checked)(n, requests, NULL);
+}
+
 /* a round's messages, blocking: Sendrecv, Send or Recv for one message each way at most, else every receive
  * posted, then every send, then Waitall (the rule of mpicoll.engine.blocking.Plain) */
 static int
@@ -63,7 +92,7 @@ F(transfer)(const Round *r, intptr_t comm, int tag)
                         : F(mpi).isend(m[i].address, m[i].nbytes, H(byte), m[i].peer, tag, H(comm), &requests[i]);
     if (rc != 0)
         posted--;
-    int waited = posted ? F(mpi).waitall(posted, requests, status_ignore) : 0;
+    int waited = posted ? F(wait_checked)(posted, requests) : 0;
     return rc != 0 ? rc : waited;
 }
 
@@ -91,7 +120,7 @@ static int
 F(waitall)(Round *r)
 {
     int n = r->nrecvs + r->nsends;
-    return n ? F(mpi).waitall(n, (HANDLE *)r->requests, status_ignore) : 0;
+    return n ? F(wait_checked)(n, (HANDLE *)r->requests) : 0;
 }
 
 static int
@@ -99,7 +128,7 @@ F(testall)(Round *r, int *done)
 {
     int n = r->nrecvs + r->nsends;
     *done = 1;
-    return n ? F(mpi).testall(n, (HANDLE *)r->requests, done, status_ignore) : 0;
+    return n ? F(complete_checked)(n, (HANDLE *)r->requests, done) : 0;
 }
 
 static int

@@ -250,10 +250,25 @@ launch(PyObject *request, Rounds *rounds, Generalized *generalized, int tag)
         Py_DECREF(result);
         Py_RETURN_TRUE;
     }
+    /* its messages are posted: it joins the queue even where the recorder's note fails, so that it completes
+     * (and gives its plan back) as any other; the note's error is then the call's */
     PyObject *trace = SLOT(request, at_trace);
-    if (trace != Py_None && note_started(trace, request) < 0)
+    PyObject *type = NULL, *value = NULL, *traceback = NULL;
+    int noted = trace != Py_None ? note_started(trace, request) : 0;
+    if (noted < 0)
+        PyErr_Fetch(&type, &value, &traceback);
+    int joined = PyList_Append(main_engine, request);
+    if (noted < 0) {
+        if (joined == 0)
+            PyErr_Restore(type, value, traceback);
+        else {
+            Py_XDECREF(type);
+            Py_XDECREF(value);
+            Py_XDECREF(traceback);
+        }
         return NULL;
-    if (PyList_Append(main_engine, request) < 0)
+    }
+    if (joined < 0)
         return NULL;
     if (PyList_GET_SIZE(wake) > 0) {
         PyObject *result = PyObject_CallNoArgs(PyList_GET_ITEM(wake, 0));
@@ -311,7 +326,22 @@ fast_restart(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
         set_slot(trace, at_trace_seq, Py_NewRef(seq));
         set_slot(trace, at_trace_starts, PyLong_FromLong(0));
     }
-    return launch(request, rounds, generalized, number);
+    PyObject *launched = launch(request, rounds, generalized, number);
+    if (launched == NULL && state_of(request) != RUNNING) {
+        /* it failed before posting anything (the generalized request): nothing will complete it, so its
+         * cached plan, lent to this call, is given back now (the request's release, as a finished run's) */
+        PyObject *release = SLOT(request, at_release);
+        if (release != Py_None) {
+            PyObject *type, *value, *traceback;
+            PyErr_Fetch(&type, &value, &traceback);
+            PyObject *result = PyObject_CallNoArgs(release);
+            if (result == NULL)
+                PyErr_WriteUnraisable(release);
+            Py_XDECREF(result);
+            PyErr_Restore(type, value, traceback);
+        }
+    }
+    return launched;
 }
 
 static int

@@ -80,7 +80,8 @@ def _load() -> tuple[Any, str]:
     source_at, tag_at, error_at = _status_layout()
     try:
         module.init(path, family, (MPI._handleof(MPI.BYTE), MPI._handleof(MPI.REQUEST_NULL), ignore, MPI.ERR_OTHER,
-                                   MPI.ANY_SOURCE, MPI.ANY_TAG, status_size, source_at, tag_at, error_at),
+                                   MPI.ERR_IN_STATUS, MPI.ANY_SOURCE, MPI.ANY_TAG, status_size, source_at, tag_at,
+                                   error_at),
                     MPI.Exception, MPI.Request.fromhandle)
     except ImportError as exc:
         return None, str(exc)

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "_callkey.h"
+#include "structmember.h"
 
 static PyObject *active_requests;   /* mpicoll.engine.nonblocking.ACTIVE: the main thread's unfinished requests */
 static PyObject *elsewhere;         /* mpicoll.engine.nonblocking.ELSEWHERE: the other threads' */
@@ -25,6 +26,69 @@ static PyObject *on_failure;        /* mpicoll.engine.recorder.failed(slot, exc)
 static PyObject *state_class, *plan_class, *startable, *python_start, *start_drawn, *restart;
 static int nonblocking_kind;
 static PyObject *s_request_plans, *s_data, *s_plan, *s_lent, *s_spare;
+
+/* ---- a __slots__ field read without the generic attribute lookup ----
+ * The classes a call reads (mpicoll.Comm, CommState, the cache's _Entry, the Recorder: READS in _callkey.c)
+ * keep their fields in __slots__.  PyObject_GetAttr finds such a field through the type's method cache and
+ * the member descriptor on every call (about a sixth of a cached call's own work); a Field remembers, per
+ * place it is read, the type it last saw and the field's offset in its instances, and reads the slot.  It
+ * answers as PyObject_GetAttr would: it takes the slot only while the type is the one seen, unmodified
+ * since (its version tag), with the generic attribute lookup, and the name is a writable object slot there;
+ * anything else (another class, a property, a class changed since) goes through PyObject_GetAttr. */
+typedef struct {
+    PyObject **name;        /* the interned name (one of _callkey.h's s_*) */
+    PyTypeObject *type;     /* the type last seen (a strong reference: its address is not reused), or NULL */
+    unsigned int version;   /* its version tag then */
+    Py_ssize_t offset;      /* the slot's offset in its instances */
+} Field;
+
+static Field f_state = {.name = &s_state}, f_tags = {.name = &s_tags}, f_entries = {.name = &s_entries},
+             f_slow_path = {.name = &s_slow_path},
+             f_recorder = {.name = &s_recorder}, f_calls = {.name = &s_calls}, f_what = {.name = &s_what},
+             f_run = {.name = &s_run},
+             f_used = {.name = &s_used};
+
+/* the offset of field's slot in obj, or -1: read it with the generic lookup */
+static Py_ssize_t
+slot_offset(Field *field, PyObject *obj)
+{
+    PyTypeObject *type = Py_TYPE(obj);
+    if (type == field->type && type->tp_version_tag == field->version && field->version != 0)
+        return field->offset;
+    if (type->tp_getattro != PyObject_GenericGetAttr || type->tp_setattro != PyObject_GenericSetAttr)
+        return -1;
+    PyObject *descriptor = _PyType_Lookup(type, *field->name);   /* borrowed; gives the type a version tag */
+    if (descriptor == NULL || Py_TYPE(descriptor) != &PyMemberDescr_Type || type->tp_version_tag == 0)
+        return -1;
+    PyMemberDef *member = ((PyMemberDescrObject *)descriptor)->d_member;
+    if (member->type != T_OBJECT_EX || (member->flags & READONLY))
+        return -1;
+    Py_XSETREF(field->type, (PyTypeObject *)Py_NewRef(type));
+    field->version = type->tp_version_tag;
+    field->offset = member->offset;
+    return field->offset;
+}
+
+/* obj.<field> (a new reference), or NULL with an error set */
+static PyObject *
+get_field(Field *field, PyObject *obj)
+{
+    Py_ssize_t offset = slot_offset(field, obj);
+    PyObject *value = offset >= 0 ? *(PyObject **)((char *)obj + offset) : NULL;
+    return value != NULL ? Py_NewRef(value) : PyObject_GetAttr(obj, *field->name);   /* (unset: its error) */
+}
+
+/* obj.<field> = value: 0, or -1 with an error set */
+static int
+set_field(Field *field, PyObject *obj, PyObject *value)
+{
+    Py_ssize_t offset = slot_offset(field, obj);
+    if (offset < 0)
+        return PyObject_SetAttr(obj, *field->name, value);
+    PyObject **slot = (PyObject **)((char *)obj + offset);
+    Py_XSETREF(*slot, Py_NewRef(value));
+    return 0;
+}
 
 /* time.time() */
 static double
@@ -48,12 +112,12 @@ set_item(PyObject *list, Py_ssize_t i, PyObject *item)
 static PyObject *
 begin(PyObject *state, PyObject *tag, PyObject *entry, PyObject *method)
 {
-    PyObject *recorder = PyObject_GetAttr(state, s_recorder);
+    PyObject *recorder = get_field(&f_recorder, state);
     if (recorder == NULL || recorder == Py_None) {
         Py_XDECREF(recorder);
         return NULL;
     }
-    PyObject *calls = PyObject_GetAttr(recorder, s_calls);
+    PyObject *calls = get_field(&f_calls, recorder);
     Py_DECREF(recorder);
     if (calls == NULL)
         return NULL;
@@ -69,7 +133,7 @@ begin(PyObject *state, PyObject *tag, PyObject *entry, PyObject *method)
     }
     Py_INCREF(slot);
     Py_DECREF(calls);
-    PyObject *what = entry != NULL ? PyObject_GetAttr(entry, s_what) : NULL;
+    PyObject *what = entry != NULL ? get_field(&f_what, entry) : NULL;
     if (what == Py_None || (what == NULL && !PyErr_Occurred())) {
         Py_XDECREF(what);
         Py_INCREF(method);
@@ -163,7 +227,7 @@ run(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
         return NULL;
     }
     PyObject *comm = argv[0], *method = argv[1], *algorithm = argv[2];
-    PyObject *state = PyObject_GetAttr(comm, s_state);
+    PyObject *state = get_field(&f_state, comm);
     if (state == NULL)
         return NULL;
     if (state == Py_None) {   /* MPI.COMM_NULL: the slow path of no state says so */
@@ -171,13 +235,13 @@ run(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
         PyErr_SetString(PyExc_ValueError, "the communicator is MPI.COMM_NULL");
         return NULL;
     }
-    PyObject *tags = PyObject_GetAttr(state, s_tags);
+    PyObject *tags = get_field(&f_tags, state);
     PyObject *tag = tags ? draw_tag(tags, 0, NULL) : NULL;
     Py_XDECREF(tags);
     PyObject *values = tag ? PyDict_GetItemWithError(value_args, method) : NULL;   /* borrowed */
     PyObject *key = tag && !PyErr_Occurred()
                     ? key_of(method, argv + 3, argc - 3, NULL, algorithm, values ? values : empty_tuple) : NULL;
-    PyObject *entries = key ? PyObject_GetAttr(state, s_entries) : NULL;
+    PyObject *entries = key ? get_field(&f_entries, state) : NULL;
     PyObject *entry = entries ? cached_entry(entries, key) : NULL;
     Py_XDECREF(entries);
     PyObject *slot = key != NULL && !PyErr_Occurred() ? begin(state, tag, entry, method) : NULL;
@@ -185,13 +249,16 @@ run(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
     if (PyErr_Occurred())
         Py_CLEAR(entry);
     else if (entry != NULL) {
-        if (PyObject_SetAttr(entry, s_used, Py_True) == 0)
-            result = PyObject_CallMethodOneArg(entry, s_run, tag);
+        PyObject *runner = set_field(&f_used, entry, Py_True) == 0 ? get_field(&f_run, entry) : NULL;
+        if (runner != NULL) {
+            result = PyObject_CallOneArg(runner, tag);
+            Py_DECREF(runner);
+        }
         Py_DECREF(entry);
     }
     else if (key != NULL) {   /* not cached, or the careful path: the slow path, with the
                                                       tag and key drawn here */
-        PyObject *slow = PyObject_GetAttr(state, s_slow_path);
+        PyObject *slow = get_field(&f_slow_path, state);
         PyObject *args = slow ? tuple_of(argv + 3, argc - 3) : NULL;
         if (args != NULL) {
             PyObject *call[6] = {state, method, algorithm, args, tag, key};
@@ -274,7 +341,7 @@ start(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
         return NULL;
     }
     PyObject *comm = argv[0], *method = argv[1], *args = argv[2], *algorithm = argv[3];
-    PyObject *state = PyObject_GetAttr(comm, s_state);
+    PyObject *state = get_field(&f_state, comm);
     if (state == NULL)
         return NULL;
     int runs = Py_TYPE(state) == (PyTypeObject *)state_class && PyTuple_CheckExact(args)
@@ -283,10 +350,10 @@ start(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
         Py_DECREF(state);
         return runs < 0 ? NULL : PyObject_Vectorcall(python_start, argv, 4, NULL);
     }
-    PyObject *tags = PyObject_GetAttr(state, s_tags), *seq = NULL;
+    PyObject *tags = get_field(&f_tags, state), *seq = NULL;
     PyObject *tag = tags ? draw_tag(tags, nonblocking_kind, &seq) : NULL;
     Py_XDECREF(tags);
-    PyObject *entries = tag ? PyObject_GetAttr(state, s_entries) : NULL, *key = NULL;
+    PyObject *entries = tag ? get_field(&f_entries, state) : NULL, *key = NULL;
     if (entries != NULL && entries != Py_None) {     /* (None: the careful path) */
         PyObject *values = PyDict_GetItemWithError(value_args, method);     /* borrowed */
         if (!PyErr_Occurred())
@@ -298,7 +365,7 @@ start(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
     Py_XDECREF(key);
     PyObject *result = NULL;
     if (spare != NULL) {
-        PyObject *recorder = PyObject_GetAttr(state, s_recorder);
+        PyObject *recorder = get_field(&f_recorder, state);
         PyObject *call[5] = {spare, tag, args, seq, recorder};
         PyObject *started = recorder ? PyObject_Vectorcall(restart, call, 5, NULL) : NULL;
         Py_XDECREF(recorder);

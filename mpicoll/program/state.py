@@ -19,7 +19,7 @@ from typing import Any
 
 from mpi4py import MPI
 
-from mpicoll.engine import recorder
+from mpicoll.engine import inflight, recorder
 from mpicoll.errors import OutOfStepError
 from mpicoll.ir.nodes import Nodes
 from mpicoll.program.bounded import Bounded
@@ -142,7 +142,7 @@ class CommState:
         private, self.private = self.private, MPI.COMM_NULL
         if private == MPI.COMM_NULL or MPI.Is_finalized():
             return
-        if self.messages_left or self.out_of_step is not None:
+        if self.messages_left or self.out_of_step is not None or _in_use(private):
             _keep(private)
         else:
             private.Free()
@@ -182,6 +182,13 @@ class Preparation:
 #: to the next one made (MPICH does so at once), where that stale message would match a later call's receive
 KEPT: list[MPI.Intracomm] = []
 MAX_KEPT = 64
+
+
+def _in_use(private: MPI.Intracomm) -> bool:
+    """Whether an unfinished request posts its messages on ``private``: its state may go (the program dropped
+    its last wrapper, or ended and Python collects its objects before the exit's grace), not the communicator
+    the request's next rounds are posted on."""
+    return any(comm == private for request in inflight.requests_outstanding() for comm in request._comms)
 
 
 def _keep(private: MPI.Intracomm) -> None:

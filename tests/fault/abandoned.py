@@ -16,6 +16,11 @@ def say(line: str) -> None:
     sys.stdout.flush()
 
 
+def start_dropped(comm, n: int) -> None:
+    """Start an ``Iallreduce`` on ``comm`` and drop every object of it (the request, the buffers, ``comm``)."""
+    comm.Iallreduce(np.ones(n), np.zeros(n))
+
+
 def main(case: str) -> None:
     if case == "serialized":
         import mpi4py
@@ -36,6 +41,9 @@ def main(case: str) -> None:
         keep = [np.zeros(n), np.zeros(n * size)]
         comm.Iallreduce(np.ones(n), keep[0])
         comm.Iallgather(np.ones(n), keep[1])
+        say(f"RESULT rank={rank} started")
+    elif case == "exit_unwaited_derived":   # the same on a derived communicator, dropped at once: its state
+        start_dropped(comm.Dup(), n)        # goes before the requests end, not its private communicator
         say(f"RESULT rank={rank} started")
     elif case == "exit_abandoned_alone":    # only rank 0 starts one (an erroneous program): no hang at exit
         if rank == 0:

@@ -32,6 +32,16 @@ def test_requests_never_waited_for_complete_at_exit(progress):
     assert "never completed" not in out, out[-3000:]
 
 
+@pytest.mark.parametrize("progress", ["1", "0"])
+def test_requests_never_waited_for_on_a_derived_communicator_complete_at_exit(progress):
+    """The program drops the derived communicator with its ``Iallreduce`` outstanding (its state is collected
+    before the exit's grace): the request still completes on the private communicator, which is kept for it
+    (it was freed under the request: Open MPI's ``MPI_Irecv`` of the next round crashed in the C rounds)."""
+    code, out, _ = launch("exit_unwaited_derived", MPICOLL_PROGRESS=progress)
+    assert code == 0 and set(results(out).values()) == {"started"}, out[-3000:]
+    assert "never completed" not in out and "MPI_ERR" not in out, out[-3000:]
+
+
 def test_a_request_its_peers_never_join_is_reported_at_exit():
     code, out, seconds = launch("exit_abandoned_alone")
     assert set(results(out).values()) == {"started"}, out[-3000:]

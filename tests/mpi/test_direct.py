@@ -132,3 +132,36 @@ def test_requests_completed_by_mpi_alone_are_started_again(comm, monkeypatch):
         del req
     if _direct_expected() and P > 1:
         check(len(made) < 8, f"{len(made)} requests made for 8 equal calls")
+
+
+@pytest.mark.skipif(P < 2, reason="two ranks send")
+@pytest.mark.skipif(not _direct_expected(), reason="the direct path is not in use")
+def test_a_truncated_receive_in_a_round_of_several_is_an_error():
+    """Two messages one byte longer than their receives (a stand-in's marks), there before a round of several
+    messages is posted: the round fails, and the marked run ends in ``ArgumentError``.  (Open MPI 5.0's
+    ``MPI_Waitall`` with ``MPI_STATUSES_IGNORE`` returns success when its requests completed in error as they
+    were posted: rank 1 of Bruck's ``Allgather`` at p = 4 returned the stand-in's scratch, the old xfail of
+    tests/mpi/test_standin_marks.py.)"""
+    import mpicoll
+
+    comm = WORLD.Dup()
+    try:
+        if RANK == 0:
+            for _ in range(2):
+                comm.Send(np.zeros(25, np.uint8), 1, 7)   # small: sent before they are received
+        if RANK == 1:
+            comm.Probe(0, 7)
+        WORLD.Barrier()     # (rank 1 has both messages before it posts its receives)
+        got = {0: "sent", 1: "?"}.get(RANK, "idle")
+        if RANK == 1:
+            a, b = np.zeros(24, np.uint8), np.zeros(24, np.uint8)
+            run = direct.blocking([([], [([MPI.buffer(a), MPI.BYTE], 0), ([MPI.buffer(b), MPI.BYTE], 0)], [])],
+                                  comm)
+            try:
+                run(7)
+                got = "returned"
+            except mpicoll.ArgumentError:
+                got = "marked"
+        check(got in ("sent", "marked", "idle"), f"rank {RANK}: the truncated round {got}")
+    finally:
+        comm.Free()

@@ -364,3 +364,41 @@ def test_free_of_an_active_request_is_a_clear_error(comm):
 
 def test_nothing_left_outstanding():
     check(not inflight.requests_outstanding(), "a request was left running")
+
+
+@pytest.mark.skipif(P < 2, reason="a request with messages")
+def test_a_restart_that_fails_gives_its_plan_back(monkeypatch):
+    """The compiled start runs a cached plan's last request again; when that restart fails once the messages
+    are posted (here the flight recorder's note), the call raises, and the request still completes and gives
+    the plan back: the next equal calls are served by the cached plan again (it stayed lent for good)."""
+    from mpicoll.engine import recorder, requests
+
+    if requests.RESTART is None:
+        pytest.skip("the compiled start is not built")
+    comm = mpicoll.Comm(WORLD).Dup()
+    x, y = np.full(4, RANK + 1.0), np.zeros(4)
+    for _ in range(3):
+        comm.Iallreduce(x, y).Wait()
+    (entry,) = comm._state.request_plans.data.values()
+    plan = entry.plan
+    record = comm._state.recorder
+    assert record is not None and plan.spare is not None
+
+    def refuse(trace, request):
+        raise RuntimeError("the note failed")
+
+    monkeypatch.setattr(recorder.Traced, "started", refuse)
+    i = record.next_request
+    slot, record.requests[i] = record.requests[i], None      # the C note gives way to Traced.started
+    with pytest.raises(RuntimeError, match="the note failed"):
+        comm.Iallreduce(x, y)
+    record.requests[i] = slot
+    monkeypatch.undo()
+    comm.Iallreduce(x, y).Wait()        # (its Wait moves the one the failed call started too)
+    WORLD.Barrier()
+    check(not plan.lent, f"rank {RANK}: the cached plan stayed lent after its restart failed")
+    req = comm.Iallreduce(x, y)
+    check(plan.lent and plan.spare is req, f"rank {RANK}: the next call was not served by the cached plan")
+    req.Wait()
+    check(np.all(y == P * (P + 1) / 2), f"rank {RANK}: wrong sum {y}")
+    comm.Free()

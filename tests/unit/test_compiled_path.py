@@ -285,3 +285,69 @@ def test_the_compiled_hot_path_records_what_the_python_definition_does():
     # (a call with nothing to do keeps its method's name; one that raised has its end time, when it raised)
     assert recorded.strip() == str([(i, "allreduce", "ring", 24, True, None) for i in (1, 2, 3)]
                                    + [(4, "bcast", "", -1, True, None), (5, "bcast", "", -1, True, "RootError")])
+
+
+@run_built
+def test_the_compiled_hot_path_follows_a_changed_class():
+    """The hit reads its fields by their slots only while the classes are those it saw: a communicator whose
+    ``_state`` is a property, and an entry class given a new ``run`` after the first calls, are read as Python
+    reads them."""
+    ran: list = []
+    c = mpicoll.Comm(MPI.COMM_SELF)
+    x, y = np.ones(2), np.zeros(2)
+    for _ in range(3):
+        c.Allreduce(x, y)
+
+    class Wrapped:
+        @property
+        def _state(self):
+            ran.append("state")
+            return c._state
+
+    dispatch.run_blocking(Wrapped(), "Allreduce", "auto", x, y, MPI.SUM)
+    assert ran == ["state"] and y.tolist() == [1.0, 1.0]
+    saved = plancache._Entry.run
+    try:
+        plancache._Entry.run = property(lambda entry: lambda tag: ran.append(("run", tag)))
+        c.Allreduce(x, y)
+    finally:
+        plancache._Entry.run = saved
+    assert ran[1][0] == "run"
+    c.Allreduce(x, y)          # the member again
+    assert len(ran) == 2
+
+
+_HIT = """
+import numpy as np, mpicoll, collections, itertools
+from mpi4py import MPI
+c = mpicoll.Comm(MPI.COMM_SELF)
+x, y = np.ones(2), np.zeros(2)
+call = lambda: c.Allreduce(x, y)
+call(); call()
+collections.deque(itertools.starmap(call, itertools.repeat((), 200)), maxlen=0)
+"""
+
+
+@run_built
+@pytest.mark.skipif(subprocess.run(["which", "valgrind"], capture_output=True).returncode != 0,
+                    reason="valgrind is not installed")
+def test_a_hit_reads_its_fields_without_the_generic_attribute_lookup(tmp_path):
+    """The compiled hit reads the slots of the classes in READS directly: no ``PyObject_GetAttr`` or
+    ``PyObject_SetAttr`` from ``run`` (they were a sixth of a cached call's own instructions)."""
+    out = tmp_path / "cg.out"
+    subprocess.run(["valgrind", "--tool=callgrind", "--quiet", "--compress-strings=no", "--compress-pos=no",
+                    "--collect-atstart=no", "--toggle-collect=deque_extend", f"--callgrind-out-file={out}",
+                    sys.executable, "-c", _HIT], check=True, timeout=600, capture_output=True,
+                   env=dict(os.environ, HWLOC_COMPONENTS="-x86", MPICOLL_NO_EXTENSIONS="0"))
+    calls: dict[str, int] = {}
+    caller = callee = None
+    for line in out.read_text().splitlines():
+        if line.startswith("fn="):
+            caller = line.split(None, 1)[0][3:] if " " not in line else line[3:]
+        elif line.startswith("cfn="):
+            callee = line[4:]
+        elif line.startswith("calls=") and caller == "run" and callee is not None:
+            calls[callee] = calls.get(callee, 0) + int(line[6:].split()[0])
+    assert calls, "callgrind saw no call from the compiled run"
+    assert sum(calls.get(name, 0) for name in ("PyObject_GetAttr", "PyObject_SetAttr",
+                                               "PyObject_VectorcallMethod")) == 0, calls
