@@ -29,6 +29,7 @@ import numpy as np
 from mpi4py import MPI
 
 from mpicoll import errors
+from mpicoll.bounded import Bounded
 from mpicoll.calls.table import VALUE_ARGS
 from mpicoll.comm.inter_build import Stages, build, message
 from mpicoll.comm.inter_stages import STAGES
@@ -40,7 +41,6 @@ from mpicoll.engine.requests import Prequest, Request, split
 from mpicoll.engine.rounds import Built, CommRound, post, revoke_together
 from mpicoll.engine.standin import TIMEOUT, Agreeing, drain, is_mark, run_marked
 from mpicoll.errors import ProcFailedError
-from mpicoll.program.bounded import Bounded
 from mpicoll.program.callkey import held, shape_key
 from mpicoll.program.state import CommState
 
@@ -319,7 +319,7 @@ def run(state: InterState, method: str, args: tuple, algorithm: str, tag: int, k
     path (:func:`mpicoll.comm.dispatch.run_blocking`) finds it in :attr:`InterState.entries` and calls its
     :class:`Kept` runner, so that only the messages and the stages' steps cost anything.  Kept rounds view the
     caller's buffers by address, holding none of them; their scratch is their own: at most ``CACHED_CALLS``
-    calls, whose messages span at most ``CACHED_BYTES`` in all (:class:`~mpicoll.program.bounded.Bounded`).  ``tag``
+    calls, whose messages span at most ``CACHED_BYTES`` in all (:class:`~mpicoll.bounded.Bounded`).  ``tag``
     (of the merged communicator's blocking sequence) and ``key`` (:func:`~mpicoll.program.callkey.call_key`)
     are drawn by the hot path.  A rank whose checks fail plays the agreement marked (:func:`_refuse`).
     """

@@ -17,18 +17,17 @@ both rules are about more than one communicator:
   window then: instead of freeing it, the owner keeps it here and hands it to
   the next communicator that needs a window (its handle is unchanged, so a
   peer that still maps it shares that mapping).  At most :data:`IDLE_WINDOWS`
-  windows and :data:`IDLE_BYTES` bytes are kept, the oldest freed first (the
-  rule of :class:`~mpicoll.program.bounded.Bounded`, every cache's, for entries
-  that are never marked used: that class lives a layer above this one); all
-  are freed when the process exits.
+  windows and :data:`IDLE_BYTES` bytes are kept, the oldest freed first (a
+  :class:`~mpicoll.bounded.Bounded`, every cache's rule); all are freed when
+  the process exits.
 """
 
 from __future__ import annotations
 
 import atexit
 import threading
-from collections import OrderedDict
 
+from mpicoll.bounded import Bounded
 from mpicoll.data.device import Device, PeerWindow, Window
 
 __all__ = ["PeerMappings", "IdleWindows", "MAPPINGS", "IDLE", "IDLE_WINDOWS", "IDLE_BYTES"]
@@ -100,37 +99,39 @@ class IdleWindows:
     """This process's windows that no communicator uses now, kept for the next one (bounded, oldest freed)."""
 
     def __init__(self, entries: int = IDLE_WINDOWS, nbytes: int = IDLE_BYTES) -> None:
-        self.entries, self.nbytes = entries, nbytes
-        self._kept: OrderedDict[int, tuple[int, Window]] = OrderedDict()   # id(window): (id(device), window)
+        self._let_go: list[tuple[int, Window]] = []   # what the bounds let go, freed outside the lock
+        #: id(window): (id(device), window), oldest first
+        self._kept = Bounded(entries, nbytes, let_go=self._let_go.append)
         self._lock = threading.Lock()
         self._closed = False
 
     def take(self, device: Device, nbytes: int) -> Window | None:
         """The smallest idle window of ``device`` with at least ``nbytes`` bytes (no longer idle), or None."""
         with self._lock:
-            fits = [(window.nbytes, key) for key, (owner, window) in self._kept.items()
+            fits = [(window.nbytes, key) for key, (owner, window) in self._kept.data.items()
                     if owner == id(device) and window.nbytes >= nbytes]
             if not fits:
                 return None
-            return self._kept.pop(min(fits)[1])[1]
+            key = min(fits)[1]
+            window = self._kept.data[key][1]
+            self._kept.discard(key)
+            return window
 
     def give(self, device: Device, window: Window) -> None:
         """Keep ``window`` for reuse; free the oldest windows beyond the bounds (or it, alone too big)."""
-        evicted: list[Window] = []
         with self._lock:
-            if self._closed or window.nbytes > self.nbytes:
-                evicted.append(window)
+            if self._closed:
+                self._let_go.append((id(device), window))
             else:
-                self._kept[id(window)] = (id(device), window)
-                while len(self._kept) > self.entries or self.held > self.nbytes:
-                    evicted.append(self._kept.popitem(last=False)[1][1])
-        for old in evicted:
+                self._kept.keep(id(window), (id(device), window), window.nbytes)
+            evicted, self._let_go[:] = list(self._let_go), []
+        for _, old in evicted:
             old.free()
 
     @property
     def held(self) -> int:
         """The bytes of the idle windows."""
-        return sum(window.nbytes for _, window in self._kept.values())
+        return self._kept.held
 
     def __len__(self) -> int:
         return len(self._kept)
@@ -138,7 +139,7 @@ class IdleWindows:
     def clear(self, *, closing: bool = False) -> None:
         """Free every idle window (``closing``: the process exits, later windows are freed at once)."""
         with self._lock:
-            windows = [window for _, window in self._kept.values()]
+            windows = [window for _, window in self._kept.data.values()]
             self._kept.clear()
             self._closed = self._closed or closing
         for window in windows:

@@ -20,7 +20,7 @@ finish by writing to a user object (an in-place result copied back) are not
 cached.
 
 The cache holds at most :data:`PLAN_CACHE_ENTRIES` plans per communicator
-(evicted by the one rule of :mod:`mpicoll.program.bounded`).
+(evicted by the one rule of :mod:`mpicoll.bounded`).
 Blocking calls on one communicator run one at a time, so the scratch buffers
 of their plans all view one arena per communicator (:meth:`PlanCache.arena`),
 as large as the largest scratch a plan needs, at most
@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from mpicoll.program.bounded import Bounded
+from mpicoll.bounded import Bounded
 from mpicoll.program.plan import NOTHING, Plan
 
 __all__ = ["PlanCache", "PLAN_CACHE_ENTRIES", "PLAN_CACHE_SCRATCH", "REQUEST_PLAN_SCRATCH"]
@@ -76,7 +76,7 @@ class PlanCache:
     """Bound plans of one communicator's blocking calls, least recently used first out (approximately).
 
     Holds at most ``entries`` plans whose own memory (scratch buffers) totals at
-    most ``scratch`` bytes, by the one eviction rule of :class:`~mpicoll.program.bounded.Bounded`.  Plans
+    most ``scratch`` bytes, by the one eviction rule of :class:`~mpicoll.bounded.Bounded`.  Plans
     view the callers' memory by address (see :meth:`Plan.detach`), so an entry keeps no buffer of the
     caller alive.
 

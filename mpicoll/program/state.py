@@ -19,10 +19,10 @@ from typing import Any
 
 from mpi4py import MPI
 
+from mpicoll.bounded import Bounded
 from mpicoll.engine import inflight, recorder
 from mpicoll.errors import OutOfStepError
 from mpicoll.ir.nodes import Nodes
-from mpicoll.program.bounded import Bounded
 from mpicoll.program.plancache import REQUEST_PLAN_SCRATCH, PlanCache
 
 __all__ = ["CommState", "Preparation", "HOT_FIELDS"]

@@ -1,9 +1,9 @@
-"""The one eviction rule of mpicoll's caches (mpicoll.program.bounded): bounds on entries and bytes, a second
+"""The one eviction rule of mpicoll's caches (mpicoll.bounded): bounds on entries and bytes, a second
 chance for an entry used since the last sweep, first in first out for entries that cannot say."""
 
 from __future__ import annotations
 
-from mpicoll.program.bounded import Bounded
+from mpicoll.bounded import Bounded
 
 
 class Entry:

@@ -2,8 +2,8 @@
 
 The layers, lowest first (a module may import its own layer and lower ones)::
 
-    errors < config < compiled < ir < families < analysis < selection < data < engine < gpu < program < calls
-           < comm < tools < applications
+    errors < config < compiled < bounded < ir < families < analysis < selection < data < engine < gpu < program
+           < calls < comm < tools < applications
 
 The applications are ``bench``, ``examples``, ``torch``, ``__main__``, ``launch``
 and the package's own ``__init__`` (the public names: ``mpicoll.Comm`` and the
@@ -44,7 +44,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "mpicoll"
 
-LAYERS = ["errors", "config", "compiled", "ir", "families", "analysis", "selection", "data", "engine", "gpu", "program",
+LAYERS = ["errors", "config", "compiled", "bounded", "ir", "families", "analysis", "selection", "data", "engine",
+          "gpu", "program",
           "calls", "comm", "tools"]
 APPLICATIONS = ["bench", "examples", "torch", "__main__", "launch", "__init__"]
 PURE_LAYERS = ["ir", "families", "analysis", "selection"]   # importable without mpi4py

@@ -2,7 +2,8 @@
 
 Every cache of bound calls (a communicator's plans, :mod:`mpicoll.program.plancache`; an intercommunicator's
 built calls, :mod:`mpicoll.comm.inter`; the reproducible sums' plans, :mod:`mpicoll.comm.reproducible_allreduce`)
-keeps its entries in a :class:`Bounded`.  Its entries live in a plain ``dict``, :attr:`Bounded.data`, which the
+keeps its entries in a :class:`Bounded`, and so do the GPU transports' idle windows
+(:mod:`mpicoll.gpu.handles`).  Its entries live in a plain ``dict``, :attr:`Bounded.data`, which the
 compiled hot path reads directly (``PyDict_GetItem``: a hit costs one lookup and no Python call).
 
 Eviction is "second chance" (the clock algorithm, an approximation of least recently used): a hit only sets
@@ -13,6 +14,7 @@ to the young end.  An entry with no ``used`` attribute is never given a second c
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["Bounded"]
@@ -29,12 +31,16 @@ class Bounded:
         The total size of the entries.
     """
 
-    __slots__ = ("data", "sizes", "entries", "nbytes", "held")
+    __slots__ = ("data", "sizes", "entries", "nbytes", "held", "let_go")
 
-    def __init__(self, entries: int, nbytes: int | None = None) -> None:
+    def __init__(self, entries: int, nbytes: int | None = None,
+                 let_go: Callable[[Any], None] | None = None) -> None:
         self.data: dict[Any, Any] = {}
         self.sizes: dict[Any, int] = {}
         self.entries, self.nbytes, self.held = entries, nbytes, 0
+        #: called with each entry the bounds let go (evicted, or refused as too large alone); not for
+        #: :meth:`discard` and :meth:`clear`, whose caller has the entries
+        self.let_go = let_go
 
     def __len__(self) -> int:
         return len(self.data)
@@ -56,6 +62,8 @@ class Bounded:
         """Keep ``entry`` of ``size`` bytes under ``key``, evicting to make room; False (nothing kept) where it
         alone exceeds the bound on bytes."""
         if self.nbytes is not None and size > self.nbytes:
+            if self.let_go is not None:
+                self.let_go(entry)
             return False
         self.discard(key)
         self.data[key] = entry
@@ -71,6 +79,8 @@ class Bounded:
                 self.sizes[oldest] = self.sizes.pop(oldest)
             else:
                 self.discard(oldest)
+                if self.let_go is not None:
+                    self.let_go(old)
         return key in data
 
     def discard(self, key: Any) -> None:
