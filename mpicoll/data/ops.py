@@ -16,6 +16,7 @@ the exception, then the traceback, and calls ``MPI.COMM_WORLD.Abort(1)``
 from __future__ import annotations
 
 import sys
+import time
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -184,4 +185,5 @@ def abort_for_user_op(op: Any, exc: BaseException) -> None:
     trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     sys.stderr.write(f"{line}\n{trace}")
     sys.stderr.flush()
+    time.sleep(0.25)     # (MPICH's launcher may end the job before it has forwarded what is still in the pipe)
     MPI.COMM_WORLD.Abort(1)
