@@ -6,7 +6,9 @@ defines ``Barrier`` to ``Reduce_scatter`` on both), with mpi4py's signatures and
 neighbourhood collectives, and the lowercase object collectives).  Each buffer collective hands
 ``(communicator, call, arguments, algorithm)`` to the one dispatch of its kind
 (:mod:`mpicoll.comm.dispatch`: blocking, ``I*`` = start, ``*_init`` = init), which takes the path the
-communicator's state chose when it was made (fast, careful, or intercommunicator), as mpi4py's
+communicator's state chose when it was made (fast, careful, or intercommunicator); the summing calls hand it,
+with their keyword ``reproducible``, to :mod:`mpicoll.comm.summing`, the one place that decides between the
+plain call and the reproducible sum.  Both kinds of communicator share these bodies, as mpi4py's
 ``util/pkl5.py`` shares its method bodies between ``Intracomm`` and ``Intercomm``.  The docstrings are
 written from :mod:`mpicoll.comm.docs` (:func:`~mpicoll.comm.docs.document`).
 """
@@ -18,11 +20,9 @@ from typing import Any
 from mpi4py import MPI
 
 from mpicoll.calls import objects
-from mpicoll.comm import reproducible as reproducible_sum
-from mpicoll.comm import reproducible_inter, reproducible_requests
 from mpicoll.comm.dispatch import init, run_blocking, start
 from mpicoll.comm.docs import document
-from mpicoll.comm.reproducible_allreduce import run_planned
+from mpicoll.comm.summing import init_summing, run_summing, start_summing
 from mpicoll.engine.requests import Prequest, Request
 
 __all__ = ["Collectives", "IntraCollectives"]
@@ -55,17 +55,13 @@ class Collectives:
 
     def Reduce(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, root: int = 0, *, algorithm: str = "auto",
                reproducible: bool | None = None) -> None:
-        if reproducible or (reproducible is None and reproducible_sum.DEFAULT[0]):
-            return reproducible_inter.run(self, "Reduce", algorithm, reproducible, sendbuf, recvbuf, op, root)
-        run_blocking(self, "Reduce", algorithm, sendbuf, recvbuf, op, root)
+        run_summing(self, "Reduce", algorithm, reproducible, sendbuf, recvbuf, op, root)
 
     def Ireduce(
         self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, root: int = 0, *, algorithm: str = "auto",
         reproducible: bool | None = None,
     ) -> Request:
-        if reproducible or (reproducible is None and reproducible_sum.DEFAULT[0]):
-            return reproducible_inter.start(self, "Reduce", algorithm, reproducible, sendbuf, recvbuf, op, root)
-        return start(self, "Reduce", (sendbuf, recvbuf, op, root), algorithm)
+        return start_summing(self, "Reduce", (sendbuf, recvbuf, op, root), algorithm, reproducible)
 
     def Reduce_init(
         self,
@@ -78,33 +74,23 @@ class Collectives:
         algorithm: str = "auto",
         reproducible: bool | None = None,
     ) -> Prequest:
-        if reproducible or (reproducible is None and reproducible_sum.DEFAULT[0]):
-            return reproducible_inter.init(self, "Reduce", algorithm, reproducible, sendbuf, recvbuf, op, root)
-        return init(self, "Reduce", (sendbuf, recvbuf, op, root), algorithm)
+        return init_summing(self, "Reduce", (sendbuf, recvbuf, op, root), algorithm, reproducible)
 
     def Allreduce(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto",
                   reproducible: bool | None = None) -> None:
-        if reproducible or (reproducible is None and reproducible_sum.DEFAULT[0]):
-            if run_planned(self, algorithm, reproducible, sendbuf, recvbuf, op):
-                return None
-            return reproducible_inter.run(self, "Allreduce", algorithm, reproducible, sendbuf, recvbuf, op)
-        run_blocking(self, "Allreduce", algorithm, sendbuf, recvbuf, op)
+        run_summing(self, "Allreduce", algorithm, reproducible, sendbuf, recvbuf, op)
 
     def Iallreduce(
         self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto",
         reproducible: bool | None = None,
     ) -> Request:
-        if reproducible or (reproducible is None and reproducible_sum.DEFAULT[0]):
-            return reproducible_inter.start(self, "Allreduce", algorithm, reproducible, sendbuf, recvbuf, op)
-        return start(self, "Allreduce", (sendbuf, recvbuf, op), algorithm)
+        return start_summing(self, "Allreduce", (sendbuf, recvbuf, op), algorithm, reproducible)
 
     def Allreduce_init(
         self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, info: MPI.Info = _INFO, *, algorithm: str = "auto",
         reproducible: bool | None = None,
     ) -> Prequest:
-        if reproducible or (reproducible is None and reproducible_sum.DEFAULT[0]):
-            return reproducible_inter.init(self, "Allreduce", algorithm, reproducible, sendbuf, recvbuf, op)
-        return init(self, "Allreduce", (sendbuf, recvbuf, op), algorithm)
+        return init_summing(self, "Allreduce", (sendbuf, recvbuf, op), algorithm, reproducible)
 
     def Gather(self, sendbuf: Any, recvbuf: Any, root: int = 0, *, algorithm: str = "auto") -> None:
         run_blocking(self, "Gather", algorithm, sendbuf, recvbuf, root)
@@ -174,45 +160,31 @@ class Collectives:
 
     def Reduce_scatter_block(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto",
                              reproducible: bool | None = None) -> None:
-        if reproducible or (reproducible is None and reproducible_sum.DEFAULT[0]):
-            return reproducible_inter.run(self, "Reduce_scatter_block", algorithm, reproducible, sendbuf, recvbuf, op)
-        run_blocking(self, "Reduce_scatter_block", algorithm, sendbuf, recvbuf, op)
+        run_summing(self, "Reduce_scatter_block", algorithm, reproducible, sendbuf, recvbuf, op)
 
     def Ireduce_scatter_block(
         self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto",
         reproducible: bool | None = None,
     ) -> Request:
-        if reproducible or (reproducible is None and reproducible_sum.DEFAULT[0]):
-            return reproducible_inter.start(self, "Reduce_scatter_block", algorithm, reproducible,
-                                               sendbuf, recvbuf, op)
-        return start(self, "Reduce_scatter_block", (sendbuf, recvbuf, op), algorithm)
+        return start_summing(self, "Reduce_scatter_block", (sendbuf, recvbuf, op), algorithm, reproducible)
 
     def Reduce_scatter_block_init(
         self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, info: MPI.Info = _INFO, *, algorithm: str = "auto",
         reproducible: bool | None = None,
     ) -> Prequest:
-        if reproducible or (reproducible is None and reproducible_sum.DEFAULT[0]):
-            return reproducible_inter.init(self, "Reduce_scatter_block", algorithm, reproducible,
-                                              sendbuf, recvbuf, op)
-        return init(self, "Reduce_scatter_block", (sendbuf, recvbuf, op), algorithm)
+        return init_summing(self, "Reduce_scatter_block", (sendbuf, recvbuf, op), algorithm, reproducible)
 
     def Reduce_scatter(
         self, sendbuf: Any, recvbuf: Any, recvcounts: Any = None, op: Any = MPI.SUM, *, algorithm: str = "auto",
         reproducible: bool | None = None,
     ) -> None:
-        if reproducible or (reproducible is None and reproducible_sum.DEFAULT[0]):
-            return reproducible_inter.run(self, "Reduce_scatter", algorithm, reproducible,
-                                        sendbuf, recvbuf, recvcounts, op)
-        run_blocking(self, "Reduce_scatter", algorithm, sendbuf, recvbuf, recvcounts, op)
+        run_summing(self, "Reduce_scatter", algorithm, reproducible, sendbuf, recvbuf, recvcounts, op)
 
     def Ireduce_scatter(
         self, sendbuf: Any, recvbuf: Any, recvcounts: Any = None, op: Any = MPI.SUM, *, algorithm: str = "auto",
         reproducible: bool | None = None,
     ) -> Request:
-        if reproducible or (reproducible is None and reproducible_sum.DEFAULT[0]):
-            return reproducible_inter.start(self, "Reduce_scatter", algorithm, reproducible,
-                                               sendbuf, recvbuf, recvcounts, op)
-        return start(self, "Reduce_scatter", (sendbuf, recvbuf, recvcounts, op), algorithm)
+        return start_summing(self, "Reduce_scatter", (sendbuf, recvbuf, recvcounts, op), algorithm, reproducible)
 
     def Reduce_scatter_init(
         self,
@@ -225,10 +197,7 @@ class Collectives:
         algorithm: str = "auto",
         reproducible: bool | None = None,
     ) -> Prequest:
-        if reproducible or (reproducible is None and reproducible_sum.DEFAULT[0]):
-            return reproducible_inter.init(self, "Reduce_scatter", algorithm, reproducible,
-                                              sendbuf, recvbuf, recvcounts, op)
-        return init(self, "Reduce_scatter", (sendbuf, recvbuf, recvcounts, op), algorithm)
+        return init_summing(self, "Reduce_scatter", (sendbuf, recvbuf, recvcounts, op), algorithm, reproducible)
 
     def Alltoall(self, sendbuf: Any, recvbuf: Any, *, algorithm: str = "auto") -> None:
         run_blocking(self, "Alltoall", algorithm, sendbuf, recvbuf)
@@ -271,47 +240,35 @@ class IntraCollectives(Collectives):
 
     def Scan(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto",
              reproducible: bool | None = None) -> None:
-        if reproducible or (reproducible is None and reproducible_sum.DEFAULT[0]):
-            return reproducible_sum.run(self, "Scan", algorithm, reproducible, sendbuf, recvbuf, op)
-        run_blocking(self, "Scan", algorithm, sendbuf, recvbuf, op)
+        run_summing(self, "Scan", algorithm, reproducible, sendbuf, recvbuf, op)
 
     def Iscan(
         self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto",
         reproducible: bool | None = None,
     ) -> Request:
-        if reproducible or (reproducible is None and reproducible_sum.DEFAULT[0]):
-            return reproducible_requests.start(self, "Scan", algorithm, reproducible, sendbuf, recvbuf, op)
-        return start(self, "Scan", (sendbuf, recvbuf, op), algorithm)
+        return start_summing(self, "Scan", (sendbuf, recvbuf, op), algorithm, reproducible)
 
     def Scan_init(
         self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, info: MPI.Info = _INFO, *, algorithm: str = "auto",
         reproducible: bool | None = None,
     ) -> Prequest:
-        if reproducible or (reproducible is None and reproducible_sum.DEFAULT[0]):
-            return reproducible_requests.init(self, "Scan", algorithm, reproducible, sendbuf, recvbuf, op)
-        return init(self, "Scan", (sendbuf, recvbuf, op), algorithm)
+        return init_summing(self, "Scan", (sendbuf, recvbuf, op), algorithm, reproducible)
 
     def Exscan(self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto",
                reproducible: bool | None = None) -> None:
-        if reproducible or (reproducible is None and reproducible_sum.DEFAULT[0]):
-            return reproducible_sum.run(self, "Exscan", algorithm, reproducible, sendbuf, recvbuf, op)
-        run_blocking(self, "Exscan", algorithm, sendbuf, recvbuf, op)
+        run_summing(self, "Exscan", algorithm, reproducible, sendbuf, recvbuf, op)
 
     def Iexscan(
         self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, *, algorithm: str = "auto",
         reproducible: bool | None = None,
     ) -> Request:
-        if reproducible or (reproducible is None and reproducible_sum.DEFAULT[0]):
-            return reproducible_requests.start(self, "Exscan", algorithm, reproducible, sendbuf, recvbuf, op)
-        return start(self, "Exscan", (sendbuf, recvbuf, op), algorithm)
+        return start_summing(self, "Exscan", (sendbuf, recvbuf, op), algorithm, reproducible)
 
     def Exscan_init(
         self, sendbuf: Any, recvbuf: Any, op: Any = MPI.SUM, info: MPI.Info = _INFO, *, algorithm: str = "auto",
         reproducible: bool | None = None,
     ) -> Prequest:
-        if reproducible or (reproducible is None and reproducible_sum.DEFAULT[0]):
-            return reproducible_requests.init(self, "Exscan", algorithm, reproducible, sendbuf, recvbuf, op)
-        return init(self, "Exscan", (sendbuf, recvbuf, op), algorithm)
+        return init_summing(self, "Exscan", (sendbuf, recvbuf, op), algorithm, reproducible)
 
     # -- neighbourhood collectives: any wrapped communicator with a virtual topology (mpicoll.calls._neighbors) --
 

@@ -485,6 +485,15 @@ static PyMethodDef methods[] = {
     {"init_start", init_start, METH_VARARGS,
      "init_start(state_class, plan_class, startable, start, start_drawn, restart, kind)\n--\n\nThe objects "
      "start reads (mpicoll.comm.dispatch calls it once)."},
+    {"run_summing", (PyCFunction)(void (*)(void))run_summing, METH_FASTCALL,
+     "run_summing(comm, method, algorithm, reproducible, *args)\n--\n\nRun a blocking summing call: the "
+     "reproducible sum where it is wanted, else as run (as mpicoll.comm.summing._run_summing)."},
+    {"start_summing", (PyCFunction)(void (*)(void))start_summing, METH_FASTCALL,
+     "start_summing(comm, method, args, algorithm, reproducible)\n--\n\nStart a nonblocking summing call: "
+     "the reproducible sum where it is wanted, else as start (as mpicoll.comm.summing._start_summing)."},
+    {"init_summing", init_summing, METH_VARARGS,
+     "init_summing(default, planned_allreduce, run, start)\n--\n\nThe reproducible mode's default and the reproducible forms "
+     "(mpicoll.comm.summing calls it once)."},
     {"init", init, METH_VARARGS,
      "init(fallback, generation, ndarray, buffer_types, predefined_types, predefined_ops, "
      "Op, IN_PLACE)\n--\n\nThe objects the key is built from (mpicoll.program.callkey calls it once)."},

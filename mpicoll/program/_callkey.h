@@ -19,6 +19,9 @@ PyObject *key_of(PyObject *method, PyObject *const *argv, Py_ssize_t nargs, PyOb
 PyObject *run(PyObject *self, PyObject *const *argv, Py_ssize_t argc);
 PyObject *init_run(PyObject *self, PyObject *args);
 /* and start(comm, method, args, algorithm) and init_start(...) (see _callrun.c) */
+PyObject *run_summing(PyObject *self, PyObject *const *argv, Py_ssize_t argc);
+PyObject *start_summing(PyObject *self, PyObject *const *argv, Py_ssize_t argc);
+PyObject *init_summing(PyObject *self, PyObject *args);
 PyObject *start(PyObject *self, PyObject *const *argv, Py_ssize_t argc);
 PyObject *init_start(PyObject *self, PyObject *args);
 

@@ -6,6 +6,11 @@
  * communicator's flight recorder (mpicoll.engine.recorder: begin and end, written here as there; a failure
  * handed to its failed).
  *
+ * run_summing(comm, method, algorithm, reproducible, *args) and start_summing(comm, method, args, algorithm,
+ * reproducible) are run and start for the summing calls (Allreduce, Reduce, Reduce_scatter(_block), Scan, Exscan):
+ * they decide between the plain call and the reproducible sum (mpicoll.comm.summing, whose run_summing and
+ * start_summing are their definitions) and run the plain call as run and start do.
+ *
  * start(comm, method, args, algorithm) does what mpicoll.comm.dispatch._start (the definition) does for a hit
  * whose cached plan is not lent and whose last request nothing but the plan holds: it draws the tag, builds the
  * key, and has _direct.restart start that request again as new (see mpicoll.engine.requests.start).  Every
@@ -214,19 +219,14 @@ cached_entry(PyObject *entries, PyObject *key)
     return entry;
 }
 
-PyObject *
-run(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
+/* run's body: the call (comm, method, algorithm) with its arguments args[0 .. n) */
+static PyObject *
+run_call(PyObject *comm, PyObject *method, PyObject *algorithm, PyObject *const *args, Py_ssize_t n)
 {
-    (void)self;
-    if (argc < 3) {
-        PyErr_SetString(PyExc_TypeError, "run(comm, method, algorithm, *args)");
-        return NULL;
-    }
     if (fallback == NULL || active_requests == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "mpicoll.program._callkey.init() and init_run() were not both called");
         return NULL;
     }
-    PyObject *comm = argv[0], *method = argv[1], *algorithm = argv[2];
     PyObject *state = get_field(&f_state, comm);
     if (state == NULL)
         return NULL;
@@ -240,7 +240,7 @@ run(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
     Py_XDECREF(tags);
     PyObject *values = tag ? PyDict_GetItemWithError(value_args, method) : NULL;   /* borrowed */
     PyObject *key = tag && !PyErr_Occurred()
-                    ? key_of(method, argv + 3, argc - 3, NULL, algorithm, values ? values : empty_tuple) : NULL;
+                    ? key_of(method, args, n, NULL, algorithm, values ? values : empty_tuple) : NULL;
     PyObject *entries = key ? get_field(&f_entries, state) : NULL;
     PyObject *entry = entries ? cached_entry(entries, key) : NULL;
     Py_XDECREF(entries);
@@ -259,11 +259,11 @@ run(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
     else if (key != NULL) {   /* not cached, or the careful path: the slow path, with the
                                                       tag and key drawn here */
         PyObject *slow = get_field(&f_slow_path, state);
-        PyObject *args = slow ? tuple_of(argv + 3, argc - 3) : NULL;
-        if (args != NULL) {
-            PyObject *call[6] = {state, method, algorithm, args, tag, key};
+        PyObject *arguments = slow ? tuple_of(args, n) : NULL;
+        if (arguments != NULL) {
+            PyObject *call[6] = {state, method, algorithm, arguments, tag, key};
             result = PyObject_Vectorcall(slow, call, 6, NULL);
-            Py_DECREF(args);
+            Py_DECREF(arguments);
         }
         Py_XDECREF(slow);
     }
@@ -277,6 +277,107 @@ run(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
     if (result == NULL)
         return NULL;
     Py_DECREF(result);
+    Py_RETURN_NONE;
+}
+
+PyObject *
+run(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
+{
+    (void)self;
+    if (argc < 3) {
+        PyErr_SetString(PyExc_TypeError, "run(comm, method, algorithm, *args)");
+        return NULL;
+    }
+    return run_call(argv[0], argv[1], argv[2], argv + 3, argc - 3);
+}
+
+/* ---- the summing calls: plain or reproducible, decided here as mpicoll.comm.summing.wanted decides ---- */
+static PyObject *reproducible_default;   /* mpicoll.comm.reproducible_mode.DEFAULT: [MPICOLL_REPRODUCIBLE] */
+/* the reproducible forms: the gathered Allreduce's cached plan (mpicoll.comm.reproducible_allreduce.run_planned),
+ * and mpicoll.comm.reproducible_inter.run and mpicoll.comm.summing.reproducible_start */
+static PyObject *planned_allreduce, *summing_run, *summing_start, *s_allreduce;
+
+/* whether a summing call with keyword reproducible runs in the reproducible mode: 1, 0, or -1 (an error).  Its
+ * keyword where it is given, else DEFAULT[0] (true while MPICOLL_REPRODUCIBLE is unread: summing.run reads it) */
+static int
+reproducible_wanted(PyObject *reproducible)
+{
+    if (reproducible == Py_None) {
+        if (PyList_GET_SIZE(reproducible_default) != 1) {
+            PyErr_SetString(PyExc_RuntimeError, "the reproducible mode's default is not a list of one item");
+            return -1;
+        }
+        reproducible = PyList_GET_ITEM(reproducible_default, 0);
+    }
+    return reproducible == Py_False ? 0 : reproducible == Py_True ? 1 : PyObject_IsTrue(reproducible);
+}
+
+PyObject *
+run_summing(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
+{
+    (void)self;
+    if (argc < 4) {
+        PyErr_SetString(PyExc_TypeError, "run_summing(comm, method, algorithm, reproducible, *args)");
+        return NULL;
+    }
+    if (summing_run == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "mpicoll.program._callkey.init_summing() was not called");
+        return NULL;
+    }
+    int wanted = reproducible_wanted(argv[3]);
+    if (wanted < 0)
+        return NULL;
+    if (!wanted)
+        return run_call(argv[0], argv[1], argv[2], argv + 4, argc - 4);
+    if (argc == 7 && PyUnicode_Check(argv[1]) && PyUnicode_Compare(argv[1], s_allreduce) == 0) {
+        /* as summing.reproducible_run: the cached plan's run, if it has one: (comm, algorithm, reproducible, *args) */
+        PyObject *call[6] = {argv[0], argv[2], argv[3], argv[4], argv[5], argv[6]};
+        PyObject *done = PyObject_Vectorcall(planned_allreduce, call, 6, NULL);
+        if (done == NULL)
+            return NULL;
+        Py_DECREF(done);
+        if (done == Py_True)
+            Py_RETURN_NONE;
+    }
+    return PyObject_Vectorcall(summing_run, argv, argc, NULL);
+}
+
+PyObject *
+start_summing(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
+{
+    if (argc != 5) {
+        PyErr_SetString(PyExc_TypeError, "start_summing(comm, method, args, algorithm, reproducible)");
+        return NULL;
+    }
+    if (summing_start == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "mpicoll.program._callkey.init_summing() was not called");
+        return NULL;
+    }
+    int wanted = reproducible_wanted(argv[4]);
+    if (wanted < 0)
+        return NULL;
+    if (wanted)
+        return PyObject_Vectorcall(summing_start, argv, argc, NULL);
+    return start(self, argv, 4);
+}
+
+PyObject *
+init_summing(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *flag, *planned, *running, *starting;
+    if (!PyArg_ParseTuple(args, "O!OOO:init_summing", &PyList_Type, &flag, &planned, &running, &starting))
+        return NULL;
+    if (s_allreduce == NULL && (s_allreduce = PyUnicode_InternFromString("Allreduce")) == NULL)
+        return NULL;
+    if (PyList_GET_SIZE(flag) != 1) {
+        PyErr_SetString(PyExc_ValueError, "the reproducible mode's default is a list of one item");
+        return NULL;
+    }
+    Py_XSETREF(reproducible_default, Py_NewRef(flag));
+    Py_XSETREF(planned_allreduce, Py_NewRef(planned));
+    Py_XSETREF(summing_run, Py_NewRef(running));
+    Py_XSETREF(summing_start, Py_NewRef(starting));
     Py_RETURN_NONE;
 }
 
