@@ -39,6 +39,7 @@ from mpicoll.calls import debug_check
 from mpicoll.calls._checks import check_count, check_disjoint
 from mpicoll.data import datatypes, device
 from mpicoll.data.buffers import VBuffer, _as_array, _is_writable, as_count, is_in_place
+from mpicoll.engine.rounds import to_self
 from mpicoll.ir.layout import Layout
 from mpicoll.program.plan import Plan
 from mpicoll.selection import choose as selection
@@ -199,7 +200,7 @@ def as_bytes(buf: WBuffer, what: str, *, writable: bool) -> tuple[np.ndarray, La
         if not c:
             continue
         if buf.bottom:
-            block: Any = datatypes.AbsoluteBlock(c, t, packed[off:off + n])
+            block: Any = datatypes.AbsoluteBlock(c, t, packed[off:off + n], to_self)
             if any(t is o for o in buf.owned):
                 weakref.finalize(block, t.Free)
         else:   # block j: the user's bytes from displs[j], packed into packed[off : off + n]

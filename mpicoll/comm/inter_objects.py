@@ -24,6 +24,7 @@ from typing import Any
 from mpi4py import MPI
 
 from mpicoll import errors
+from mpicoll.calls.objects.engine import post_objects, receive_object, send_object, swap_objects
 from mpicoll.comm import inter
 from mpicoll.comm.inter import InterState, state_of
 from mpicoll.comm.inter_build import Stages
@@ -61,16 +62,17 @@ class _Call:
                       merged.next_tag(NONBLOCKING))
         self.tag = merged.next_tag(BLOCKING)
 
-    def send(self, obj: Any, remote: int) -> None:
-        self.state.merged._state.private.send(obj, dest=self.state.remote[remote], tag=self.tag)
+    def send_across(self, obj: Any, remote: int) -> None:
+        """``obj`` to rank ``remote`` of the other group."""
+        send_object(self.state.merged._state.private, obj, self.state.remote[remote], self.tag)
 
-    def recv(self, remote: int) -> Any:
-        return self.state.merged._state.private.recv(source=self.state.remote[remote], tag=self.tag)
+    def receive_across(self, remote: int) -> Any:
+        """The object rank ``remote`` of the other group sends."""
+        return receive_object(self.state.merged._state.private, self.state.remote[remote], self.tag)
 
     def swap(self, obj: Any) -> Any:
         """The leaders swap ``obj`` (one ``sendrecv`` each)."""
-        private, peer = self.state.merged._state.private, self.state.remote[0]
-        return private.sendrecv(obj, dest=peer, sendtag=self.tag, source=peer, recvtag=self.tag)
+        return swap_objects(self.state.merged._state.private, obj, self.state.remote[0], self.tag)
 
 
 def _items(sendobj: Any, count: int) -> list:
@@ -86,10 +88,10 @@ def _from_root(call: _Call, role: Any, payload: Any, spread: Callable[[Any, int]
     """The root sends ``payload`` to the other group's leader, which ``spread``s it in its group (the group's
     ``bcast`` or ``scatter``): this rank's share, unpickled; None in the root's group."""
     if role is ROOT:
-        call.send(payload, 0)
+        call.send_across(payload, 0)
     if role is ROOT or role is IDLE:
         return None
-    return _loads(spread(call.recv(role) if call.state.rank == 0 else None, 0))
+    return _loads(spread(call.receive_across(role) if call.state.rank == 0 else None, 0))
 
 
 def barrier(comm: Any) -> None:
@@ -113,11 +115,11 @@ def gather(comm: Any, sendobj: Any, root: Any) -> list | None:
     data = call.check(lambda: _dumps(sendobj)) if role not in (ROOT, IDLE) else None
     call.agree()
     if role is ROOT:
-        return [_loads(item) for item in call.recv(0)]
+        return [_loads(item) for item in call.receive_across(0)]
     if role is not IDLE:
         gathered = call.state.local.gather(data, 0)
         if call.state.rank == 0:
-            call.send(gathered, role)
+            call.send_across(gathered, role)
     return None
 
 
@@ -146,8 +148,8 @@ def alltoall(comm: Any, sendobj: Any) -> list:
     items = call.check(lambda: _items(sendobj, call.state.remote_size))
     call.agree()
     private, remote, tag = call.state.merged._state.private, call.state.remote, call.tag
-    sent = [private.isend(item, dest=remote[j], tag=tag) for j, item in enumerate(items)]
-    out = [_loads(private.recv(source=remote[j], tag=tag)) for j in range(call.state.remote_size)]
+    sent = post_objects(private, tag, [(item, remote[j]) for j, item in enumerate(items)])
+    out = [_loads(receive_object(private, remote[j], tag)) for j in range(call.state.remote_size)]
     MPI.Request.waitall(sent)
     return out
 
@@ -173,14 +175,14 @@ def reduce(comm: Any, sendobj: Any, op: Any, root: Any) -> Any:
     call.check(lambda: _check_op(op, "reduce"))
     call.agree()
     if role is ROOT:
-        failed, data = call.recv(0)
+        failed, data = call.receive_across(0)
         if failed is not None:
             raise errors.PeerFailure("reduce", failed)
         return _loads(data)
     if role is not IDLE:
         failed, data, error = _reduced(call, sendobj, op)
         if call.state.rank == 0:
-            call.send((failed, data), role)
+            call.send_across((failed, data), role)
         if error is not None:
             raise error
     return None

@@ -23,10 +23,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from mpicoll.comm import reproducible_inter
-from mpicoll.comm import dispatch
+from mpicoll.comm import dispatch, reproducible_inter
 from mpicoll.comm.reproducible_allreduce import run_planned
-from mpicoll.comm.reproducible_mode import DEFAULT
+from mpicoll.comm.reproducible_mode import DEFAULT, wanted
 from mpicoll.compiled import extension
 from mpicoll.engine.requests import Prequest, Request
 from mpicoll.program import callkey
@@ -35,9 +34,12 @@ __all__ = ["run_summing", "start_summing", "init_summing", "reproducible_run", "
 
 
 def _plain(reproducible: bool | None) -> bool:
-    """Whether a summing call with keyword ``reproducible`` runs as the plain collective (``DEFAULT[0]`` is
-    true while ``MPICOLL_REPRODUCIBLE`` is unread: the reproducible forms read it, and come back if it is 0)."""
-    return not (reproducible or (reproducible is None and DEFAULT[0]))
+    """Whether a summing call with keyword ``reproducible`` runs as the plain collective: its keyword, else
+    ``DEFAULT[0]`` (``MPICOLL_REPRODUCIBLE``, read by :func:`~mpicoll.comm.reproducible_mode.wanted` the first
+    time)."""
+    if reproducible is None:
+        reproducible = DEFAULT[0] if type(DEFAULT[0]) is bool else wanted(None)
+    return not reproducible
 
 
 def reproducible_run(comm: Any, method: str, algorithm: str, reproducible: bool | None, *args: Any) -> None:
@@ -79,7 +81,7 @@ def _compiled() -> tuple[Any, Any]:
     _callkey = extension("_callkey") if callkey.call_key is not callkey._call_key else None
     if _callkey is None or dispatch.run_blocking is not _callkey.run or dispatch.start is not _callkey.start:
         return _run_summing, _start_summing
-    _callkey.init_summing(DEFAULT, run_planned, reproducible_inter.run, reproducible_start)
+    _callkey.init_summing(DEFAULT, wanted, run_planned, reproducible_inter.run, reproducible_start)
     return _callkey.run_summing, _callkey.start_summing
 
 

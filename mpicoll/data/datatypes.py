@@ -402,23 +402,17 @@ def byte_message(view: np.ndarray) -> list:
 
 
 class AbsoluteBlock:
-    """One block at absolute addresses, packed and unpacked by a message to self on a private duplicate of
-    ``MPI.COMM_SELF`` (MPI's Pack needs a buffer address; a message takes ``MPI.BOTTOM``).  Any type
-    signature may be sent and received as ``MPI.PACKED``, whose bytes are what ``Datatype.Pack`` gives."""
+    """One block at absolute addresses, packed and unpacked by ``to_self(send, recv)``, a message to self
+    (:func:`mpicoll.engine.rounds.to_self`: MPI's Pack needs a buffer address; a message takes
+    ``MPI.BOTTOM``).  Any type signature may be sent and received as ``MPI.PACKED``, whose bytes are what
+    ``Datatype.Pack`` gives."""
 
-    _self: MPI.Intracomm | None = None
-
-    def __init__(self, count: int, datatype: MPI.Datatype, array: np.ndarray) -> None:
-        self.count, self.datatype, self.array = count, datatype, array
-
-    @classmethod
-    def _comm(cls) -> MPI.Intracomm:
-        if cls._self is None:
-            cls._self = MPI.COMM_SELF.Dup()
-        return cls._self
+    def __init__(self, count: int, datatype: MPI.Datatype, array: np.ndarray,
+                 to_self: Callable[[Any, Any], None]) -> None:
+        self.count, self.datatype, self.array, self.to_self = count, datatype, array, to_self
 
     def pack(self) -> None:
-        self._comm().Sendrecv([MPI.BOTTOM, self.count, self.datatype], 0, 0, [self.array, MPI.PACKED], 0, 0)
+        self.to_self([MPI.BOTTOM, self.count, self.datatype], [self.array, MPI.PACKED])
 
     def unpack(self) -> None:
-        self._comm().Sendrecv([self.array, MPI.PACKED], 0, 0, [MPI.BOTTOM, self.count, self.datatype], 0, 0)
+        self.to_self([self.array, MPI.PACKED], [MPI.BOTTOM, self.count, self.datatype])

@@ -22,7 +22,7 @@ from mpi4py import MPI
 
 from mpicoll.compiled import extension
 from mpicoll.data.datatypes import byte_message
-from mpicoll.engine.rounds import Exchange, exchange, run
+from mpicoll.engine.rounds import Exchange, exchange, run, send_receive
 from mpicoll.engine.standin import continue_marked
 from mpicoll.ir.layout import Layout
 from mpicoll.ir.schedule import Block, Reduce, Schedule, ScheduleError
@@ -178,25 +178,13 @@ def _same_memory(arrays: dict[str, Any], a: Block, b: Block) -> bool:
 
 
 class Plain(Exchange):
-    """The policy of every blocking call: one send and one receive as ``Sendrecv``, a lone send or receive as
-    ``Send``/``Recv``, anything else posted nonblocking and waited for; a round whose messages raise is handed
+    """The policy of every blocking call: its messages by :func:`mpicoll.engine.rounds.send_receive` (one send
+    and one receive as ``Sendrecv``, ...); a round whose messages raise is handed
     to :func:`mpicoll.engine.standin.continue_marked` (a peer's stand-in marked its messages; a correct call
     never gets there)."""
 
     def __call__(self, comm: MPI.Comm, tag: int, t: int, sends: list, recvs: list) -> None:
-        if sends:
-            if len(sends) == 1 and not recvs:
-                comm.Send(sends[0][0], sends[0][1], tag)
-            elif len(sends) == 1 and len(recvs) == 1:
-                (sbuf, dest), (rbuf, source) = sends[0], recvs[0]
-                comm.Sendrecv(sbuf, dest, tag, rbuf, source, tag)
-            else:
-                exchange(sends, recvs, comm, tag)
-        elif recvs:
-            if len(recvs) == 1:
-                comm.Recv(recvs[0][0], recvs[0][1], tag)
-            else:
-                exchange(sends, recvs, comm, tag)
+        send_receive(comm, tag, sends, recvs)
 
     def failed(self, rounds: Any, comm: MPI.Comm, tag: int, t: int, exc: MPI.Exception) -> None:
         continue_marked(rounds, comm, tag, t, exc)

@@ -31,7 +31,7 @@ from mpicoll.engine.nonblocking import (
     _startall,
 )
 from mpicoll.engine.recorder import Recorder, Traced
-from mpicoll.engine.rounds import CommRound, Round, post
+from mpicoll.engine.rounds import CommRound, Round, post, post_persistent
 
 if TYPE_CHECKING:
     from mpicoll.program.plan import Plan
@@ -89,9 +89,7 @@ class Prequest(MixedWaits, _Collective, MPI.Prequest):
         self._before = before
         # the MPI persistent requests of every round (receives first, as the blocking executor posts them)
         self._requests: list[list[MPI.Prequest]] = [
-            [comm.Recv_init(buf, peer, tag) for buf, peer in recvs] + [comm.Send_init(buf, peer, tag)
-                                                                       for buf, peer in sends]
-            for comm, (sends, recvs, _) in zip(comms, rounds)]
+            post_persistent(comm, tag, sends, recvs) for comm, (sends, recvs, _) in zip(comms, rounds)]
         # the same rounds started and completed from C (mpicoll.engine.direct), where they travel on one
         # communicator; None: mpi4py's Startall and Waitall
         self._direct = (direct.persistent(rounds, comms[0], self._requests)

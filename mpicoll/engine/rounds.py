@@ -1,5 +1,12 @@
 """How a round runs, written once: post its messages, complete them, then run its local steps.
 
+This module is the only one of mpicoll's engine, data and device layers that posts point-to-point messages
+(:func:`post`, :func:`exchange`, :func:`send_receive`, :func:`post_persistent`, :func:`probe` and
+:func:`receive`, :func:`to_self`): a transport or a safety net on messages is written here once.  (The object
+collectives' transport, :mod:`mpicoll.calls.objects.engine`, and torch's own send and receive,
+:mod:`mpicoll.torch.process_group`, post theirs; the compiled engine, :mod:`mpicoll.engine.direct`, posts
+the same rounds from C.)
+
 A call's bound rounds (:func:`mpicoll.engine.blocking.bind`) are ``(sends, recvs, steps)``: messages as
 ``(buffer, peer)`` and the local steps (reductions, copies) that run once the round's messages are complete.
 Every blocking way a call runs is :func:`run` with an :class:`Exchange`, the *policy* that says how a round's
@@ -37,8 +44,8 @@ from mpi4py import MPI
 from mpicoll import config
 from mpicoll.errors import ProcFailedError
 
-__all__ = ["Exchange", "run", "post", "exchange", "waitall", "testall", "Built", "Round",
-           "CommRound", "is_fault", "fault", "revoke_together", "keep_active"]
+__all__ = ["Exchange", "run", "post", "exchange", "send_receive", "post_persistent", "probe", "receive", "to_self",
+           "waitall", "testall", "Built", "Round", "CommRound", "is_fault", "fault", "revoke_together", "keep_active"]
 
 #: one bound round: its sends and receives ``(buffer, peer)``, its local steps
 Round = tuple[list, list, list]
@@ -101,6 +108,53 @@ def exchange(sends: list[tuple[Any, int]], recvs: list[tuple[Any, int]], comm: M
         if is_fault(exc, comm):
             raise fault(comm, exc, requests) from exc
         raise
+
+
+def send_receive(comm: MPI.Comm, tag: int, sends: list[tuple[Any, int]], recvs: list[tuple[Any, int]]) -> None:
+    """A round's messages, blocking, in as few MPI calls as carry them: one send and one receive as
+    ``Sendrecv``, a lone send or receive as ``Send``/``Recv``, anything else by :func:`exchange`."""
+    if sends:
+        if len(sends) == 1 and not recvs:
+            comm.Send(sends[0][0], sends[0][1], tag)
+        elif len(sends) == 1 and len(recvs) == 1:
+            (sbuf, dest), (rbuf, source) = sends[0], recvs[0]
+            comm.Sendrecv(sbuf, dest, tag, rbuf, source, tag)
+        else:
+            exchange(sends, recvs, comm, tag)
+    elif recvs:
+        if len(recvs) == 1:
+            comm.Recv(recvs[0][0], recvs[0][1], tag)
+        else:
+            exchange(sends, recvs, comm, tag)
+
+
+def post_persistent(comm: MPI.Comm, tag: int, sends: Sequence[tuple[Any, int]],
+                    recvs: Sequence[tuple[Any, int]]) -> list[MPI.Prequest]:
+    """A round's messages as MPI persistent requests, not started: every receive first, as :func:`post`."""
+    return ([comm.Recv_init(buf, peer, tag) for buf, peer in recvs]
+            + [comm.Send_init(buf, peer, tag) for buf, peer in sends])
+
+
+def probe(comm: MPI.Comm, peer: int, tag: int, status: MPI.Status, block: bool = False) -> MPI.Message | None:
+    """The next message from ``peer`` (or ``MPI.ANY_SOURCE``) with ``tag``, matched (``Mprobe``; ``Improbe``
+    unless ``block``: None where none has arrived); its size in ``status``.  :func:`receive` takes it."""
+    return comm.Mprobe(peer, tag, status) if block else comm.Improbe(peer, tag, status)
+
+
+def receive(message: MPI.Message, buf: Any) -> None:
+    """Receive a message :func:`probe` matched into ``buf``."""
+    message.Recv(buf)
+
+
+_SELF: list[MPI.Intracomm] = []   # to_self's duplicate of MPI.COMM_SELF, made by its first call
+
+
+def to_self(send: Any, recv: Any) -> None:
+    """A message from this rank to itself, on a duplicate of ``MPI.COMM_SELF`` of its own: how a datatype at
+    absolute addresses is packed or unpacked (:class:`mpicoll.data.datatypes.AbsoluteBlock`)."""
+    if not _SELF:
+        _SELF.append(MPI.COMM_SELF.Dup())
+    _SELF[0].Sendrecv(send, 0, 0, recv, 0, 0)
 
 
 # -- a process failed (MPI's fault-tolerance extension, ULFM) ---------------------------------------------

@@ -46,7 +46,7 @@ from mpi4py import MPI
 
 from mpicoll import errors
 from mpicoll.data.buffers import host_view
-from mpicoll.engine.rounds import Exchange, fault, is_fault, run, testall
+from mpicoll.engine.rounds import Exchange, fault, is_fault, post, probe, receive, run, testall
 from mpicoll.engine.watchdog import CollectiveTimeout
 
 __all__ = ["stand_in_args", "play", "TIMEOUT", "Marked", "run_marked", "continue_marked", "is_mark", "Agreeing",
@@ -170,8 +170,8 @@ class Marked(Exchange):
         self.limit, self.what, self.rank = limit, what, rank
 
     def __call__(self, comm: MPI.Comm, tag: int, t: int, sends: list, recvs: list) -> None:
-        requests = [comm.Irecv(np.empty(_length(buf) + 1, np.uint8), peer, tag) for buf, peer in recvs]
-        requests += [comm.Isend(_marked_copy(buf), peer, tag) for buf, peer in sends]
+        requests = post(comm, tag, [(_marked_copy(buf), peer) for buf, peer in sends],
+                        [(np.empty(_length(buf) + 1, np.uint8), peer) for buf, peer in recvs])
         last, spins = time.monotonic(), 0
         while not testall(requests):
             spins += 1
@@ -189,8 +189,8 @@ def drain(comm: MPI.Comm, tag: int) -> None:
     """Receive, into scratch, every message with ``tag`` that has arrived on ``comm`` (what peers sent to a rank
     whose call was refused, so that their sends complete)."""
     status = MPI.Status()
-    while (arrived := comm.Improbe(MPI.ANY_SOURCE, tag, status)) is not None:
-        arrived.Recv([np.empty(status.Get_count(MPI.BYTE), np.uint8), MPI.BYTE])
+    while (arrived := probe(comm, MPI.ANY_SOURCE, tag, status)) is not None:
+        receive(arrived, [np.empty(status.Get_count(MPI.BYTE), np.uint8), MPI.BYTE])
 
 
 def run_marked(bound: list, comm: MPI.Comm, tag: int, start: int = 0, limit: float = TIMEOUT,

@@ -28,7 +28,7 @@ from typing import Any
 
 from mpi4py import MPI
 
-from mpicoll.engine.rounds import Exchange, run, testall, waitall
+from mpicoll.engine.rounds import Exchange, post, probe, receive, run, testall, waitall
 
 __all__ = ["CollectiveTimeout", "MessageSizeError", "Watched", "execute", "wait", "wait_mpi"]
 
@@ -80,7 +80,7 @@ class Watched(Exchange):
 
     def __call__(self, comm: MPI.Comm, tag: int, t: int, sends: list, recvs: list) -> None:
         collective, timeout, status = self.collective, self.timeout, self.status
-        requests = [comm.Isend(buf, peer, tag) for buf, peer in sends]
+        requests = post(comm, tag, sends, [])
         waiting = dict(enumerate(recvs))   # receives not yet done, by position (buffers never compared)
         last, spins = time.monotonic(), 0
         while waiting or requests:
@@ -93,15 +93,15 @@ class Watched(Exchange):
                 if peer in probed:
                     continue
                 probed.add(peer)
-                msg = comm.Improbe(peer, tag, status)
+                msg = probe(comm, peer, tag, status)
                 if msg is None:
                     continue
                 got = status.Get_count(MPI.BYTE)
                 if got != buf.nbytes:
-                    msg.Recv(bytearray(got))          # drain it, so no later call can match it
+                    receive(msg, bytearray(got))          # drain it, so no later call can match it
                     waitall(requests)
                     raise MessageSizeError(collective, peer, buf.nbytes, got, self.rank, t)
-                msg.Recv(buf)
+                receive(msg, buf)
                 del waiting[i]
                 moved = True
             if requests and testall(requests):

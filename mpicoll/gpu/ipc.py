@@ -37,7 +37,7 @@ import numpy as np
 from mpi4py import MPI
 
 from mpicoll.data.device import Device, PeerWindow, Window
-from mpicoll.engine.rounds import Exchange, run, waitall
+from mpicoll.engine.rounds import Exchange, post, run, waitall
 from mpicoll.gpu.access import Access, analyse
 from mpicoll.gpu.handles import IDLE, MAPPINGS
 from mpicoll.ir.layout import Layout
@@ -283,11 +283,11 @@ class Pull(Exchange):
     def __call__(self, comm: MPI.Comm, tag: int, t: int, sends: list, recvs: list) -> None:
         stream, device, peers = self.stream, self.transport.device, self.transport.windows.peers
         tokens = [np.empty(2, np.int64) for _ in recvs]
-        ready = [comm.Irecv(token, peer, tag) for token, (_, peer) in zip(tokens, recvs)]
-        acks = [comm.Irecv(_EMPTY, peer, tag) for _, peer in sends]
+        ready = post(comm, tag, [], [(token, peer) for token, (_, peer) in zip(tokens, recvs)])
+        acks = post(comm, tag, [], [(_EMPTY, peer) for _, peer in sends])
         if sends:
             stream.synchronize()          # the blocks this rank sends are written
-            acks += [comm.Isend(token, peer, tag) for token, peer in sends]
+            acks += post(comm, tag, sends, [])
         pending = len(ready)
         while pending:
             for i in MPI.Request.Waitsome(ready) or []:
@@ -300,7 +300,7 @@ class Pull(Exchange):
                 device.copy(dst, peers[peer].view(offset, nbytes), stream)
         if recvs:
             stream.synchronize()          # the pulls are done: the senders may reuse their blocks
-            acks += [comm.Isend(_EMPTY, peer, tag) for _, peer in recvs]
+            acks += post(comm, tag, [(_EMPTY, peer) for _, peer in recvs], [])
         waitall(acks)
 
 

@@ -35,6 +35,7 @@ from mpi4py import MPI
 from mpicoll import config
 from mpicoll.data.device import Device
 from mpicoll.engine.blocking import bind
+from mpicoll.engine.rounds import post
 from mpicoll.gpu.access import Access, Op, analyse
 from mpicoll.ir.layout import Layout
 from mpicoll.ir.schedule import Reduce, Schedule
@@ -164,10 +165,10 @@ class StagedTransport:
 
         for sends, recvs, steps in self._rounds:
             for buf, peer, outs in recvs:
-                flight.add(comm.Irecv(buf, peer, tag), partial(self._stage_out, outs) if outs else None)
+                flight.add(post(comm, tag, [], [(buf, peer)])[0], partial(self._stage_out, outs) if outs else None)
             for buf, peer, index in sends:
                 need(index)
-                flight.add(comm.Isend(buf, peer, tag), None)
+                flight.add(post(comm, tag, [(buf, peer)], [])[0], None)
             flight.drain()
             for fn, index, outs in steps:
                 need(index)

@@ -492,7 +492,7 @@ static PyMethodDef methods[] = {
      "start_summing(comm, method, args, algorithm, reproducible)\n--\n\nStart a nonblocking summing call: "
      "the reproducible sum where it is wanted, else as start (as mpicoll.comm.summing._start_summing)."},
     {"init_summing", init_summing, METH_VARARGS,
-     "init_summing(default, planned_allreduce, run, start)\n--\n\nThe reproducible mode's default and the reproducible forms "
+     "init_summing(default, wanted, planned_allreduce, run, start)\n--\n\nThe reproducible mode's default and the reproducible forms "
      "(mpicoll.comm.summing calls it once)."},
     {"init", init, METH_VARARGS,
      "init(fallback, generation, ndarray, buffer_types, predefined_types, predefined_ops, "

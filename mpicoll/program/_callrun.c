@@ -293,12 +293,13 @@ run(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
 
 /* ---- the summing calls: plain or reproducible, decided here as mpicoll.comm.summing.wanted decides ---- */
 static PyObject *reproducible_default;   /* mpicoll.comm.reproducible_mode.DEFAULT: [MPICOLL_REPRODUCIBLE] */
+static PyObject *read_default;           /* mpicoll.comm.reproducible_mode.wanted: reads it where it is unread */
 /* the reproducible forms: the gathered Allreduce's cached plan (mpicoll.comm.reproducible_allreduce.run_planned),
  * and mpicoll.comm.reproducible_inter.run and mpicoll.comm.summing.reproducible_start */
 static PyObject *planned_allreduce, *summing_run, *summing_start, *s_allreduce;
 
 /* whether a summing call with keyword reproducible runs in the reproducible mode: 1, 0, or -1 (an error).  Its
- * keyword where it is given, else DEFAULT[0] (true while MPICOLL_REPRODUCIBLE is unread: summing.run reads it) */
+ * keyword where it is given, else DEFAULT[0], read by wanted(None) while it is not yet a bool */
 static int
 reproducible_wanted(PyObject *reproducible)
 {
@@ -308,6 +309,12 @@ reproducible_wanted(PyObject *reproducible)
             return -1;
         }
         reproducible = PyList_GET_ITEM(reproducible_default, 0);
+        if (reproducible != Py_True && reproducible != Py_False) {
+            PyObject *read = PyObject_CallOneArg(read_default, Py_None);
+            int wanted = read != NULL ? PyObject_IsTrue(read) : -1;
+            Py_XDECREF(read);
+            return wanted;
+        }
     }
     return reproducible == Py_False ? 0 : reproducible == Py_True ? 1 : PyObject_IsTrue(reproducible);
 }
@@ -365,8 +372,8 @@ PyObject *
 init_summing(PyObject *self, PyObject *args)
 {
     (void)self;
-    PyObject *flag, *planned, *running, *starting;
-    if (!PyArg_ParseTuple(args, "O!OOO:init_summing", &PyList_Type, &flag, &planned, &running, &starting))
+    PyObject *flag, *read, *planned, *running, *starting;
+    if (!PyArg_ParseTuple(args, "O!OOOO:init_summing", &PyList_Type, &flag, &read, &planned, &running, &starting))
         return NULL;
     if (s_allreduce == NULL && (s_allreduce = PyUnicode_InternFromString("Allreduce")) == NULL)
         return NULL;
@@ -375,6 +382,7 @@ init_summing(PyObject *self, PyObject *args)
         return NULL;
     }
     Py_XSETREF(reproducible_default, Py_NewRef(flag));
+    Py_XSETREF(read_default, Py_NewRef(read));
     Py_XSETREF(planned_allreduce, Py_NewRef(planned));
     Py_XSETREF(summing_run, Py_NewRef(running));
     Py_XSETREF(summing_start, Py_NewRef(starting));

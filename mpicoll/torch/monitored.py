@@ -20,6 +20,8 @@ import numpy as np
 import torch.distributed as dist
 from mpi4py import MPI
 
+from mpicoll.engine.rounds import post
+
 __all__ = ["MonitoredBarrier"]
 
 _TAG = 1
@@ -57,11 +59,11 @@ class MonitoredBarrier:
                 raise dist.DistBackendError(
                     f"[Rank 0]: Rank{'s' if len(missing) > 1 else ''} {ranks} failed to pass monitoredBarrier in "
                     f"{timeout * 1000:g} ms (timed out)")
-            for peer in range(1, size):
-                self._leftover.append(self._comm.Isend(np.array([self._sequence], np.int64), peer, _TAG))
+            self._leftover += post(self._comm, _TAG, [(np.array([self._sequence], np.int64), peer)
+                                                      for peer in range(1, size)], [])
             self._prune()
         elif size > 1:
-            self._leftover.append(self._comm.Isend(np.array([self._sequence], np.int64), 0, _TAG))
+            self._leftover += post(self._comm, _TAG, [(np.array([self._sequence], np.int64), 0)], [])
             if self._gather([0], deadline, False):
                 raise dist.DistBackendError(
                     f"Rank {rank} successfully reached monitoredBarrier, but rank 0 did not answer within "
@@ -71,7 +73,7 @@ class MonitoredBarrier:
     def _gather(self, peers, deadline: float, wait_all: bool) -> list[int]:
         """Wait for this barrier's message from each of ``peers``; the peers still missing at the deadline."""
         boxes = {peer: np.zeros(1, np.int64) for peer in peers}
-        requests = {peer: self._comm.Irecv(boxes[peer], peer, _TAG) for peer in peers}
+        requests = dict(zip(boxes, post(self._comm, _TAG, [], [(box, peer) for peer, box in boxes.items()])))
         pause = 0.0
         while requests:
             for peer, req in list(requests.items()):
@@ -79,7 +81,7 @@ class MonitoredBarrier:
                     if boxes[peer][0] == self._sequence:
                         del requests[peer]
                     else:   # a late message of an earlier barrier that timed out: take the next one
-                        requests[peer] = self._comm.Irecv(boxes[peer], peer, _TAG)
+                        (requests[peer],) = post(self._comm, _TAG, [], [(boxes[peer], peer)])
             if not requests or time.monotonic() > deadline:
                 break
             time.sleep(pause)

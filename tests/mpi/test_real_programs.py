@@ -28,7 +28,7 @@ import pytest
 from mpi4py import MPI
 
 import mpicoll
-from mpicoll.comm import collectives as methods_module  # where the collective methods call run_blocking
+from mpicoll.comm import collectives as methods_module  # where the methods call run_blocking, run_summing
 
 from conftest import WORLD, check
 
@@ -60,13 +60,18 @@ class Counts:
 def world(request, monkeypatch):
     """(the world communicator as a program gets it, its call counts, which run it is)."""
     counts = Counts()
-    run = methods_module.run_blocking
+    run, run_summing = methods_module.run_blocking, methods_module.run_summing
 
     def counted(comm, method, *rest):
         counts.mpicoll[method] += 1
         return run(comm, method, *rest)
 
+    def counted_summing(comm, method, *rest):
+        counts.mpicoll[method] += 1
+        return run_summing(comm, method, *rest)
+
     monkeypatch.setattr(methods_module, "run_blocking", counted)
+    monkeypatch.setattr(methods_module, "run_summing", counted_summing)
     base = WORLD.Dup()
     comm = mpicoll.Comm(base) if request.param == "mpicoll" else base
     yield comm, counts, request.param

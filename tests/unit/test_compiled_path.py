@@ -333,7 +333,8 @@ collections.deque(itertools.starmap(call, itertools.repeat((), 200)), maxlen=0)
                     reason="valgrind is not installed")
 def test_a_hit_reads_its_fields_without_the_generic_attribute_lookup(tmp_path):
     """The compiled hit reads the slots of the classes in READS directly: no ``PyObject_GetAttr`` or
-    ``PyObject_SetAttr`` from ``run`` (through ``run_summing``, which ``Allreduce`` calls; they were a sixth of a cached call's own instructions)."""
+    ``PyObject_SetAttr`` from ``run`` (through ``run_summing``, which ``Allreduce`` calls; they were a sixth
+    of a cached call's own instructions)."""
     out = tmp_path / "cg.out"
     subprocess.run(["valgrind", "--tool=callgrind", "--quiet", "--compress-strings=no", "--compress-pos=no",
                     "--collect-atstart=no", "--toggle-collect=deque_extend", f"--callgrind-out-file={out}",

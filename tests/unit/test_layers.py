@@ -326,3 +326,39 @@ def test_every_module_says_what_it_is():
     silent = sorted(m for m, path in MODULES.items()
                     if not (ast.get_docstring(ast.parse(path.read_text())) or "").split("\n")[0].strip())
     assert not silent, f"modules without a first line saying what they are: {silent}"
+
+
+# -- where point-to-point messages are posted ----------------------------------------------------------------
+
+#: mpi4py's point-to-point calls (buffers and pickled objects), probes and persistent requests
+P2P_CALLS = frozenset({"Send", "Recv", "Sendrecv", "Isend", "Irecv", "Isendrecv", "Ssend", "Issend", "Bsend",
+                       "Rsend", "Send_init", "Recv_init", "Psend_init", "Precv_init", "Probe", "Iprobe", "Mprobe",
+                       "Improbe", "Mrecv", "Imrecv", "send", "recv", "sendrecv", "isend", "irecv", "ssend",
+                       "issend", "probe", "iprobe", "mprobe", "improbe"})
+#: the modules of mpicoll's layers that post them: the engine's reference, the object collectives' transport,
+#: torch's own send and receive (the compiled engine posts the same rounds from C)
+POSTING = {"mpicoll.engine.rounds", "mpicoll.calls.objects.engine", "mpicoll.torch.process_group"}
+#: the layers whose ``.send``/``.recv`` build schedules, not messages; the programs that teach or measure
+#: point-to-point messages themselves
+NOT_RUNTIME = ("mpicoll.ir", "mpicoll.families", "mpicoll.analysis", "mpicoll.selection", "mpicoll.examples",
+               "mpicoll.tools", "mpicoll.bench")
+
+
+#: calls of those names that are not MPI's: (module, name) -> what they are
+NOT_MPI = {("mpicoll.engine.recorder", "recv"): "a socket's (the wakeup of the SIGUSR1 handler)"}
+
+
+def _posts(name: str, path: Path) -> list[int]:
+    """The lines of module ``name`` (at ``path``) that call one of :data:`P2P_CALLS` as a method."""
+    return sorted(node.lineno for node in ast.walk(ast.parse(path.read_text()))
+                  if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                  and node.func.attr in P2P_CALLS and (name, node.func.attr) not in NOT_MPI)
+
+
+def test_point_to_point_messages_are_posted_from_three_modules():
+    """A transport or a safety net on messages is written once: outside :data:`POSTING`, no module of the
+    runtime calls MPI's point-to-point functions (the rest go through :mod:`mpicoll.engine.rounds`)."""
+    posting = {name: lines for name, path in MODULES.items()
+               if not name.startswith(NOT_RUNTIME) and (lines := _posts(name, path))}
+    assert set(posting) <= POSTING, {name: lines for name, lines in posting.items() if name not in POSTING}
+    assert {"mpicoll.engine.rounds", "mpicoll.calls.objects.engine"} <= set(posting)   # (the check sees them)

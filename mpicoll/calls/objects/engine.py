@@ -13,6 +13,10 @@ left being the lower ranks' part, as mpi4py's own reductions call the op.
 sends are posted, then its receives taken (a matched probe gives each message's
 length, so no size travels ahead), then the sends waited for and the round's
 steps run, on the communicator's private duplicate and the call's own tag.
+
+It is the object collectives' transport: their messages, and the pickled messages between an
+intercommunicator's leaders (:func:`send_object`, :func:`receive_object`, :func:`swap_objects`,
+:func:`post_objects`, used by :mod:`mpicoll.comm.inter_objects`), are posted here.
 """
 
 from __future__ import annotations
@@ -32,7 +36,8 @@ from mpicoll.engine.rounds import run as run_rounds
 from mpicoll.engine.watchdog import CollectiveTimeout, _idle
 from mpicoll.ir.schedule import Block, Copy, Reduce, Schedule
 
-__all__ = ["Buffers", "buffers", "run", "simulate", "Steps", "Probed"]
+__all__ = ["Buffers", "buffers", "run", "simulate", "Steps", "Probed", "send_object", "receive_object",
+           "swap_objects", "post_objects"]
 
 Buffers = dict[str, list]
 
@@ -175,3 +180,26 @@ def simulate(schedules: Sequence[Schedule], ranks: list[tuple[Buffers, Steps]]) 
     """Run all ranks' ``schedules`` in this process on their ``(buffers, steps)``: no MPI (messages are
     framed and unframed as they would travel)."""
     run_lockstep(schedules, _Domain(ranks))
+
+
+# -- pickled objects between two ranks (an intercommunicator's leaders: mpicoll.comm.inter_objects) ---------
+
+def send_object(comm: MPI.Comm, obj: Any, peer: int, tag: int) -> None:
+    """``obj`` pickled to ``peer`` (mpi4py's ``send``)."""
+    comm.send(obj, dest=peer, tag=tag)
+
+
+def receive_object(comm: MPI.Comm, peer: int, tag: int) -> Any:
+    """The object ``peer`` sends with ``tag``, unpickled (mpi4py's ``recv``)."""
+    return comm.recv(source=peer, tag=tag)
+
+
+def swap_objects(comm: MPI.Comm, obj: Any, peer: int, tag: int) -> Any:
+    """``obj`` to ``peer`` and ``peer``'s object back, at once (mpi4py's ``sendrecv``)."""
+    return comm.sendrecv(obj, dest=peer, sendtag=tag, source=peer, recvtag=tag)
+
+
+def post_objects(comm: MPI.Comm, tag: int, sends: Sequence[tuple[Any, int]]) -> list[MPI.Request]:
+    """Each ``(obj, peer)`` of ``sends`` pickled and posted (mpi4py's ``isend``); wait with
+    ``MPI.Request.waitall``."""
+    return [comm.isend(obj, dest=peer, tag=tag) for obj, peer in sends]
