@@ -23,8 +23,10 @@ policy                                           used by
 :class:`mpicoll.engine.standin.Marked`          a rejected rank's stand-in (every message marked, no
                                                  local steps)
 :class:`mpicoll.calls.objects.engine.Probed`     the object collectives (sizes known by matched probe)
-:class:`mpicoll.gpu.ipc.Pull`            the CUDA IPC transport (device copies from the peers'
+:class:`mpicoll.gpu.ipc.Pull`                   the CUDA IPC transport (device copies from the peers'
                                                  windows, MPI messages as tokens)
+:class:`mpicoll.gpu.staged.Pipelined`           the staged transport (each send posted once its segment
+                                                 is copied to the host, results copied back as they arrive)
 ===============================================  ====================================================
 
 Requests (``I*``, ``*_init``) advance the same rounds one at a time as a state machine

@@ -35,7 +35,7 @@ from mpi4py import MPI
 from mpicoll import config
 from mpicoll.data.device import Device
 from mpicoll.engine.blocking import bind
-from mpicoll.engine.rounds import post
+from mpicoll.engine.rounds import Exchange, post, run
 from mpicoll.gpu.access import Access, Op, analyse
 from mpicoll.ir.layout import Layout
 from mpicoll.ir.schedule import Reduce, Schedule
@@ -88,6 +88,7 @@ class StagedTransport:
         self._caller: Any = None
         self._pending = False                # a begin() whose outputs finish() has not staged back yet
         self._bound: list | None = None
+        self._pipeline: Pipelined | None = None     # the blocking run under way
         self._rounds = [self._bind_round(r) for r in self.access.rounds]
 
     @property
@@ -103,10 +104,20 @@ class StagedTransport:
         return host.view(np.uint8)[span[0]:span[1]]
 
     def _bind_round(self, rnd: Any) -> tuple:
+        """A round as :func:`mpicoll.engine.rounds.run` runs it with :class:`Pipelined`: a send is ``(bytes,
+        peer, segment it needs)``, a receive ``(bytes, peer, copies back once it is done)``, a step a call
+        that waits for its segment, runs, and queues its copies back."""
         sends = [(self._bytes(op.buf, op.span), op.peer, op.need) for op in rnd.sends]
         recvs = [(self._bytes(op.buf, op.span), op.peer, self._outs(op)) for op in rnd.recvs]
-        steps = [(self._step(op), op.need, self._outs(op)) for op in rnd.steps]
+        steps = [partial(self._run_step, self._step(op), op.need, self._outs(op)) for op in rnd.steps]
         return sends, recvs, steps
+
+    def _run_step(self, step: Callable[[], None] | None, need: int, outs: list[tuple[Any, np.ndarray]]) -> None:
+        assert self._pipeline is not None      # (a step runs only inside execute)
+        self._pipeline.need(need)
+        if step is not None:
+            step()
+        self._stage_out(outs)
 
     def _outs(self, op: Op) -> list[tuple[Any, np.ndarray]]:
         """(device bytes, host bytes) pairs to copy back once ``op`` ran."""
@@ -150,31 +161,13 @@ class StagedTransport:
         self._caller.wait(self._done)
 
     def execute(self, comm: MPI.Comm, tag: int = 0) -> None:
-        """Run the collective once (blocking), pipelined as the module docstring describes."""
-        events = self._stage_in()
-        flight = _InFlight()
-        ready = [-1]
-
-        def need(index: int) -> None:
-            if index > ready[0]:
-                event = events[index]
-                while not _query(event):
-                    flight.poll(block=False)      # keep MPI moving while the copy runs
-                event.synchronize()
-                ready[0] = index
-
-        for sends, recvs, steps in self._rounds:
-            for buf, peer, outs in recvs:
-                flight.add(post(comm, tag, [], [(buf, peer)])[0], partial(self._stage_out, outs) if outs else None)
-            for buf, peer, index in sends:
-                need(index)
-                flight.add(post(comm, tag, [(buf, peer)], [])[0], None)
-            flight.drain()
-            for fn, index, outs in steps:
-                need(index)
-                if fn is not None:
-                    fn()
-                self._stage_out(outs)
+        """Run the collective once (blocking), pipelined as the module docstring describes: the engine's
+        round loop (:func:`mpicoll.engine.rounds.run`) with the :class:`Pipelined` policy."""
+        self._pipeline = Pipelined(self, self._stage_in())
+        try:
+            run(self._rounds, comm, tag, self._pipeline)
+        finally:
+            self._pipeline = None
         self._hand_back()     # every staged segment was waited for by the op that reads it
 
     # -- the request engine's run (nonblocking and persistent) -----------------------------------------
@@ -200,6 +193,35 @@ class StagedTransport:
         for buf, spans in self.access.written.items():
             self._stage_out([(self.raw[buf][lo:hi], self.mirror[buf][lo:hi]) for lo, hi in spans])
         self._hand_back()
+
+
+class Pipelined(Exchange):
+    """The staged transport's policy of :func:`mpicoll.engine.rounds.run` for one blocking run: a round's
+    receives posted first (each queues its copies back when it completes), each send posted once the
+    segment it reads is on the host (MPI kept moving while the copy runs), then all completed."""
+
+    def __init__(self, transport: StagedTransport, events: list[Any]) -> None:
+        self.transport, self.events = transport, events
+        self.ready = -1                    # the last stage-in segment known to be on the host
+        self.flight = _InFlight()
+
+    def need(self, index: int) -> None:
+        """Wait until stage-in segment ``index`` (and every one before it) is on the host."""
+        if index > self.ready:
+            event = self.events[index]
+            while not _query(event):
+                self.flight.poll(block=False)      # keep MPI moving while the copy runs
+            event.synchronize()
+            self.ready = index
+
+    def __call__(self, comm: MPI.Comm, tag: int, t: int, sends: list, recvs: list) -> None:
+        flight, stage_out = self.flight, self.transport._stage_out
+        for buf, peer, outs in recvs:
+            flight.add(post(comm, tag, [], [(buf, peer)])[0], partial(stage_out, outs) if outs else None)
+        for buf, peer, index in sends:
+            self.need(index)
+            flight.add(post(comm, tag, [(buf, peer)], [])[0], None)
+        flight.drain()
 
 
 def _query(event: Any) -> bool:
