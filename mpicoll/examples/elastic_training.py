@@ -2,8 +2,9 @@
 
 Run:  python -m mpicoll.launch -n 4 --with-ft ulfm -m mpicoll.examples.elastic_training   (any N >= 2)
   or: mpirun --with-ft ulfm -x OMPI_MCA_async_mpi_finalize=1 -n 4 python -m mpicoll.examples.elastic_training
-(the variable, which ``mpicoll.launch --with-ft ulfm`` sets, has Open MPI's ``MPI_Finalize`` leave out a barrier
-over every process of the job, which could wait for ever for the dead one: see ``docs/faults.md``).
+
+(The variable, which ``mpicoll.launch --with-ft ulfm`` sets, has Open MPI's ``MPI_Finalize`` leave out a barrier
+over every process of the job, which could wait for ever for the dead one: see ``docs/faults.md``.)
 
 Every rank holds a share of one data set (the samples i with i mod N == rank) and fits a linear model to it by
 gradient descent: each step, the ranks all-reduce their gradients and take the same step.  Under Open MPI's
