@@ -37,6 +37,11 @@ mpicoll's own launch options:
 --debug LEVEL        set ``MPICOLL_DEBUG`` (1: ranks check they agree; 2: also log every call)
 --no-abort           run the program with plain ``python`` (no MPI_Abort on an uncaught exception)
 
+``--with-ft ulfm`` (Open MPI's fault tolerance) passes on to mpirun and sets
+``OMPI_MCA_async_mpi_finalize=1`` for the ranks (unless set already): Open MPI's
+``MPI_Finalize`` then leaves out its barrier over the whole job, which can wait
+for ever for a process that died, so a job whose survivors went on ends with them.
+
 Other modules add options with :func:`add_option`.
 """
 
@@ -156,6 +161,19 @@ def _no_abort(launch: Launch, values: list[str]) -> None:
     launch.abort = False
 
 
+#: Open MPI's setting that leaves out the barrier (a PMIx fence over every process of the job) at the start of
+#: ``MPI_Finalize``: under ULFM that fence may wait for ever for a process that died (Open MPI issue 11404)
+ASYNC_FINALIZE = "OMPI_MCA_async_mpi_finalize"
+
+
+def _with_ft(launch: Launch, values: list[str]) -> None:
+    """``--with-ft ulfm``: passed on, and the ranks finalize without Open MPI's barrier (:data:`ASYNC_FINALIZE`,
+    unless set already), so that a job whose survivors went on after a death ends when they do."""
+    launch.options.append(("--with-ft", values))
+    if values[0] == "ulfm" and ASYNC_FINALIZE not in os.environ:
+        launch.env[ASYNC_FINALIZE] = "1"
+
+
 add_option(("-n", "-np", "--np"), 1, _nprocs)
 add_option("--timeout", 1, _env("MPICOLL_TIMEOUT"))
 add_option("--debug", 1, _env("MPICOLL_DEBUG"))
@@ -167,10 +185,10 @@ for _names, _nargs in [
     (("--hostfile", "--machinefile"), 1), (("--mca", "--gmca", "--prtemca"), 2), (("-N", "--npernode"), 1),
     (("--output",), 1), (("--report-bindings",), 0), (("--tag-output",), 0), (("--timestamp-output",), 0),
     (("--oversubscribe",), 0), (("--display-map",), 0), (("-q", "--quiet"), 0), (("-v", "--verbose"), 0),
-    (("--with-ft",), 1),    # Open MPI's fault tolerance: --with-ft ulfm (see docs/faults.md)
 ]:
     for _name in _names:
         add_option(_name, _nargs, _passthrough(_name))
+add_option("--with-ft", 1, _with_ft)    # Open MPI's fault tolerance: --with-ft ulfm (see docs/faults.md)
 
 
 USAGE = ("usage: python -m mpicoll.launch [-n N] [--timeout S] [--debug L] [MPIRUN-OPTIONS] [--] PROGRAM-ARGS...\n"

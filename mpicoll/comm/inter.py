@@ -36,7 +36,7 @@ from mpicoll.comm.inter_stages import STAGES
 from mpicoll.engine import direct, inflight
 from mpicoll.engine.blocking import execute as execute_rounds
 from mpicoll.engine.forms import NONBLOCKING, PERSISTENT
-from mpicoll.engine.recorder import Called, Traced, named
+from mpicoll.engine.recorder import Called, Noted, Traced, named
 from mpicoll.engine.requests import Prequest, Request, split
 from mpicoll.engine.rounds import Built, CommRound, post, revoke_together
 from mpicoll.engine.standin import TIMEOUT, Agreeing, drain, is_mark, run_marked
@@ -44,7 +44,7 @@ from mpicoll.errors import ProcFailedError
 from mpicoll.program.callkey import held, shape_key
 from mpicoll.program.state import CommState
 
-__all__ = ["InterState", "Agreement", "Kept", "Stages", "state_of", "run", "execute", "start", "init"]
+__all__ = ["InterState", "Agreement", "Kept", "Stages", "state_of", "run", "execute", "start", "init", "noted"]
 
 
 def state_of(comm: Any) -> InterState:
@@ -296,6 +296,12 @@ def _called(method: str) -> Called:
     """What the flight recorder notes of a call: its collective, ``intercomm`` for the algorithm (its stages'
     own differ by group), no size (a root's buffers and its group's differ)."""
     return Called(method.lower(), "intercomm", -1)
+
+
+def noted(state: InterState, method: str, tag: int) -> Noted:
+    """The flight recorder's note of blocking call ``tag`` made outside :func:`run`'s hot path (an object
+    collective, a reproducible sum): a context around the whole call (:class:`~mpicoll.engine.recorder.Noted`)."""
+    return Noted(state.recorder, tag, _called(method).what())
 
 
 def _traced(state: InterState, kind: int, tag: int, method: str) -> Traced | None:

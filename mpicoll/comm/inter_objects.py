@@ -38,13 +38,24 @@ _dumps, _loads = MPI.pickle.dumps, MPI.pickle.loads
 
 
 class _Call:
-    """One object call on one rank: its checks (made before the agreement) and its messages between leaders."""
+    """One object call on one rank: its checks (made before the agreement) and its messages between leaders.
+
+    A context around the whole call: the flight recorder notes it as one blocking call (its number drawn
+    first, so that a rank that waits in the agreement is on record too: :func:`mpicoll.comm.inter.noted`).
+    """
 
     def __init__(self, comm: Any, method: str) -> None:
         self.state: InterState = state_of(comm)
         self.method = method
         self.error: BaseException | None = None
-        self.tag = 0
+        self.tag = self.state.merged._state.next_tag(BLOCKING)
+        self.noted = inter.noted(self.state, method, self.tag)
+
+    def __enter__(self) -> _Call:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, traceback: Any) -> None:
+        self.noted.__exit__(kind, exc, traceback)
 
     def check(self, work: Callable[[], Any]) -> Any:
         """``work()`` (a check, a pickling): its result, or None with its error kept for the agreement."""
@@ -56,11 +67,10 @@ class _Call:
         return None
 
     def agree(self) -> None:
-        """The agreement over both groups (every rank raises if any rank's checks failed), then a fresh tag."""
+        """The agreement over both groups (every rank raises if any rank's checks failed)."""
         merged = self.state.merged._state
         inter.execute(self.state, self.method, Built(Stages(self.state).agreement(self.method, self.error)),
                       merged.next_tag(NONBLOCKING))
-        self.tag = merged.next_tag(BLOCKING)
 
     def send_across(self, obj: Any, remote: int) -> None:
         """``obj`` to rank ``remote`` of the other group."""
@@ -96,62 +106,63 @@ def _from_root(call: _Call, role: Any, payload: Any, spread: Callable[[Any, int]
 
 def barrier(comm: Any) -> None:
     """``comm.barrier()``: the agreement alone."""
-    _Call(comm, "barrier").agree()
+    with _Call(comm, "barrier") as call:
+        call.agree()
 
 
 def bcast(comm: Any, obj: Any, root: Any) -> Any:
     """The root's object on every rank of the other group; None in the root's group."""
-    call = _Call(comm, "bcast")
-    role = call.check(lambda: role_of(root, call.state.remote_size, "bcast"))
-    data = call.check(lambda: _dumps(obj)) if role is ROOT else None
-    call.agree()
-    return _from_root(call, role, data, call.state.local.bcast)
+    with _Call(comm, "bcast") as call:
+        role = call.check(lambda: role_of(root, call.state.remote_size, "bcast"))
+        data = call.check(lambda: _dumps(obj)) if role is ROOT else None
+        call.agree()
+        return _from_root(call, role, data, call.state.local.bcast)
 
 
 def gather(comm: Any, sendobj: Any, root: Any) -> list | None:
     """At the root, every object of the other group in rank order; None elsewhere."""
-    call = _Call(comm, "gather")
-    role = call.check(lambda: role_of(root, call.state.remote_size, "gather"))
-    data = call.check(lambda: _dumps(sendobj)) if role not in (ROOT, IDLE) else None
-    call.agree()
-    if role is ROOT:
-        return [_loads(item) for item in call.receive_across(0)]
-    if role is not IDLE:
-        gathered = call.state.local.gather(data, 0)
-        if call.state.rank == 0:
-            call.send_across(gathered, role)
-    return None
+    with _Call(comm, "gather") as call:
+        role = call.check(lambda: role_of(root, call.state.remote_size, "gather"))
+        data = call.check(lambda: _dumps(sendobj)) if role not in (ROOT, IDLE) else None
+        call.agree()
+        if role is ROOT:
+            return [_loads(item) for item in call.receive_across(0)]
+        if role is not IDLE:
+            gathered = call.state.local.gather(data, 0)
+            if call.state.rank == 0:
+                call.send_across(gathered, role)
+        return None
 
 
 def scatter(comm: Any, sendobj: Any, root: Any) -> Any:
     """Object i of the root's sequence (one per rank of the other group) on that group's rank i."""
-    call = _Call(comm, "scatter")
-    role = call.check(lambda: role_of(root, call.state.remote_size, "scatter"))
-    items = call.check(lambda: _items(sendobj, call.state.remote_size)) if role is ROOT else None
-    call.agree()
-    return _from_root(call, role, items, call.state.local.scatter)
+    with _Call(comm, "scatter") as call:
+        role = call.check(lambda: role_of(root, call.state.remote_size, "scatter"))
+        items = call.check(lambda: _items(sendobj, call.state.remote_size)) if role is ROOT else None
+        call.agree()
+        return _from_root(call, role, items, call.state.local.scatter)
 
 
 def allgather(comm: Any, sendobj: Any) -> list:
     """Every object of the other group, in its rank order."""
-    call = _Call(comm, "allgather")
-    data = call.check(lambda: _dumps(sendobj))
-    call.agree()
-    gathered = call.state.local.gather(data, 0)
-    theirs = call.swap(gathered) if call.state.rank == 0 else None
-    return [_loads(item) for item in call.state.local.bcast(theirs, 0)]
+    with _Call(comm, "allgather") as call:
+        data = call.check(lambda: _dumps(sendobj))
+        call.agree()
+        gathered = call.state.local.gather(data, 0)
+        theirs = call.swap(gathered) if call.state.rank == 0 else None
+        return [_loads(item) for item in call.state.local.bcast(theirs, 0)]
 
 
 def alltoall(comm: Any, sendobj: Any) -> list:
     """Object j of this rank's sequence to rank j of the other group; object j of the result from it."""
-    call = _Call(comm, "alltoall")
-    items = call.check(lambda: _items(sendobj, call.state.remote_size))
-    call.agree()
-    private, remote, tag = call.state.merged._state.private, call.state.remote, call.tag
-    sent = post_objects(private, tag, [(item, remote[j]) for j, item in enumerate(items)])
-    out = [_loads(receive_object(private, remote[j], tag)) for j in range(call.state.remote_size)]
-    MPI.Request.waitall(sent)
-    return out
+    with _Call(comm, "alltoall") as call:
+        items = call.check(lambda: _items(sendobj, call.state.remote_size))
+        call.agree()
+        private, remote, tag = call.state.merged._state.private, call.state.remote, call.tag
+        sent = post_objects(private, tag, [(item, remote[j]) for j, item in enumerate(items)])
+        out = [_loads(receive_object(private, remote[j], tag)) for j in range(call.state.remote_size)]
+        MPI.Request.waitall(sent)
+        return out
 
 
 def _check_op(op: Any, method: str) -> None:
@@ -170,34 +181,34 @@ def _reduced(call: _Call, sendobj: Any, op: Any) -> tuple[int | None, Any, BaseE
 
 def reduce(comm: Any, sendobj: Any, op: Any, root: Any) -> Any:
     """At the root, ``op`` over the other group's objects in its rank order; None elsewhere."""
-    call = _Call(comm, "reduce")
-    role = call.check(lambda: role_of(root, call.state.remote_size, "reduce"))
-    call.check(lambda: _check_op(op, "reduce"))
-    call.agree()
-    if role is ROOT:
-        failed, data = call.receive_across(0)
-        if failed is not None:
-            raise errors.PeerFailure("reduce", failed)
-        return _loads(data)
-    if role is not IDLE:
-        failed, data, error = _reduced(call, sendobj, op)
-        if call.state.rank == 0:
-            call.send_across((failed, data), role)
-        if error is not None:
-            raise error
-    return None
+    with _Call(comm, "reduce") as call:
+        role = call.check(lambda: role_of(root, call.state.remote_size, "reduce"))
+        call.check(lambda: _check_op(op, "reduce"))
+        call.agree()
+        if role is ROOT:
+            failed, data = call.receive_across(0)
+            if failed is not None:
+                raise errors.PeerFailure("reduce", failed)
+            return _loads(data)
+        if role is not IDLE:
+            failed, data, error = _reduced(call, sendobj, op)
+            if call.state.rank == 0:
+                call.send_across((failed, data), role)
+            if error is not None:
+                raise error
+        return None
 
 
 def allreduce(comm: Any, sendobj: Any, op: Any) -> Any:
     """``op`` over the other group's objects in its rank order, on every rank."""
-    call = _Call(comm, "allreduce")
-    call.check(lambda: _check_op(op, "allreduce"))
-    call.agree()
-    failed, data, error = _reduced(call, sendobj, op)
-    theirs = call.swap((failed, data)) if call.state.rank == 0 else None
-    theirs_failed, theirs_data = call.state.local.bcast(theirs, 0)
-    if error is not None:
-        raise error
-    if theirs_failed is not None:
-        raise errors.PeerFailure("allreduce", theirs_failed)
-    return _loads(theirs_data)
+    with _Call(comm, "allreduce") as call:
+        call.check(lambda: _check_op(op, "allreduce"))
+        call.agree()
+        failed, data, error = _reduced(call, sendobj, op)
+        theirs = call.swap((failed, data)) if call.state.rank == 0 else None
+        theirs_failed, theirs_data = call.state.local.bcast(theirs, 0)
+        if error is not None:
+            raise error
+        if theirs_failed is not None:
+            raise errors.PeerFailure("allreduce", theirs_failed)
+        return _loads(theirs_data)

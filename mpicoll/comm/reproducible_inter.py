@@ -109,7 +109,9 @@ def run(comm: Any, method: str, algorithm: str, reproducible: bool | None, *args
     state = _inter(comm, reproducible)
     if state is None:
         return getattr(comm, method)(*args, algorithm=algorithm, reproducible=False)
-    inter.run(state, method, args, algorithm, state.merged._state.next_tag(BLOCKING), None, REPRODUCIBLE_STAGES)
+    tag = state.merged._state.next_tag(BLOCKING)
+    with inter.noted(state, method, tag):
+        inter.run(state, method, args, algorithm, tag, None, REPRODUCIBLE_STAGES)
     return None
 
 

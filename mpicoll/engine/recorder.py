@@ -40,7 +40,7 @@ from mpicoll.engine.inflight import requests_outstanding
 from mpicoll.engine.watchdog import MessageSizeError
 from mpicoll.errors import MPIError
 
-__all__ = ["Recorder", "Traced", "Called", "begin", "end", "named", "failed", "dump", "KINDS"]
+__all__ = ["Recorder", "Traced", "Called", "Noted", "begin", "end", "named", "failed", "dump", "KINDS"]
 
 #: the kinds of call, as the records name them
 KINDS = ("blocking", "nonblocking", "persistent")
@@ -128,6 +128,38 @@ class Called:
 
     def what(self) -> tuple[str, str, int]:
         return self.noted
+
+
+class Noted:
+    """A blocking call that draws its number outside the hot path (an intercommunicator's object collectives
+    and reproducible sums), noted as the hot path notes the others: a context around the whole call, whose
+    entry writes slot ``seq`` (:func:`begin`) and whose exit notes the end (:func:`end`) or the failure
+    (:func:`failed`).
+
+    Parameters
+    ----------
+    recorder : Recorder or None
+        The communicator's recorder (None: nothing is noted).
+    seq : int
+        The call's number in the blocking sequence (its tag's).
+    what : tuple of (str, str, int)
+        Its collective, algorithm and bytes, as :meth:`Called.what` gives them.
+    """
+
+    __slots__ = ("slot",)
+
+    def __init__(self, recorder: Recorder | None, seq: int, what: tuple[str, str, int]) -> None:
+        self.slot = begin(recorder, seq, what) if recorder is not None else None
+
+    def __enter__(self) -> Noted:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, traceback: Any) -> None:
+        if self.slot is not None:
+            if exc is None:
+                end(self.slot)
+            else:
+                failed(self.slot, exc)
 
 
 def named(recorder: Recorder | None, seq: int, plan: Any) -> None:

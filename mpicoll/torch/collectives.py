@@ -63,14 +63,14 @@ class Collectives:
             return jobs.allreduce_coalesced(self._ctx, tensors, reds)
 
         return self._run("all_reduce_coalesced", plan, lambda: Signature("all_reduce_coalesced", _shapes(tensors)),
-                         opts)
+                         opts, inputs=tensors)
 
     def reduce(self, tensors: list[torch.Tensor], opts: Any = None) -> dist.Work:
         opts = opts or dist.ReduceOptions()
         t = one(tensors, "reduce")
         red = reduction(opts.reduceOp, t.dtype)
         return self._run("reduce", lambda: jobs.reduce(self._ctx, t, red, opts.rootRank),
-                         lambda: signature("reduce", t, red.name, opts.rootRank), opts)
+                         lambda: signature("reduce", t, red.name, opts.rootRank), opts, inputs=[t])
 
     def reduce_scatter(self, output_tensors: list[torch.Tensor], input_tensors: list[list[torch.Tensor]],
                        opts: Any = None) -> dist.Work:
@@ -80,7 +80,8 @@ class Collectives:
             raise ValueError("mpicoll backend: reduce_scatter takes one input list per process")
         red = reduction(opts.reduceOp, out.dtype)
         return self._run("reduce_scatter", lambda: jobs.reduce_scatter(self._ctx, out, input_tensors[0], red),
-                         lambda: signature("reduce_scatter", out, red.name, shape=False), opts)
+                         lambda: signature("reduce_scatter", out, red.name, shape=False), opts,
+                         inputs=input_tensors[0])
 
     def reduce_scatter_single(self, output: torch.Tensor, input: torch.Tensor,  # noqa: A002 - torch's name
                               opts: Any = None) -> dist.Work:
@@ -89,7 +90,7 @@ class Collectives:
         check_tensor(input, "reduce_scatter_tensor input")
         red = reduction(opts.reduceOp, output.dtype)
         return self._run("reduce_scatter_tensor", lambda: jobs.reduce_scatter_single(self._ctx, output, input, red),
-                         lambda: signature("reduce_scatter_tensor", output, red.name), opts)
+                         lambda: signature("reduce_scatter_tensor", output, red.name), opts, inputs=[input])
 
     _reduce_scatter_base = reduce_scatter_single
 
@@ -102,7 +103,8 @@ class Collectives:
                                for o, i in zip(outputs, inputs, strict=True)])
 
         return self._run("reduce_scatter_tensor_coalesced", plan,
-                         lambda: Signature("reduce_scatter_tensor_coalesced", _shapes(outputs)), opts)
+                         lambda: Signature("reduce_scatter_tensor_coalesced", _shapes(outputs)), opts,
+                         inputs=inputs)
 
     reduce_scatter_tensor_coalesced = reduce_scatter_single_coalesced
 
@@ -112,7 +114,7 @@ class Collectives:
         opts = opts or dist.BroadcastOptions()
         t = one(tensors, "broadcast")
         return self._run("broadcast", lambda: jobs.broadcast(self._ctx, t, opts.rootRank),
-                         lambda: signature("broadcast", t, root=opts.rootRank), opts)
+                         lambda: signature("broadcast", t, root=opts.rootRank), opts, inputs=[t])
 
     def allgather(self, output_tensors: list[list[torch.Tensor]], input_tensors: list[torch.Tensor],
                   opts: Any = None) -> dist.Work:
@@ -120,7 +122,7 @@ class Collectives:
         if len(output_tensors) != 1:
             raise ValueError("mpicoll backend: all_gather takes one output list per process")
         return self._run("all_gather", lambda: jobs.allgather(self._ctx, output_tensors[0], inp),
-                         lambda: signature("all_gather", inp, shape=False), opts)
+                         lambda: signature("all_gather", inp, shape=False), opts, inputs=[inp])
 
     def allgather_coalesced(self, output_lists: list[list[torch.Tensor]], input_list: list[torch.Tensor],
                             opts: Any = None) -> dist.Work:
@@ -130,14 +132,15 @@ class Collectives:
             return jobs.allgather_coalesced(self._ctx, output_lists, input_list)
 
         return self._run("all_gather_coalesced", plan,
-                         lambda: Signature("all_gather_coalesced", _shapes(input_list)), opts)
+                         lambda: Signature("all_gather_coalesced", _shapes(input_list)), opts,
+                         inputs=input_list)
 
     def all_gather_single(self, output: torch.Tensor, input: torch.Tensor,  # noqa: A002 - torch's name
                           opts: Any = None) -> dist.Work:
         check_tensor(output, "all_gather_into_tensor output")
         check_tensor(input, "all_gather_into_tensor input")
         return self._run("all_gather_into_tensor", lambda: jobs.allgather_single(self._ctx, output, input),
-                         lambda: signature("all_gather_into_tensor", input), opts)
+                         lambda: signature("all_gather_into_tensor", input), opts, inputs=[input])
 
     _allgather_base = all_gather_single
 
@@ -147,7 +150,8 @@ class Collectives:
             return jobs.chain([jobs.allgather_single(self._ctx, o, i) for o, i in zip(outputs, inputs, strict=True)])
 
         return self._run("all_gather_into_tensor_coalesced", plan,
-                         lambda: Signature("all_gather_into_tensor_coalesced", _shapes(inputs)), opts)
+                         lambda: Signature("all_gather_into_tensor_coalesced", _shapes(inputs)), opts,
+                         inputs=inputs)
 
     allgather_into_tensor_coalesced = all_gather_single_coalesced
 
@@ -157,7 +161,7 @@ class Collectives:
         inp = one(input_tensors, "gather input")
         outs = output_tensors[0] if output_tensors else []
         return self._run("gather", lambda: jobs.gather(self._ctx, outs, inp, opts.rootRank),
-                         lambda: signature("gather", inp, root=opts.rootRank), opts)
+                         lambda: signature("gather", inp, root=opts.rootRank), opts, inputs=[inp])
 
     def scatter(self, output_tensors: list[torch.Tensor], input_tensors: list[list[torch.Tensor]],
                 opts: Any = None) -> dist.Work:
@@ -165,7 +169,7 @@ class Collectives:
         out = one(output_tensors, "scatter output")
         inputs = input_tensors[0] if input_tensors else []
         return self._run("scatter", lambda: jobs.scatter(self._ctx, out, inputs, opts.rootRank),
-                         lambda: signature("scatter", out, root=opts.rootRank), opts)
+                         lambda: signature("scatter", out, root=opts.rootRank), opts, inputs=inputs)
 
     def alltoall(self, output_tensors: list[torch.Tensor], input_tensors: list[torch.Tensor],
                  opts: Any = None) -> dist.Work:
@@ -175,7 +179,7 @@ class Collectives:
                              recvs=tuple(jobs.nbytes(t) for t in output_tensors))
 
         return self._run("all_to_all", lambda: jobs.alltoall(self._ctx, output_tensors, input_tensors), describe,
-                         opts)
+                         opts, inputs=input_tensors)
 
     def all_to_all_single(self, output: torch.Tensor, input: torch.Tensor,  # noqa: A002 - torch's name
                           output_split_sizes: list[int], input_split_sizes: list[int],
@@ -190,7 +194,7 @@ class Collectives:
 
         return self._run("all_to_all_single",
                          lambda: jobs.alltoall_single(self._ctx, output, input, output_split_sizes, input_split_sizes),
-                         describe, opts)
+                         describe, opts, inputs=[input])
 
     alltoall_base = all_to_all_single
 

@@ -7,9 +7,11 @@ waits for rank 0's answer; rank 0 waits for every rank's message until the
 timeout, then answers every rank.  A rank that is missing at the timeout makes
 rank 0 raise ``DistBackendError`` naming it (the first missing rank, or every
 missing rank with ``wait_all_ranks=True``), and the other ranks, left without
-an answer, raise too.  The messages travel on a communicator of their own and
-carry the barrier's sequence number, so a rank that arrives after a barrier
-timed out is never taken for a later barrier's.
+an answer, raise too.  With a timeout of 0 (no time to wait for anyone), rank 0
+says that it timed out itself, and which ranks had arrived, as Gloo does.
+The messages travel on a communicator of their own and carry the barrier's
+sequence number, so a rank that arrives after a barrier timed out is never
+taken for a later barrier's.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ class MonitoredBarrier:
         self._comm = comm
         self._sequence = 0
         self._leftover: list[MPI.Request] = []   # sends whose peer never took them (kept alive, never waited)
+        self._missing: list[int] = []             # every peer the last wait missed
 
     def run(self, timeout: float, wait_all_ranks: bool = False) -> None:
         """One monitored barrier with ``timeout`` seconds.
@@ -54,6 +57,13 @@ class MonitoredBarrier:
         deadline = time.monotonic() + timeout
         if rank == 0:
             missing = self._gather(range(1, size), deadline, wait_all_ranks)
+            if missing and timeout <= 0 and not wait_all_ranks:
+                # no time to wait for any rank: rank 0 itself timed out (Gloo's words), naming who had arrived
+                arrived = sorted(set(range(1, size)) - set(self._missing))
+                raise dist.DistBackendError(
+                    f"Rank 0 timed out in monitoredBarrier after {timeout * 1000:g} ms. "
+                    + (f"Successfully processed ranks: {', '.join(map(str, arrived))}" if arrived
+                       else "No ranks successfully processed in monitoredBarrier."))
             if missing:
                 ranks = ", ".join(map(str, missing))
                 raise dist.DistBackendError(
@@ -87,6 +97,7 @@ class MonitoredBarrier:
             time.sleep(pause)
             pause = min(1e-3, pause * 2 or 1e-6)
         missing = sorted(requests)
+        self._missing = missing
         for req in requests.values():
             req.Cancel()
             req.Wait()

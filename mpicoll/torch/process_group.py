@@ -10,12 +10,12 @@ starts them as mpicoll requests (``Iallreduce`` ...), which mpicoll's progress
 thread advances while the caller goes on, and returns a Work that wraps them
 (:mod:`mpicoll.torch.work`).  Sends and receives are MPI's nonblocking calls,
 on a communicator of their own.  Every call shows in torch's profiler as
-``mpicoll:<call>`` (:mod:`mpicoll.torch.events`).
+``mpicoll:<call>``, an event from the call's start until it completes
+(:mod:`mpicoll.torch.events`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -28,15 +28,14 @@ import torch.distributed as dist
 from mpi4py import MPI
 
 from mpicoll import config
-from mpicoll.errors import ProcFailedError
 
 from . import collectives, jobs, sparse
 from .checks import Signature, agree
-from .events import profiling, recorded
+from .events import Span, span
 from .monitored import MonitoredBarrier
 from .reduceops import reduction
 from .tensors import ArrayCache, Staged, bytes_of, stage_in, stage_out
-from .work import DoneWork, RequestWork, torch_error
+from .work import DoneWork, RequestWork, torch_error, torch_errors
 
 __all__ = ["BACKEND_NAME", "Options", "ProcessGroupMpicoll"]
 
@@ -170,24 +169,30 @@ class ProcessGroupMpicoll(collectives.Collectives, dist.ProcessGroup):
     # -- the path every collective takes ------------------------------------------------------------------------
 
     def _run(self, name: str, plan: Callable[[], jobs.Planned], describe: Callable[[], Signature],
-             opts: Any = None) -> dist.Work:
-        """Plan a call (the ranks agree on it first in DETAIL mode), then run or start it."""
-        planned = agree(self._p2p, name, describe, plan, self._watchdog) if self._detail else plan()
-        blocking = _blocking(opts) or not self._requests
-        if self._log:
-            sys.stderr.write(f"mpicoll.torch rank {self.rank()}/{self.size()}: {describe().describe()} "
-                             f"({'blocking' if blocking else 'requests'})\n")
-        if profiling():
-            with recorded(name):
-                return self._start(name, planned, blocking, opts)
-        return self._start(name, planned, blocking, opts)
+             opts: Any = None, inputs: Sequence[torch.Tensor] = ()) -> dist.Work:
+        """Plan a call (the ranks agree on it first in DETAIL mode), then run or start it.
 
-    def _start(self, name: str, planned: jobs.Planned, blocking: bool, opts: Any) -> dist.Work:
+        ``inputs``: the call's input tensors, for the profiler's event (read only while a profiler records).
+        """
+        event = span(name, inputs)
+        try:
+            planned = agree(self._p2p, name, describe, plan, self._watchdog) if self._detail else plan()
+            blocking = _blocking(opts) or not self._requests
+            if self._log:
+                sys.stderr.write(f"mpicoll.torch rank {self.rank()}/{self.size()}: {describe().describe()} "
+                                 f"({'blocking' if blocking else 'requests'})\n")
+            return self._start(name, planned, blocking, opts, event)
+        except BaseException:
+            if event is not None:
+                event.end()
+            raise
+
+    def _start(self, name: str, planned: jobs.Planned, blocking: bool, opts: Any, event: Span | None) -> dist.Work:
         """Start the planned calls as mpicoll requests; wait for them here if ``blocking``.
 
         Blocking torch calls are requests waited for at once, not mpicoll's blocking calls: a torch call may be
         asynchronous on one rank and blocking on another, and a nonblocking collective never matches a blocking
-        one (as in MPI).
+        one (as in MPI).  ``event`` (the profiler's, or None) ends when the call completes.
         """
         comm = self._calls
         requests = [getattr(comm, jobs.nonblocking_name(method))(*args, **kwargs)
@@ -196,12 +201,14 @@ class ProcessGroupMpicoll(collectives.Collectives, dist.ProcessGroup):
             try:
                 for request in requests:
                     request.Wait()    # raises the call's error here
-            except ProcFailedError as exc:
-                raise torch_error(exc) from exc
+            except torch_errors as exc:
+                raise torch_error(exc, name) from exc
             if planned.after is not None:
                 planned.after()
+            if event is not None:
+                event.end()
             return self._completed(name, planned.outputs)
-        work = RequestWork(name, planned.outputs, requests, planned.after)
+        work = RequestWork(name, planned.outputs, requests, planned.after, event=event)
         if not blocking:
             return work
         try:              # asynchronous, but run here (Options.progress_thread False): the error goes to wait()
@@ -238,14 +245,21 @@ class ProcessGroupMpicoll(collectives.Collectives, dist.ProcessGroup):
     def _allreduce_plain(self, tensors: list[torch.Tensor], array: Any, red: Any, asynchronous: bool) -> dist.Work:
         """All-reduce a plain tensor (its NumPy view given) by the op alone: one request, nothing after it."""
         algorithm = self.options.algorithms.get("allreduce", "auto")
-        with recorded("all_reduce") if profiling() else _NOTHING:
+        event = span("all_reduce", tensors)
+        try:
             request = self._coll.Iallreduce(_IN_PLACE, array, op=red.op, algorithm=algorithm)
             if asynchronous:
-                return RequestWork("all_reduce", tensors, [request])
+                return RequestWork("all_reduce", tensors, [request], event=event)
             try:
                 request.Wait()   # a request waited for at once, not a blocking Allreduce (see _start)
-            except ProcFailedError as exc:
-                raise torch_error(exc) from exc
+            except torch_errors as exc:
+                raise torch_error(exc, "all_reduce") from exc
+        except BaseException:
+            if event is not None:
+                event.end()
+            raise
+        if event is not None:
+            event.end()
         return self._completed("all_reduce", tensors)
 
     def _sparse_allreduce(self, t: torch.Tensor, red: Any) -> dist.Work:
@@ -258,7 +272,7 @@ class ProcessGroupMpicoll(collectives.Collectives, dist.ProcessGroup):
             dense = collectives.signature("all_reduce", t, red.name)
             return Signature(dense.name, "sparse " + dense.dtype, dense.shape, dense.op)
 
-        return self._run("all_reduce", plan, describe, _BLOCKING_OPTS)
+        return self._run("all_reduce", plan, describe, _BLOCKING_OPTS, inputs=[t])
 
     # -- point to point -------------------------------------------------------------------------------------------
 
@@ -271,11 +285,11 @@ class ProcessGroupMpicoll(collectives.Collectives, dist.ProcessGroup):
     def send(self, tensors: list[torch.Tensor], dst: int, tag: int = 0) -> dist.Work:
         t = collectives.one(tensors, "send")
         self._check_peer(dst, tag, "send")
-        with recorded("send") if profiling() else _NOTHING:
-            buf = stage_in(t)
-            request = self._p2p.Isend(bytes_of(buf), dest=dst, tag=tag)
+        event = span("send", [t])
+        buf = stage_in(t)
+        request = self._p2p.Isend(bytes_of(buf), dest=dst, tag=tag)
         # the staged copy must live until the send completes: the step after it holds it
-        return RequestWork("send", [t], [request], after=lambda: buf)
+        return RequestWork("send", [t], [request], after=lambda: buf, event=event)
 
     def recv(self, tensors: list[torch.Tensor], src: int, tag: int = 0) -> dist.Work:
         t = collectives.one(tensors, "recv")
@@ -288,10 +302,10 @@ class ProcessGroupMpicoll(collectives.Collectives, dist.ProcessGroup):
         return self._irecv("recv_anysource", t, MPI.ANY_SOURCE, tag)
 
     def _irecv(self, name: str, t: torch.Tensor, source: int, tag: int) -> RequestWork:
-        with recorded(name) if profiling() else _NOTHING:
-            staged: Staged = stage_out(t, keep=False)
-            request = self._p2p.Irecv(bytes_of(staged.buffer), source=source, tag=tag)
-        return RequestWork(name, [t], [request], after=staged.finish, status=MPI.Status())
+        event = span("recvAnySource" if source == MPI.ANY_SOURCE else "recv", [t])   # Gloo's event names
+        staged: Staged = stage_out(t, keep=False)
+        request = self._p2p.Irecv(bytes_of(staged.buffer), source=source, tag=tag)
+        return RequestWork(name, [t], [request], after=staged.finish, status=MPI.Status(), event=event)
 
     # -- monitored barrier: torch's functional form takes Gloo groups only; this method is the group's ---------
 
@@ -311,8 +325,12 @@ class ProcessGroupMpicoll(collectives.Collectives, dist.ProcessGroup):
             On rank 0, naming the ranks that did not arrive in time; on the others, when rank 0 did not answer.
         """
         seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
-        with recorded("monitored_barrier") if profiling() else _NOTHING:
+        event = span("monitored_barrier")
+        try:
             self._monitor.run(self._timeout if seconds is None else float(seconds), wait_all_ranks)
+        finally:
+            if event is not None:
+                event.end()
 
     # -- life cycle -------------------------------------------------------------------------------------------------
 
@@ -328,6 +346,5 @@ class ProcessGroupMpicoll(collectives.Collectives, dist.ProcessGroup):
         self._p2p.Abort(1)
 
 
-_NOTHING = contextlib.nullcontext()   # where the profiler is off
 _BLOCKING_OPTS = dist.AllreduceOptions()
 _BLOCKING_OPTS.asyncOp = False

@@ -12,8 +12,12 @@ it, the future is set with it, ``exception()`` returns it.  The future
 (``get_future()``: DDP's reducer and comm hooks chain on it) is made on demand;
 one asked for before the call completes is completed by
 :mod:`mpicoll.torch.futures`.  ``wait(timeout)`` raises
-:class:`torch.distributed.DistBackendError` ("timed out") when the call is not
-done in time; the call goes on and a later ``wait()`` completes it.
+:class:`torch.distributed.DistBackendError` ("Timed out waiting 50ms ...", as
+Gloo words it) when the call is not done in time; the call goes on and a later
+``wait()`` completes it.  A call that mpicoll's watchdog stops raises
+:class:`Timeout` (torch's ``DistBackendError`` and mpicoll's ``CollectiveTimeout``).
+While torch's profiler records, a Work ends its call's event
+(:class:`mpicoll.torch.events.Span`) when the call completes.
 """
 
 from __future__ import annotations
@@ -28,9 +32,12 @@ import torch
 import torch.distributed as dist
 from mpi4py import MPI
 
+from mpicoll.engine.watchdog import CollectiveTimeout
 from mpicoll.errors import ProcFailedError
 
-__all__ = ["DoneWork", "RequestWork"]
+from .events import Span
+
+__all__ = ["DoneWork", "RequestWork", "Timeout", "torch_error", "torch_errors"]
 
 _Future = torch.futures.Future
 
@@ -123,14 +130,18 @@ class RequestWork(_BaseWork):
         Run once after every request completed (an average, a copy back into a strided output).
     status : MPI.Status, optional
         Filled by the (single) request's completion: a receive from any source reports its sender there.
+    event : Span, optional
+        The call's profiler event (while a profiler records), ended when the call completes.
     """
 
     def __init__(self, name: str, outputs: Sequence[torch.Tensor], requests: Sequence[MPI.Request],
-                 after: Callable[[], Any] | None = None, status: MPI.Status | None = None) -> None:
+                 after: Callable[[], Any] | None = None, status: MPI.Status | None = None,
+                 event: Span | None = None) -> None:
         super().__init__(name, outputs)
         self._requests = list(requests)
         self._after = after
         self._status = status
+        self._event = event
         self._lock = threading.Lock()   # one thread at a time tests or waits on the requests
         self._done = False
 
@@ -144,7 +155,10 @@ class RequestWork(_BaseWork):
             except BaseException as error:  # noqa: BLE001 - handed to whoever waits
                 exc = error
         self._after = None
-        self._exception = torch_error(exc)
+        self._exception = torch_error(exc, self.name)
+        if self._event is not None:
+            self._event.end()
+            self._event = None
         self._done = True
         return self._future
 
@@ -213,8 +227,9 @@ class RequestWork(_BaseWork):
         pause = 0.0
         while not self.is_completed():
             if time.monotonic() > deadline:
-                raise dist.DistBackendError(f"mpicoll backend: {self.name} timed out: it did not complete within "
-                                            f"{seconds:g} s (wait's timeout); it goes on, wait() again for it")
+                raise dist.DistBackendError(f"mpicoll backend: {self.name}: Timed out waiting {seconds * 1000:g}ms "
+                                            "for the call to complete (wait's timeout); it goes on, wait() again "
+                                            "for it")
             # spin briefly, then back off to at most 1 ms: short calls stay fast, long waits idle
             time.sleep(pause)
             pause = min(1e-3, pause * 2 or 1e-6)
@@ -245,12 +260,40 @@ class RequestWork(_BaseWork):
         return self._status.Get_source()
 
 
-def torch_error(exc: BaseException | None) -> BaseException | None:
+class Timeout(dist.DistBackendError, CollectiveTimeout):
+    """A call that mpicoll's watchdog stopped, in torch's words ("Timed out", as Gloo's timeouts read).
+
+    Both torch's :class:`~torch.distributed.DistBackendError` and mpicoll's :class:`mpicoll.CollectiveTimeout`
+    (with its ``collective``, ``round``, ``peers`` and ``timeout``); its ``__cause__`` is mpicoll's error.
+
+    Parameters
+    ----------
+    name : str
+        torch's name of the call (``"barrier"``).
+    cause : mpicoll.CollectiveTimeout
+        What the watchdog raised.
+    """
+
+    def __init__(self, name: str, cause: CollectiveTimeout) -> None:
+        Exception.__init__(self, f"mpicoll backend: {name}: Timed out after {cause.timeout * 1000:g} ms without "
+                                 f"progress ({cause})")
+        self.collective, self.round, self.peers, self.timeout = (cause.collective, cause.round, cause.peers,
+                                                                 cause.timeout)
+        self.__cause__ = cause
+
+
+torch_errors = (ProcFailedError, CollectiveTimeout)   # the errors torch_error rewords
+
+
+def torch_error(exc: BaseException | None, name: str = "") -> BaseException | None:
     """What torch expects of a backend's error: a process that died (:class:`mpicoll.ProcFailedError`, under
-    MPI's fault-tolerance extension) is torch's :class:`~torch.distributed.DistBackendError`, its cause the
-    mpicoll error; any other error stays itself."""
+    MPI's fault-tolerance extension) is torch's :class:`~torch.distributed.DistBackendError`, a call the watchdog
+    stopped a :class:`Timeout` (saying "Timed out"), each with the mpicoll error as its cause; any other error
+    stays itself."""
     if isinstance(exc, ProcFailedError):
         error = dist.DistBackendError(f"mpicoll backend: {exc}")
         error.__cause__ = exc
         return error
+    if isinstance(exc, CollectiveTimeout) and not isinstance(exc, Timeout):
+        return Timeout(name or exc.collective, exc)
     return exc

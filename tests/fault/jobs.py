@@ -26,12 +26,14 @@ def launch(script: str, case: str, limit: float, *, env: dict[str, str] | None =
            nprocs: int = 2, script_args: tuple = ()) -> tuple[int, str, float]:
     """Run ``case`` of ``script`` on ``nprocs`` processes within ``limit`` seconds: (exit status, output, seconds).
 
-    ``args`` go to the launcher (mpirun's options), ``script_args`` to the script after ``case``."""
+    ``args`` go to the launcher (mpirun's options), ``script_args`` to the script after ``case``; a ``script``
+    starting with ``-m`` is a module (``-m mpicoll.examples.torch_elastic``), run with ``case`` (if any) after it."""
     environ = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     for name in MPICOLL_VARIABLES:
         environ.pop(name, None)
     environ.update(env or {})
-    cmd = [sys.executable, "-m", "mpicoll.launch", "-n", str(nprocs), *args, os.path.join(HERE, script), case,
+    program = script.split() if script.startswith("-m ") else [os.path.join(HERE, script)]
+    cmd = [sys.executable, "-m", "mpicoll.launch", "-n", str(nprocs), *args, *program, *([case] if case else []),
            *script_args]
     for attempt in range(2):
         t0 = time.monotonic()

@@ -3,6 +3,7 @@ configuration errors; and how asynchronous calls run (mpicoll's requests, future
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from datetime import timedelta
@@ -41,6 +42,53 @@ def test_profiler_shows_every_call_as_mpicoll_op(rank, size):
     check(counts == [2], f"{counts}")
 
 
+@pytest.mark.parametrize("profiler", ["autograd", "torch"])
+def test_profiler_events_are_asynchronous_with_the_input_shapes(rank, size, profiler):
+    # torch's own distributed tests check every event of a backend as Gloo's: asynchronous (it ends on another
+    # thread than it began on: the call runs until its Work completes), one event per call, the inputs' shapes
+    t = torch.ones(3, 2)
+    ctx = (torch.autograd.profiler.profile(record_shapes=True) if profiler == "autograd" else
+           torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True))
+    right, left = (rank + 1) % size, (rank - 1) % size
+    with ctx as prof:
+        dist.all_reduce(t)                                   # blocking, the fast path
+        dist.all_reduce(t, async_op=True).wait()             # a request, waited for in the caller
+        work = dist.broadcast(t, group_src=0, async_op=True)
+        work.get_future().wait()                             # completed by the futures' thread
+        dist.all_gather_into_tensor(torch.empty(3 * size, 2), t)
+        dist.all_reduce_coalesced([t, torch.ones(5)])
+        dist.barrier()
+        works = [dist.isend(torch.ones(4), dst=right), dist.irecv(torch.empty(4), src=left)]
+        for w in works:
+            w.wait()
+    events = prof.function_events if profiler == "autograd" else prof.events()
+    ours = [e for e in events if e.name.startswith("mpicoll:")]
+    seen = {(e.name, bool(e.is_async), e.count, str(e.input_shapes)) for e in ours}
+    want = {("mpicoll:all_reduce", True, 1, "[[3, 2]]"), ("mpicoll:broadcast", True, 1, "[[3, 2]]"),
+            ("mpicoll:all_gather_into_tensor", True, 1, "[[3, 2]]"), ("mpicoll:barrier", True, 1, "[]"),
+            ("mpicoll:all_reduce_coalesced", True, 1, "[[3, 2], [5]]"), ("mpicoll:send", True, 1, "[[4]]"),
+            ("mpicoll:recv", True, 1, "[[4]]")}
+    check(seen == want and len(ours) == 8, f"{sorted(seen)} ({len(ours)} events)")
+
+
+def test_profiler_event_spans_the_call_until_its_work_completes(rank, size):
+    # an asynchronous call's event lasts until the Work completes, not only the start in the caller
+    group = dist.new_group()
+    with torch.autograd.profiler.profile() as prof:
+        if rank == 0:
+            work = dist.all_reduce(torch.ones(1), group=group, async_op=True)
+            WORLD.Barrier()
+            time.sleep(0.2)                 # the others join only now: the call cannot complete before
+            WORLD.Barrier()
+            work.wait()
+        else:
+            WORLD.Barrier()
+            WORLD.Barrier()
+            dist.all_reduce(torch.ones(1), group=group)
+    spans = [e.cpu_time_total for e in prof.function_events if e.name == "mpicoll:all_reduce"]
+    check(rank != 0 or (len(spans) == 1 and spans[0] >= 150e3), f"{spans} us")
+
+
 def test_no_events_without_a_profiler():
     check(not mpicoll.torch.events.profiling())   # the flag the backend reads before making any event
 
@@ -48,17 +96,32 @@ def test_no_events_without_a_profiler():
 # -- timeouts --------------------------------------------------------------------------------------------------
 
 
-def test_a_group_timeout_says_timed_out(rank, size):
-    # torch's convention: a timeout's message says "timed out"; a rank left alone in a barrier gets one
+TORCH_TIMEOUT = re.compile(" (Timed out|closed|timeout) ")   # what torch's own tests expect of a timeout's message
+
+
+@pytest.mark.parametrize("blocking", ["fast", "planned", "async"])
+def test_a_group_timeout_says_timed_out(rank, size, blocking):
+    # torch's convention: a timeout's message says "Timed out" (Gloo's words, which torch's tests look for), as a
+    # DistBackendError; it is mpicoll's CollectiveTimeout too, naming the ranks it waited for
     group = dist.new_group(timeout=timedelta(seconds=1))
     raised = None
     if rank == 0:
+        start = time.monotonic()
         try:
-            dist.barrier(group=group)
+            if blocking == "fast":
+                dist.all_reduce(torch.ones(1), group=group)
+            elif blocking == "planned":
+                dist.barrier(group=group)
+            else:
+                dist.barrier(group=group, async_op=True).wait()
         except mpicoll.CollectiveTimeout as exc:
-            raised = str(exc)
-    check(rank != 0 or (raised is not None and "rank 0: Barrier timed out: made no progress for 1 s" in raised
-                        and "waiting for rank" in raised), f"{raised}")
+            raised = exc
+        took = time.monotonic() - start
+    ok = rank != 0 or (isinstance(raised, dist.DistBackendError) and isinstance(raised, mpicoll.torch.Timeout)
+                       and TORCH_TIMEOUT.search(str(raised)) is not None and "Timed out after 1000 ms" in str(raised)
+                       and "made no progress for 1 s" in str(raised) and "waiting for rank" in str(raised)
+                       and raised.peers and took >= 0.9)
+    check(ok, f"{raised!r}")
     dist.barrier()   # the other groups still work
 
 
@@ -78,7 +141,7 @@ def test_work_wait_timeout_says_timed_out(rank, size):
     else:
         WORLD.Barrier()
         dist.all_reduce(torch.ones(1), group=group)
-    check(rank != 0 or "timed out" in message, message)
+    check(rank != 0 or "all_reduce: Timed out waiting 50ms for the call to complete" in message, message)
 
 
 # -- monitored_barrier -------------------------------------------------------------------------------------------
@@ -91,6 +154,21 @@ def test_monitored_barrier_on_the_group(rank, size):
     # torch's functional form refuses every backend but Gloo (documented in docs/torch.md)
     raises_everywhere(ValueError, lambda: dist.monitored_barrier(group=group), "only implemented for GLOO")
     check(True)
+
+
+def test_monitored_barrier_with_no_time_says_rank_0_timed_out(rank, size):
+    # torch's test_monitored_barrier_gloo_rank_0_timeout: a timeout of 0 leaves rank 0 no time to wait for anyone
+    if size < 2:
+        return
+    group = dist.new_group()
+    message = ""
+    if rank == 0:
+        try:
+            group.monitored_barrier(timedelta(seconds=0))
+        except dist.DistBackendError as exc:
+            message = str(exc)
+    WORLD.Barrier()
+    check(rank != 0 or message.startswith("Rank 0 timed out in monitoredBarrier after 0 ms."), message)
 
 
 @pytest.mark.parametrize("wait_all_ranks", [False, True])
@@ -182,7 +260,9 @@ def test_async_work_wraps_mpicoll_requests_and_no_thread_of_the_group(rank, size
     work.wait()
     check(torch.equal(t, torch.full((8,), float(sum(range(size))))))
     names = [th.name for th in threading.enumerate()]
-    check(not any(n.startswith("mpicoll-torch-") and n != "mpicoll-torch-futures" for n in names), f"{names}")
+    # the futures' thread, and the thread that ends profiler events (once a profiler recorded): neither runs calls
+    allowed = {"mpicoll-torch-futures", "mpicoll-torch-profiler"}
+    check(not any(n.startswith("mpicoll-torch-") and n not in allowed for n in names), f"{names}")
 
 
 def test_a_future_completes_without_wait(rank, size):

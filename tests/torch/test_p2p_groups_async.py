@@ -175,7 +175,7 @@ def test_an_exception_in_the_call_reaches_wait_and_the_future(default_group):
     def fail():
         raise boom
 
-    work = pg._start("test_failure", Planned([], [pg._ctx.call("Barrier")], fail), False, None)
+    work = pg._start("test_failure", Planned([], [pg._ctx.call("Barrier")], fail), False, None, None)
     future = work.get_future()
     try:
         work.wait()
@@ -203,7 +203,7 @@ def test_wait_timeout_raises_and_the_call_completes_later(rank, size):
         try:
             work.wait(timeout=timedelta(milliseconds=200))
         except dist.DistBackendError as exc:
-            raises_everywhere_local = "did not complete" in str(exc)
+            raises_everywhere_local = "recv: Timed out waiting 200ms for the call to complete" in str(exc)
         WORLD.Barrier()  # now rank 1 sends
         work.wait()
         check(raises_everywhere_local is True and torch.equal(t, torch.ones(2)), f"{raises_everywhere_local} {t}")

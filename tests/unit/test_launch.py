@@ -39,3 +39,14 @@ def test_hydra_refuses_what_it_has_nothing_like(option):
 def test_verbatim_arguments_before_a_double_dash_are_not_translated():
     launch = parse_args(["-genvlist", "A,B", "--", "script.py"])
     assert launch.options == [] and launch.mpirun_args == ["-genvlist", "A,B"] and launch.program == ["script.py"]
+
+
+def test_with_ft_ulfm_leaves_out_the_finalize_barrier(monkeypatch):
+    # Open MPI's MPI_Finalize barrier could wait for ever for a process that died: the ranks of a --with-ft
+    # ulfm job skip it (docs/faults.md), unless the user set the variable
+    monkeypatch.delenv("OMPI_MCA_async_mpi_finalize", raising=False)
+    launch = parse_args(["-n", "4", "--with-ft", "ulfm", "script.py"])
+    assert launch.options == [("--with-ft", ["ulfm"])] and launch.env == {"OMPI_MCA_async_mpi_finalize": "1"}
+    assert parse_args(["--with-ft", "mpi", "script.py"]).env == {}
+    monkeypatch.setenv("OMPI_MCA_async_mpi_finalize", "0")
+    assert parse_args(["--with-ft", "ulfm", "script.py"]).env == {}
