@@ -336,7 +336,8 @@ run_summing(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
         return NULL;
     if (!wanted)
         return run_call(argv[0], argv[1], argv[2], argv + 4, argc - 4);
-    if (argc == 7 && PyUnicode_Check(argv[1]) && PyUnicode_Compare(argv[1], s_allreduce) == 0) {
+    if (argc == 7 && (argv[1] == s_allreduce
+                      || (PyUnicode_Check(argv[1]) && PyUnicode_Compare(argv[1], s_allreduce) == 0))) {
         /* as summing.reproducible_run: the cached plan's run, if it has one: (comm, algorithm, reproducible, *args) */
         PyObject *call[6] = {argv[0], argv[2], argv[3], argv[4], argv[5], argv[6]};
         PyObject *done = PyObject_Vectorcall(planned_allreduce, call, 6, NULL);
