@@ -54,6 +54,7 @@ from math import ceil, log2
 import numpy as np
 
 from mpicoll.analysis import tables
+from mpicoll.analysis.walk import Worst, joined, moved, rank_terms
 from mpicoll.families import registry
 from mpicoll.ir.layout import Layout
 from mpicoll.ir.nodes import Nodes, block_size, groups, node_of
@@ -169,108 +170,6 @@ def sample_ranks(size: int, ranks_per_node: int | None = None, root: int = 0) ->
     return sorted(r for r in picks if 0 <= r < size)
 
 
-@dataclass
-class _Worst:
-    """Per round, the terms of the slowest costed rank so far, and whether any costed rank acts in it."""
-
-    time: np.ndarray
-    latency: np.ndarray
-    bandwidth: np.ndarray
-    reduction: np.ndarray
-    overhead: np.ndarray
-    active: np.ndarray
-
-    @classmethod
-    def empty(cls, nrounds: int = 0) -> _Worst:
-        return cls(*(np.zeros(nrounds) for _ in range(5)), np.zeros(nrounds, dtype=bool))
-
-    def grow(self, nrounds: int) -> None:
-        """Make room for ``nrounds`` rounds (a later rank may have more rounds than the first)."""
-        more = nrounds - len(self.time)
-        if more > 0:
-            for name in ("time", "latency", "bandwidth", "reduction", "overhead", "active"):
-                column = getattr(self, name)
-                setattr(self, name, np.concatenate([column, np.zeros(more, dtype=column.dtype)]))
-
-
-def _rank_terms(ranks: list[int], read: tuple[tables.Table, tables.Table, tables.Table], nrounds: int,
-                layout: Layout, consts: tuple[float, float, float, float], where: np.ndarray | None,
-                machine: Machine) -> dict[str, np.ndarray]:
-    """The port model above for ``ranks``: arrays (ranks x rounds).
-
-    ``read`` holds the tables (:func:`mpicoll.analysis.tables.read`) of their sends, receives and
-    steps, their ``rank`` column the position in ``ranks``.
-
-    Keys: ``active`` (the rank does something in the round), ``time``, ``latency``, ``bandwidth``,
-    ``reduction`` and ``overhead``, and ``out``, ``into``: the bytes it sends and receives across
-    its node's boundary.  A rank's latency and bandwidth in a round are those of its sends or of its
-    receives, whichever take longer (the receives only if strictly longer); a machine that is not
-    ``duplex`` adds the two directions' bandwidth terms and takes the larger latency.  Every sum is
-    taken in the order the schedule lists its messages (``np.bincount`` adds its weights in order),
-    so the figures are those of adding them up one at a time.
-    """
-    a_out, b_out, a_in, b_in = consts
-    sends, recvs, steps = read
-    cells = len(ranks) * nrounds
-    starts = np.asarray(layout.starts or [0], dtype=np.int64)
-    ends = np.asarray(layout.ends or [0], dtype=np.int64)
-
-    def per(table: tables.Table, weights: np.ndarray | None = None) -> np.ndarray:
-        """``weights`` (default 1) summed per (rank, round) of the table's rows."""
-        return np.bincount(table.rank * nrounds + table.t, weights, minlength=cells).reshape(len(ranks), nrounds)
-
-    def moved(table: tables.Table) -> np.ndarray:
-        """The bytes of each row's block (of a step's output)."""
-        full = table.hi > table.lo
-        return np.where(full, ends[np.where(full, table.hi - 1, 0)] - starts[np.where(full, table.lo, 0)], 0)
-
-    terms: dict[str, np.ndarray] = {}
-    lats, bws, crossing = [], [], []
-    for msgs in (sends, recvs):
-        size = moved(msgs)
-        if where is None:
-            intra = np.zeros(len(msgs.t), dtype=bool)
-        else:
-            intra = where[msgs.peer] == where[np.asarray(ranks)[msgs.rank]]
-        lats.append(per(msgs, np.where(intra, a_in, a_out)))
-        bws.append(per(msgs, size * np.where(intra, b_in, b_out)))
-        crossing.append(per(msgs, np.where(intra, 0, size)).astype(np.int64))
-    if machine.duplex:
-        receives = lats[1] + bws[1] > lats[0] + bws[0]
-        terms["latency"], terms["bandwidth"] = np.where(receives, lats[1], lats[0]), np.where(receives, bws[1], bws[0])
-    else:
-        terms["latency"], terms["bandwidth"] = np.maximum(lats[0], lats[1]), bws[0] + bws[1]
-    size = moved(steps)
-    terms["reduction"] = per(steps, np.where(steps.reduces, size, 0)) * machine.gamma
-    messages, nsteps = per(sends) + per(recvs), per(steps)
-    terms["overhead"] = (machine.round_overhead + machine.message_overhead * messages
-                         + machine.step_overhead * nsteps + machine.copy * per(steps, np.where(steps.reduces, 0, size)))
-    if not (machine.round_overhead or machine.message_overhead or machine.step_overhead or machine.copy):
-        terms["overhead"] = np.zeros_like(terms["overhead"])
-    terms["time"] = terms["latency"] + terms["bandwidth"] + terms["reduction"] + terms["overhead"]
-    terms["active"] = (messages + nsteps) > 0
-    terms["out"], terms["into"] = crossing
-    return terms
-
-
-def _moved(table: tables.Table, move: Callable, position: int) -> tables.Table:
-    """A base rank's table relabelled by ``move`` (see :func:`mpicoll.families.catalog.register`), as rank
-    number ``position`` of a chunk: the columns the cost model reads."""
-    columns = {"t": table.t, "rank": np.full(len(table.t), position, dtype=np.int64)}
-    if hasattr(table, "peer"):
-        columns["peer"], columns["lo"], columns["hi"] = move(table.peer, table.lo, table.hi)
-    else:   # a step: only its output counts
-        columns["reduces"] = table.reduces
-        _, columns["lo"], columns["hi"] = move(np.zeros_like(table.lo), table.lo, table.hi)
-    return tables.Table(columns, [])
-
-
-def _joined(parts: list[tables.Table]) -> tables.Table:
-    """The rows of several tables, one after another."""
-    names = [name for name in vars(parts[0]) if name != "items"]
-    return tables.Table({name: np.concatenate([getattr(part, name) for part in parts]) for name in names}, [])
-
-
 def cost(collective: str, algorithm: str, size: int, nbytes: int, machine: Machine, *,
          ranks: Iterable[int] | None = None, sample: bool | None = None, nodes: Nodes = None,
          **params: int) -> Cost:
@@ -319,7 +218,7 @@ def cost(collective: str, algorithm: str, size: int, nbytes: int, machine: Machi
         chosen, fallback = sample_ranks(size, per_node, int(params.get("root", 0) or 0)), True
     else:
         chosen, fallback = list(range(size)), False
-    worst = _Worst.empty()
+    worst = Worst.empty()
     layout: list[Layout] = []
     nodes_of = np.asarray(where) if where else None
 
@@ -332,7 +231,7 @@ def cost(collective: str, algorithm: str, size: int, nbytes: int, machine: Machi
     def add(chunk: list[int], read: tuple[tables.Table, ...], nrounds: int) -> None:
         """Cost the ranks of ``chunk``, in order: a rank replaces a round's slowest only if strictly slower."""
         worst.grow(nrounds)
-        terms = _rank_terms(chunk, read, nrounds, layout[0], consts, nodes_of, machine)
+        terms = rank_terms(chunk, read, nrounds, layout[0], consts, nodes_of, machine)
         time = np.where(terms["active"], terms["time"], -np.inf)
         first = time.argmax(axis=0)                    # the first of the slowest ranks of each round
         slower = np.flatnonzero(time[first, np.arange(nrounds)] > worst.time[:nrounds])
@@ -372,10 +271,10 @@ def cost(collective: str, algorithm: str, size: int, nbytes: int, machine: Machi
                 bases[base] = tables.read([0], [rounds]), len(rounds)
             read, nrounds = bases[base]
             chunk.append(r)
-            parts.append(tuple(_moved(table, move, len(chunk) - 1) for table in read))
+            parts.append(tuple(moved(table, move, len(chunk) - 1) for table in read))
             held, most = held + nrounds + 1, max(most, nrounds)
             if held >= CHUNK_ROUNDS or i == len(ranks) - 1:
-                add(chunk, tuple(_joined([part[k] for part in parts]) for k in range(3)), most)
+                add(chunk, tuple(joined([part[k] for part in parts]) for k in range(3)), most)
                 chunk, parts, held, most = [], [], 0, 0
 
     relabels = (alg.relabel is not None and size > EXACT_LIMIT

@@ -304,7 +304,7 @@ class _Blocks(dict):
     it holds :attr:`LIMIT` blocks.
     """
 
-    LIMIT = 1 << 20
+    LIMIT = 1 << 18   # about 40 MB of blocks
 
     def __missing__(self, key: tuple[str, int, int]) -> Block:
         if len(self) >= self.LIMIT:
