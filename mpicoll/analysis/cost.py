@@ -51,6 +51,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from math import ceil, log2
 
+import numpy as np
+
+from mpicoll.analysis import tables
+from mpicoll.analysis.walk import Worst, joined, moved, rank_terms
 from mpicoll.families import registry
 from mpicoll.ir.layout import Layout
 from mpicoll.ir.nodes import Nodes, block_size, groups, node_of
@@ -59,6 +63,8 @@ from mpicoll.ir.schedule import EMPTY_ROUND, Block, Copy, Recv, Reduce, Round, S
 __all__ = ["Machine", "Cost", "cost", "lower_bound", "sample_ranks", "EXACT_LIMIT"]
 
 EXACT_LIMIT = 256
+CHUNK_ROUNDS = 1 << 16   # rounds of the ranks costed together, with NumPy
+ROTATED_ROWS = 1024      # rounds of one shape a rotating schedule's costing takes at a time
 
 
 @dataclass(frozen=True)
@@ -164,54 +170,6 @@ def sample_ranks(size: int, ranks_per_node: int | None = None, root: int = 0) ->
     return sorted(r for r in picks if 0 <= r < size)
 
 
-def _round_terms(rnd: Round, rank: int, layout: Layout, consts: tuple[float, float, float, float],
-                 where: tuple[int, ...] | None, crossing: list[int] | None = None, duplex: bool = True
-                 ) -> tuple[float, float, int, int]:
-    """(latency, bandwidth, bytes reduced, bytes copied) of one rank's round, by the port model above.
-
-    ``where`` is each rank's node index (None: every message is inter-node);
-    ``crossing``, when given, receives the inter-node bytes sent and received;
-    ``duplex`` false adds the sends' and the receives' bandwidth terms.
-    """
-    a_out, b_out, a_in, b_in = consts
-    starts, ends = layout.starts, layout.ends
-    node = where[rank] if where else -1
-    best = (-1.0, 0.0, 0.0)
-    lats, bws = [0.0, 0.0], [0.0, 0.0]   # per direction (sends, receives)
-    for direction, msgs in enumerate((rnd.sends, rnd.recvs)):
-        lat = bw = 0.0
-        for peer, (_, lo, hi) in msgs:
-            nbytes = ends[hi - 1] - starts[lo] if hi > lo else 0
-            if where and where[peer] == node:
-                lat += a_in
-                bw += nbytes * b_in
-            else:
-                lat += a_out
-                bw += nbytes * b_out
-                if crossing is not None:
-                    crossing[direction] += nbytes
-        lats[direction], bws[direction] = lat, bw
-        if lat + bw > best[0]:
-            best = (lat + bw, lat, bw)
-    if not duplex:
-        best = (0.0, max(lats), bws[0] + bws[1])
-    red = copied = 0
-    for st in rnd.steps:
-        out = st.out
-        moved = ends[out.hi - 1] - starts[out.lo] if out.hi > out.lo else 0
-        if type(st) is Reduce:
-            red += moved
-        else:
-            copied += moved
-    return best[1], best[2], red, copied
-
-
-def _overhead(rnd: Round, copied: int, machine: Machine) -> float:
-    """The executor's own time for one rank's round (0 unless the machine prices it; see :class:`Machine`)."""
-    return (machine.round_overhead + machine.message_overhead * (len(rnd.sends) + len(rnd.recvs))
-            + machine.step_overhead * len(rnd.steps) + machine.copy * copied)
-
-
 def cost(collective: str, algorithm: str, size: int, nbytes: int, machine: Machine, *,
          ranks: Iterable[int] | None = None, sample: bool | None = None, nodes: Nodes = None,
          **params: int) -> Cost:
@@ -260,53 +218,82 @@ def cost(collective: str, algorithm: str, size: int, nbytes: int, machine: Machi
         chosen, fallback = sample_ranks(size, per_node, int(params.get("root", 0) or 0)), True
     else:
         chosen, fallback = list(range(size)), False
-    worst: list[tuple[float, float, float, float, float]] = []  # per round: (time, lat, bw, red, overhead)
-    active: list[bool] = []                              # per round: some costed rank acts in it
+    worst = Worst.empty()
     layout: list[Layout] = []
-    priced = bool(machine.round_overhead or machine.message_overhead or machine.step_overhead or machine.copy)
+    nodes_of = np.asarray(where) if where else None
 
-    def add(r: int) -> None:
+    def build(r: int) -> tuple[int, tuple[Round, ...]]:
         if size <= EXACT_LIMIT:
             sched = registry.schedule(collective, algorithm, r, size, **params)
-            nblocks, rounds = sched.nblocks, sched.rounds
-        else:  # built directly, so that huge schedules do not crowd the cache
-            nblocks, rounds = alg.rounds(r, size, **params)
-        if not layout:
-            layout.append(Layout.even(nbytes, nblocks))
-        if len(worst) < len(rounds):
-            worst.extend([(0.0, 0.0, 0.0, 0.0, 0.0)] * (len(rounds) - len(worst)))
-            active.extend([False] * (len(rounds) - len(active)))
-        for t, rnd in enumerate(rounds):
-            if rnd is EMPTY_ROUND or not rnd:  # (identity first: a chain's rank idles through most rounds)
-                continue
-            active[t] = True
-            crossing = [0, 0] if machine.link_per_node and where else None
-            lat, bw, red, copied = _round_terms(rnd, r, layout[0], consts, where, crossing, machine.duplex)
-            if crossing is not None and (crossing[0] or crossing[1]):
-                per = links.setdefault(t, [[0, 0] for _ in range(nnodes)])[where[r]]
-                per[0] += crossing[0]
-                per[1] += crossing[1]
-            over = _overhead(rnd, copied, machine) if priced else 0.0
-            total = lat + bw + red * machine.gamma + over
-            if total > worst[t][0]:
-                worst[t] = (total, lat, bw, red * machine.gamma, over)
+            return sched.nblocks, sched.rounds
+        return alg.rounds(r, size, **params)  # built directly, so that huge schedules do not crowd the cache
 
+    def add(chunk: list[int], read: tuple[tables.Table, ...], nrounds: int) -> None:
+        """Cost the ranks of ``chunk``, in order: a rank replaces a round's slowest only if strictly slower."""
+        worst.grow(nrounds)
+        terms = rank_terms(chunk, read, nrounds, layout[0], consts, nodes_of, machine)
+        time = np.where(terms["active"], terms["time"], -np.inf)
+        first = time.argmax(axis=0)                    # the first of the slowest ranks of each round
+        slower = np.flatnonzero(time[first, np.arange(nrounds)] > worst.time[:nrounds])
+        for name in ("time", "latency", "bandwidth", "reduction", "overhead"):
+            getattr(worst, name)[slower] = terms[name][first[slower], slower]
+        worst.active[:nrounds] |= terms["active"].any(axis=0)
+        if machine.link_per_node and where:
+            for i, t in zip(*np.nonzero(terms["out"] | terms["into"])):
+                per = links.setdefault(int(t), [[0, 0] for _ in range(nnodes)])[where[chunk[i]]]
+                per[0] += int(terms["out"][i, t])
+                per[1] += int(terms["into"][i, t])
+
+    def add_all(ranks: list[int]) -> None:
+        """Build, read and :func:`add` the ranks' schedules, about CHUNK_ROUNDS rounds at a time."""
+        chunk, built, held = [], [], 0
+        for i, r in enumerate(ranks):
+            chunk.append(r)
+            built.append(build(r))
+            held += len(built[-1][1]) + 1
+            if held >= CHUNK_ROUNDS or i == len(ranks) - 1:
+                if not layout:
+                    layout.append(Layout.even(nbytes, built[0][0]))
+                rounds = [rounds for _, rounds in built]
+                add(chunk, tables.read(range(len(chunk)), rounds), max(map(len, rounds)))
+                chunk, built, held = [], [], 0
+
+    def add_relabelled(ranks: list[int]) -> None:
+        """:func:`add_all` for an algorithm that relabels: only the base ranks' schedules are built and read."""
+        bases: dict[int, tuple[tuple[tables.Table, ...], int]] = {}
+        chunk, parts, held, most = [], [], 0, 0
+        for i, r in enumerate(ranks):
+            base, move = alg.relabel(r, size, **params)
+            if base not in bases:
+                nblocks, rounds = build(base)
+                if not layout:
+                    layout.append(Layout.even(nbytes, nblocks))
+                bases[base] = tables.read([0], [rounds]), len(rounds)
+            read, nrounds = bases[base]
+            chunk.append(r)
+            parts.append(tuple(moved(table, move, len(chunk) - 1) for table in read))
+            held, most = held + nrounds + 1, max(most, nrounds)
+            if held >= CHUNK_ROUNDS or i == len(ranks) - 1:
+                add(chunk, tuple(joined([part[k] for part in parts]) for k in range(3)), most)
+                chunk, parts, held, most = [], [], 0, 0
+
+    relabels = (alg.relabel is not None and size > EXACT_LIMIT
+                and all(alg.relabel(r, size, **params) is not None for r in chosen))
     with registry.gc_paused():
-        for r in chosen:
-            add(r)
-        if fallback and not all(active):
-            for r in sorted(set(range(size)) - set(chosen)):
-                add(r)
+        (add_relabelled if relabels else add_all)(chosen)
+        if fallback and not worst.active.all():
+            add_all(sorted(set(range(size)) - set(chosen)))
             chosen = list(range(size))
         for t, per in links.items():  # a node's link carries its ranks' inter-node bytes one after another
             busiest = max(max(out, into) for out, into in per) * consts[1]
-            if consts[0] + busiest > worst[t][1] + worst[t][2]:
-                worst[t] = (consts[0] + busiest + worst[t][3] + worst[t][4], consts[0], busiest, worst[t][3],
-                            worst[t][4])
+            if consts[0] + busiest > worst.latency[t] + worst.bandwidth[t]:
+                worst.time[t] = consts[0] + busiest + worst.reduction[t] + worst.overhead[t]
+                worst.latency[t], worst.bandwidth[t] = consts[0], busiest
+    # sums in round order, one at a time, as Python's sum: the figures do not depend on NumPy's summation
     return Cost(collective, algorithm, size, nbytes,
-                latency=sum(w[1] for w in worst), bandwidth=sum(w[2] for w in worst),
-                reduction=sum(w[3] for w in worst), rounds=sum(1 for w in worst if w[0] > 0),
-                sampled=len(chosen) < size, overhead=sum(w[4] for w in worst))
+                latency=sum(worst.latency.tolist()), bandwidth=sum(worst.bandwidth.tolist()),
+                reduction=sum(worst.reduction.tolist()), rounds=int((worst.time > 0).sum()),
+                sampled=len(chosen) < size, overhead=sum(worst.overhead.tolist()))
 
 
 def _shifted(rnd: Round, r: int, p: int) -> Round:
@@ -369,8 +356,6 @@ def _rotated_rounds(built: tuple[int, tuple[Round, ...]], size: int, nbytes: int
     ranges too (their bytes price ``machine.copy``); the per round, message and
     step overheads are the same for every rank of a round of one shape.
     """
-    import numpy as np
-
     nblocks, rounds = built
     if nblocks != size:
         raise ValueError(f"a rotating schedule must have p = {size} blocks, got {nblocks}")
@@ -402,38 +387,43 @@ def _rotated_rounds(built: tuple[int, tuple[Round, ...]], size: int, nbytes: int
         hi = lo + length
         distinct = [j for j in range(lo.shape[1])  # a recv and its reduce share a range: one set of breakpoints
                     if not any(length[i] == length[j] and (lo[:, i] == lo[:, j]).all() for i in range(j))]
-        edges = [(x - y[:, distinct]) % size for x in sorted({0, e}) for y in (lo, hi)]  # ends crossing 0 or e
-        wraps = np.broadcast_to(np.r_[0, (size - peers) % size], (len(members), 1 + len(peers)))
-        cand = np.concatenate([*edges, wraps], axis=1)
-        cand = ((cand[:, :, None] + np.arange(width)) % size).reshape(len(members), -1)  # (R, C)
-        a = (lo[:, None, :] + cand[:, :, None]) % size                                    # (R, C, M)
-        end = a + length
-        nbytes_m = np.where(end <= size, cum(end) - cum(a), nbytes - cum(a) + cum(end - size))
-        if per_node:
-            peer_r = (cand[:, :, None] + peers) % size
-            intra = (peer_r // per_node) == (cand[:, :, None] // per_node)            # (R, C, S+V)
-        else:
-            intra = np.zeros(cand.shape + (len(peers),), dtype=bool)
-        lat_m = np.where(intra, a_in, a_out)
-        bw_m = nbytes_m[:, :, :len(peers)] * np.where(intra, b_in, b_out)
-        ns = len(sends)
-        s_lat, s_bw = lat_m[:, :, :ns].sum(-1), bw_m[:, :, :ns].sum(-1)
-        r_lat, r_bw = lat_m[:, :, ns:].sum(-1), bw_m[:, :, ns:].sum(-1)
-        if machine.duplex:
-            use_send = s_lat + s_bw >= r_lat + r_bw
-            lat = np.where(use_send, s_lat, r_lat)
-            bw = np.where(use_send, s_bw, r_bw)
-        else:
-            lat, bw = np.maximum(s_lat, r_lat), s_bw + r_bw
-        first_copy = len(peers) + len(reds)
-        red = gamma * nbytes_m[:, :, len(peers):first_copy].sum(-1)
-        over = (machine.round_overhead + machine.message_overhead * len(peers)
-                + machine.step_overhead * (len(reds) + len(cops)) + machine.copy * nbytes_m[:, :, first_copy:].sum(-1))
-        total = lat + bw + red + over
-        best = total.argmax(axis=1)
-        for i, (t, _) in enumerate(members):
-            j = best[i]
-            worst[t] = (float(total[i, j]), float(lat[i, j]), float(bw[i, j]), float(red[i, j]), float(over[i, j]))
+        for first in range(0, len(members), ROTATED_ROWS):   # a few thousand rounds at a time: in cache
+            rows = slice(first, first + ROTATED_ROWS)
+            part = members[rows]
+            # the shifts where a range's end crosses block 0 or e, or a peer wraps past p
+            edges = [(x - y[rows][:, distinct]) % size for x in sorted({0, e}) for y in (lo, hi)]
+            wraps = np.broadcast_to(np.r_[0, (size - peers) % size], (len(part), 1 + len(peers)))
+            cand = np.concatenate([*edges, wraps], axis=1)
+            cand = ((cand[:, :, None] + np.arange(width)) % size).reshape(len(part), -1)  # (R, C)
+            a = (lo[rows][:, None, :] + cand[:, :, None]) % size                              # (R, C, M)
+            end = a + length
+            nbytes_m = np.where(end <= size, cum(end) - cum(a), nbytes - cum(a) + cum(end - size))
+            if per_node:
+                peer_r = (cand[:, :, None] + peers) % size
+                intra = (peer_r // per_node) == (cand[:, :, None] // per_node)            # (R, C, S+V)
+            else:
+                intra = np.zeros(cand.shape + (len(peers),), dtype=bool)
+            lat_m = np.where(intra, a_in, a_out)
+            bw_m = nbytes_m[:, :, :len(peers)] * np.where(intra, b_in, b_out)
+            ns = len(sends)
+            s_lat, s_bw = lat_m[:, :, :ns].sum(-1), bw_m[:, :, :ns].sum(-1)
+            r_lat, r_bw = lat_m[:, :, ns:].sum(-1), bw_m[:, :, ns:].sum(-1)
+            if machine.duplex:
+                use_send = s_lat + s_bw >= r_lat + r_bw
+                lat = np.where(use_send, s_lat, r_lat)
+                bw = np.where(use_send, s_bw, r_bw)
+            else:
+                lat, bw = np.maximum(s_lat, r_lat), s_bw + r_bw
+            first_copy = len(peers) + len(reds)
+            red = gamma * nbytes_m[:, :, len(peers):first_copy].sum(-1)
+            over = (machine.round_overhead + machine.message_overhead * len(peers)
+                    + machine.step_overhead * (len(reds) + len(cops))
+                    + machine.copy * nbytes_m[:, :, first_copy:].sum(-1))
+            total = lat + bw + red + over
+            best = total.argmax(axis=1)
+            for i, (t, _) in enumerate(part):
+                j = best[i]
+                worst[t] = (float(total[i, j]), float(lat[i, j]), float(bw[i, j]), float(red[i, j]), float(over[i, j]))
     return worst
 
 

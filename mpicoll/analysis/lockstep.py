@@ -34,7 +34,7 @@ from mpicoll.analysis.tables import Table
 from mpicoll.families.registry import gc_paused
 from mpicoll.ir.schedule import USER_BUFFERS, Block, Copy, Reduce, Round, Schedule, ScheduleError
 
-__all__ = ["Domain", "BatchDomain", "Plan", "Moves", "Steps", "plan_of", "run_lockstep"]
+__all__ = ["Domain", "BatchDomain", "Plan", "Source", "Moves", "Steps", "plan_of", "run_lockstep"]
 
 
 class Domain(Protocol):
@@ -62,6 +62,21 @@ def _where(s: Schedule, t: int) -> str:
     return f"{s.collective}/{s.algorithm} p={s.size} rank {s.rank} round {t}"
 
 
+@dataclass(frozen=True)
+class Source:
+    """What a :class:`Plan` read: the schedules, and their tables of sends, receives and local steps.
+
+    :class:`Moves` and :class:`Steps` point here rather than at their plan, which holds them:
+    without that cycle the plan of a large p (millions of objects) is freed as soon as it is
+    dropped, not by a full pass of the garbage collector.
+    """
+
+    schedules: tuple[Schedule, ...]
+    sends: Table
+    recvs: Table
+    steps: Table
+
+
 @dataclass
 class Moves:
     """The messages of one round, matched.
@@ -71,7 +86,7 @@ class Moves:
     :attr:`messages`.
     """
 
-    plan: Plan
+    plan: Source
     round: int
     rows: Any    # per message: (its send's row, its receive's row) in the plan's tables
     src: Any
@@ -99,7 +114,7 @@ class Steps:
     index of block j's step in :attr:`steps`.
     """
 
-    plan: Plan
+    plan: Source
     round: int
     reduces: bool
     rows: Any    # the steps' rows in the plan's table of steps
@@ -148,16 +163,22 @@ class Plan:
     """
 
     def __init__(self, schedules: Sequence[Schedule]):
-        self.schedules = tuple(schedules)
+        # The collector paused throughout: millions of small acyclic tuples (see run_lockstep), and a
+        # full pass over them whenever NumPy makes objects (it imports numpy.ma on first use) takes seconds.
+        with gc_paused():
+            self._read(tuple(schedules))
+
+    def _read(self, schedules: tuple[Schedule, ...]) -> None:
+        self.schedules = schedules
         self.size = len(self.schedules)
         self.nblocks = self.schedules[0].nblocks if self.schedules else 0
         names = set(USER_BUFFERS).union(*(s.buffers() for s in self.schedules))
         self.buffers = (*USER_BUFFERS, *sorted(names.difference(USER_BUFFERS)))
         self.index = {name: i for i, name in enumerate(self.buffers)}
         self.nrounds = max((len(s.rounds) for s in self.schedules), default=0)
-        with gc_paused():   # millions of small acyclic tuples (see run_lockstep)
-            self.sends, self.recvs, self.steps = tables.read([s.rank for s in self.schedules],
-                                                             [s.rounds for s in self.schedules], self.index.__getitem__)
+        self.sends, self.recvs, self.steps = tables.read([s.rank for s in self.schedules],
+                                                         [s.rounds for s in self.schedules], self.index.__getitem__)
+        self.source = Source(self.schedules, self.sends, self.recvs, self.steps)
         hazards = self._hazards()
         sends, recvs = self.sends, self.recvs
         # Match: the k-th send of (round, sender, receiver) in listed order goes with the k-th such receive
@@ -176,7 +197,7 @@ class Plan:
         groups = self._groups(last)
         for t in range(last):
             m0, m1, b0, b1 = bounds[t], bounds[t + 1], cuts[t], cuts[t + 1]
-            moves = Moves(self, t, rows[m0:m1], src[b0:b1], dst[b0:b1], owner[b0:b1] - m0)
+            moves = Moves(self.source, t, rows[m0:m1], src[b0:b1], dst[b0:b1], owner[b0:b1] - m0)
             self.rounds.append(_Round(moves, groups.get(t, []), hazards.get(t, [])))
 
     def _pair(self, t: np.ndarray, sender: np.ndarray, receiver: np.ndarray) -> np.ndarray:
@@ -281,7 +302,7 @@ class Plan:
             length = steps.hi[rows] - steps.lo[rows]
             cells = [_spread(self._first(steps, rows, which), length) for which in ("", "l", "r")]
             t = int(steps.t[rows[0]])
-            out.setdefault(t, []).append(Steps(self, t, bool(steps.reduces[rows[0]]), rows, cells[0][0],
+            out.setdefault(t, []).append(Steps(self.source, t, bool(steps.reduces[rows[0]]), rows, cells[0][0],
                                                cells[1][0], cells[2][0], cells[0][1]))
         return out
 

@@ -9,13 +9,13 @@ and the rest is NumPy.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from itertools import chain
-from operator import itemgetter
+from itertools import chain, compress, repeat
+from operator import is_not, itemgetter
 from typing import Any
 
 import numpy as np
 
-from mpicoll.ir.schedule import Round
+from mpicoll.ir.schedule import EMPTY_ROUND, Round
 
 __all__ = ["Table", "read"]
 
@@ -50,6 +50,9 @@ def read(ranks: Sequence[int], rounds: Sequence[Sequence[Round]],
     count = np.array([len(x) for x in rounds], dtype=np.int64)
     rank = np.repeat(np.asarray(ranks, dtype=np.int64), count)
     t = np.arange(len(every)) - np.repeat(np.cumsum(count) - count, count)
+    busy = np.fromiter(map(is_not, every, repeat(EMPTY_ROUND)), dtype=bool, count=len(every))
+    if not busy.all():   # rounds a rank idles through (most of a linear algorithm's) have no rows
+        every, rank, t = list(compress(every, busy)), rank[busy], t[busy]
 
     def ints(values: Any, n: int) -> np.ndarray:
         return np.fromiter(values, dtype=np.int64, count=n)

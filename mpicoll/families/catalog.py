@@ -18,6 +18,9 @@ from mpicoll.ir.schedule import USER_BUFFERS, Block, Copy, Round, Scratch
 __all__ = ["Algorithm", "Build", "register", "trivial"]
 
 Build = Callable[..., tuple[int, tuple[Round, ...]]]
+# relabel(rank, size, **params) -> (another rank, move) or None; see register()
+Move = Callable[[Any, Any, Any], tuple[Any, Any, Any]]
+Relabel = Callable[..., "tuple[int, Move] | None"]
 
 
 @dataclass(frozen=True)
@@ -32,6 +35,7 @@ class Algorithm:
     rotates: bool = False
     scratch: dict[str, Scratch] = field(default_factory=dict, compare=False)
     any_size: bool = False   # built at p = 1 too (a neighbourhood: a rank may be its own neighbour)
+    relabel: Relabel | None = field(default=None, compare=False)
 
     def keeps_order(self, size: int) -> bool:
         """Whether the algorithm reduces in rank order at ``size`` ranks (non-commutative ops)."""
@@ -74,7 +78,8 @@ _REGISTRY: dict[str, dict[str, Algorithm]] = {}
 
 def register(collective: str, name: str, *, keeps_order: bool | Callable[[int], bool] = True,
              params: tuple[str, ...] = (), rotates: bool = False,
-             scratch: dict[str, Scratch] | None = None, any_size: bool = False) -> Callable[[Build], Build]:
+             scratch: dict[str, Scratch] | None = None, any_size: bool = False,
+             relabel: Relabel | None = None) -> Callable[[Build], Build]:
     """Decorator: register ``build`` as algorithm ``name`` of ``collective``.
 
     ``keeps_order`` says whether reductions happen in rank order (a bool, or a
@@ -87,6 +92,11 @@ def register(collective: str, name: str, *, keeps_order: bool | Callable[[int], 
     ``build`` may name, with its role and layout (:class:`~mpicoll.ir.schedule.Scratch`);
     binding, simulating or checking a schedule that names any other buffer raises.
     ``any_size``: ``build`` makes the one-rank schedule too (else it comes from the contract).
+    ``relabel(rank, size, **params)``, where given, returns ``(base, move)`` when rank's schedule
+    is rank ``base``'s relabelled, else None: ``move(peers, los, his)`` maps NumPy arrays of the
+    peers and block ranges of ``base``'s messages and steps to ``rank``'s, in the same rounds
+    and order.  The cost model then builds only the base ranks' schedules (a unit test checks
+    the claim at small p for every algorithm that makes it).
     """
     order = keeps_order if callable(keeps_order) else (lambda size, _k=bool(keeps_order): _k)
     declared = dict(scratch or {})
@@ -100,7 +110,7 @@ def register(collective: str, name: str, *, keeps_order: bool | Callable[[int], 
 
     def deco(build: Build) -> Build:
         _REGISTRY.setdefault(collective, {})[name] = Algorithm(collective, name, build, order, params, rotates,
-                                                               declared, any_size)
+                                                               declared, any_size, relabel)
         return build
 
     return deco

@@ -18,7 +18,7 @@ from mpicoll.families import binomial
 from mpicoll.families.binomial import INCOMING, height
 from mpicoll.families.catalog import register
 from mpicoll.ir.nodes import Nodes, groups, node_of
-from mpicoll.ir.schedule import Block, Recv, Round, Scratch, Send, Timeline
+from mpicoll.ir.schedule import BLOCKS, Block, Recv, Reduce, Round, Scratch, Send, Timeline
 
 
 def _on(rounds: tuple[Round, ...], members: tuple[int, ...]) -> tuple[Round, ...]:
@@ -63,7 +63,27 @@ def _owner(j: int, s: int, m: int) -> int:
     return ((j + 1) * s - 1) // m
 
 
-@register("allreduce", "hierarchical", keeps_order=False, params=("nodes",),
+def _allreduce_relabel(rank: int, size: int, nodes: Nodes = None):
+    """On nodes of k ranks each (k dividing p), rank n k + i's all-reduce is rank i's moved n nodes on.
+
+    Every peer moves n k ranks on (mod p), and every single-block range, a part of a shard
+    in phase 2, moves n parts on within its shard; the ranges of whole shards (phases 1
+    and 3) stay.  ``(i, move)``, or None for any other layout (see :func:`register`).
+    """
+    if not isinstance(nodes, int) or isinstance(nodes, bool) or nodes < 1 or size % nodes:
+        return None
+    nnodes = size // nodes
+    n, i = divmod(rank, nodes)
+
+    def move(peers, los, his):
+        single = (his - los) == 1
+        part = los + single * ((los % nnodes + n) % nnodes - los % nnodes)
+        return (peers + n * nodes) % size, part, part + (his - los)
+
+    return i, move
+
+
+@register("allreduce", "hierarchical", keeps_order=False, params=("nodes",), relabel=_allreduce_relabel,
           scratch={"incoming": Scratch("a neighbour's partial sum of a shard, received and added at once")})
 def allreduce(rank: int, size: int, nodes: Nodes = None):
     """Intra-node reduce-scatter, inter-node ring all-reduce per shard, intra-node all-gather.
@@ -117,25 +137,21 @@ def allreduce(rank: int, size: int, nodes: Nodes = None):
         after = g[(n + 1) % nnodes]
         before = g[(n - 1) % nnodes]
         to, frm = after[_owner(j, len(after), m)], before[_owner(j, len(before), m)]
-        # The part received (and summed) in one step is the part sent in the next: one Block object
-        # serves both (at p = 24,576 the cost model builds these rounds for 167 sampled ranks).
-        out = j * nnodes + (n - 1) % nnodes
-        sent = Block("recv", out, out + 1)
+        # The part received (and summed) in one step is the part sent in the next; the parts' blocks are
+        # listed once, and each step is one exchange (at p = 24,576 the cost model builds these rounds
+        # for 167 sampled ranks).
+        parts = [BLOCKS["recv", b, b + 1] for b in range(j * nnodes, (j + 1) * nnodes)]
+        incoming = [BLOCKS["incoming", b, b + 1] for b in range(j * nnodes, (j + 1) * nnodes)]
+        sent = parts[(n - 1) % nnodes]
         for t in range(nnodes - 1):  # ring reduce-scatter of the shard's L parts
-            got = j * nnodes + (n - t - 2) % nnodes
-            incoming, summed = Block("incoming", got, got + 1), Block("recv", got, got + 1)
-            tl.send(t0 + t, to, sent)
-            tl.recv(t0 + t, frm, incoming)
-            tl.reduce(t0 + t, summed, incoming, summed)
-            sent = summed
-        out = j * nnodes + n
-        sent = Block("recv", out, out + 1)
+            got = (n - t - 2) % nnodes
+            tl.exchange(t0 + t, to, sent, frm, incoming[got], Reduce(parts[got], incoming[got], parts[got]))
+            sent = parts[got]
+        sent = parts[n]
         for t in range(nnodes - 1):  # ring all-gather of the parts
-            got = j * nnodes + (n - t - 1) % nnodes
-            received = Block("recv", got, got + 1)
-            tl.send(t0 + nnodes - 1 + t, to, sent)
-            tl.recv(t0 + nnodes - 1 + t, frm, received)
-            sent = received
+            got = (n - t - 1) % nnodes
+            tl.exchange(t0 + nnodes - 1 + t, to, sent, frm, parts[got])
+            sent = parts[got]
     # phase 3: step t forwards range (i - t) mod s and receives (i - t - 1) mod s
     t0 += 2 * (nnodes - 1)
     for t in range(s - 1):

@@ -2,13 +2,15 @@
 
 The data is cut into p blocks.  In every step each rank sends one block to
 rank + 1 and receives one from rank - 1, so all links are busy and each rank
-moves (p-1)/p of the data per phase: the bandwidth-optimal pattern.
+moves (p-1)/p of the data per phase: the bandwidth-optimal pattern.  The step
+functions take their blocks from :data:`~mpicoll.ir.schedule.BLOCKS` (one object
+per block, shared by all ranks): at p = 1024 they run two million times.
 """
 
 from __future__ import annotations
 
 from mpicoll.families.catalog import register
-from mpicoll.ir.schedule import Block, Scratch, Timeline
+from mpicoll.ir.schedule import BLOCKS, Block, Reduce, Scratch, Timeline
 
 
 def reduce_scatter_steps(tl: Timeline, t0: int, rank: int, size: int, *, src: str = "send",
@@ -24,13 +26,13 @@ def reduce_scatter_steps(tl: Timeline, t0: int, rank: int, size: int, *, src: st
     a reduce-scatter keeps its partial sums in scratch and writes only its own
     block to ``recv``.  Returns the number of rounds used (p - 1).
     """
+    nxt, prv = (rank + 1) % size, (rank - 1) % size
     for s in range(size - 1):
         send_b, recv_b = (rank - s - 1) % size, (rank - s - 2) % size
         dest = (out or acc) if s == size - 2 else acc
-        tl.send(t0 + s, (rank + 1) % size, Block(src if s == 0 else acc, send_b, send_b + 1))
-        tl.recv(t0 + s, (rank - 1) % size, Block(incoming, recv_b, recv_b + 1))
-        tl.reduce(t0 + s, Block(dest, recv_b, recv_b + 1), Block(incoming, recv_b, recv_b + 1),
-                  Block(src, recv_b, recv_b + 1))
+        got = BLOCKS[incoming, recv_b, recv_b + 1]
+        tl.exchange(t0 + s, nxt, BLOCKS[src if s == 0 else acc, send_b, send_b + 1], prv, got,
+                    Reduce(BLOCKS[dest, recv_b, recv_b + 1], got, BLOCKS[src, recv_b, recv_b + 1]))
     return size - 1
 
 
@@ -42,10 +44,11 @@ def allgather_steps(tl: Timeline, t0: int, rank: int, size: int, *, buf: str = "
     (r - s - 1) mod p.  After p - 1 steps every block has reached every rank.
     Returns p - 1.
     """
+    nxt, prv = (rank + 1) % size, (rank - 1) % size
     for s in range(size - 1):
         send_b, recv_b = (rank - s) % size, (rank - s - 1) % size
-        tl.send(t0 + s, (rank + 1) % size, Block((src or buf) if s == 0 else buf, send_b, send_b + 1))
-        tl.recv(t0 + s, (rank - 1) % size, Block(buf, recv_b, recv_b + 1))
+        tl.exchange(t0 + s, nxt, BLOCKS[(src or buf) if s == 0 else buf, send_b, send_b + 1],
+                    prv, BLOCKS[buf, recv_b, recv_b + 1])
     return size - 1
 
 

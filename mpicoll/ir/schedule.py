@@ -25,11 +25,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from itertools import chain
+from operator import itemgetter
 from typing import Any, NamedTuple, Union
 
 __all__ = [
     "Block", "Send", "Recv", "Reduce", "Copy", "Round", "Schedule", "ScheduleSet",
-    "ScheduleError", "EMPTY_ROUND", "Timeline", "Scratch", "USER_BUFFERS",
+    "ScheduleError", "EMPTY_ROUND", "Timeline", "Scratch", "USER_BUFFERS", "BLOCKS",
 ]
 
 USER_BUFFERS = ("send", "recv")   # the caller's buffers; every other name is declared scratch
@@ -158,17 +160,11 @@ class Schedule:
         return known
 
     def _walk_buffers(self) -> frozenset[str]:
-        names: set[str] = set()
-        add = names.add
-        for sends, recvs, steps in self.rounds:   # plain tuple access: this walks every round of large p
-            for msg in sends:
-                add(msg.block.buf)
-            for msg in recvs:
-                add(msg.block.buf)
-            for step in steps:                     # a step is a tuple of blocks (out, operands ...)
-                for block in step:
-                    add(block.buf)
-        return frozenset(names)
+        # chained maps (loops in C): this walks every round of a large p
+        messages = chain.from_iterable(chain.from_iterable(map(itemgetter(0, 1), self.rounds)))
+        blocks = chain(map(itemgetter(1), messages),   # a message is (peer, block)
+                       chain.from_iterable(chain.from_iterable(map(itemgetter(2), self.rounds))))  # a step: blocks
+        return frozenset(map(itemgetter(0), blocks))
 
     def scratch(self) -> Mapping[str, Scratch]:
         """The declared scratch buffers this rank's schedule uses, in declaration order (worked out once).
@@ -299,11 +295,41 @@ def _cell(rnd: Round) -> str:
 _new = tuple.__new__   # _new(Send, (peer, block)) is Send(peer, block), made without a Python call
 
 
+class _Blocks(dict):
+    """Block objects by ``(buf, lo, hi)``, each made once: ``BLOCKS["recv", 2, 3] == Block("recv", 2, 3)``.
+
+    The schedules of a large p name the same few blocks millions of times (every rank of a
+    ring at p = 1024 sends each of 1024 blocks 2046 times over); one shared object per block
+    makes them faster to build and to free, and a third smaller.  The cache is cleared when
+    it holds :attr:`LIMIT` blocks.
+    """
+
+    LIMIT = 1 << 18   # about 40 MB of blocks
+
+    def __missing__(self, key: tuple[str, int, int]) -> Block:
+        if len(self) >= self.LIMIT:
+            self.clear()
+        block = self[key] = _new(Block, key)
+        return block
+
+
+BLOCKS = _Blocks()
+
+
 class _Slots(dict):
-    """Round index -> (sends, receives, steps) lists, made on first use."""
+    """Round index -> (sends, receives, steps) lists, made on first use.
+
+    ``whole`` holds the rounds :meth:`Timeline.exchange` made whole, as long as nothing else
+    is added to them; a slot made for such a round starts with its messages and steps.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.whole: dict[int, Round] = {}
 
     def __missing__(self, t: int) -> tuple[list[Send], list[Recv], list[Step]]:
-        slot = self[t] = ([], [], [])
+        rnd = self.whole.pop(t, EMPTY_ROUND)
+        slot = self[t] = (list(rnd.sends), list(rnd.recvs), list(rnd.steps))
         return slot
 
 
@@ -317,7 +343,7 @@ class Timeline:
     """
 
     def __init__(self) -> None:
-        self._at: dict[int, tuple[list[Send], list[Recv], list[Step]]] = _Slots()
+        self._at = _Slots()
 
     def _slot(self, t: int) -> tuple[list[Send], list[Recv], list[Step]]:
         return self._at[t]
@@ -340,6 +366,21 @@ class Timeline:
     def copy(self, t: int, out: Block, src: Block) -> None:
         self._at[t][2].append(_new(Copy, (out, src)))
 
+    def exchange(self, t: int, to: int, sent: Block, frm: int, received: Block, *steps: Step) -> None:
+        """Send ``sent`` to ``to`` and receive ``received`` from ``frm`` in round t, then run ``steps``.
+
+        The step of a ring or of a pairwise exchange in one call: where round t is still
+        empty it is made whole at once (the commonest round, millions of times at large p).
+        """
+        at = self._at
+        if t in at or t in at.whole:
+            sends, recvs, more = at[t]
+            sends.append(_new(Send, (to, sent)))
+            recvs.append(_new(Recv, (frm, received)))
+            more.extend(steps)
+        else:
+            at.whole[t] = _new(Round, ((_new(Send, (to, sent)),), (_new(Recv, (frm, received)),), steps))
+
     def extend(self, offset: int, rounds: tuple[Round, ...]) -> None:
         """Append another schedule's rounds, shifted to start at round ``offset``."""
         for t, rnd in enumerate(rounds):
@@ -351,10 +392,13 @@ class Timeline:
 
     def rounds(self, nrounds: int | None = None) -> tuple[Round, ...]:
         """The rounds so far; ``nrounds`` pads with empty rounds."""
-        last = max(self._at, default=-1)
+        whole = self._at.whole
+        last = max(max(self._at, default=-1), max(whole, default=-1))
         n = last + 1 if nrounds is None else max(nrounds, last + 1)
         out = [EMPTY_ROUND] * n
         for t, (sends, recvs, steps) in self._at.items():
             if sends or recvs or steps:
                 out[t] = _new(Round, (tuple(sends), tuple(recvs), tuple(steps)))
+        for t, rnd in whole.items():
+            out[t] = rnd
         return tuple(out)
