@@ -94,7 +94,7 @@ def _walked(collective: str, algorithm: str, size: int, nbytes: int, machine: Ma
         nblocks, rounds = alg.rounds(r, size, **params)
         layout = Layout.even(nbytes, nblocks)
 
-        def moved(block: Block) -> int:
+        def moved(block: Block, layout: Layout = layout) -> int:
             return layout.ends[block.hi - 1] - layout.starts[block.lo] if block.hi > block.lo else 0
 
         for t, rnd in enumerate(rounds):
