@@ -2,8 +2,8 @@
 
 The summing calls (``Allreduce``, ``Reduce``, ``Reduce_scatter_block``, ``Reduce_scatter``, ``Scan``,
 ``Exscan``) take the keyword ``reproducible``; ``None`` means ``MPICOLL_REPRODUCIBLE``
-(:mod:`mpicoll.comm.reproducible_mode`).  Their methods hand the call here with the keyword, and nothing
-else in :mod:`mpicoll.comm` asks which mode a call runs in:
+(:mod:`mpicoll.comm.reproducible_mode`).  Their methods hand the call here with the keyword, and no
+method asks which mode a call runs in:
 
 - :func:`run_summing` (blocking) and :func:`start_summing` (``I*``) run the plain call through
   :mod:`mpicoll.comm.dispatch`'s ``run_blocking`` and ``start`` where the mode is not wanted, and the
