@@ -20,7 +20,7 @@ from mpicoll.tools.mpirun import find_mpirun, is_open_mpi
 
 LIMIT = 120     # seconds for one job (a hang fails the test, and the job is killed)
 WITHIN = 2.0    # seconds from the death to the last survivor's error (4 processes on 2 cores: 1.2-1.6 s seen
-                # while another job loaded the machine; about 0.1-0.5 s on an idle one)
+                # while another job loaded the machine)
 SURVIVORS = (0, 1, 3)
 
 CASES = ["allreduce-ring", "allreduce-recursive_doubling", "allreduce-rabenseifner", "allreduce-double_binary_tree",
