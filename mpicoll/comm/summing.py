@@ -33,15 +33,6 @@ from mpicoll.program import callkey
 __all__ = ["run_summing", "start_summing", "init_summing", "reproducible_run", "reproducible_start"]
 
 
-def _plain(reproducible: bool | None) -> bool:
-    """Whether a summing call with keyword ``reproducible`` runs as the plain collective: its keyword, else
-    ``DEFAULT[0]`` (``MPICOLL_REPRODUCIBLE``, read by :func:`~mpicoll.comm.reproducible_mode.wanted` the first
-    time)."""
-    if reproducible is None:
-        reproducible = DEFAULT[0] if type(DEFAULT[0]) is bool else wanted(None)
-    return not reproducible
-
-
 def reproducible_run(comm: Any, method: str, algorithm: str, reproducible: bool | None, *args: Any) -> None:
     """The blocking summing call ``method`` in the reproducible mode."""
     if method == "Allreduce" and run_planned(comm, algorithm, reproducible, *args):
@@ -56,21 +47,21 @@ def reproducible_start(comm: Any, method: str, args: tuple, algorithm: str, repr
 
 def _run_summing(comm: Any, method: str, algorithm: str, reproducible: bool | None, *args: Any) -> None:
     """A blocking summing call (the Python definition of the compiled ``run_summing``)."""
-    if _plain(reproducible):
+    if not wanted(reproducible):
         return dispatch.run_blocking(comm, method, algorithm, *args)
     return reproducible_run(comm, method, algorithm, reproducible, *args)
 
 
 def _start_summing(comm: Any, method: str, args: tuple, algorithm: str, reproducible: bool | None) -> Request:
     """A nonblocking summing call (the Python definition of the compiled ``start_summing``)."""
-    if _plain(reproducible):
+    if not wanted(reproducible):
         return dispatch.start(comm, method, args, algorithm)
     return reproducible_start(comm, method, args, algorithm, reproducible)
 
 
 def init_summing(comm: Any, method: str, args: tuple, algorithm: str, reproducible: bool | None) -> Prequest:
     """A persistent summing call: the plain ``init``, or the reproducible one."""
-    if _plain(reproducible):
+    if not wanted(reproducible):
         return dispatch.init(comm, method, args, algorithm)
     return reproducible_inter.init(comm, method, algorithm, reproducible, *args)
 

@@ -319,19 +319,27 @@ reproducible_wanted(PyObject *reproducible)
     return reproducible == Py_False ? 0 : reproducible == Py_True ? 1 : PyObject_IsTrue(reproducible);
 }
 
+/* what run_summing and start_summing decide first: 1 (reproducible), 0 (plain) or -1 (an error set), from the
+ * keyword argv[at]; well_formed: the arguments have the function's shape (else a TypeError naming it) */
+static int
+summing_choice(PyObject *const *argv, int well_formed, Py_ssize_t at, const char *signature)
+{
+    if (!well_formed) {
+        PyErr_SetString(PyExc_TypeError, signature);
+        return -1;
+    }
+    if (summing_run == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "mpicoll.program._callkey.init_summing() was not called");
+        return -1;
+    }
+    return reproducible_wanted(argv[at]);
+}
+
 PyObject *
 run_summing(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
 {
     (void)self;
-    if (argc < 4) {
-        PyErr_SetString(PyExc_TypeError, "run_summing(comm, method, algorithm, reproducible, *args)");
-        return NULL;
-    }
-    if (summing_run == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "mpicoll.program._callkey.init_summing() was not called");
-        return NULL;
-    }
-    int wanted = reproducible_wanted(argv[3]);
+    int wanted = summing_choice(argv, argc >= 4, 3, "run_summing(comm, method, algorithm, reproducible, *args)");
     if (wanted < 0)
         return NULL;
     if (!wanted)
@@ -353,15 +361,7 @@ run_summing(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
 PyObject *
 start_summing(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
 {
-    if (argc != 5) {
-        PyErr_SetString(PyExc_TypeError, "start_summing(comm, method, args, algorithm, reproducible)");
-        return NULL;
-    }
-    if (summing_start == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "mpicoll.program._callkey.init_summing() was not called");
-        return NULL;
-    }
-    int wanted = reproducible_wanted(argv[4]);
+    int wanted = summing_choice(argv, argc == 5, 4, "start_summing(comm, method, args, algorithm, reproducible)");
     if (wanted < 0)
         return NULL;
     if (wanted)
