@@ -68,8 +68,9 @@ def requests_outstanding() -> list[Any]:
 def progress(queue: list[Any] | None = None) -> None:
     """Move every outstanding request of ``queue`` (this thread's) as far as its messages allow, without blocking.
 
-    The caller holds the queue's guard, or is the queue's own thread (whose requests the progress
-    thread only advances under the guard: see :func:`advance_unowned`).
+    The caller holds the queue's guard: the progress thread advances any queue whose guard is free
+    (:func:`advance_unowned`), and two threads testing one request's messages corrupt the MPI library's state.
+    Without it, call :func:`poke`.
     """
     for req in list(queue_of_this_thread()[0] if queue is None else queue):
         if req._state == RUNNING:
@@ -116,7 +117,8 @@ def advance_waiting() -> None:
 
 
 def wait_until(done: Callable[[], bool], queue: list[Any]) -> None:
-    """Progress ``queue`` until ``done()``, sleeping inside MPI (Waitany) rather than polling in Python."""
+    """Progress ``queue`` until ``done()``, sleeping inside MPI (Waitany) rather than polling in Python; the
+    caller holds the queue's guard."""
     progress(queue)
     while not done():
         block_once((), queue=queue)

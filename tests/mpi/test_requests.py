@@ -395,8 +395,9 @@ def test_a_restart_that_fails_gives_its_plan_back(monkeypatch):
     record.requests[i] = slot
     monkeypatch.undo()
     comm.Iallreduce(x, y).Wait()        # (its Wait moves the one the failed call started too, as far as
-    queue = inflight.queue_of_this_thread()[0]      # its messages had come: the rest, as any wait would)
-    inflight.wait_until(lambda: not queue, queue)
+    queue, guard = inflight.queue_of_this_thread()  # its messages had come: the rest, as any wait would,
+    with guard:                                     # holding the guard: the progress thread moves it too)
+        inflight.wait_until(lambda: not queue, queue)
     WORLD.Barrier()
     check(not plan.lent, f"rank {RANK}: the cached plan stayed lent after its restart failed")
     req = comm.Iallreduce(x, y)

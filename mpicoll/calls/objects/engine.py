@@ -30,7 +30,7 @@ from mpi4py import MPI
 
 from mpicoll.analysis.lockstep import run_lockstep
 from mpicoll.calls.objects.slots import Failed, Slot, frame, unframe, value
-from mpicoll.engine.inflight import outstanding, progress
+from mpicoll.engine.inflight import outstanding, poke
 from mpicoll.engine.rounds import Exchange, waitall
 from mpicoll.engine.rounds import run as run_rounds
 from mpicoll.engine.watchdog import CollectiveTimeout, _idle
@@ -127,7 +127,7 @@ class Probed(Exchange):
                 last, spins = time.monotonic(), 0
                 continue
             spins += 1
-            progress()   # mpicoll's own outstanding requests keep moving meanwhile
+            poke()   # mpicoll's own outstanding requests keep moving meanwhile (unless a thread drives them)
             if timeout is not None and time.monotonic() - last > timeout:
                 raise CollectiveTimeout(self.collective, t, sorted({p for _, p in waiting}), timeout, self.rank)
             _idle(spins)
