@@ -258,7 +258,8 @@ def test_auto_takes_the_buffer_collectives_and_a_named_algorithm_its_schedule(co
         check(comm.bcast("y" if R == 0 else None, 0, algorithm="binomial") == "y", "binomial bcast")
         check(comm.allgather(R, algorithm="bruck") == list(range(P)), "bruck allgather")
         check(ran[-2:] == ["binomial", "bruck"], f"the named schedules ran: {ran}")
-    check(comm._state.object_slots is not None and comm._state.object_slots.inline == buffered.slot_size(P) - 16,
+    slots = comm._state.object_slots
+    check(slots is not None and slots.inline == buffered.slot_size(P) - buffered.HEADER,
           "the communicator keeps its slots")
 
 

@@ -4,29 +4,32 @@ mpi4py's ``comm.allgather(obj)`` pickles the object, gathers every rank's byte
 count (``MPI_Allgather``), then the bytes (``MPI_Allgatherv``), and unpickles
 (its ``src/mpi4py/MPI.src/msgpickle.pxi``).  mpicoll does the same with its own
 buffer collectives, those of the same ``mpicoll.Comm`` (their algorithms,
-their cached plans), with one difference: the first collective moves a
-fixed-size *slot* per object, its header and, when the pickle fits, the pickle
-itself.  So a small object travels in one collective wherever every rank can
-tell that no second one is needed, and the slots' buffers, made once per
-communicator (:class:`Scratch`), keep their addresses: the buffer
+their cached plans), with one difference: the collective moves a fixed-size
+*slot* per object, its length and, when the pickle fits, the pickle itself.
+So a small object travels in one collective, and the slots' buffers, made once
+per communicator (:class:`Scratch`), keep their addresses: the buffer
 collectives' plan cache hits from the second call on.
 
-A slot is :func:`slot_size` bytes: two int64, ``length`` (the pickle's, or
-``FAILED - rank``: the object of ``rank``, or its root's argument, failed) and
-``follows`` (scatter's: the root sends a second collective), then the pickle
-if it fits (``inline`` bytes at most).  The second collective moves the
-pickles that did not fit:
+A slot is :func:`slot_size` bytes: an int64 ``length`` (the pickle's, or
+``FAILED - rank``: the object of ``rank``, or its root's argument, failed),
+then the pickle if it fits (``inline`` bytes at most).  The pickles that did
+not fit travel after the slots:
 
 =========  ======================  ================================================================
-call       first                   second (the pickles longer than ``inline``)
+call       slots                   the pickles longer than ``inline``
 =========  ======================  ================================================================
 bcast      ``Bcast``, one slot     ``Bcast``, where the root's did not fit (every rank reads its length)
-scatter    ``Scatter``, p slots    ``Scatterv``, where one did not fit (the root says so: ``follows``)
 allgather  ``Allgather``           ``Allgatherv``, where one did not fit (every rank reads every length)
-gather     ``Gather``              ``Gatherv``, always (only the root reads every length): zero counts
-                                   where all fit
-alltoall   ``Alltoall``, p slots   ``Alltoallv``, always (a rank reads only its own lengths)
+scatter    ``Scatter``, p slots    from the root to each rank whose slot says so
+gather     ``Gather``              to the root from each rank whose pickle did not fit
+alltoall   ``Alltoall``, p slots   from each rank to each peer whose slot says so
 =========  ======================  ================================================================
+
+Where only the two ranks a pickle travels between can tell that it did not
+fit (scatter, gather, alltoall), it travels point to point, on the object
+engine's transport (:func:`mpicoll.calls.objects.engine.exchange`: a matched
+probe gives its length) with a second tag every rank draws; so those calls,
+too, run one collective when every object fits.
 
 The reductions gather the pickles so (to the root for ``reduce``, to every
 rank for ``allreduce``, ``scan`` and ``exscan``) and apply the op in rank
@@ -36,16 +39,16 @@ order, ``op(op(o0, o1), o2)``..., as mpi4py's own reductions do without its
 
 Failures do not leave a peer waiting: a rank whose object does not pickle (or
 a root whose sequence is wrong) writes ``FAILED - rank`` in its slots, plays
-its part in both collectives, and raises its error; a rank whose result holds
-that slot raises :class:`~mpicoll.errors.PeerFailure`.  Every decision after
-the first collective is taken from lengths that every rank taking part in the
-second one has read alike.
+its part, and raises its error; a rank whose result holds that slot raises
+:class:`~mpicoll.errors.PeerFailure`.  Every decision after the slots'
+collective is taken from lengths that the ranks it concerns have read alike.
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from functools import partial
 from itertools import accumulate
 from typing import Any
 
@@ -53,22 +56,28 @@ import numpy as np
 from mpi4py import MPI
 
 from mpicoll import errors
+from mpicoll.calls.objects import engine
 from mpicoll.calls.objects.slots import FAILED
+from mpicoll.engine.forms import BLOCKING
+from mpicoll.engine.watchdog import CollectiveTimeout
 from mpicoll.program.state import CommState
 
-__all__ = ["Scratch", "slot_size", "folds", "FOLD_MAX", "bcast", "gather", "scatter", "allgather", "alltoall",
-           "reduce", "allreduce", "scan", "exscan"]
+__all__ = ["Scratch", "slot_size", "folds", "FOLD_MAX", "SLOT_MAX", "bcast", "gather", "scatter", "allgather",
+           "alltoall", "reduce", "allreduce", "scan", "exscan"]
 
 #: the most ranks whose objects a reduction gathers and folds in rank order ("auto"; the schedules above)
 FOLD_MAX = 8
-_HEAD = struct.Struct("=qq")   # a slot's header: length, follows
-HEADER = _HEAD.size
+#: the longest slot: the longest message Open MPI's shared-memory transport sends inline (its
+#: ``max_inline_send``); at 2 processes a 264-byte ``Bcast`` took twice as long as a 256-byte one
+SLOT_MAX = 256
+_LENGTH = struct.Struct("=q")   # a slot's header: the pickle's length
+HEADER = _LENGTH.size
 
 
 def slot_size(size: int) -> int:
-    """The bytes of one object's slot at ``size`` ranks: 512, less above 64 ranks (p slots stay within 32 KiB),
-    64 at least."""
-    return max(64, min(512, 32768 // size // 8 * 8))
+    """The bytes of one object's slot at ``size`` ranks: :data:`SLOT_MAX`, less above 128 ranks (p slots stay
+    within 32 KiB), 64 at least."""
+    return max(64, min(SLOT_MAX, 32768 // size // 8 * 8))
 
 
 def folds(size: int) -> bool:
@@ -81,7 +90,7 @@ class Scratch:
     collectives that move them find their cached plans (the same memory every call)."""
 
     __slots__ = ("slot", "inline", "one", "many", "received", "one_view", "many_view", "received_view",
-                 "received_lengths", "zeros")
+                 "received_lengths")
 
     def __init__(self, size: int) -> None:
         self.slot = slot_size(size)
@@ -93,7 +102,6 @@ class Scratch:
                                                                                      self.received))
         #: the lengths in the received slots' headers (a view: read it after each call)
         self.received_lengths = self.received.view(np.int64)[::self.slot // 8]
-        self.zeros = [0] * size   # the counts and displacements of a second collective that moves nothing
 
 
 def _made(state: CommState) -> Scratch:
@@ -124,40 +132,52 @@ def _pickle_sequence(obj: Any, count: int, rank: int, items: Callable) -> tuple[
     return [None] * count, [FAILED - rank] * count, error
 
 
-def _write(view: memoryview, at: int, length: int, data: bytes | None, inline: int, follows: int = 0) -> None:
-    """The slot at byte ``at`` of ``view``: its header, and the pickle where it fits."""
-    _HEAD.pack_into(view, at, length, follows)
+def _write(view: memoryview, at: int, length: int, data: bytes | None, inline: int) -> None:
+    """The slot at byte ``at`` of ``view``: its length, and the pickle where it fits."""
+    _LENGTH.pack_into(view, at, length)
     if 0 <= length <= inline:
         view[at + HEADER:at + HEADER + length] = data
 
 
-def _overflow(lengths: list[int], inline: int) -> tuple[list[int], list[int]]:
-    """The second collective's counts (the pickles that did not fit) and displacements."""
-    counts = [n if n > inline else 0 for n in lengths]
-    return counts, [0, *accumulate(counts[:-1])]
+def _write_slots(scratch: Scratch, pickles: list, lengths: list[int]) -> None:
+    """The p slots to send (``scratch.many``): slot k holds pickle k, or its length alone."""
+    view, slot, inline, at = scratch.many_view, scratch.slot, scratch.inline, 0
+    for data, length in zip(pickles, lengths):
+        _write(view, at, length, data, inline)
+        at += slot
 
 
-def _load(collective: str, scratch: Scratch, lengths: list[int], count: int, rest: Any = None,
-          displs: list[int] | None = None) -> list:
-    """The objects of the first ``count`` received slots, unpickled from the slots, or from ``rest`` at
-    ``displs`` where they did not fit; a failed slot raises ``PeerFailure``."""
+def _exchange(state: CommState, collective: str, tag: int, sends: Sequence[tuple[Any, int]],
+              sources: Sequence[int]) -> dict[int, bytearray]:
+    """The pickles that did not fit, point to point with ``tag``: each ``(pickle, peer)`` of ``sends`` sent, one
+    received from each of ``sources`` (by source).  A timeout puts the communicator out of step, as a buffer
+    collective's does."""
+    received: dict[int, bytearray] = {}
+    recvs = [(partial(received.__setitem__, peer), peer) for peer in sources]
+    try:
+        engine.exchange(state.private, tag, sends, recvs, collective, state.rank, state.timeout)
+    except CollectiveTimeout as exc:
+        state.went_out_of_step(exc)
+        raise
+    return received
+
+
+def _load(collective: str, scratch: Scratch, lengths: list[int], count: int, rest: Any = None) -> list:
+    """The objects of the first ``count`` received slots, unpickled from the slots, or from ``rest[k]`` where
+    they did not fit; a failed slot raises ``PeerFailure``."""
     loads, view, slot, inline = MPI.pickle.loads, scratch.received_view, scratch.slot, scratch.inline
     out = []
+    at = HEADER
     for k in range(count):
         length = lengths[k]
         if 0 <= length <= inline:
-            at = k * slot + HEADER
             out.append(loads(view[at:at + length]))
         elif length <= FAILED:
             raise errors.PeerFailure(collective, FAILED - length)
         else:
-            out.append(loads(memoryview(rest)[displs[k]:displs[k] + length]))
+            out.append(loads(rest[k]))
+        at += slot
     return out
-
-
-def _mine(scratch: Scratch, data: bytes | None, length: int) -> list:
-    """What this rank sends in a second collective: its pickle if it did not fit, else nothing."""
-    return [data, length, MPI.BYTE] if length > scratch.inline else [scratch.one, 0, MPI.BYTE]
 
 
 def bcast(comm: Any, state: CommState, obj: Any, root: int) -> Any:
@@ -169,7 +189,7 @@ def bcast(comm: Any, state: CommState, obj: Any, root: int) -> Any:
         data, length, error = _pickle(obj, root)
         _write(view, 0, length, data, inline)
     comm.Bcast(scratch.one, root)
-    length = _HEAD.unpack_from(view, 0)[0]
+    length = _LENGTH.unpack_from(view)[0]
     if length > inline:
         if state.rank != root:
             data = bytearray(length)
@@ -182,29 +202,29 @@ def bcast(comm: Any, state: CommState, obj: Any, root: int) -> Any:
 
 
 def _gathered(comm: Any, state: CommState, collective: str, obj: Any, root: int) -> list | None:
-    """Every rank's object at the root, in rank order (None elsewhere): ``Gather`` of the slots, ``Gatherv`` of
-    the pickles that did not fit (zero counts where all did)."""
+    """Every rank's object at the root, in rank order (None elsewhere): ``Gather`` of the slots, then each
+    pickle that did not fit, sent to the root."""
     scratch = state.object_slots or _made(state)
-    inline = scratch.inline
-    data, length, error = _pickle(obj, state.rank)
+    rank, inline = state.rank, scratch.inline
+    data, length, error = _pickle(obj, rank)
     _write(scratch.one_view, 0, length, data, inline)
     comm.Gather(scratch.one, scratch.received, root)
-    if state.rank != root:
-        comm.Gatherv(_mine(scratch, data, length), None, root)
+    tag = state.next_tag(BLOCKING)
+    if rank != root:
+        if length > inline:
+            _exchange(state, collective, tag, [(data, root)], ())
         if error is not None:
             raise error
         return None
     lengths = scratch.received_lengths.tolist()
+    rest = None
     if max(lengths) > inline:
-        counts, displs = _overflow(lengths, inline)
-        rest = bytearray(sum(counts))
-        comm.Gatherv(_mine(scratch, data, length), [rest, counts, displs, MPI.BYTE], root)
-    else:
-        zeros, rest, displs = scratch.zeros, None, None
-        comm.Gatherv(_mine(scratch, data, length), [scratch.received, zeros, zeros, MPI.BYTE], root)
+        rest = _exchange(state, collective, tag, (),
+                         [k for k, n in enumerate(lengths) if n > inline and k != root])
+        rest[root] = data
     if error is not None:
         raise error
-    return _load(collective, scratch, lengths, state.size, rest, displs)
+    return _load(collective, scratch, lengths, state.size, rest)
 
 
 def gather(comm: Any, state: CommState, obj: Any, root: int) -> list | None:
@@ -214,33 +234,29 @@ def gather(comm: Any, state: CommState, obj: Any, root: int) -> list | None:
 
 def scatter(comm: Any, state: CommState, obj: Any, root: int, items: Callable) -> Any:
     """``comm.scatter(obj, root)`` (``root`` checked; ``items`` reads the root's sequence): one slot to each
-    rank, then the pickles that did not fit, if the root says any did not."""
+    rank, then each pickle that did not fit, sent by the root."""
     scratch = state.object_slots or _made(state)
-    size, slot, inline = state.size, scratch.slot, scratch.inline
-    error, pickles, lengths = None, [], []
-    if state.rank == root:
-        pickles, lengths, error = _pickle_sequence(obj, size, root, items)
-        follows = int(max(lengths) > inline)
-        for k in range(size):
-            _write(scratch.many_view, k * slot, lengths[k], pickles[k], inline, follows)
+    rank, inline = state.rank, scratch.inline
+    error, data = None, None
+    if rank == root:
+        pickles, lengths, error = _pickle_sequence(obj, state.size, root, items)
+        _write_slots(scratch, pickles, lengths)
     comm.Scatter(scratch.many, scratch.one, root)
+    tag = state.next_tag(BLOCKING)
     view = scratch.one_view
-    length, follows = _HEAD.unpack_from(view, 0)
-    data: Any = None
-    if follows:
-        data = bytearray(length) if length > inline else None
-        mine = [data, length, MPI.BYTE] if data is not None else [scratch.one, 0, MPI.BYTE]
-        if state.rank == root:
-            counts, displs = _overflow(lengths, inline)
-            joined = b"".join(p for p, n in zip(pickles, counts) if n)
-            comm.Scatterv([joined, counts, displs, MPI.BYTE], mine, root)
-        else:
-            comm.Scatterv(None, mine, root)
+    length = _LENGTH.unpack_from(view)[0]
+    if rank == root:
+        if max(lengths) > inline:
+            _exchange(state, "scatter", tag, [(p, k) for k, (p, n) in enumerate(zip(pickles, lengths))
+                                              if n > inline and k != root], ())
+            data = pickles[root]
+    elif length > inline:
+        data = _exchange(state, "scatter", tag, (), (root,))[root]
     if error is not None:
         raise error
     if length <= FAILED:
         raise errors.PeerFailure("scatter", root)
-    return MPI.pickle.loads(data if data is not None else view[HEADER:HEADER + length])
+    return MPI.pickle.loads(data if length > inline else view[HEADER:HEADER + length])
 
 
 def _allgathered(comm: Any, state: CommState, collective: str, obj: Any, count: int) -> list:
@@ -252,14 +268,18 @@ def _allgathered(comm: Any, state: CommState, collective: str, obj: Any, count: 
     _write(scratch.one_view, 0, length, data, inline)
     comm.Allgather(scratch.one, scratch.received)
     lengths = scratch.received_lengths.tolist()
-    rest = displs = None
+    rest = None
     if max(lengths) > inline:
-        counts, displs = _overflow(lengths, inline)
-        rest = bytearray(sum(counts))
-        comm.Allgatherv(_mine(scratch, data, length), [rest, counts, displs, MPI.BYTE])
+        counts = [n if n > inline else 0 for n in lengths]
+        displs = [0, *accumulate(counts[:-1])]
+        joined = bytearray(sum(counts))
+        mine = [data, length, MPI.BYTE] if length > inline else [scratch.one, 0, MPI.BYTE]
+        comm.Allgatherv(mine, [joined, counts, displs, MPI.BYTE])
+        view = memoryview(joined)
+        rest = {k: view[at:at + n] for k, (at, n) in enumerate(zip(displs, counts)) if n}
     if error is not None:
         raise error
-    return _load(collective, scratch, lengths, count, rest, displs)
+    return _load(collective, scratch, lengths, count, rest)
 
 
 def allgather(comm: Any, state: CommState, obj: Any) -> list:
@@ -268,31 +288,24 @@ def allgather(comm: Any, state: CommState, obj: Any) -> list:
 
 
 def alltoall(comm: Any, state: CommState, obj: Any, items: Callable) -> list:
-    """``comm.alltoall(obj)`` (``items`` reads the sequence): p slots each way, then the pickles that did not
-    fit (zero counts where all did)."""
+    """``comm.alltoall(obj)`` (``items`` reads the sequence): p slots each way, then each pickle that did not
+    fit, sent to its peer."""
     scratch = state.object_slots or _made(state)
-    size, slot, inline = state.size, scratch.slot, scratch.inline
-    pickles, lengths, error = _pickle_sequence(obj, size, state.rank, items)
-    for k in range(size):
-        _write(scratch.many_view, k * slot, lengths[k], pickles[k], inline)
+    rank, inline = state.rank, scratch.inline
+    pickles, lengths, error = _pickle_sequence(obj, state.size, rank, items)
+    _write_slots(scratch, pickles, lengths)
     comm.Alltoall(scratch.many, scratch.received)
+    tag = state.next_tag(BLOCKING)
     received = scratch.received_lengths.tolist()
-    zeros = scratch.zeros
-    if max(lengths) > inline:
-        counts, displs = _overflow(lengths, inline)
-        sent = [b"".join(p for p, n in zip(pickles, counts) if n), counts, displs, MPI.BYTE]
-    else:
-        sent = [scratch.many, zeros, zeros, MPI.BYTE]
-    rest = rest_displs = None
-    if max(received) > inline:
-        counts, rest_displs = _overflow(received, inline)
-        rest = bytearray(sum(counts))
-        comm.Alltoallv(sent, [rest, counts, rest_displs, MPI.BYTE])
-    else:
-        comm.Alltoallv(sent, [scratch.received, zeros, zeros, MPI.BYTE])
+    rest = None
+    if max(lengths) > inline or max(received) > inline:
+        rest = _exchange(state, "alltoall", tag,
+                         [(p, k) for k, (p, n) in enumerate(zip(pickles, lengths)) if n > inline and k != rank],
+                         [k for k, n in enumerate(received) if n > inline and k != rank])
+        rest[rank] = pickles[rank]
     if error is not None:
         raise error
-    return _load("alltoall", scratch, received, size, rest, rest_displs)
+    return _load("alltoall", scratch, received, state.size, rest)
 
 
 def _fold(objects: list, op: Callable) -> Any:

@@ -14,6 +14,9 @@ sends are posted, then its receives taken (a matched probe gives each message's
 length, so no size travels ahead), then the sends waited for and the round's
 steps run, on the communicator's private duplicate and the call's own tag.
 
+:func:`exchange` runs one round of whole messages by the same policy: the pickles too long for a slot of
+the "auto" calls (:mod:`~mpicoll.calls.objects.buffered`).
+
 It is the object collectives' transport: their messages, and the pickled messages between an
 intercommunicator's leaders (:func:`send_object`, :func:`receive_object`, :func:`swap_objects`,
 :func:`post_objects`, used by :mod:`mpicoll.comm.inter_objects`), are posted here.
@@ -36,7 +39,7 @@ from mpicoll.engine.rounds import run as run_rounds
 from mpicoll.engine.watchdog import CollectiveTimeout, _idle
 from mpicoll.ir.schedule import Block, Copy, Reduce, Schedule
 
-__all__ = ["Buffers", "buffers", "run", "simulate", "Steps", "Probed", "send_object", "receive_object",
+__all__ = ["Buffers", "buffers", "run", "simulate", "Steps", "Probed", "exchange", "send_object", "receive_object",
            "swap_objects", "post_objects"]
 
 Buffers = dict[str, list]
@@ -84,10 +87,10 @@ class Steps:
 
 class Probed(Exchange):
     """The policy of :func:`mpicoll.engine.rounds.run` for object messages, whose lengths no rank knows
-    ahead: a send is ``(read, peer)`` (``read()`` frames its blocks when the round is posted), a receive
-    ``(write, peer)`` (``write(slots)`` stores what a message unframes to).  Receives are taken by matched
-    probe, blocking in ``Mprobe`` in listed order, or, with a timeout or while mpicoll's nonblocking requests
-    are outstanding (they must keep moving), polled."""
+    ahead: a send is ``(read, peer)`` (``read()`` gives its bytes, framed blocks or a pickle, when the round
+    is posted), a receive ``(write, peer)`` (``write(message)`` takes the message, received whole).  Receives
+    are taken by matched probe, blocking in ``Mprobe`` in listed order, or, with a timeout or while mpicoll's
+    nonblocking requests are outstanding (they must keep moving), polled."""
 
     def __init__(self, collective: str, rank: int, timeout: float | None) -> None:
         self.collective, self.rank, self.timeout = collective, rank, timeout
@@ -103,7 +106,7 @@ class Probed(Exchange):
                 msg = comm.Mprobe(peer, tag, status)
                 data = bytearray(status.Get_count(MPI.BYTE))
                 msg.Recv([data, MPI.BYTE])
-                write(unframe(data))
+                write(data)
             waiting = []
         else:
             waiting = list(recvs)   # from each peer, messages arrive in the order they are listed
@@ -119,7 +122,7 @@ class Probed(Exchange):
                 if msg is not None:
                     data = bytearray(status.Get_count(MPI.BYTE))
                     msg.Recv([data, MPI.BYTE])
-                    write(unframe(data))
+                    write(data)
                     taken = i
                     break
             if taken is not None:
@@ -142,12 +145,27 @@ def run(schedule: Schedule, bufs: Buffers, steps: Steps, comm: MPI.Comm, tag: in
         return lambda: frame(bufs[block.buf][block.lo:block.hi])
 
     def write(block: Block) -> Callable[[list], None]:
-        return lambda slots: _store(bufs[block.buf], block, slots)
+        return lambda message: _store(bufs[block.buf], block, unframe(message))
 
     rounds = [([(read(b), peer) for peer, b in rnd.sends], [(write(b), peer) for peer, b in rnd.recvs],
                [partial(steps.reduce if isinstance(st, Reduce) else steps.copy, st) for st in rnd.steps])
               for rnd in schedule.rounds]
     run_rounds(rounds, comm, tag, Probed(schedule.collective, schedule.rank, timeout))
+
+
+def exchange(comm: MPI.Comm, tag: int, sends: Sequence[tuple[Any, int]],
+             recvs: Sequence[tuple[Callable[[bytearray], None], int]], collective: str, rank: int,
+             timeout: float | None = None) -> None:
+    """One round of whole messages on ``comm`` with ``tag`` (the pickles too long for a slot,
+    :mod:`~mpicoll.calls.objects.buffered`): each ``(data, peer)`` of ``sends`` posted as it is, each
+    ``(write, peer)`` of ``recvs`` received whole and handed to ``write``, by the :class:`Probed` policy (a
+    matched probe gives each length; polled with a timeout or while requests are outstanding)."""
+    reads = [(partial(_given, data), peer) for data, peer in sends]
+    run_rounds([(reads, list(recvs), [])], comm, tag, Probed(collective, rank, timeout))
+
+
+def _given(data: Any) -> Any:
+    return data
 
 
 def _store(buf: list, block: Block, slots: list) -> None:
