@@ -110,41 +110,48 @@ def _made(state: CommState) -> Scratch:
     return scratch
 
 
-def _pickle(obj: Any, rank: int) -> tuple[bytes | None, int, BaseException | None]:
-    """``obj`` pickled with ``MPI.pickle``, and its length; or None, ``FAILED - rank`` and the error."""
+def _put(view: memoryview, at: int, obj: Any, rank: int, inline: int) -> tuple[bytes | None, int,
+                                                                               BaseException | None]:
+    """``obj`` pickled with ``MPI.pickle`` into the slot at byte ``at`` of ``view`` (its length; the pickle where
+    it fits): the pickle, its length and None; or None, ``FAILED - rank`` and the error."""
     try:
         data = MPI.pickle.dumps(obj)
     except Exception as exc:   # an object that does not pickle: this rank raises after playing its part
+        _LENGTH.pack_into(view, at, FAILED - rank)
         return None, FAILED - rank, exc
-    return data, len(data), None
-
-
-def _pickle_sequence(obj: Any, count: int, rank: int, items: Callable) -> tuple[list, list[int], BaseException | None]:
-    """A sequence of ``count`` objects (``items`` reads it as mpi4py does), pickled: their pickles and lengths;
-    if the sequence or one of its objects fails, every length says so, and the error."""
-    objects, error = items(obj, count, "sendobj")
-    if error is None:
-        try:
-            pickles = [MPI.pickle.dumps(item) for item in objects]
-            return pickles, [len(data) for data in pickles], None
-        except Exception as exc:   # (as _pickle)
-            error = exc
-    return [None] * count, [FAILED - rank] * count, error
-
-
-def _write(view: memoryview, at: int, length: int, data: bytes | None, inline: int) -> None:
-    """The slot at byte ``at`` of ``view``: its length, and the pickle where it fits."""
+    length = len(data)
     _LENGTH.pack_into(view, at, length)
-    if 0 <= length <= inline:
+    if length <= inline:
         view[at + HEADER:at + HEADER + length] = data
+    return data, length, None
 
 
-def _write_slots(scratch: Scratch, pickles: list, lengths: list[int]) -> None:
-    """The p slots to send (``scratch.many``): slot k holds pickle k, or its length alone."""
-    view, slot, inline, at = scratch.many_view, scratch.slot, scratch.inline, 0
-    for data, length in zip(pickles, lengths):
-        _write(view, at, length, data, inline)
-        at += slot
+def _put_sequence(scratch: Scratch, obj: Any, count: int, rank: int,
+                  items: Callable) -> tuple[list, list[int], BaseException | None]:
+    """A sequence of ``count`` objects (``items`` reads it as mpi4py does) pickled into the p slots to send
+    (``scratch.many``): their pickles and lengths; if the sequence or one of its objects fails, every slot's
+    length says so, and the error."""
+    objects, error = items(obj, count, "sendobj")
+    view, slot, inline = scratch.many_view, scratch.slot, scratch.inline
+    if error is None:
+        pickles, lengths, at = [], [], 0
+        dumps, pack = MPI.pickle.dumps, _LENGTH.pack_into
+        try:
+            for item in objects:
+                data = dumps(item)
+                length = len(data)
+                pack(view, at, length)
+                if length <= inline:
+                    view[at + HEADER:at + HEADER + length] = data
+                pickles.append(data)
+                lengths.append(length)
+                at += slot
+            return pickles, lengths, None
+        except Exception as exc:   # (as _put)
+            error = exc
+    for at in range(0, count * slot, slot):
+        _LENGTH.pack_into(view, at, FAILED - rank)
+    return [None] * count, [FAILED - rank] * count, error
 
 
 def _exchange(state: CommState, collective: str, tag: int, sends: Sequence[tuple[Any, int]],
@@ -162,14 +169,20 @@ def _exchange(state: CommState, collective: str, tag: int, sends: Sequence[tuple
     return received
 
 
-def _load(collective: str, scratch: Scratch, lengths: list[int], count: int, rest: Any = None) -> list:
-    """The objects of the first ``count`` received slots, unpickled from the slots, or from ``rest[k]`` where
-    they did not fit; a failed slot raises ``PeerFailure``."""
+def _load(collective: str, scratch: Scratch, lengths: list[int], rest: Any = None) -> list:
+    """The objects of the received slots (one per length of ``lengths``), unpickled from the slots, or from
+    ``rest[k]`` where they did not fit (None: all fit); a failed slot raises ``PeerFailure``."""
     loads, view, slot, inline = MPI.pickle.loads, scratch.received_view, scratch.slot, scratch.inline
     out = []
     at = HEADER
-    for k in range(count):
-        length = lengths[k]
+    if rest is None:   # every pickle fits (the caller saw no length above ``inline``): the common case
+        for length in lengths:
+            if length < 0:
+                raise errors.PeerFailure(collective, FAILED - length)
+            out.append(loads(view[at:at + length]))
+            at += slot
+        return out
+    for k, length in enumerate(lengths):
         if 0 <= length <= inline:
             out.append(loads(view[at:at + length]))
         elif length <= FAILED:
@@ -184,30 +197,31 @@ def bcast(comm: Any, state: CommState, obj: Any, root: int) -> Any:
     """``comm.bcast(obj, root)`` (``root`` checked): the root's slot, then its pickle if it did not fit."""
     scratch = state.object_slots or _made(state)
     view, inline = scratch.one_view, scratch.inline
-    data, error = None, None
-    if state.rank == root:
-        data, length, error = _pickle(obj, root)
-        _write(view, 0, length, data, inline)
+    if state.rank != root:
+        comm.Bcast(scratch.one, root)
+        length = _LENGTH.unpack_from(view)[0]
+        if 0 <= length <= inline:
+            return MPI.pickle.loads(view[HEADER:HEADER + length])
+        if length <= FAILED:
+            raise errors.PeerFailure("bcast", root)
+        data = bytearray(length)
+        comm.Bcast([data, length, MPI.BYTE], root)
+        return MPI.pickle.loads(data)
+    data, length, error = _put(view, 0, obj, root, inline)
     comm.Bcast(scratch.one, root)
-    length = _LENGTH.unpack_from(view)[0]
     if length > inline:
-        if state.rank != root:
-            data = bytearray(length)
         comm.Bcast([data, length, MPI.BYTE], root)
     if error is not None:
         raise error
-    if length <= FAILED:
-        raise errors.PeerFailure("bcast", root)
-    return MPI.pickle.loads(data if length > inline else view[HEADER:HEADER + length])
+    return MPI.pickle.loads(data)   # (a copy of its own object, as from mpi4py's)
 
 
-def _gathered(comm: Any, state: CommState, collective: str, obj: Any, root: int) -> list | None:
-    """Every rank's object at the root, in rank order (None elsewhere): ``Gather`` of the slots, then each
-    pickle that did not fit, sent to the root."""
+def gather(comm: Any, state: CommState, obj: Any, root: int, collective: str = "gather") -> list | None:
+    """``comm.gather(obj, root)`` (``root`` checked): every rank's object at the root, in rank order (None
+    elsewhere): ``Gather`` of the slots, then each pickle that did not fit, sent to the root."""
     scratch = state.object_slots or _made(state)
     rank, inline = state.rank, scratch.inline
-    data, length, error = _pickle(obj, rank)
-    _write(scratch.one_view, 0, length, data, inline)
+    data, length, error = _put(scratch.one_view, 0, obj, rank, inline)
     comm.Gather(scratch.one, scratch.received, root)
     tag = state.next_tag(BLOCKING)
     if rank != root:
@@ -224,12 +238,7 @@ def _gathered(comm: Any, state: CommState, collective: str, obj: Any, root: int)
         rest[root] = data
     if error is not None:
         raise error
-    return _load(collective, scratch, lengths, state.size, rest)
-
-
-def gather(comm: Any, state: CommState, obj: Any, root: int) -> list | None:
-    """``comm.gather(obj, root)`` (``root`` checked): every rank's object at the root, in rank order."""
-    return _gathered(comm, state, "gather", obj, root)
+    return _load(collective, scratch, lengths, rest)
 
 
 def scatter(comm: Any, state: CommState, obj: Any, root: int, items: Callable) -> Any:
@@ -237,35 +246,32 @@ def scatter(comm: Any, state: CommState, obj: Any, root: int, items: Callable) -
     rank, then each pickle that did not fit, sent by the root."""
     scratch = state.object_slots or _made(state)
     rank, inline = state.rank, scratch.inline
-    error, data = None, None
     if rank == root:
-        pickles, lengths, error = _pickle_sequence(obj, state.size, root, items)
-        _write_slots(scratch, pickles, lengths)
+        pickles, lengths, error = _put_sequence(scratch, obj, state.size, root, items)
     comm.Scatter(scratch.many, scratch.one, root)
     tag = state.next_tag(BLOCKING)
-    view = scratch.one_view
-    length = _LENGTH.unpack_from(view)[0]
     if rank == root:
         if max(lengths) > inline:
             _exchange(state, "scatter", tag, [(p, k) for k, (p, n) in enumerate(zip(pickles, lengths))
                                               if n > inline and k != root], ())
-            data = pickles[root]
-    elif length > inline:
-        data = _exchange(state, "scatter", tag, (), (root,))[root]
-    if error is not None:
-        raise error
+        if error is not None:
+            raise error
+        return MPI.pickle.loads(pickles[root])   # (a copy of its own object, as from mpi4py's)
+    length = _LENGTH.unpack_from(scratch.one_view)[0]
+    if 0 <= length <= inline:
+        return MPI.pickle.loads(scratch.one_view[HEADER:HEADER + length])
     if length <= FAILED:
         raise errors.PeerFailure("scatter", root)
-    return MPI.pickle.loads(data if length > inline else view[HEADER:HEADER + length])
+    return MPI.pickle.loads(_exchange(state, "scatter", tag, (), (root,))[root])
 
 
-def _allgathered(comm: Any, state: CommState, collective: str, obj: Any, count: int) -> list:
-    """The objects of ranks ``0 .. count - 1``, on every rank: ``Allgather`` of every rank's slot, then, if one
-    did not fit, ``Allgatherv`` of the pickles that did not (every rank takes part in both)."""
+def allgather(comm: Any, state: CommState, obj: Any, collective: str = "allgather", count: int | None = None) -> list:
+    """``comm.allgather(obj)``: every rank's object (of ranks ``0 .. count - 1``), in rank order, on every rank:
+    ``Allgather`` of every rank's slot, then, if one did not fit, ``Allgatherv`` of the pickles that did not
+    (every rank takes part in both)."""
     scratch = state.object_slots or _made(state)
     inline = scratch.inline
-    data, length, error = _pickle(obj, state.rank)
-    _write(scratch.one_view, 0, length, data, inline)
+    data, length, error = _put(scratch.one_view, 0, obj, state.rank, inline)
     comm.Allgather(scratch.one, scratch.received)
     lengths = scratch.received_lengths.tolist()
     rest = None
@@ -279,12 +285,7 @@ def _allgathered(comm: Any, state: CommState, collective: str, obj: Any, count: 
         rest = {k: view[at:at + n] for k, (at, n) in enumerate(zip(displs, counts)) if n}
     if error is not None:
         raise error
-    return _load(collective, scratch, lengths, count, rest)
-
-
-def allgather(comm: Any, state: CommState, obj: Any) -> list:
-    """``comm.allgather(obj)``: every rank's object, in rank order, on every rank."""
-    return _allgathered(comm, state, "allgather", obj, state.size)
+    return _load(collective, scratch, lengths if count is None else lengths[:count], rest)
 
 
 def alltoall(comm: Any, state: CommState, obj: Any, items: Callable) -> list:
@@ -292,8 +293,7 @@ def alltoall(comm: Any, state: CommState, obj: Any, items: Callable) -> list:
     fit, sent to its peer."""
     scratch = state.object_slots or _made(state)
     rank, inline = state.rank, scratch.inline
-    pickles, lengths, error = _pickle_sequence(obj, state.size, rank, items)
-    _write_slots(scratch, pickles, lengths)
+    pickles, lengths, error = _put_sequence(scratch, obj, state.size, rank, items)
     comm.Alltoall(scratch.many, scratch.received)
     tag = state.next_tag(BLOCKING)
     received = scratch.received_lengths.tolist()
@@ -305,7 +305,7 @@ def alltoall(comm: Any, state: CommState, obj: Any, items: Callable) -> list:
         rest[rank] = pickles[rank]
     if error is not None:
         raise error
-    return _load("alltoall", scratch, received, state.size, rest)
+    return _load("alltoall", scratch, received, rest)
 
 
 def _fold(objects: list, op: Callable) -> Any:
@@ -318,21 +318,21 @@ def _fold(objects: list, op: Callable) -> Any:
 
 def reduce(comm: Any, state: CommState, obj: Any, op: Callable, root: int) -> Any:
     """``comm.reduce(obj, op, root)`` (checked): every object gathered at the root, ``op`` applied there."""
-    objects = _gathered(comm, state, "reduce", obj, root)
+    objects = gather(comm, state, obj, root, "reduce")
     return None if objects is None else _fold(objects, op)
 
 
 def allreduce(comm: Any, state: CommState, obj: Any, op: Callable) -> Any:
     """``comm.allreduce(obj, op)`` (checked): every object on every rank, ``op`` applied on each."""
-    return _fold(_allgathered(comm, state, "allreduce", obj, state.size), op)
+    return _fold(allgather(comm, state, obj, "allreduce"), op)
 
 
 def scan(comm: Any, state: CommState, obj: Any, op: Callable) -> Any:
     """``comm.scan(obj, op)`` (checked): on rank r, ``op`` over the objects of ranks 0 .. r."""
-    return _fold(_allgathered(comm, state, "scan", obj, state.rank + 1), op)
+    return _fold(allgather(comm, state, obj, "scan", state.rank + 1), op)
 
 
 def exscan(comm: Any, state: CommState, obj: Any, op: Callable) -> Any:
     """``comm.exscan(obj, op)`` (checked): on rank r > 0, ``op`` over the objects of ranks 0 .. r - 1."""
-    objects = _allgathered(comm, state, "exscan", obj, state.rank)
+    objects = allgather(comm, state, obj, "exscan", state.rank)
     return _fold(objects, op) if objects else None

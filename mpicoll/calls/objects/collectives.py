@@ -103,11 +103,9 @@ class _Call:
             raise self.error
 
 
-def _state(comm: Any) -> CommState:
-    state = comm._state
-    if state is None:
-        raise ValueError("the communicator is MPI.COMM_NULL")
-    return state
+def _null() -> CommState:
+    """Raise: the communicator is ``MPI.COMM_NULL`` (its state is None; ``comm._state or _null()``)."""
+    raise ValueError("the communicator is MPI.COMM_NULL")
 
 
 def _items(obj: Any, size: int, what: str) -> tuple[list, BaseException | None]:
@@ -130,7 +128,7 @@ def barrier(comm: Any, algorithm: str = "auto") -> None:
 
 def bcast(comm: Any, obj: Any, root: int = 0, algorithm: str = "auto") -> Any:
     """``comm.bcast(obj, root)``: the root's object, unpickled on every rank (the root's too)."""
-    state = _state(comm)
+    state = comm._state or _null()
     root = check_root(root, state.size, "bcast")
     if algorithm == "auto":
         return buffered.bcast(comm, state, obj, root)
@@ -143,7 +141,7 @@ def bcast(comm: Any, obj: Any, root: int = 0, algorithm: str = "auto") -> Any:
 
 def gather(comm: Any, sendobj: Any, root: int = 0, algorithm: str = "auto") -> list | None:
     """``comm.gather(sendobj, root)``: at the root, every rank's object in rank order; None elsewhere."""
-    state = _state(comm)
+    state = comm._state or _null()
     root = check_root(root, state.size, "gather")
     if algorithm == "auto":
         return buffered.gather(comm, state, sendobj, root)
@@ -158,7 +156,7 @@ def gather(comm: Any, sendobj: Any, root: int = 0, algorithm: str = "auto") -> l
 
 def scatter(comm: Any, sendobj: Any, root: int = 0, algorithm: str = "auto") -> Any:
     """``comm.scatter(sendobj, root)``: object r of the root's sequence of p objects, on rank r."""
-    state = _state(comm)
+    state = comm._state or _null()
     root = check_root(root, state.size, "scatter")
     if algorithm == "auto":
         return buffered.scatter(comm, state, sendobj, root, _items)
@@ -171,7 +169,7 @@ def scatter(comm: Any, sendobj: Any, root: int = 0, algorithm: str = "auto") -> 
 
 def allgather(comm: Any, sendobj: Any, algorithm: str = "auto") -> list:
     """``comm.allgather(sendobj)``: every rank's object, in rank order, on every rank."""
-    state = _state(comm)
+    state = comm._state or _null()
     if algorithm == "auto":
         return buffered.allgather(comm, state, sendobj)
     call = _Call(state, "allgather", algorithm)
@@ -182,7 +180,7 @@ def allgather(comm: Any, sendobj: Any, algorithm: str = "auto") -> list:
 
 def alltoall(comm: Any, sendobj: Any, algorithm: str = "auto") -> list:
     """``comm.alltoall(sendobj)``: object r of rank j's sequence becomes object j of rank r's result."""
-    state = _state(comm)
+    state = comm._state or _null()
     if algorithm == "auto":
         return buffered.alltoall(comm, state, sendobj, _items)
     call = _Call(state, "alltoall", algorithm)
@@ -200,7 +198,7 @@ def _checked_op(state: CommState, collective: str, op: Any, algorithm: str) -> b
 
 
 def _reduction(comm: Any, collective: str, sendobj: Any, op: Any, algorithm: str, **params: Any) -> _Call:
-    call = _Call(_state(comm), collective, algorithm, op, **params)
+    call = _Call(comm._state or _null(), collective, algorithm, op, **params)
     call.put("send", 0, sendobj)
     call.run()
     return call
@@ -209,7 +207,7 @@ def _reduction(comm: Any, collective: str, sendobj: Any, op: Any, algorithm: str
 def reduce(comm: Any, sendobj: Any, op: Callable | MPI.Op = MPI.SUM, root: int = 0,
            algorithm: str = "auto") -> Any:
     """``comm.reduce(sendobj, op, root)``: ``op`` over the ranks' objects in rank order, at the root."""
-    state = _state(comm)
+    state = comm._state or _null()
     root = check_root(root, state.size, "reduce")
     if _checked_op(state, "reduce", op, algorithm):
         return buffered.reduce(comm, state, sendobj, op, root)
@@ -222,7 +220,7 @@ def reduce(comm: Any, sendobj: Any, op: Callable | MPI.Op = MPI.SUM, root: int =
 
 def allreduce(comm: Any, sendobj: Any, op: Callable | MPI.Op = MPI.SUM, algorithm: str = "auto") -> Any:
     """``comm.allreduce(sendobj, op)``: ``op`` over the ranks' objects in rank order, on every rank."""
-    state = _state(comm)
+    state = comm._state or _null()
     if _checked_op(state, "allreduce", op, algorithm):
         return buffered.allreduce(comm, state, sendobj, op)
     return _reduction(comm, "allreduce", sendobj, op, algorithm).result(0)
@@ -230,7 +228,7 @@ def allreduce(comm: Any, sendobj: Any, op: Callable | MPI.Op = MPI.SUM, algorith
 
 def scan(comm: Any, sendobj: Any, op: Callable | MPI.Op = MPI.SUM, algorithm: str = "auto") -> Any:
     """``comm.scan(sendobj, op)``: on rank r, ``op`` over the objects of ranks 0 .. r."""
-    state = _state(comm)
+    state = comm._state or _null()
     if _checked_op(state, "scan", op, algorithm):
         return buffered.scan(comm, state, sendobj, op)
     return _reduction(comm, "scan", sendobj, op, algorithm).result(0)
@@ -238,7 +236,7 @@ def scan(comm: Any, sendobj: Any, op: Callable | MPI.Op = MPI.SUM, algorithm: st
 
 def exscan(comm: Any, sendobj: Any, op: Callable | MPI.Op = MPI.SUM, algorithm: str = "auto") -> Any:
     """``comm.exscan(sendobj, op)``: on rank r > 0, ``op`` over the objects of ranks 0 .. r - 1; None on rank 0."""
-    state = _state(comm)
+    state = comm._state or _null()
     if _checked_op(state, "exscan", op, algorithm):
         return buffered.exscan(comm, state, sendobj, op)
     call = _reduction(comm, "exscan", sendobj, op, algorithm)
@@ -251,7 +249,7 @@ def exscan(comm: Any, sendobj: Any, op: Callable | MPI.Op = MPI.SUM, algorithm: 
 def neighbor_allgather(comm: Any, sendobj: Any, algorithm: str = "auto") -> list:
     """``comm.neighbor_allgather(sendobj)``: the in-neighbours' objects in the topology's order (None from an
     ``MPI.PROC_NULL`` neighbour)."""
-    state = _state(comm)
+    state = comm._state or _null()
     topology = topology_of(state.private, "neighbor_allgather")
     call = _Call(state, "neighbor_allgather", algorithm, topology=topology)
     call.put("send", 0, sendobj)
@@ -262,7 +260,7 @@ def neighbor_allgather(comm: Any, sendobj: Any, algorithm: str = "auto") -> list
 def neighbor_alltoall(comm: Any, sendobj: Any, algorithm: str = "auto") -> list:
     """``comm.neighbor_alltoall(sendobj)``: object k of the sequence to out-neighbour k; object k of the result
     from in-neighbour k (None from an ``MPI.PROC_NULL`` neighbour)."""
-    state = _state(comm)
+    state = comm._state or _null()
     topology = topology_of(state.private, "neighbor_alltoall")
     indegree, outdegree = degrees(topology, state.rank)
     call = _Call(state, "neighbor_alltoall", algorithm, topology=topology)
