@@ -193,6 +193,41 @@ def test_objects_larger_than_a_slot_match_mpi4py(comm):
         check(same(comm.reduce([mine], operator.add, P - 1), WORLD.reduce([mine], operator.add, P - 1)), "reduce")
 
 
+def test_pickles_beyond_a_slot_while_a_request_is_outstanding(comm):
+    """gather, scatter and alltoall send the pickles too long for a slot point to point.  Rank 0 starts a
+    nonblocking call of another communicator before them, the others after them: on rank 0 it is outstanding
+    throughout (the object engine polls and keeps it moving), and every answer is right."""
+    from mpicoll.calls.objects import engine
+    from mpicoll.engine.inflight import outstanding
+
+    mine = large(R) if R % 2 else R
+    items = [large(j) if (R + j) % 2 else (R, j) for j in range(P)]
+    rooted = [large(j) if j % 2 == 0 else j for j in range(P)] if R == P - 1 else None
+    expected = (WORLD.gather(mine, 0), WORLD.alltoall(items), WORLD.scatter(rooted, P - 1))
+    other = mpicoll.Comm(WORLD.Dup())
+    x, y = np.full(4096, float(R)), np.zeros(4096)
+    polled: list[bool] = []
+    real = engine.Probed.__call__
+
+    def spied(self, *args):
+        polled.append(outstanding())
+        return real(self, *args)
+
+    engine.Probed.__call__ = spied
+    try:
+        request = other.Iallreduce(x, y) if R == 0 else None
+        got = (comm.gather(mine, 0), comm.alltoall(items), comm.scatter(rooted, P - 1))
+        request = request or other.Iallreduce(x, y)
+        request.Wait()
+    finally:
+        engine.Probed.__call__ = real
+    other.Free()
+    check(same(got, expected), "the objects")
+    check(np.all(y == P * (P - 1) / 2), "the outstanding Iallreduce")
+    check(R != 0 or P == 1 or (polled and all(polled)),
+          f"rank 0's pickles moved while its request was outstanding: {polled}")
+
+
 def test_first_call_of_a_communicator_with_one_large_object():
     """A fresh communicator's first call is an object collective with one rank's object beyond a slot."""
     fresh = mpicoll.Comm(WORLD.Dup())
