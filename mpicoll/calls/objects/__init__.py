@@ -11,9 +11,10 @@ op as mpi4py does, ``op(lower ranks, higher ranks)``, on unpickled objects.
 
 "auto" takes another way for the ten calls but the neighbourhood ones: mpi4py's
 own, pickles moved by the communicator's buffer collectives (``Bcast``,
-``Allgather``, ``Gatherv``, ...; their algorithms and cached plans), one
-fixed-size slot per object and a second collective for the pickles too long
-for it; a reduction there gathers the objects and applies the op in rank order
+``Allgather``, ``Gather``, ...; their algorithms and cached plans), one
+fixed-size slot per object, then the pickles too long for it (by a second
+collective, or point to point where only the two ranks concerned can tell); a
+reduction there gathers the objects and applies the op in rank order
 (up to :data:`~mpicoll.calls.objects.buffered.FOLD_MAX` ranks).  A named
 algorithm runs that algorithm's schedule, as above.
 
