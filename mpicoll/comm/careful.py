@@ -27,6 +27,7 @@ from mpicoll.calls.table import TABLE
 from mpicoll.comm.preparing import exchanged, prepare, stand_in
 from mpicoll.data.datatypes import packing
 from mpicoll.engine import debug, inflight, recorder, requests, watchdog
+from mpicoll.engine.forms import number
 from mpicoll.program.state import CommState, Preparation
 
 __all__ = ["run", "start"]
@@ -61,7 +62,7 @@ def _run_plan(state: CommState, method: str, plan: Any, tag: int) -> None:
     if plan.device is not None:         # device buffers: the plan's GPU transport runs the call (unwatched)
         plan.runner(state.private)(tag)
         return
-    watchdog.execute(plan.rounds(), state.private, tag, method, state.timeout)
+    watchdog.execute(plan.rounds(), state.private, tag + plan.sig, method, state.timeout)
     if plan.finish is not None:
         plan.finish()
 
@@ -74,7 +75,7 @@ def run(state: CommState, method: str, algorithm: str, args: tuple, tag: int, ke
     try:
         args = exchanged(state, method, args)
         plan = _checked(state, method, args, algorithm, tag)
-        recorder.named(state.recorder, tag, plan)
+        recorder.named(state.recorder, number(state.tags, tag), plan)
         _run_plan(state, method, plan, tag)
     except watchdog.CollectiveTimeout as exc:   # (in the call, or in the ranks' agreement on it)
         state.went_out_of_step(exc)

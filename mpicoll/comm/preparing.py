@@ -10,7 +10,7 @@ from typing import Any
 
 from mpicoll.calls.table import TABLE
 from mpicoll.data.datatypes import packing
-from mpicoll.engine import inflight, requests, standin
+from mpicoll.engine import inflight, mismatch, requests, standin
 from mpicoll.program.plan import Plan
 from mpicoll.program.state import CommState, Preparation
 
@@ -29,8 +29,13 @@ def prepare(state: CommState, method: str, args: tuple, algorithm: str, arena: A
 
     Buffers of non-contiguous datatypes are packed now and unpacked when the plan finishes.
     """
+    preparation = Preparation(state, arena)
     with packing() as packed:
-        return packed.attach(TABLE[method].prepare(Preparation(state, arena), *args, algorithm=algorithm))
+        plan = packed.attach(TABLE[method].prepare(preparation, *args, algorithm=algorithm))
+    if plan is not None:     # what every rank must agree on: its messages carry it (mpicoll.engine.mismatch)
+        plan.signature = mismatch.signature(preparation.signature, method)
+        plan.sig = mismatch.sig_of(plan.signature, state.tags[2])
+    return plan
 
 
 def run_plan(state: CommState, plan: Plan | None, tag: int) -> None:
@@ -56,7 +61,7 @@ def stand_in(state: CommState, method: str, args: tuple, algorithm: str, tag: in
         if plan is None:
             return
         if plan.device is None:   # host memory: every message marked (see mpicoll.engine.standin)
-            standin.run_marked(plan.rounds(), state.private, tag, 0, limit, method)
+            standin.run_marked(plan.rounds(), state.private, tag + plan.sig, 0, limit, method)
             return
         req = requests.start(plan, state, tag)
         req.watch = (method, limit, state.rank)

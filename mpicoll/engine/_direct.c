@@ -193,14 +193,15 @@ static PyObject *rounds_call(PyObject *, PyObject *const *, size_t, PyObject *);
 static PyObject *
 rounds_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    static char *names[] = {"bound", "comm", "messages", "handles", "keep", NULL};
+    static char *names[] = {"bound", "comm", "messages", "handles", "keep", "offset", NULL};
     PyObject *bound, *comm, *messages, *handles = Py_None, *keep = Py_None;
+    int offset = 0;
     if (!ready) {
         PyErr_SetString(PyExc_RuntimeError, "mpicoll.engine._direct.init() was not called");
         return NULL;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!OO!|OO", names, &PyList_Type, &bound, &comm, &PyList_Type,
-                                     &messages, &handles, &keep))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!OO!|OOi", names, &PyList_Type, &bound, &comm, &PyList_Type,
+                                     &messages, &handles, &keep, &offset))
         return NULL;
     Py_ssize_t n = PyList_GET_SIZE(bound);
     if (PyList_GET_SIZE(messages) != n || (handles != Py_None && (!PyList_Check(handles)
@@ -244,6 +245,7 @@ rounds_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     self->comm = (intptr_t)value;
     self->current = n;
     self->tag = -1;
+    self->offset = offset;
     self->bound = Py_NewRef(bound);
     self->comm_object = Py_NewRef(comm);
     self->keep = Py_NewRef(keep);
@@ -262,11 +264,16 @@ rounds_call(PyObject *op, PyObject *const *argv, size_t nargsf, PyObject *kwname
     int tag = as_int(argv[0]);
     if (tag == -1 && PyErr_Occurred())
         return NULL;
+    tag += self->offset;
     Py_INCREF(self);    /* a step could drop the caller's last reference */
     PyObject *result = Py_None;
     for (Py_ssize_t t = 0; t < self->nrounds && result != NULL; t++) {
         Round *r = &self->rounds[t];
         int rc;
+        if (PyList_GET_SIZE(mismatch_flagged) && mismatch_check(self->comm_object) < 0) {
+            result = NULL;
+            break;
+        }
         driving(1);
         Py_BEGIN_ALLOW_THREADS
         rc = api.transfer(r, self->comm, tag);
@@ -291,7 +298,7 @@ rounds_call(PyObject *op, PyObject *const *argv, size_t nargsf, PyObject *kwname
             result = NULL;
             break;
         }
-        if (run_steps(r->steps) < 0)
+        if ((PyList_GET_SIZE(mismatch_flagged) && mismatch_check(self->comm_object) < 0) || run_steps(r->steps) < 0)
             result = NULL;
     }
     Py_DECREF(self);
@@ -303,9 +310,11 @@ rounds_start_run(Rounds *self, int tag)
 {
     self->current = 0;
     self->in_steps = 0;
-    self->tag = tag;
+    self->tag = tag < 0 ? tag : tag + self->offset;
+    if (PyList_GET_SIZE(mismatch_flagged) && mismatch_check(self->comm_object) < 0)
+        return -1;
     int rc = self->nrounds == 0 ? 0 : tag < 0 ? api.startall(&self->rounds[0])
-                                              : api.post(&self->rounds[0], self->comm, tag);
+                                              : api.post(&self->rounds[0], self->comm, self->tag);
     if (rc != 0) {
         raise_mpi(rc);
         return -1;
@@ -405,6 +414,10 @@ rounds_advance_run(Rounds *self, int block)
         }
         if (!done)
             return 0;
+        if (PyList_GET_SIZE(mismatch_flagged) && mismatch_check(self->comm_object) < 0) {
+            self->in_steps = 0;
+            return -1;
+        }
         if (run_steps(r->steps) < 0) {
             self->in_steps = 1;
             return -1;
@@ -552,7 +565,38 @@ on_failure(PyObject *self, PyObject *callable)
     Py_RETURN_NONE;
 }
 
+/* on_mismatch(flagged, check): the list the engine tests before each round and after each wait, and the function
+ * it then calls with the round's communicator (mpicoll.engine.mismatch.FLAGGED and check) */
+PyObject *mismatch_flagged;
+static PyObject *mismatch_checker;
+
+static PyObject *
+on_mismatch(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *flagged, *checker;
+    if (!PyArg_ParseTuple(args, "O!O", &PyList_Type, &flagged, &checker))
+        return NULL;
+    Py_XSETREF(mismatch_flagged, Py_NewRef(flagged));
+    Py_XSETREF(mismatch_checker, Py_NewRef(checker));
+    Py_RETURN_NONE;
+}
+
+int
+mismatch_check(PyObject *comm)
+{
+    if (mismatch_checker == NULL)
+        return 0;
+    PyObject *result = PyObject_CallOneArg(mismatch_checker, comm);
+    Py_XDECREF(result);
+    return result == NULL ? -1 : 0;
+}
+
 static PyMethodDef methods[] = {
+    {"on_mismatch", on_mismatch, METH_VARARGS,
+     "on_mismatch(flagged, check)\n--\n\nWhat the engine tests before each round and after each wait (a list, "
+     "normally empty), and the function it then calls with the round's communicator, which raises the mismatch "
+     "found there (mpicoll.engine.mismatch)."},
     {"hook_progress", hook_progress, METH_VARARGS,
      "hook_progress(path, active, elsewhere, advance)\n--\n\nHave Open MPI's progress loop (opal_progress, in the "
      "library at path) call advance() while either list is not empty; whether it could."},
@@ -582,7 +626,8 @@ PyInit__direct(void)
 {
     if (PyType_Ready(&RoundsType) < 0 || PyType_Ready(&GeneralizedType) < 0 || PyType_Ready(&ReduceType) < 0)
         return NULL;
-    PyObject *mod = PyModule_Create(&module);
+    mismatch_flagged = PyList_New(0);
+    PyObject *mod = mismatch_flagged ? PyModule_Create(&module) : NULL;
     if (mod == NULL)
         return NULL;
     if (PyModule_AddObjectRef(mod, "Rounds", (PyObject *)&RoundsType) < 0

@@ -42,6 +42,7 @@ typedef struct {
     Round *rounds;
     Py_ssize_t current;     /* a request's round in flight (nrounds: finished) */
     int tag;                /* a nonblocking request's tag (its rounds are posted), -1 (started: persistent) */
+    int offset;             /* added to the tag it is given (a plan's signature: mpicoll.engine.mismatch) */
     int in_steps;           /* whether advance's last error came from a local step */
     intptr_t comm;
     PyObject *bound, *comm_object, *keep;
@@ -74,6 +75,11 @@ int rounds_advance_run(Rounds *self, int block);
 /* Generalized.start() and .complete(error_class), for C callers: 0, or -1 with an exception set */
 int generalized_start_run(Generalized *self);
 int generalized_complete_run(Generalized *self, int error_class);
+
+/* mpicoll.engine.mismatch: raise the mismatch found on comm if there is one (0, or -1 with it set); a test of
+ * an empty list while none is found */
+extern PyObject *mismatch_flagged;
+int mismatch_check(PyObject *comm);
 
 /* _progress.c: whether this thread drives its own requests in a blocking MPI call (the hook keeps out), and
  * the module's functions hook_progress and unhook_progress */

@@ -1,0 +1,339 @@
+"""Mismatched collective calls, caught on every rank: the always-on check.
+
+MPI requires every rank of a communicator to make the same collective calls in the same order, with the
+same root, op, count and type signature.  A program that breaks the rule (a rank that takes another
+branch, skips a call, or passes another count, root or op) hangs, or returns different data on different
+ranks.  mpicoll catches it as it happens, without a message or a wait more in a correct program:
+
+- **The call's signature travels in its tag.**  Every collective call draws the next number of its
+  communicator's one sequence (:meth:`mpicoll.program.state.CommState.next_tag`); its messages carry the
+  tag ``kind * per_kind + number * SIGS + sig``, where ``sig`` is a hash of what MPI requires to match (the
+  collective, count and type signature, root, op: :func:`signature`) and ``kind`` its form (blocking,
+  ``I*``, ``*_init``, which MPI does not match with each other).  Messages of mismatched calls never match:
+  no rank returns with another call's data; the ranks wait instead.
+- **A watcher notices the wait.**  One thread per process (:class:`_Watcher`) wakes every :data:`TICK`
+  seconds.  A call that has been under way for :data:`STALL` seconds sends a *note* (its number, form,
+  signature, and where the program called it) to the peers its schedule exchanges messages with, on a tag
+  of its own (``MPI.TAG_UB``), and again every :data:`STALL` seconds while it waits.  A rank that made a
+  different call with that number (the flight recorder of :mod:`mpicoll.engine.recorder` keeps each
+  communicator's last calls, numbered) has found a mismatch: it tells every rank of the communicator.  A
+  rank that is only late has not made the call yet: it says nothing, however late it is.
+- **Every rank raises.**  A rank told of the mismatch keeps the error (:class:`mpicoll.MismatchError`,
+  naming what each rank called), then asks the peers of each call it has under way to end its waits (a
+  message of no data with the call's tag); the engine checks :data:`FLAGGED` before it posts each round
+  and after each wait (one test of an empty list), and raises.  A rank whose own part of the call had
+  completed raises at its next collective call on that communicator.  The communicator stays unusable:
+  every later call raises the same error.
+
+Where ``MPI.TAG_UB`` is too small to hold a 12-bit signature beside enough call numbers, the tag holds fewer
+bits (:func:`signature_bits`; none below ``2**16``): two mismatched calls whose signatures agree in those
+bits exchange their messages as before (a count, op or root mismatch may then return different data), but
+a mismatch that makes a rank wait is still caught, since the notes compare whole signatures.  Without the
+flight recorder (``MPICOLL_TRACE_CALLS=0``) or ``MPI_THREAD_MULTIPLE`` the watcher does not run: the tags
+still keep mismatched calls' messages apart.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import pickle
+import sys
+import threading
+import time
+import zlib
+from typing import Any, NamedTuple
+
+from mpi4py import MPI
+
+from mpicoll.errors import MismatchError
+
+__all__ = ["CallNote", "signature", "signature_bits", "FLAGGED", "check", "watch", "unwatch", "TICK", "STALL"]
+
+TICK = 0.1      # seconds between the watcher's looks at its communicators
+LINGER = 1.5    # seconds a communicator found mismatched is still served after it is freed, or at exit (its
+                # peers may still ask this rank to end their waits)
+STALL = 0.5     # seconds a call waits before its peers are asked what they called (and between asks)
+MOST_BITS = 12  # signature bits a tag holds where TAG_UB allows
+#: the private communicators whose calls were found mismatched (normally empty: what the engine tests)
+FLAGGED: list[MPI.Comm] = []
+
+
+class CallNote(NamedTuple):
+    """What a plan's calls are noted as in the flight recorder, and compared by across ranks."""
+
+    collective: str
+    algorithm: str
+    nbytes: int
+    signature: str       # what MPI requires to match, readable: ``Allreduce(count=4, dtype=float64, op=SUM)``
+    sig: int             # its hash, as the tag carries it (0 .. SIGS - 1 of the communicator)
+    peers: tuple[int, ...]   # the ranks this rank's schedule exchanges messages with
+
+
+def signature(fields: dict[str, Any] | None, collective: str) -> str:
+    """A call's signature, readable: its collective and the fields every rank must agree on (the fields a
+    collective's ``prepare`` records, :func:`mpicoll.calls.debug_check`; the algorithm too, which every
+    rank must choose alike)."""
+    if not fields:
+        return collective
+    name = fields.get("collective", collective)
+    inner = ", ".join(f"{k}={v}" for k, v in fields.items() if k != "collective")
+    return f"{name}({inner})"
+
+
+def sig_of(text: str, sigs: int) -> int:
+    """``text``'s hash in ``0 .. sigs - 1`` (the same on every rank and every run)."""
+    return zlib.crc32(text.encode()) % sigs if sigs > 1 else 0
+
+
+def signature_bits(tag_ub: int) -> int:
+    """How many signature values (a power of two) a tag holds: :data:`MOST_BITS` bits where the tag's range
+    leaves at least 2**12 call numbers per form beside them, fewer bits down to none."""
+    bits = MOST_BITS
+    while bits > 0 and (tag_ub // 3) >> bits < 4096:
+        bits -= 1
+    return 1 << bits
+
+
+# -- the engine's check ------------------------------------------------------------------------------------
+
+_WATCHED: dict[int, _Watched] = {}      # private communicator's handle -> what the watcher keeps of it
+_LOCK = threading.Lock()                # guards _WATCHED (the watcher reads it, communicators come and go)
+
+
+def check(comm: MPI.Comm) -> None:
+    """Raise the mismatch found on ``comm`` (a private communicator), if there is one: what the engine calls
+    before each round and after each wait while :data:`FLAGGED` is not empty."""
+    watched = _WATCHED.get(MPI._handleof(comm))
+    if watched is not None and watched.error is not None:
+        watched.raised = True
+        raise MismatchError(watched.error, watched.collective)
+
+
+# -- the communicators watched -----------------------------------------------------------------------------
+
+class _Watched:
+    """One communicator's part in the check: its private duplicate, its recorder, its tag layout, the notes
+    sent for its waiting calls, and the error once a mismatch is found."""
+
+    __slots__ = ("private", "rank", "size", "recorder", "per_kind", "sigs", "noted", "error", "collective",
+                 "closed", "lock", "sent", "until", "raised")
+
+    def __init__(self, private: MPI.Comm, recorder: Any, per_kind: int, sigs: int) -> None:
+        self.private, self.recorder, self.per_kind, self.sigs = private, recorder, per_kind, sigs
+        self.rank, self.size = private.Get_rank(), private.Get_size()
+        self.noted: dict[Any, float] = {}     # a waiting call's (kind, seq) -> when its peers were last asked
+        self.error: str | None = None
+        self.collective = ""
+        self.closed = False
+        self.lock = threading.Lock()          # held while the watcher uses the communicator
+        self.sent: list[MPI.Request] = []     # notes and releases in flight
+        self.until: float | None = None       # freed: served until then (a mismatched one), then dropped
+        self.raised = False                   # whether a call raised the error (else it is told at exit)
+
+    # the watcher's side (it holds self.lock) ---------------------------------------------------------------
+
+    def look(self, now: float, note_tag: int, status: MPI.Status, final: bool = False) -> None:
+        """Read what peers sent; ask about calls waiting too long (or, once flagged, end their waits); see
+        whether a message of another call waits unreceived (``final``: at exit, at once)."""
+        self.sent = [r for r in self.sent if not r.Test()]
+        seen = None
+        while True:      # notes; once flagged, every message (a peer's send to an abandoned call completes)
+            message = self.private.Improbe(MPI.ANY_SOURCE, note_tag if self.error is None else MPI.ANY_TAG, status)
+            if message is None:
+                break
+            data = bytearray(status.Get_count(MPI.BYTE))
+            message.Recv([data, MPI.BYTE])
+            if status.Get_tag() == note_tag:
+                self.read(pickle.loads(data), status.Get_source(), note_tag)
+        if self.error is None and self.private.Iprobe(MPI.ANY_SOURCE, MPI.ANY_TAG, status):
+            seen = (status.Get_source(), status.Get_tag())      # (acted on once it waited STALL seconds, or at
+            first = self.noted.setdefault(seen, now)            # exit: a waiting call's note says more)
+            if now - first >= STALL or final:
+                self.unmatched(*seen, note_tag)
+        running = {}
+        for slot in self.recorder.calls + self.recorder.requests:
+            kind, numbered, what, start = slot[0], slot[1], slot[2], slot[3]
+            if slot[4] is None and type(what) is CallNote and start and now - start > STALL:
+                running[(kind, numbered)] = (kind, numbered[0] if type(numbered) is tuple else numbered, what)
+        self.noted = {key: when for key, when in self.noted.items()
+                      if key in running or (key == seen and self.error is None)}
+        for key, (kind, seq, what) in running.items():
+            if now - self.noted.get(key, 0.0) < STALL:
+                continue
+            self.noted[key] = now
+            if self.error is None:
+                note = {"note": "waiting", "rank": self.rank, "seq": seq, "kind": kind,
+                        "call": what.signature, "where": _where()}
+            else:
+                note = {"note": "release", "tag": kind * self.per_kind + seq * self.sigs + what.sig}
+            self.post(note, what.peers, note_tag)
+
+    def post(self, note: dict, peers: Any, note_tag: int) -> None:
+        data = pickle.dumps(note)
+        self.sent += [self.private.Isend([data, MPI.BYTE], peer, note_tag) for peer in peers if peer != self.rank]
+
+    def unmatched(self, source: int, tag: int, note_tag: int) -> None:
+        """A message waits unreceived: if it belongs to a call this rank made otherwise (its tag's form or
+        signature differ from this rank's call of that number), the calls mismatched, though perhaps no rank
+        waits (a root that only sends).  An early message of a call made alike is nothing."""
+        kind, number, sig = tag // self.per_kind, (tag % self.per_kind) // self.sigs, tag % self.sigs
+        mine = self.made(number)
+        if mine is not None and (mine[0], mine[1].sig) != (kind, sig):
+            calls = {self.rank: _called(mine[0], mine[1].signature, ""),
+                     source: _called(kind, "another call (its message to this rank matched none here)", "")}
+            found = {"note": "found", "seq": number, "calls": calls}
+            self.post(found, range(self.size), note_tag)
+            self.flag(found)
+
+    def read(self, note: dict, source: int, note_tag: int) -> None:
+        kind = note["note"]
+        if kind == "waiting" and self.error is None:
+            mine = self.made(note["seq"])
+            if mine is not None and (mine[0], mine[1].signature) != (note["kind"], note["call"]):
+                calls = {self.rank: _called(mine[0], mine[1].signature, ""),
+                         note["rank"]: _called(note["kind"], note["call"], note["where"])}
+                found = {"note": "found", "seq": note["seq"], "calls": calls}
+                self.post(found, range(self.size), note_tag)
+                self.flag(found)
+        elif kind == "found" and self.error is None:
+            self.flag(note)
+        elif kind == "release":      # the peer's error is set: end its wait on this rank's message
+            self.sent.append(self.private.Isend([b"", MPI.BYTE], source, note["tag"]))
+
+    def made(self, seq: int) -> tuple[int, CallNote] | None:
+        """This rank's call ``seq``, as its recorder noted it: ``(kind, note)``, or None (not made yet, or
+        too long ago)."""
+        for slot in self.recorder.calls + self.recorder.requests:
+            numbered = slot[1]
+            if (numbered[0] if type(numbered) is tuple else numbered) == seq and type(slot[2]) is CallNote:
+                return slot[0], slot[2]
+        return None
+
+    def flag(self, found: dict) -> None:
+        """A mismatch: the error kept first (the engine raises it once a wait ends), then the peers of this
+        rank's waiting calls asked to end those waits (at the next look: every call's note time is reset)."""
+        calls = {int(r): c for r, c in found["calls"].items()}
+        mine = self.made(found["seq"])
+        if mine is not None:
+            calls[self.rank] = _called(mine[0], mine[1].signature, "")
+        told = "; ".join(f"rank {r} called {calls[r]}" for r in sorted(calls))
+        self.collective = mine[1].collective if mine is not None else ""
+        self.error = (f"rank {self.rank}: mismatched collective calls on a communicator of {self.size} ranks "
+                      f"(its call #{found['seq']}): {told}")
+        self.noted = {}
+        FLAGGED.append(self.private)
+
+
+def _called(kind: int, call: str, where: str) -> str:
+    form = ("", "nonblocking ", "persistent ")[kind] if 0 <= kind < 3 else ""
+    return f"{form}{call}" + (f" at {where}" if where else "")
+
+
+_SKIP = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))), os.path.dirname(MPI.__file__),
+         os.path.dirname(threading.__file__))
+
+
+def _where() -> str:
+    """``file:line`` where the main thread's program is (its innermost frame outside mpicoll, mpi4py and the
+    standard library's threading), or ""."""
+    frame = sys._current_frames().get(threading.main_thread().ident)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not name.startswith(_SKIP) and not name.startswith("<"):
+            return f"{name}:{frame.f_lineno}"
+        frame = frame.f_back
+    return ""
+
+
+# -- the watcher thread ------------------------------------------------------------------------------------
+
+class _Watcher:
+    """The one thread that looks at every watched communicator every :data:`TICK` seconds."""
+
+    def __init__(self) -> None:
+        self.stop = threading.Event()
+        self.note_tag = MPI.COMM_WORLD.Get_attr(MPI.TAG_UB)
+        self.thread = threading.Thread(target=self.run, name="mpicoll-mismatch", daemon=True)
+        self.thread.start()
+        atexit.register(self.close)   # (after mpi4py's: it runs first, before MPI is finalized)
+
+    def run(self) -> None:
+        status = MPI.Status()
+        while not self.stop.wait(TICK):
+            self.look(status)
+
+    def look(self, status: MPI.Status, final: bool = False) -> None:
+        now = time.time()
+        with _LOCK:
+            watched = list(_WATCHED.values())
+            for w in watched:
+                if w.until is not None and now > w.until:
+                    del _WATCHED[MPI._handleof(w.private)]
+                    _drop(w)
+        for w in watched:
+            with w.lock:
+                if w.closed:
+                    continue
+                try:
+                    w.look(now, self.note_tag, status, final)
+                except MPI.Exception:      # e.g. a communicator revoked after a process failed
+                    w.closed = True
+
+    def close(self) -> None:
+        """At exit, before MPI is finalized: the thread stopped; a communicator found mismatched is served
+        :data:`LINGER` seconds more (its peers' waits on this rank end)."""
+        self.stop.set()
+        self.thread.join(timeout=2 * TICK + 1)
+        if not MPI.Is_initialized() or MPI.Is_finalized():
+            return
+        end = time.time() + LINGER
+        status = MPI.Status()
+        self.look(status, final=True)   # a message of a mismatched call may wait unreceived: the last look
+        while time.time() < end and any(w.error is not None for w in list(_WATCHED.values())):
+            time.sleep(TICK)
+            self.look(status)
+        for w in list(_WATCHED.values()):
+            if w.error is not None and not w.raised:    # no call of this rank noticed: said here
+                print(f"mpicoll: {w.error}", file=sys.stderr, flush=True)
+
+
+_WATCHER: list[_Watcher] = []
+
+
+def watch(private: MPI.Comm, recorder: Any, per_kind: int, sigs: int) -> None:
+    """Watch a new communicator's calls (``private``: its duplicate; ``recorder``: its flight recorder)."""
+    if recorder is None or MPI.Query_thread() < MPI.THREAD_MULTIPLE:
+        return
+    with _LOCK:
+        _WATCHED[MPI._handleof(private)] = _Watched(private, recorder, per_kind, sigs)
+        if not _WATCHER:
+            _WATCHER.append(_Watcher())
+
+
+def unwatch(private: MPI.Comm) -> bool:
+    """Stop watching ``private`` (before it is freed): the watcher is done with it when this returns; whether
+    a mismatch was found on it."""
+    with _LOCK:
+        watched = _WATCHED.get(MPI._handleof(private))
+        if watched is None:
+            return False
+        if private in FLAGGED:
+            FLAGGED.remove(private)
+        if watched.error is not None:     # its peers may still ask it to end their waits: served a while
+            watched.until = time.time() + LINGER      # (the caller keeps the communicator: see CommState)
+            return True
+        del _WATCHED[MPI._handleof(private)]
+    _drop(watched)
+    return False
+
+
+def _drop(watched: _Watched) -> None:
+    with watched.lock:
+        watched.closed = True
+        for request in watched.sent:
+            try:
+                request.Cancel()
+                request.Free()
+            except MPI.Exception:
+                pass
