@@ -24,8 +24,8 @@ from mpicoll.compiled import extension
 from mpicoll.data.datatypes import byte_message
 from mpicoll.engine import mismatch
 from mpicoll.engine.rounds import Exchange, exchange, run, send_receive
-from mpicoll.errors import MismatchError
 from mpicoll.engine.standin import continue_marked
+from mpicoll.errors import MismatchError
 from mpicoll.ir.layout import Layout
 from mpicoll.ir.schedule import Block, Reduce, Schedule, ScheduleError
 
