@@ -26,7 +26,7 @@ ranks.  mpicoll catches it as it happens, without a message or a wait more in a 
   every later call raises the same error.
 
 Where ``MPI.TAG_UB`` is too small to hold a 12-bit signature beside enough call numbers, the tag holds fewer
-bits (:func:`signature_bits`; none below ``2**16``): two mismatched calls whose signatures agree in those
+bits (:func:`signature_bits`: one at MPI's least, ``2**15 - 1``): two mismatched calls whose signatures agree in those
 bits exchange their messages as before (a count, op or root mismatch may then return different data), but
 a mismatch that makes a rank wait is still caught, since the notes compare whole signatures.  Without the
 flight recorder (``MPICOLL_TRACE_CALLS=0``) or ``MPI_THREAD_MULTIPLE`` the watcher does not run: the tags
@@ -150,14 +150,14 @@ class _Watched:
             seen = (status.Get_source(), status.Get_tag())      # (acted on once it waited STALL seconds, or at
             first = self.noted.setdefault(seen, now)            # exit: a waiting call's note says more)
             if now - first >= STALL or final:
-                self.unmatched(*seen, note_tag)
+                self.unmatched(*seen, note_tag, final)
         running = {}
         for slot in self.recorder.calls + self.recorder.requests:
             kind, numbered, what, start = slot[0], slot[1], slot[2], slot[3]
             if slot[4] is None and type(what) is CallNote and start and now - start > STALL:
                 running[(kind, numbered)] = (kind, numbered[0] if type(numbered) is tuple else numbered, what)
         self.noted = {key: when for key, when in self.noted.items()
-                      if key in running or (key == seen and self.error is None)}
+                      if key in running or (key == seen and self.error is None) or key[0] == "asked"}
         for key, (kind, seq, what) in running.items():
             if now - self.noted.get(key, 0.0) < STALL:
                 continue
@@ -173,22 +173,35 @@ class _Watched:
         data = pickle.dumps(note)
         self.sent += [self.private.Isend([data, MPI.BYTE], peer, note_tag) for peer in peers if peer != self.rank]
 
-    def unmatched(self, source: int, tag: int, note_tag: int) -> None:
+    def unmatched(self, source: int, tag: int, note_tag: int, final: bool) -> None:
         """A message waits unreceived: if it belongs to a call this rank made otherwise (its tag's form or
         signature differ from this rank's call of that number), the calls mismatched, though perhaps no rank
-        waits (a root that only sends).  An early message of a call made alike is nothing."""
+        waits (a root that only sends).  Its sender is asked what it called (its answer is compared as a
+        waiting call's note is); at exit, when no answer can come, the mismatch is found at once.  An early
+        message of a call made alike is nothing."""
         kind, number, sig = tag // self.per_kind, (tag % self.per_kind) // self.sigs, tag % self.sigs
         mine = self.made(number)
-        if mine is not None and (mine[0], mine[1].sig) != (kind, sig):
-            calls = {self.rank: _called(mine[0], mine[1].signature, ""),
-                     source: _called(kind, "another call (its message to this rank matched none here)", "")}
-            found = {"note": "found", "seq": number, "calls": calls}
-            self.post(found, range(self.size), note_tag)
-            self.flag(found)
+        if mine is None or (mine[0], mine[1].sig) == (kind, sig):
+            return
+        if not final:
+            if ("asked", source, number) not in self.noted:
+                self.noted[("asked", source, number)] = time.time()
+                self.post({"note": "query", "seq": number}, (source,), note_tag)
+            return
+        calls = {self.rank: _called(mine[0], mine[1].signature, ""),
+                 source: _called(kind, "another call (its message to this rank matched none here)", "")}
+        found = {"note": "found", "seq": number, "calls": calls}
+        self.post(found, range(self.size), note_tag)
+        self.flag(found)
 
     def read(self, note: dict, source: int, note_tag: int) -> None:
         kind = note["note"]
-        if kind == "waiting" and self.error is None:
+        if kind == "query":       # a peer holds a message of this rank's call that matched none of its own
+            mine = self.made(note["seq"])
+            if mine is not None:
+                self.post({"note": "waiting", "rank": self.rank, "seq": note["seq"], "kind": mine[0],
+                           "call": mine[1].signature, "where": ""}, (source,), note_tag)
+        elif kind == "waiting" and self.error is None:
             mine = self.made(note["seq"])
             if mine is not None and (mine[0], mine[1].signature) != (note["kind"], note["call"]):
                 calls = {self.rank: _called(mine[0], mine[1].signature, ""),
