@@ -177,4 +177,5 @@ def test_signature_bits_fit_the_tag_range():
     assert mismatch.signature_bits(2**31 - 1) == 4096
     assert mismatch.signature_bits(2**29 - 1) == 4096      # MPICH's
     assert 1 < mismatch.signature_bits(2**19 - 1) < 4096   # a network's smaller range: fewer bits
-X
+    assert mismatch.signature_bits(2**15 - 1) == 2         # MPI's least: one bit (the notes still compare all)
+    assert mismatch.signature_bits(2**13) == 1             # too few numbers for any: none
