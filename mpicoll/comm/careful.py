@@ -24,7 +24,7 @@ import time
 from typing import Any
 
 from mpicoll.calls.table import TABLE
-from mpicoll.comm.preparing import exchanged, prepare, stand_in
+from mpicoll.comm.preparing import exchanged, prepare, signed, stand_in
 from mpicoll.data.datatypes import packing
 from mpicoll.engine import debug, inflight, recorder, requests, watchdog
 from mpicoll.engine.forms import number
@@ -42,7 +42,7 @@ def _checked(state: CommState, method: str, args: tuple, algorithm: str, tag: in
             with packing() as packed:
                 return packed.attach(TABLE[method].prepare(preparation, *args, algorithm=algorithm))
 
-        return debug.agree(preparation, method, checked, state.timeout)
+        return signed(debug.agree(preparation, method, checked, state.timeout), preparation, method)
     try:
         return prepare(state, method, args, algorithm)
     except Exception as exc:

@@ -143,7 +143,7 @@ def test_datatypes_of_one_type_signature_pass():
     """MPI matches type signatures, not datatypes: two doubles as one element of a derived type on one rank, four
     doubles on the others."""
     pair = MPI.DOUBLE.Create_contiguous(2).Commit()
-    x, y = np.full(4, R + 1.0), np.zeros(4)
+    x = np.full(4, R + 1.0)
 
     def program(c):
         if R == ODD:
