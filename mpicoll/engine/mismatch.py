@@ -98,7 +98,9 @@ def signature_bits(tag_ub: int) -> int:
 # -- the engine's check ------------------------------------------------------------------------------------
 
 _WATCHED: dict[int, _Watched] = {}      # private communicator's handle -> what the watcher keeps of it
-_LOCK = threading.Lock()                # guards _WATCHED (the watcher reads it, communicators come and go)
+#: guards _WATCHED (the watcher reads it, communicators come and go); reentrant, as the locks below: a garbage
+#: collection in the watcher's thread may free a communicator (CommState.release calls unwatch) while it holds them
+_LOCK = threading.RLock()
 
 
 def check(comm: MPI.Comm) -> None:
@@ -126,7 +128,7 @@ class _Watched:
         self.error: str | None = None
         self.collective = ""
         self.closed = False
-        self.lock = threading.Lock()          # held while the watcher uses the communicator
+        self.lock = threading.RLock()         # held while the watcher uses the communicator
         self.sent: list[MPI.Request] = []     # notes and releases in flight
         self.until: float | None = None       # freed: served until then (a mismatched one), then dropped
         self.raised = False                   # whether a call raised the error (else it is told at exit)
