@@ -119,7 +119,7 @@ class _Watched:
     sent for its waiting calls, and the error once a mismatch is found."""
 
     __slots__ = ("private", "rank", "size", "recorder", "per_kind", "sigs", "noted", "error", "collective",
-                 "closed", "lock", "sent", "until", "raised")
+                 "closed", "lock", "sent", "until", "raised", "free")
 
     def __init__(self, private: MPI.Comm, recorder: Any, per_kind: int, sigs: int) -> None:
         self.private, self.recorder, self.per_kind, self.sigs = private, recorder, per_kind, sigs
@@ -132,6 +132,7 @@ class _Watched:
         self.sent: list[MPI.Request] = []     # notes and releases in flight
         self.until: float | None = None       # freed: served until then (a mismatched one), then dropped
         self.raised = False                   # whether a call raised the error (else it is told at exit)
+        self.free = False                     # released: whether the watcher frees it once it is dropped
 
     # the watcher's side (it holds self.lock) ---------------------------------------------------------------
 
@@ -326,21 +327,33 @@ def watch(private: MPI.Comm, recorder: Any, per_kind: int, sigs: int) -> None:
             _WATCHER.append(_Watcher())
 
 
-def unwatch(private: MPI.Comm) -> bool:
-    """Stop watching ``private`` (before it is freed): the watcher is done with it when this returns; whether
-    a mismatch was found on it."""
+def mismatched(private: MPI.Comm) -> bool:
+    """Whether a mismatch was found on ``private`` (messages of the mismatched calls may wait in it)."""
+    watched = _WATCHED.get(MPI._handleof(private))
+    return watched is not None and watched.error is not None
+
+
+def unwatch(private: MPI.Comm, free: bool) -> None:
+    """``private``'s communicator is released (``free``: it is to be freed).  A peer may not have noticed yet
+    that its last calls mismatched: a communicator with a call that ended less than :data:`LINGER` seconds ago,
+    or found mismatched, is served that long more (its peers' notes answered), then freed here if ``free``;
+    any other is freed now if ``free``."""
+    now = time.time()
     with _LOCK:
         watched = _WATCHED.get(MPI._handleof(private))
-        if watched is None:
-            return False
-        if private in FLAGGED:
-            FLAGGED.remove(private)
-        if watched.error is not None:     # its peers may still ask it to end their waits: served a while
-            watched.until = time.time() + LINGER      # (the caller keeps the communicator: see CommState)
-            return True
-        del _WATCHED[MPI._handleof(private)]
-    _drop(watched)
-    return False
+        if watched is not None:
+            if private in FLAGGED:
+                FLAGGED.remove(private)
+            recent = any(slot[4] is None or now - slot[4] < LINGER
+                         for slot in watched.recorder.calls + watched.recorder.requests if type(slot[2]) is CallNote)
+            if watched.error is not None or recent:
+                watched.until, watched.free = now + LINGER, free
+                return
+            del _WATCHED[MPI._handleof(private)]
+    if watched is not None:
+        _drop(watched)
+    if free:
+        private.Free()
 
 
 def _drop(watched: _Watched) -> None:
@@ -352,3 +365,5 @@ def _drop(watched: _Watched) -> None:
                 request.Free()
             except MPI.Exception:
                 pass
+        if watched.free and not MPI.Is_finalized():
+            watched.private.Free()

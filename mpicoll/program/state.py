@@ -148,12 +148,12 @@ class CommState:
         private, self.private = self.private, MPI.COMM_NULL
         if private == MPI.COMM_NULL or MPI.Is_finalized():
             return
-        if mismatch.unwatch(private):
+        if mismatch.mismatched(private):
             self.messages_left = True     # peers' messages to the mismatched calls may wait unreceived
-        if self.messages_left or self.out_of_step is not None or _in_use(private):
+        keep = self.messages_left or self.out_of_step is not None or _in_use(private)
+        if keep:
             _keep(private)
-        else:
-            private.Free()
+        mismatch.unwatch(private, free=not keep)   # (its peers may still ask what its last calls were)
 
     def __del__(self) -> None:
         # the last wrapper of an unfreed communicator is gone: free what was kept for it
