@@ -109,7 +109,7 @@ def check(comm: MPI.Comm) -> None:
     watched = _WATCHED.get(MPI._handleof(comm))
     if watched is not None and watched.error is not None:
         watched.raised = True
-        raise MismatchError(watched.error, watched.collective)
+        raise MismatchError(watched.error, watched.collective, calls=watched.calls)
 
 
 # -- the communicators watched -----------------------------------------------------------------------------
@@ -118,15 +118,17 @@ class _Watched:
     """One communicator's part in the check: its private duplicate, its recorder, its tag layout, the notes
     sent for its waiting calls, and the error once a mismatch is found."""
 
-    __slots__ = ("private", "rank", "size", "recorder", "per_kind", "sigs", "noted", "error", "collective",
-                 "closed", "lock", "sent", "until", "raised", "free")
+    __slots__ = ("private", "rank", "size", "recorder", "per_kind", "sigs", "note_tag", "noted", "error", "collective",
+                 "calls", "closed", "lock", "sent", "until", "raised", "free")
 
-    def __init__(self, private: MPI.Comm, recorder: Any, per_kind: int, sigs: int) -> None:
+    def __init__(self, private: MPI.Comm, recorder: Any, per_kind: int, sigs: int, note_tag: int) -> None:
         self.private, self.recorder, self.per_kind, self.sigs = private, recorder, per_kind, sigs
+        self.note_tag = note_tag              # the largest tag the communicator uses: the notes' own
         self.rank, self.size = private.Get_rank(), private.Get_size()
         self.noted: dict[Any, float] = {}     # a waiting call's (kind, seq) -> when its peers were last asked
         self.error: str | None = None
         self.collective = ""
+        self.calls: dict[int, str] = {}       # once found: what each rank called, as far as this rank learned
         self.closed = False
         self.lock = threading.RLock()         # held while the watcher uses the communicator
         self.sent: list[MPI.Request] = []     # notes and releases in flight
@@ -136,24 +138,24 @@ class _Watched:
 
     # the watcher's side (it holds self.lock) ---------------------------------------------------------------
 
-    def look(self, now: float, note_tag: int, status: MPI.Status, final: bool = False) -> None:
+    def look(self, now: float, status: MPI.Status, final: bool = False) -> None:
         """Read what peers sent; ask about calls waiting too long (or, once flagged, end their waits); see
         whether a message of another call waits unreceived (``final``: at exit, at once)."""
         self.sent = [r for r in self.sent if not r.Test()]
         seen = None
         while True:      # notes; once flagged, every message (a peer's send to an abandoned call completes)
-            message = self.private.Improbe(MPI.ANY_SOURCE, note_tag if self.error is None else MPI.ANY_TAG, status)
+            message = self.private.Improbe(MPI.ANY_SOURCE, self.note_tag if self.error is None else MPI.ANY_TAG, status)
             if message is None:
                 break
             data = bytearray(status.Get_count(MPI.BYTE))
             message.Recv([data, MPI.BYTE])
-            if status.Get_tag() == note_tag:
-                self.read(pickle.loads(data), status.Get_source(), note_tag)
+            if status.Get_tag() == self.note_tag:
+                self.read(pickle.loads(data), status.Get_source())
         if self.error is None and self.private.Iprobe(MPI.ANY_SOURCE, MPI.ANY_TAG, status):
             seen = (status.Get_source(), status.Get_tag())      # (acted on once it waited STALL seconds, or at
             first = self.noted.setdefault(seen, now)            # exit: a waiting call's note says more)
             if now - first >= STALL or final:
-                self.unmatched(*seen, note_tag, final)
+                self.unmatched(*seen, final)
         running = {}
         for slot in self.recorder.calls + self.recorder.requests:
             kind, numbered, what, start = slot[0], slot[1], slot[2], slot[3]
@@ -170,13 +172,13 @@ class _Watched:
                         "call": what.signature, "where": _where()}
             else:
                 note = {"note": "release", "tag": kind * self.per_kind + seq * self.sigs + what.sig}
-            self.post(note, what.peers, note_tag)
+            self.post(note, what.peers)
 
-    def post(self, note: dict, peers: Any, note_tag: int) -> None:
+    def post(self, note: dict, peers: Any) -> None:
         data = pickle.dumps(note)
-        self.sent += [self.private.Isend([data, MPI.BYTE], peer, note_tag) for peer in peers if peer != self.rank]
+        self.sent += [self.private.Isend([data, MPI.BYTE], peer, self.note_tag) for peer in peers if peer != self.rank]
 
-    def unmatched(self, source: int, tag: int, note_tag: int, final: bool) -> None:
+    def unmatched(self, source: int, tag: int, final: bool) -> None:
         """A message waits unreceived: if it belongs to a call this rank made otherwise (its tag's form or
         signature differ from this rank's call of that number), the calls mismatched, though perhaps no rank
         waits (a root that only sends).  Its sender is asked what it called (its answer is compared as a
@@ -189,41 +191,41 @@ class _Watched:
         if not final:
             if ("asked", source, number) not in self.noted:
                 self.noted[("asked", source, number)] = time.time()
-                self.post({"note": "query", "seq": number}, (source,), note_tag)
+                self.post({"note": "query", "seq": number}, (source,))
             return
-        calls = {self.rank: _called(mine[0], mine[1].signature, ""),
+        calls = {self.rank: _called(*mine),
                  source: _called(kind, "another call (its message to this rank matched none here)", "")}
         found = {"note": "found", "seq": number, "calls": calls}
-        self.post(found, range(self.size), note_tag)
+        self.post(found, range(self.size))
         self.flag(found)
 
-    def read(self, note: dict, source: int, note_tag: int) -> None:
+    def read(self, note: dict, source: int) -> None:
         kind = note["note"]
         if kind == "query":       # a peer holds a message of this rank's call that matched none of its own
             mine = self.made(note["seq"])
             if mine is not None:
                 self.post({"note": "waiting", "rank": self.rank, "seq": note["seq"], "kind": mine[0],
-                           "call": mine[1].signature, "where": ""}, (source,), note_tag)
+                           "call": mine[1].signature, "where": mine[2]}, (source,))
         elif kind == "waiting" and self.error is None:
             mine = self.made(note["seq"])
             if mine is not None and (mine[0], mine[1].signature) != (note["kind"], note["call"]):
-                calls = {self.rank: _called(mine[0], mine[1].signature, ""),
-                         note["rank"]: _called(note["kind"], note["call"], note["where"])}
+                calls = {self.rank: _called(*mine), note["rank"]: _called(note["kind"], note["call"], note["where"])}
                 found = {"note": "found", "seq": note["seq"], "calls": calls}
-                self.post(found, range(self.size), note_tag)
+                self.post(found, range(self.size))
                 self.flag(found)
         elif kind == "found" and self.error is None:
             self.flag(note)
         elif kind == "release":      # the peer's error is set: end its wait on this rank's message
             self.sent.append(self.private.Isend([b"", MPI.BYTE], source, note["tag"]))
 
-    def made(self, seq: int) -> tuple[int, CallNote] | None:
-        """This rank's call ``seq``, as its recorder noted it: ``(kind, note)``, or None (not made yet, or
-        too long ago)."""
+    def made(self, seq: int) -> tuple[int, CallNote, str] | None:
+        """This rank's call ``seq``, as its recorder noted it: ``(kind, note, where)``, where being the program's
+        ``file:line`` while the call is under way and the program waits in mpicoll (:func:`_where`; else ""), or
+        None (not made yet, or too long ago)."""
         for slot in self.recorder.calls + self.recorder.requests:
             numbered = slot[1]
             if (numbered[0] if type(numbered) is tuple else numbered) == seq and type(slot[2]) is CallNote:
-                return slot[0], slot[2]
+                return slot[0], slot[2], _where() if slot[4] is None else ""
         return None
 
     def flag(self, found: dict) -> None:
@@ -231,9 +233,10 @@ class _Watched:
         rank's waiting calls asked to end those waits (at the next look: every call's note time is reset)."""
         calls = {int(r): c for r, c in found["calls"].items()}
         mine = self.made(found["seq"])
-        if mine is not None:
-            calls[self.rank] = _called(mine[0], mine[1].signature, "")
-        told = "; ".join(f"rank {r} called {calls[r]}" for r in sorted(calls))
+        if mine is not None and not (mine[2] == "" and self.rank in calls):
+            calls[self.rank] = _called(*mine)
+        self.calls = dict(sorted(calls.items()))
+        told = "; ".join(f"rank {r} called {c}" for r, c in self.calls.items())
         self.collective = mine[1].collective if mine is not None else ""
         self.error = (f"rank {self.rank}: mismatched collective calls on a communicator of {self.size} ranks "
                       f"(its call #{found['seq']}): {told}")
@@ -241,7 +244,9 @@ class _Watched:
         FLAGGED.append(self.private)
 
 
-def _called(kind: int, call: str, where: str) -> str:
+def _called(kind: int, call: str | CallNote, where: str) -> str:
+    """A rank's call as the error names it: ``nonblocking Allreduce(count=4, ...) at train.py:12``."""
+    call = call.signature if isinstance(call, CallNote) else call
     form = ("", "nonblocking ", "persistent ")[kind] if 0 <= kind < 3 else ""
     return f"{form}{call}" + (f" at {where}" if where else "")
 
@@ -251,13 +256,18 @@ _SKIP = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))), os.path.di
 
 
 def _where() -> str:
-    """``file:line`` where the main thread's program is (its innermost frame outside mpicoll, mpi4py and the
-    standard library's threading), or ""."""
+    """``file:line`` where the main thread's program is (its innermost frame outside mpicoll, mpi4py, the
+    standard library and torch, when torch is imported: where a torch program called ``dist.all_reduce``), or
+    ""."""
+    torch = sys.modules.get("torch")
+    skip = _SKIP + ((os.path.dirname(torch.__file__),) if getattr(torch, "__file__", None) else ())
     frame = sys._current_frames().get(threading.main_thread().ident)
+    inside = False       # whether the main thread is in mpicoll now (else the call is not its)
     while frame is not None:
         name = frame.f_code.co_filename
-        if not name.startswith(_SKIP) and not name.startswith("<"):
-            return f"{name}:{frame.f_lineno}"
+        inside = inside or name.startswith(_SKIP[0])
+        if not name.startswith(skip) and not name.startswith("<"):
+            return f"{name}:{frame.f_lineno}" if inside else ""
         frame = frame.f_back
     return ""
 
@@ -269,7 +279,6 @@ class _Watcher:
 
     def __init__(self) -> None:
         self.stop = threading.Event()
-        self.note_tag = MPI.COMM_WORLD.Get_attr(MPI.TAG_UB)
         self.thread = threading.Thread(target=self.run, name="mpicoll-mismatch", daemon=True)
         self.thread.start()
         atexit.register(self.close)   # (after mpi4py's: it runs first, before MPI is finalized)
@@ -292,7 +301,7 @@ class _Watcher:
                 if w.closed:
                     continue
                 try:
-                    w.look(now, self.note_tag, status, final)
+                    w.look(now, status, final)
                 except MPI.Exception:      # e.g. a communicator revoked after a process failed
                     w.closed = True
 
@@ -317,12 +326,13 @@ class _Watcher:
 _WATCHER: list[_Watcher] = []
 
 
-def watch(private: MPI.Comm, recorder: Any, per_kind: int, sigs: int) -> None:
-    """Watch a new communicator's calls (``private``: its duplicate; ``recorder``: its flight recorder)."""
+def watch(private: MPI.Comm, recorder: Any, per_kind: int, sigs: int, note_tag: int) -> None:
+    """Watch a new communicator's calls (``private``: its duplicate; ``recorder``: its flight recorder; its calls'
+    tags laid out as :meth:`mpicoll.program.state.CommState.next_tag` says, below ``note_tag``, the notes' tag)."""
     if recorder is None or MPI.Query_thread() < MPI.THREAD_MULTIPLE:
         return
     with _LOCK:
-        _WATCHED[MPI._handleof(private)] = _Watched(private, recorder, per_kind, sigs)
+        _WATCHED[MPI._handleof(private)] = _Watched(private, recorder, per_kind, sigs, note_tag)
         if not _WATCHER:
             _WATCHER.append(_Watcher())
 

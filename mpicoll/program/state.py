@@ -53,7 +53,9 @@ class CommState:
     nodes : Nodes
         The node layout (:mod:`mpicoll.ir.nodes`), the same on every rank.
     tags : list of int
-        ``[per_kind, last number, sigs]`` (see :meth:`next_tag`).
+        ``[per_kind, last number, sigs]`` (see :meth:`next_tag`): three forms' tags below ``tag_ub``, the largest
+        tag its messages carry (``MPI.TAG_UB``, or less: ``MPICOLL_TAG_UB``), which the mismatch check's notes
+        use.
     plans, request_plans : PlanCache
         Cached plans of blocking calls, and of nonblocking ones (lent to one request at a time).
     entries : dict or None
@@ -75,12 +77,11 @@ class CommState:
                  "out_of_step", "messages_left", "recorder", "object_slots", "__weakref__")
 
     def __init__(self, private: MPI.Intracomm, agreed: Any, nodes: Nodes, *, timeout: float | None,
-                 debug: int) -> None:
+                 debug: int, tag_ub: int) -> None:
         self.private = private
         self.rank, self.size = private.Get_rank(), private.Get_size()
         self.timeout, self.debug = timeout, debug
         self.agreed, self.nodes = agreed, nodes
-        tag_ub = MPI.COMM_WORLD.Get_attr(MPI.TAG_UB)   # an attribute of COMM_WORLD only; itself: the notes' tag
         sigs = mismatch.signature_bits(tag_ub)
         per_kind = (tag_ub // 3) // sigs * sigs
         self.tags = [per_kind, 0, sigs]
@@ -96,7 +97,7 @@ class CommState:
         self.out_of_step: str | None = None   # why the ranks no longer agree on which call is which (a timeout)
         self.messages_left = False   # a call was abandoned here: peers' messages may wait unreceived (see release)
         self.recorder = recorder.make(private)
-        mismatch.watch(private, self.recorder, per_kind, sigs)
+        mismatch.watch(private, self.recorder, per_kind, sigs, tag_ub)
         self.object_slots: Any = None   # see mpicoll.calls.objects.buffered
 
     def went_out_of_step(self, exc: BaseException) -> None:

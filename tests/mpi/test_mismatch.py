@@ -25,10 +25,10 @@ pytestmark = [pytest.mark.skipif(P < 2, reason="a mismatch needs two ranks"),
                                  reason="the watcher needs MPI_THREAD_MULTIPLE")]
 
 
-def _outcome(program) -> tuple[str, float, str]:
-    """Run ``program(comm)`` on a fresh communicator, then a Barrier on it: ``(what ended it, seconds, text)``,
-    what being "returned", or the exception's class name."""
-    comm = mpicoll.Comm(WORLD.Dup())
+def _outcome(program, comm: mpicoll.Comm | None = None) -> tuple[str, float, str]:
+    """Run ``program(comm)`` on a fresh communicator (by default a duplicate of WORLD's), then a Barrier on it:
+    ``(what ended it, seconds, text)``, what being "returned", or the exception's class name."""
+    comm = comm or mpicoll.Comm(WORLD.Dup())
     comm.Allreduce(np.ones(1), np.empty(1))        # a correct call first (the communicator's first is special)
     WORLD.Barrier()
     t0 = time.monotonic()
@@ -179,3 +179,52 @@ def test_signature_bits_fit_the_tag_range():
     assert 1 < mismatch.signature_bits(2**19 - 1) < 4096   # a network's smaller range: fewer bits
     assert mismatch.signature_bits(2**15 - 1) == 2         # MPI's least: one bit (the notes still compare all)
     assert mismatch.signature_bits(2**13) == 1             # too few numbers for any: none
+
+
+def test_a_small_tag_range_still_catches_a_wait(monkeypatch):
+    """With MPI's least tag range (``2**15 - 1``) the tag holds one signature bit: another collective, or a
+    skipped call, still makes a rank wait, and the notes (which compare whole signatures) catch it."""
+    from mpicoll import config
+    monkeypatch.setenv("MPICOLL_TAG_UB", str(2**15 - 1))
+    config.reload()
+    try:
+        comm = mpicoll.Comm(WORLD.Dup())
+        per_kind, _, sigs = comm._state.tags
+        check(sigs == 2 and 3 * per_kind <= 2**15 - 1, f"rank {R}: tags {comm._state.tags}")
+        x, y = np.full(4, R + 1.0), np.zeros(4)
+        comm.Allreduce(x, y)
+        check(np.all(y == P * (P + 1) / 2), f"rank {R}: {y}")
+        comm.Free()
+        _every_rank_raises(lambda c: c.Bcast(x, root=ODD) if R == ODD else c.Allreduce(x, y), "Bcast(",
+                           "Allreduce(")
+    finally:
+        monkeypatch.delenv("MPICOLL_TAG_UB")
+        config.reload()
+
+
+def test_object_collectives():
+    """``comm.bcast`` on one rank, ``comm.allgather`` on the others: the buffer collectives they run differ;
+    the message says where the program called them."""
+    _every_rank_raises(lambda c: c.bcast(R, root=ODD) if R == ODD else c.allgather(R), "test_mismatch.py:")
+
+
+def test_neighbourhood_collectives():
+    """On a ring, one rank calls ``Neighbor_alltoall`` where the others call ``Neighbor_allgather``: the same
+    bytes between the same neighbours, another collective.  (Their counts are agreed pair by pair, not by
+    every rank, so the signature leaves them out: a longer message than a rank expects raises there.)"""
+    ring = WORLD.Create_cart([P], periods=[True])
+    comm = mpicoll.Comm(ring)
+    x, y = np.full(2, R + 1.0), np.zeros(2)
+
+    def program(c):
+        if R == ODD:
+            c.Neighbor_alltoall(x, y)
+        else:
+            c.Neighbor_allgather(x[:1], y)
+    try:
+        kind, seconds, text = _outcome(program, comm)
+    finally:
+        ring.Free()
+    check(kind == "MismatchError" and "Neighbor_alltoall(" in text and "Neighbor_allgather(" in text,
+          f"rank {R}: {kind} after {seconds:.2f} s: {text}")
+

@@ -463,9 +463,9 @@ class TestErrors:
         # which stays unusable
         for algorithm in ("linear", "auto"):
             _mismatch_after_root_error(
-                lambda c: c.Gather(np.zeros(2), np.zeros(3 * P), root=0, algorithm=algorithm), "sendbuf")
+                lambda c, a=algorithm: c.Gather(np.zeros(2), np.zeros(3 * P), root=0, algorithm=a), "sendbuf")
             _mismatch_after_root_error(
-                lambda c: c.Scatter(np.zeros(3 * P), np.zeros(2), root=0, algorithm=algorithm), "recvbuf")
+                lambda c, a=algorithm: c.Scatter(np.zeros(3 * P), np.zeros(2), root=0, algorithm=a), "recvbuf")
 
     def test_uneven_raw_buffer(self, comm):
         if P < 2:
