@@ -27,7 +27,7 @@ from mpicoll.comm.inter import InterState
 from mpicoll.comm.preparing import exchanged, prepare, run_plan, stand_in
 from mpicoll.compiled import extension
 from mpicoll.engine import recorder, requests
-from mpicoll.engine.forms import BLOCKING, NONBLOCKING, PERSISTENT, number
+from mpicoll.engine.forms import BLOCKING, NONBLOCKING, PERSISTENT, draw, number
 from mpicoll.engine.inflight import ACTIVE, ELSEWHERE
 from mpicoll.engine.requests import Prequest, Request
 from mpicoll.program import callkey
@@ -146,7 +146,7 @@ def _run_blocking(comm: Any, method: str, algorithm: str, *args: Any) -> None:
     """A blocking call (the Python definition of the compiled ``run``): a cached plan's entry, or the slow path,
     noted in the communicator's flight recorder (:func:`mpicoll.engine.recorder.begin`, ``end``, ``failed``)."""
     state = _state(comm)
-    tag = state.next_tag(BLOCKING)
+    tag = draw(state.tags, BLOCKING)     # (state: a CommState or an InterState)
     key = call_key(method, args, algorithm, VALUE_ARGS.get(method, ()))
     entries = state.entries
     entry = entries.get(key) if entries is not None and key is not None and not ACTIVE and not ELSEWHERE else None

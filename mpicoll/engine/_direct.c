@@ -46,7 +46,6 @@ static void *status_ignore;      /* MPI_STATUS(ES)_IGNORE */
 static int err_other, in_status, any_source, any_tag;   /* MPI_ERR_OTHER, MPI_ERR_IN_STATUS, ... */
 static Py_ssize_t status_size, source_at, tag_at, error_at;   /* MPI_Status: its size, its public fields */
 static PyObject *exception;      /* MPI.Exception */
-static PyObject *failed;         /* mpicoll.engine.standin.continue_marked */
 static PyObject *fromhandle;     /* MPI.Request.fromhandle */
 static unsigned long long request_null;   /* MPI_REQUEST_NULL, as mpi4py gives handles */
 
@@ -270,7 +269,7 @@ rounds_call(PyObject *op, PyObject *const *argv, size_t nargsf, PyObject *kwname
     for (Py_ssize_t t = 0; t < self->nrounds && result != NULL; t++) {
         Round *r = &self->rounds[t];
         int rc;
-        if (PyList_GET_SIZE(mismatch_flagged) && mismatch_check(self->comm_object) < 0) {
+        if (flagged_on(self->comm_object)) {
             result = NULL;
             break;
         }
@@ -284,7 +283,7 @@ rounds_call(PyObject *op, PyObject *const *argv, size_t nargsf, PyObject *kwname
             PyObject *type, *exc, *traceback;
             PyErr_Fetch(&type, &exc, &traceback);
             PyErr_NormalizeException(&type, &exc, &traceback);
-            PyObject *ret = exc ? PyObject_CallFunction(failed, "OOinO", self->bound, self->comm_object, tag, t,
+            PyObject *ret = exc ? PyObject_CallFunction(round_failed, "OOinO", self->bound, self->comm_object, tag, t,
                                                          exc) : NULL;
             if (ret != NULL) {
                 PyErr_Restore(type, exc, traceback);   /* it returned: the round's own error stands */
@@ -298,7 +297,7 @@ rounds_call(PyObject *op, PyObject *const *argv, size_t nargsf, PyObject *kwname
             result = NULL;
             break;
         }
-        if ((PyList_GET_SIZE(mismatch_flagged) && mismatch_check(self->comm_object) < 0) || run_steps(r->steps) < 0)
+        if (flagged_on(self->comm_object) || run_steps(r->steps) < 0)
             result = NULL;
     }
     Py_DECREF(self);
@@ -311,7 +310,7 @@ rounds_start_run(Rounds *self, int tag)
     self->current = 0;
     self->in_steps = 0;
     self->tag = tag < 0 ? tag : tag + self->offset;
-    if (PyList_GET_SIZE(mismatch_flagged) && mismatch_check(self->comm_object) < 0)
+    if (flagged_on(self->comm_object))
         return -1;
     int rc = self->nrounds == 0 ? 0 : tag < 0 ? api.startall(&self->rounds[0])
                                               : api.post(&self->rounds[0], self->comm, self->tag);
@@ -414,7 +413,7 @@ rounds_advance_run(Rounds *self, int block)
         }
         if (!done)
             return 0;
-        if (PyList_GET_SIZE(mismatch_flagged) && mismatch_check(self->comm_object) < 0) {
+        if (flagged_on(self->comm_object)) {
             self->in_steps = 0;
             return -1;
         }
@@ -553,50 +552,8 @@ init(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
-static PyObject *
-on_failure(PyObject *self, PyObject *callable)
-{
-    (void)self;
-    if (!PyCallable_Check(callable)) {
-        PyErr_SetString(PyExc_TypeError, "on_failure(function): function must be callable");
-        return NULL;
-    }
-    Py_XSETREF(failed, Py_NewRef(callable));
-    Py_RETURN_NONE;
-}
-
-/* on_mismatch(flagged, check): the list the engine tests before each round and after each wait, and the function
- * it then calls with the round's communicator (mpicoll.engine.mismatch.FLAGGED and check) */
-PyObject *mismatch_flagged;
-static PyObject *mismatch_checker;
-
-static PyObject *
-on_mismatch(PyObject *self, PyObject *args)
-{
-    (void)self;
-    PyObject *flagged, *checker;
-    if (!PyArg_ParseTuple(args, "O!O", &PyList_Type, &flagged, &checker))
-        return NULL;
-    Py_XSETREF(mismatch_flagged, Py_NewRef(flagged));
-    Py_XSETREF(mismatch_checker, Py_NewRef(checker));
-    Py_RETURN_NONE;
-}
-
-int
-mismatch_check(PyObject *comm)
-{
-    if (mismatch_checker == NULL)
-        return 0;
-    PyObject *result = PyObject_CallOneArg(mismatch_checker, comm);
-    Py_XDECREF(result);
-    return result == NULL ? -1 : 0;
-}
-
 static PyMethodDef methods[] = {
-    {"on_mismatch", on_mismatch, METH_VARARGS,
-     "on_mismatch(flagged, check)\n--\n\nWhat the engine tests before each round and after each wait (a list, "
-     "normally empty), and the function it then calls with the round's communicator, which raises the mismatch "
-     "found there (mpicoll.engine.mismatch)."},
+    HOOK_METHODS,
     {"hook_progress", hook_progress, METH_VARARGS,
      "hook_progress(path, active, elsewhere, advance)\n--\n\nHave Open MPI's progress loop (opal_progress, in the "
      "library at path) call advance() while either list is not empty; whether it could."},
@@ -613,9 +570,6 @@ static PyMethodDef methods[] = {
     {"init", init, METH_VARARGS,
      "init(path, family, constants, exception, fromhandle)\n--\n\nFind the MPI functions in the library at path (see "
      "mpicoll.engine.direct)."},
-    {"on_failure", on_failure, METH_O,
-     "on_failure(function)\n--\n\nThe function a blocking round whose messages failed is handed to, as "
-     "function(bound, comm, tag, round, exc)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -626,8 +580,7 @@ PyInit__direct(void)
 {
     if (PyType_Ready(&RoundsType) < 0 || PyType_Ready(&GeneralizedType) < 0 || PyType_Ready(&ReduceType) < 0)
         return NULL;
-    mismatch_flagged = PyList_New(0);
-    PyObject *mod = mismatch_flagged ? PyModule_Create(&module) : NULL;
+    PyObject *mod = mismatch_init() == 0 ? PyModule_Create(&module) : NULL;
     if (mod == NULL)
         return NULL;
     if (PyModule_AddObjectRef(mod, "Rounds", (PyObject *)&RoundsType) < 0

@@ -7,7 +7,16 @@ Every call draws the next number of its communicator's one sequence; its tag lie
 
 BLOCKING, NONBLOCKING, PERSISTENT = 0, 1, 2
 
-__all__ = ["BLOCKING", "NONBLOCKING", "PERSISTENT", "number"]
+__all__ = ["BLOCKING", "NONBLOCKING", "PERSISTENT", "draw", "number"]
+
+
+def draw(tags: list[int], kind: int) -> int:
+    """The next call's tag, of form ``kind``, from a communicator's ``tags`` (``[per_kind, last number, sigs]``:
+    :meth:`mpicoll.program.state.CommState.next_tag`, whose sequence an intercommunicator shares with its groups
+    merged)."""
+    per_kind, sigs = tags[0], tags[2]
+    number = tags[1] = tags[1] % (per_kind // sigs - 1) + 1
+    return kind * per_kind + number * sigs
 
 
 def number(tags: list[int], tag: int) -> int:

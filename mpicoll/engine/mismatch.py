@@ -54,6 +54,7 @@ TICK = 0.1      # seconds between the watcher's looks at its communicators
 LINGER = 1.5    # seconds a communicator found mismatched is still served after it is freed, or at exit (its
                 # peers may still ask this rank to end their waits)
 STALL = 0.5     # seconds a call waits before its peers are asked what they called (and between asks)
+MOST_BYES = 4   # calls a rank tells its peers of as it exits
 MOST_BITS = 12  # signature bits a tag holds where TAG_UB allows
 #: the private communicators whose calls were found mismatched (normally empty: what the engine tests)
 FLAGGED: list[MPI.Comm] = []
@@ -119,7 +120,7 @@ class _Watched:
     sent for its waiting calls, and the error once a mismatch is found."""
 
     __slots__ = ("private", "rank", "size", "recorder", "per_kind", "sigs", "note_tag", "noted", "error", "collective",
-                 "calls", "closed", "lock", "sent", "until", "raised", "free")
+                 "calls", "byes", "stuck", "closed", "lock", "sent", "until", "raised", "free")
 
     def __init__(self, private: MPI.Comm, recorder: Any, per_kind: int, sigs: int, note_tag: int) -> None:
         self.private, self.recorder, self.per_kind, self.sigs = private, recorder, per_kind, sigs
@@ -129,6 +130,8 @@ class _Watched:
         self.error: str | None = None
         self.collective = ""
         self.calls: dict[int, str] = {}       # once found: what each rank called, as far as this rank learned
+        self.byes: dict[int, dict] = {}       # call number -> a peer's call of that number, told as it exited
+        self.stuck: set = set()               # waiting calls said on stderr to be stuck (peers gone)
         self.closed = False
         self.lock = threading.RLock()         # held while the watcher uses the communicator
         self.sent: list[MPI.Request] = []     # notes and releases in flight
@@ -151,7 +154,8 @@ class _Watched:
             message.Recv([data, MPI.BYTE])
             if status.Get_tag() == self.note_tag:
                 self.read(pickle.loads(data), status.Get_source())
-        if self.error is None and self.private.Iprobe(MPI.ANY_SOURCE, MPI.ANY_TAG, status):
+        if (self.error is None and self.private.Iprobe(MPI.ANY_SOURCE, MPI.ANY_TAG, status)
+                and status.Get_tag() != self.note_tag):
             seen = (status.Get_source(), status.Get_tag())      # (acted on once it waited STALL seconds, or at
             first = self.noted.setdefault(seen, now)            # exit: a waiting call's note says more)
             if now - first >= STALL or final:
@@ -164,9 +168,16 @@ class _Watched:
         self.noted = {key: when for key, when in self.noted.items()
                       if key in running or (key == seen and self.error is None) or key[0] == "asked"}
         for key, (kind, seq, what) in running.items():
-            if now - self.noted.get(key, 0.0) < STALL:
+            if seq in self.byes and self.error is None:     # a peer that exited said what its call was
+                self.compare(self.byes[seq])
+            before = self.noted.get(key)
+            if before is not None and now - before < STALL:
                 continue
             self.noted[key] = now
+            if self.error is not None and before is not None and key not in self.stuck:
+                self.stuck.add(key)     # asked to end its wait before, in vain: its peers may have exited
+                print(f"mpicoll: {self.error} (a wait of this rank's call #{seq} cannot end: its peers do not "
+                      "answer; MPICOLL_TIMEOUT makes it raise)", file=sys.stderr, flush=True)
             if self.error is None:
                 note = {"note": "waiting", "rank": self.rank, "seq": seq, "kind": kind,
                         "call": what.signature, "where": _where()}
@@ -207,16 +218,38 @@ class _Watched:
                 self.post({"note": "waiting", "rank": self.rank, "seq": note["seq"], "kind": mine[0],
                            "call": mine[1].signature, "where": mine[2]}, (source,))
         elif kind == "waiting" and self.error is None:
-            mine = self.made(note["seq"])
-            if mine is not None and (mine[0], mine[1].signature) != (note["kind"], note["call"]):
-                calls = {self.rank: _called(*mine), note["rank"]: _called(note["kind"], note["call"], note["where"])}
-                found = {"note": "found", "seq": note["seq"], "calls": calls}
-                self.post(found, range(self.size))
-                self.flag(found)
+            self.compare(note)
+        elif kind == "bye":          # the peer exits: its last calls, for a call of this rank still to come
+            for call in note["calls"]:
+                self.byes[call["seq"]] = call
+            while len(self.byes) > 4 * MOST_BYES:
+                del self.byes[next(iter(self.byes))]
         elif kind == "found" and self.error is None:
             self.flag(note)
         elif kind == "release":      # the peer's error is set: end its wait on this rank's message
             self.sent.append(self.private.Isend([b"", MPI.BYTE], source, note["tag"]))
+
+    def compare(self, theirs: dict) -> None:
+        """A peer's call (its rank, number, form, signature and where) against this rank's of that number: a
+        mismatch found if they differ (nothing if this rank has not made it)."""
+        mine = self.made(theirs["seq"])
+        if mine is not None and (mine[0], mine[1].signature) != (theirs["kind"], theirs["call"]):
+            calls = {self.rank: _called(*mine),
+                     theirs["rank"]: _called(theirs["kind"], theirs["call"], theirs["where"])}
+            found = {"note": "found", "seq": theirs["seq"], "calls": calls}
+            self.post(found, range(self.size))
+            self.flag(found)
+
+    def bye(self) -> None:
+        """At exit: tell the peers what this rank's last calls were (a peer still to make one, or waiting in it,
+        compares its own when it does: this rank will not answer its notes)."""
+        last = [slot for slot in self.recorder.calls + self.recorder.requests if type(slot[2]) is CallNote]
+        last = sorted(last, key=lambda slot: slot[3] or 0.0)[-MOST_BYES:]      # (by when they started)
+        calls = [{"rank": self.rank, "seq": numbered[0] if type(numbered) is tuple else numbered, "kind": kind,
+                  "call": what.signature, "where": ""} for kind, numbered, what, *_ in last]
+        if calls:      # (every rank where that is few; else the ranks those calls exchange messages with)
+            peers = range(self.size) if self.size <= 64 else {peer for slot in last for peer in slot[2].peers}
+            self.post({"note": "bye", "calls": calls}, peers)
 
     def made(self, seq: int) -> tuple[int, CallNote, str] | None:
         """This rank's call ``seq``, as its recorder noted it: ``(kind, note, where)``, where being the program's
@@ -315,6 +348,17 @@ class _Watcher:
         end = time.time() + LINGER
         status = MPI.Status()
         self.look(status, final=True)   # a message of a mismatched call may wait unreceived: the last look
+        for w in list(_WATCHED.values()):
+            with w.lock:
+                if w.error is None and not w.closed:
+                    try:
+                        w.bye()
+                        for _ in range(100):     # (small messages: sent at once where MPI buffers them)
+                            if MPI.Request.Testall(w.sent):
+                                break
+                            time.sleep(0.002)
+                    except MPI.Exception:
+                        pass
         while time.time() < end and any(w.error is not None for w in list(_WATCHED.values())):
             time.sleep(TICK)
             self.look(status)

@@ -20,7 +20,7 @@ from typing import Any
 from mpi4py import MPI
 
 from mpicoll.bounded import Bounded
-from mpicoll.engine import inflight, mismatch, recorder
+from mpicoll.engine import forms, inflight, mismatch, recorder
 from mpicoll.errors import OutOfStepError
 from mpicoll.ir.nodes import Nodes
 from mpicoll.program.plancache import REQUEST_PLAN_SCRATCH, PlanCache
@@ -127,10 +127,7 @@ class CommState:
         sigs - 1``: see :mod:`mpicoll.engine.mismatch`).  The numbers cycle through ``1 .. per_kind / sigs
         - 1``.
         """
-        tags = self.tags
-        per_kind, sigs = tags[0], tags[2]
-        number = tags[1] = tags[1] % (per_kind // sigs - 1) + 1
-        return kind * per_kind + number * sigs
+        return forms.draw(self.tags, kind)
 
     def release(self) -> None:
         """Free everything held for the communicator: plans, devices' resources, the private duplicate."""
