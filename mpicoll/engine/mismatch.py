@@ -24,6 +24,10 @@ ranks.  mpicoll catches it as it happens, without a message or a wait more in a 
   and after each wait (one test of an empty list), and raises.  A rank whose own part of the call had
   completed raises at its next collective call on that communicator.  The communicator stays unusable:
   every later call raises the same error.
+- **A rank that exits says goodbye.**  It tells the ranks of each communicator its last :data:`MOST_BYES` calls
+  (a *bye*); a peer that makes, or waits in, a call of one of those numbers compares its own.  Only a peer can
+  end a wait, so a rank whose peers have gone raises where its wait is watched (``MPICOLL_TIMEOUT``) and
+  otherwise says on stderr that its wait cannot end.
 
 Where ``MPI.TAG_UB`` is too small to hold a 12-bit signature beside enough call numbers, the tag holds fewer
 bits (:func:`signature_bits`: one at MPI's least, ``2**15 - 1``): two mismatched calls whose signatures agree in those
@@ -55,6 +59,7 @@ LINGER = 1.5    # seconds a communicator found mismatched is still served after 
                 # peers may still ask this rank to end their waits)
 STALL = 0.5     # seconds a call waits before its peers are asked what they called (and between asks)
 MOST_BYES = 4   # calls a rank tells its peers of as it exits
+MOST_LINGERING = 16   # released communicators served LINGER seconds more, at most
 MOST_BITS = 12  # signature bits a tag holds where TAG_UB allows
 #: the private communicators whose calls were found mismatched (normally empty: what the engine tests)
 FLAGGED: list[MPI.Comm] = []
@@ -390,22 +395,29 @@ def mismatched(private: MPI.Comm) -> bool:
 def unwatch(private: MPI.Comm, free: bool) -> None:
     """``private``'s communicator is released (``free``: it is to be freed).  A peer may not have noticed yet
     that its last calls mismatched: a communicator with a call that ended less than :data:`LINGER` seconds ago,
-    or found mismatched, is served that long more (its peers' notes answered), then freed here if ``free``;
-    any other is freed now if ``free``."""
+    or found mismatched, is served that long more (its peers' notes answered), then freed by the watcher if
+    ``free``; any other is freed now if ``free``.  At most :data:`MOST_LINGERING` correct ones are served so
+    (a program that makes and frees communicators in a loop would run out of MPI's), the oldest freed first."""
     now = time.time()
+    dropped: list[_Watched] = []
     with _LOCK:
-        watched = _WATCHED.get(MPI._handleof(private))
+        watched = _WATCHED.pop(MPI._handleof(private), None)
         if watched is not None:
             if private in FLAGGED:
                 FLAGGED.remove(private)
             recent = any(slot[4] is None or now - slot[4] < LINGER
                          for slot in watched.recorder.calls + watched.recorder.requests if type(slot[2]) is CallNote)
             if watched.error is not None or recent:
-                watched.until, watched.free = now + LINGER, free
-                return
-            del _WATCHED[MPI._handleof(private)]
-    if watched is not None:
-        _drop(watched)
+                watched.until, watched.free, free = now + LINGER, free, False    # (freed when dropped)
+                _WATCHED[MPI._handleof(private)] = watched
+                lingering = sorted((w for w in _WATCHED.values() if w.until is not None and w.error is None),
+                                   key=lambda w: w.until)
+                for w in lingering[:max(0, len(lingering) - MOST_LINGERING)]:
+                    dropped.append(_WATCHED.pop(MPI._handleof(w.private)))
+            else:
+                dropped.append(watched)
+    for w in dropped:
+        _drop(w)         # (frees w.private where it was left to the watcher)
     if free:
         private.Free()
 
