@@ -37,6 +37,9 @@ variable                   value                                                
                            timeout, a failure, ``SIGUSR1`` and at exit (see
                            ``docs/diagnostics.rst``)
 ``MPICOLL_TRACE_CALLS``    calls the flight recorder keeps per communicator (0: none)      64
+``MPICOLL_TAG_UB``         the largest tag mpicoll's messages carry (a positive integer;    ``MPI.TAG_UB``
+                           more than ``MPI.TAG_UB`` is ``MPI.TAG_UB``): to see what the
+                           mismatch check does where a library's tag range is small
 =========================  ==============================================================  ===========
 
 One setting comes from the MPI launcher rather than from mpicoll: whether the job runs with MPI's
@@ -78,6 +81,7 @@ class Config:
     reproducible: bool = False  # the summing collectives' default for reproducible=None (mpicoll.comm.reproducible)
     trace: str | None = None    # where the flight recorder writes (mpicoll.engine.recorder), or None
     trace_calls: int = 64       # calls the flight recorder keeps per communicator (0: it records nothing)
+    tag_ub: int | None = None   # the largest tag mpicoll uses (None: MPI.TAG_UB; see mpicoll.engine.mismatch)
 
 
 # -- one parser per kind of value ---------------------------------------------------------------------
@@ -200,6 +204,7 @@ def read(env: Mapping[str, str] | None = None) -> Config:
         reproducible=bool(_flag(env, "MPICOLL_REPRODUCIBLE")),
         trace=_path(env, "MPICOLL_TRACE"),
         trace_calls=_count(env, "MPICOLL_TRACE_CALLS", 64),
+        tag_ub=_positive_int(env, "MPICOLL_TAG_UB"),
     )
 
 

@@ -114,16 +114,22 @@ class ArgError(MPIError, ValueError):
     """Any other invalid argument (``MPI.ERR_ARG``)."""
 
 
-class MismatchError(ValueError):
-    """Ranks called the same collective with arguments that do not agree.
+class MismatchError(MPIError, ValueError):
+    """Ranks made collective calls that do not agree (``MPI.ERR_ARG``): another collective, or the same one
+    with another count, type signature, root or op, or one rank skipped a call.
 
-    ``collective`` is the call's name and ``fields`` maps every field that
-    differs to ``{value: [ranks]}``.
+    Raised on every rank of the communicator by the always-on check (:mod:`mpicoll.engine.mismatch`), the
+    message saying what each rank called; or, with ``MPICOLL_DEBUG``, before any message, by the careful
+    path's comparison of the calls' arguments.  ``collective`` is the call's name; ``fields`` maps every
+    field that differs to ``{value: [ranks]}`` (the careful path's; empty for the always-on check); ``calls``
+    maps ranks to what each called, as this rank learned it (the always-on check's; empty for the careful
+    path's), e.g. ``{0: "Allreduce(count=4, dtype=float64, op=SUM) at train.py:12"}``.
     """
 
-    def __init__(self, message: str, collective: str = "", fields: dict[str, dict[Any, list[int]]] | None = None):
-        super().__init__(message)
-        self.collective, self.fields = collective, fields or {}
+    def __init__(self, message: str, collective: str = "", fields: dict[str, dict[Any, list[int]]] | None = None,
+                 calls: dict[int, str] | None = None):
+        MPIError.__init__(self, message)
+        self.collective, self.fields, self.calls = collective, fields or {}, calls or {}
 
 
 class ArgumentError(ValueError):

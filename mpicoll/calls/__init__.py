@@ -25,13 +25,11 @@ __all__ = ["Spec", "Value", "spec", "MismatchError", "debug_check", "own"]
 
 def debug_check(comm: Any, collective: str, **fields: Any) -> None:
     """Record this rank's signature of the call being prepared (labelled fields, see
-    :data:`mpicoll.engine.debug.FIELDS`), for the careful path to compare across ranks.
+    :data:`mpicoll.engine.debug.FIELDS`): what every rank must agree on.  The call's messages carry it
+    (:mod:`mpicoll.engine.mismatch`), and the careful path (``MPICOLL_DEBUG``) compares it across ranks.
 
-    Called by each collective's ``prepare`` after its own checks; does nothing
-    unless the communicator was made with ``MPICOLL_DEBUG`` set.  Sends nothing.
+    Called by each collective's ``prepare`` after its own checks.  Sends nothing.
     """
-    if not comm.debug:
-        return
     signature = {"collective": collective}
     signature.update((k, _plain(v)) for k, v in fields.items() if v is not None)
     comm.signature = signature

@@ -24,9 +24,10 @@ import time
 from typing import Any
 
 from mpicoll.calls.table import TABLE
-from mpicoll.comm.preparing import exchanged, prepare, stand_in
+from mpicoll.comm.preparing import exchanged, prepare, signed, stand_in
 from mpicoll.data.datatypes import packing
 from mpicoll.engine import debug, inflight, recorder, requests, watchdog
+from mpicoll.engine.forms import number
 from mpicoll.program.state import CommState, Preparation
 
 __all__ = ["run", "start"]
@@ -41,7 +42,7 @@ def _checked(state: CommState, method: str, args: tuple, algorithm: str, tag: in
             with packing() as packed:
                 return packed.attach(TABLE[method].prepare(preparation, *args, algorithm=algorithm))
 
-        return debug.agree(preparation, method, checked, state.timeout)
+        return signed(debug.agree(preparation, method, checked, state.timeout), preparation, method)
     try:
         return prepare(state, method, args, algorithm)
     except Exception as exc:
@@ -61,7 +62,7 @@ def _run_plan(state: CommState, method: str, plan: Any, tag: int) -> None:
     if plan.device is not None:         # device buffers: the plan's GPU transport runs the call (unwatched)
         plan.runner(state.private)(tag)
         return
-    watchdog.execute(plan.rounds(), state.private, tag, method, state.timeout)
+    watchdog.execute(plan.rounds(), state.private, tag + plan.sig, method, state.timeout)
     if plan.finish is not None:
         plan.finish()
 
@@ -74,7 +75,7 @@ def run(state: CommState, method: str, algorithm: str, args: tuple, tag: int, ke
     try:
         args = exchanged(state, method, args)
         plan = _checked(state, method, args, algorithm, tag)
-        recorder.named(state.recorder, tag, plan)
+        recorder.named(state.recorder, number(state.tags, tag), plan)
         _run_plan(state, method, plan, tag)
     except watchdog.CollectiveTimeout as exc:   # (in the call, or in the ranks' agreement on it)
         state.went_out_of_step(exc)

@@ -27,7 +27,7 @@ from mpicoll.comm.inter import InterState
 from mpicoll.comm.preparing import exchanged, prepare, run_plan, stand_in
 from mpicoll.compiled import extension
 from mpicoll.engine import recorder, requests
-from mpicoll.engine.forms import NONBLOCKING, PERSISTENT
+from mpicoll.engine.forms import BLOCKING, NONBLOCKING, PERSISTENT, draw, number
 from mpicoll.engine.inflight import ACTIVE, ELSEWHERE
 from mpicoll.engine.requests import Prequest, Request
 from mpicoll.program import callkey
@@ -49,7 +49,7 @@ def fast_miss(state: CommState, method: str, algorithm: str, args: tuple, tag: i
     except Exception as exc:
         stand_in(state, method, args, algorithm, tag, exc)
         raise
-    recorder.named(state.recorder, tag, plan)
+    recorder.named(state.recorder, number(state.tags, tag), plan)
     run_plan(state, plan, tag)
 
 
@@ -146,13 +146,12 @@ def _run_blocking(comm: Any, method: str, algorithm: str, *args: Any) -> None:
     """A blocking call (the Python definition of the compiled ``run``): a cached plan's entry, or the slow path,
     noted in the communicator's flight recorder (:func:`mpicoll.engine.recorder.begin`, ``end``, ``failed``)."""
     state = _state(comm)
-    tags = state.tags
-    tag = tags[1] = tags[1] % tags[0] + 1
+    tag = draw(state.tags, BLOCKING)     # (state: a CommState or an InterState)
     key = call_key(method, args, algorithm, VALUE_ARGS.get(method, ()))
     entries = state.entries
     entry = entries.get(key) if entries is not None and key is not None and not ACTIVE and not ELSEWHERE else None
     traced = state.recorder
-    slot = recorder.begin(traced, tag, (entry.what or method) if entry is not None else method) \
+    slot = recorder.begin(traced, number(state.tags, tag), (entry.what or method) if entry is not None else method) \
         if traced is not None else None
     try:
         if entry is not None:

@@ -35,7 +35,7 @@ from mpicoll.comm.inter_build import Stages, build, message
 from mpicoll.comm.inter_stages import STAGES
 from mpicoll.engine import direct, inflight
 from mpicoll.engine.blocking import execute as execute_rounds
-from mpicoll.engine.forms import NONBLOCKING, PERSISTENT
+from mpicoll.engine.forms import NONBLOCKING, PERSISTENT, number
 from mpicoll.engine.recorder import Called, Noted, Traced, named
 from mpicoll.engine.requests import Prequest, Request, split
 from mpicoll.engine.rounds import Built, CommRound, post, revoke_together
@@ -301,7 +301,7 @@ def _called(method: str) -> Called:
 def noted(state: InterState, method: str, tag: int) -> Noted:
     """The flight recorder's note of blocking call ``tag`` made outside :func:`run`'s hot path (an object
     collective, a reproducible sum): a context around the whole call (:class:`~mpicoll.engine.recorder.Noted`)."""
-    return Noted(state.recorder, tag, _called(method).what())
+    return Noted(state.recorder, number(state.tags, tag), _called(method).what())
 
 
 def _traced(state: InterState, kind: int, tag: int, method: str) -> Traced | None:
@@ -309,7 +309,7 @@ def _traced(state: InterState, kind: int, tag: int, method: str) -> Traced | Non
     number in its kind's tag sequence, as an intracommunicator's request (mpicoll.engine.requests)."""
     if state.recorder is None:
         return None
-    return Traced(state.recorder, kind, tag - kind * state.tags[0], _called(method))
+    return Traced(state.recorder, kind, number(state.tags, tag), _called(method))
 
 
 #: per intercommunicator: the most blocking calls kept built, and the most bytes their messages hold in all
@@ -330,7 +330,7 @@ def run(state: InterState, method: str, args: tuple, algorithm: str, tag: int, k
     are drawn by the hot path.  A rank whose checks fail plays the agreement marked (:func:`_refuse`).
     """
     values = VALUE_ARGS.get(method, ())
-    named(state.recorder, tag, _called(method))
+    named(state.recorder, number(state.tags, tag), _called(method))
     kept = state.calls.get(key) if key is not None else None
     if kept is None:
         st, error = build(state, method, args, algorithm,

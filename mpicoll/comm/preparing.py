@@ -10,7 +10,8 @@ from typing import Any
 
 from mpicoll.calls.table import TABLE
 from mpicoll.data.datatypes import packing
-from mpicoll.engine import inflight, requests, standin
+from mpicoll.engine import inflight, mismatch, recorder, requests, standin
+from mpicoll.engine.forms import number
 from mpicoll.program.plan import Plan
 from mpicoll.program.state import CommState, Preparation
 
@@ -29,8 +30,19 @@ def prepare(state: CommState, method: str, args: tuple, algorithm: str, arena: A
 
     Buffers of non-contiguous datatypes are packed now and unpacked when the plan finishes.
     """
+    preparation = Preparation(state, arena)
     with packing() as packed:
-        return packed.attach(TABLE[method].prepare(Preparation(state, arena), *args, algorithm=algorithm))
+        plan = packed.attach(TABLE[method].prepare(preparation, *args, algorithm=algorithm))
+    return signed(plan, preparation, method)
+
+
+def signed(plan: Plan | None, preparation: Preparation, method: str) -> Plan | None:
+    """``plan`` with what every rank must agree on, as its prepare recorded it: its messages carry it
+    (:mod:`mpicoll.engine.mismatch`)."""
+    if plan is not None:
+        plan.signature = mismatch.signature(preparation.signature, method)
+        plan.sig = mismatch.sig_of(plan.signature, preparation.state.tags[2])
+    return plan
 
 
 def run_plan(state: CommState, plan: Plan | None, tag: int) -> None:
@@ -55,8 +67,10 @@ def stand_in(state: CommState, method: str, args: tuple, algorithm: str, tag: in
     def run(plan: Plan | None) -> None:
         if plan is None:
             return
+        if not request:     # noted as this call: a peer that called otherwise finds the mismatch (a request's
+            recorder.named(state.recorder, number(state.tags, tag), plan)   # start noted nothing yet)
         if plan.device is None:   # host memory: every message marked (see mpicoll.engine.standin)
-            standin.run_marked(plan.rounds(), state.private, tag, 0, limit, method)
+            standin.run_marked(plan.rounds(), state.private, tag + plan.sig, 0, limit, method)
             return
         req = requests.start(plan, state, tag)
         req.watch = (method, limit, state.rank)

@@ -54,6 +54,13 @@ def check_thread_level() -> None:
                            "(see mpi4py.rc.thread_level)")
 
 
+def _tag_ub(settings: config.Config) -> int:
+    """The largest tag a communicator's messages carry: ``MPI.TAG_UB`` (an attribute of ``COMM_WORLD`` only),
+    or less where ``MPICOLL_TAG_UB`` says so."""
+    tag_ub = MPI.COMM_WORLD.Get_attr(MPI.TAG_UB)
+    return min(tag_ub, settings.tag_ub) if settings.tag_ub else tag_ub
+
+
 def wrapped(comm: MPI.Intracomm, timeout: float | None) -> CommState:
     """The state of a communicator wrapped as it is (collective over ``comm``)."""
     check_thread_level()
@@ -73,7 +80,7 @@ def wrapped(comm: MPI.Intracomm, timeout: float | None) -> CommState:
         private.Free()
         raise
     nodes: Nodes = settings.node_size or normalized(tuple(host for host, _ in hosts_and_data))
-    return CommState(private, agreed, nodes, timeout=timeout, debug=settings.debug)
+    return CommState(private, agreed, nodes, timeout=timeout, debug=settings.debug, tag_ub=_tag_ub(settings))
 
 
 def derived(comm: MPI.Intracomm, parent: CommState, timeout: float | None) -> CommState:
@@ -86,7 +93,8 @@ def derived(comm: MPI.Intracomm, parent: CommState, timeout: float | None) -> Co
     else:
         members = comm.group.Translate_ranks(list(range(comm.Get_size())), parent.private.group)
         nodes = restricted(parent.size, parent.nodes, members)
-    return CommState(private, parent.agreed, nodes, timeout=timeout, debug=settings.debug)
+    return CommState(private, parent.agreed, nodes, timeout=timeout, debug=settings.debug,
+                     tag_ub=_tag_ub(settings))
 
 
 def intercomm(comm: MPI.Intercomm, timeout: float | None, wrap: Callable[[MPI.Intracomm, float | None], Any],

@@ -46,7 +46,6 @@ static void *status_ignore;      /* MPI_STATUS(ES)_IGNORE */
 static int err_other, in_status, any_source, any_tag;   /* MPI_ERR_OTHER, MPI_ERR_IN_STATUS, ... */
 static Py_ssize_t status_size, source_at, tag_at, error_at;   /* MPI_Status: its size, its public fields */
 static PyObject *exception;      /* MPI.Exception */
-static PyObject *failed;         /* mpicoll.engine.standin.continue_marked */
 static PyObject *fromhandle;     /* MPI.Request.fromhandle */
 static unsigned long long request_null;   /* MPI_REQUEST_NULL, as mpi4py gives handles */
 
@@ -193,14 +192,15 @@ static PyObject *rounds_call(PyObject *, PyObject *const *, size_t, PyObject *);
 static PyObject *
 rounds_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    static char *names[] = {"bound", "comm", "messages", "handles", "keep", NULL};
+    static char *names[] = {"bound", "comm", "messages", "handles", "keep", "offset", NULL};
     PyObject *bound, *comm, *messages, *handles = Py_None, *keep = Py_None;
+    int offset = 0;
     if (!ready) {
         PyErr_SetString(PyExc_RuntimeError, "mpicoll.engine._direct.init() was not called");
         return NULL;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!OO!|OO", names, &PyList_Type, &bound, &comm, &PyList_Type,
-                                     &messages, &handles, &keep))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!OO!|OOi", names, &PyList_Type, &bound, &comm, &PyList_Type,
+                                     &messages, &handles, &keep, &offset))
         return NULL;
     Py_ssize_t n = PyList_GET_SIZE(bound);
     if (PyList_GET_SIZE(messages) != n || (handles != Py_None && (!PyList_Check(handles)
@@ -244,6 +244,7 @@ rounds_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     self->comm = (intptr_t)value;
     self->current = n;
     self->tag = -1;
+    self->offset = offset;
     self->bound = Py_NewRef(bound);
     self->comm_object = Py_NewRef(comm);
     self->keep = Py_NewRef(keep);
@@ -262,11 +263,16 @@ rounds_call(PyObject *op, PyObject *const *argv, size_t nargsf, PyObject *kwname
     int tag = as_int(argv[0]);
     if (tag == -1 && PyErr_Occurred())
         return NULL;
+    tag += self->offset;
     Py_INCREF(self);    /* a step could drop the caller's last reference */
     PyObject *result = Py_None;
     for (Py_ssize_t t = 0; t < self->nrounds && result != NULL; t++) {
         Round *r = &self->rounds[t];
         int rc;
+        if (flagged_on(self->comm_object)) {
+            result = NULL;
+            break;
+        }
         driving(1);
         Py_BEGIN_ALLOW_THREADS
         rc = api.transfer(r, self->comm, tag);
@@ -277,7 +283,7 @@ rounds_call(PyObject *op, PyObject *const *argv, size_t nargsf, PyObject *kwname
             PyObject *type, *exc, *traceback;
             PyErr_Fetch(&type, &exc, &traceback);
             PyErr_NormalizeException(&type, &exc, &traceback);
-            PyObject *ret = exc ? PyObject_CallFunction(failed, "OOinO", self->bound, self->comm_object, tag, t,
+            PyObject *ret = exc ? PyObject_CallFunction(round_failed, "OOinO", self->bound, self->comm_object, tag, t,
                                                          exc) : NULL;
             if (ret != NULL) {
                 PyErr_Restore(type, exc, traceback);   /* it returned: the round's own error stands */
@@ -291,7 +297,7 @@ rounds_call(PyObject *op, PyObject *const *argv, size_t nargsf, PyObject *kwname
             result = NULL;
             break;
         }
-        if (run_steps(r->steps) < 0)
+        if (flagged_on(self->comm_object) || run_steps(r->steps) < 0)
             result = NULL;
     }
     Py_DECREF(self);
@@ -303,9 +309,11 @@ rounds_start_run(Rounds *self, int tag)
 {
     self->current = 0;
     self->in_steps = 0;
-    self->tag = tag;
+    self->tag = tag < 0 ? tag : tag + self->offset;
+    if (flagged_on(self->comm_object))
+        return -1;
     int rc = self->nrounds == 0 ? 0 : tag < 0 ? api.startall(&self->rounds[0])
-                                              : api.post(&self->rounds[0], self->comm, tag);
+                                              : api.post(&self->rounds[0], self->comm, self->tag);
     if (rc != 0) {
         raise_mpi(rc);
         return -1;
@@ -405,6 +413,10 @@ rounds_advance_run(Rounds *self, int block)
         }
         if (!done)
             return 0;
+        if (flagged_on(self->comm_object)) {
+            self->in_steps = 0;
+            return -1;
+        }
         if (run_steps(r->steps) < 0) {
             self->in_steps = 1;
             return -1;
@@ -540,19 +552,8 @@ init(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
-static PyObject *
-on_failure(PyObject *self, PyObject *callable)
-{
-    (void)self;
-    if (!PyCallable_Check(callable)) {
-        PyErr_SetString(PyExc_TypeError, "on_failure(function): function must be callable");
-        return NULL;
-    }
-    Py_XSETREF(failed, Py_NewRef(callable));
-    Py_RETURN_NONE;
-}
-
 static PyMethodDef methods[] = {
+    HOOK_METHODS,
     {"hook_progress", hook_progress, METH_VARARGS,
      "hook_progress(path, active, elsewhere, advance)\n--\n\nHave Open MPI's progress loop (opal_progress, in the "
      "library at path) call advance() while either list is not empty; whether it could."},
@@ -569,9 +570,6 @@ static PyMethodDef methods[] = {
     {"init", init, METH_VARARGS,
      "init(path, family, constants, exception, fromhandle)\n--\n\nFind the MPI functions in the library at path (see "
      "mpicoll.engine.direct)."},
-    {"on_failure", on_failure, METH_O,
-     "on_failure(function)\n--\n\nThe function a blocking round whose messages failed is handed to, as "
-     "function(bound, comm, tag, round, exc)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -582,7 +580,7 @@ PyInit__direct(void)
 {
     if (PyType_Ready(&RoundsType) < 0 || PyType_Ready(&GeneralizedType) < 0 || PyType_Ready(&ReduceType) < 0)
         return NULL;
-    PyObject *mod = PyModule_Create(&module);
+    PyObject *mod = mismatch_init() == 0 ? PyModule_Create(&module) : NULL;
     if (mod == NULL)
         return NULL;
     if (PyModule_AddObjectRef(mod, "Rounds", (PyObject *)&RoundsType) < 0

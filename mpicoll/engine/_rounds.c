@@ -31,6 +31,7 @@
 
 static PyObject *exchange;   /* mpicoll.engine.rounds.exchange(sends, recvs, comm, tag) */
 static PyObject *failed;     /* mpicoll.engine.standin.continue_marked(bound, comm, tag, round, exc), or NULL */
+static PyObject *flagged, *check;   /* mpicoll.engine.mismatch.FLAGGED (normally empty) and check(comm) */
 static PyObject *s_send, *s_recv, *s_sendrecv;
 static PyObject *out_kwnames;  /* ("out",): the keyword names of an out_call's call */
 
@@ -214,6 +215,19 @@ round_failed(PyObject *bound, PyObject *comm, PyObject *tag, Py_ssize_t r)
     Py_XDECREF(traceback);
 }
 
+static PyObject *mismatch_error;   /* mpicoll.MismatchError */
+
+/* whether a mismatch was found on comm (1, with it raised): before each round and after its messages */
+static int
+mismatched(PyObject *comm)
+{
+    if (flagged == NULL || PyList_GET_SIZE(flagged) == 0)
+        return 0;
+    PyObject *result = PyObject_CallOneArg(check, comm);
+    Py_XDECREF(result);
+    return result == NULL;
+}
+
 static PyObject *
 execute(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
 {
@@ -249,9 +263,11 @@ execute(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
             break;
         }
         Py_INCREF(round);
-        rc = transfer(comm, PyTuple_GET_ITEM(round, 0), PyTuple_GET_ITEM(round, 1), tag);
-        if (rc < 0 && failed != NULL)
+        rc = mismatched(comm) ? -1 : transfer(comm, PyTuple_GET_ITEM(round, 0), PyTuple_GET_ITEM(round, 1), tag);
+        if (rc < 0 && failed != NULL && !PyErr_ExceptionMatches(mismatch_error))
             round_failed(bound, comm, tag, r);
+        if (rc == 0 && mismatched(comm))
+            rc = -1;
         PyObject *steps = PyTuple_GET_ITEM(round, 2);
         for (Py_ssize_t s = 0; rc == 0 && s < PyList_GET_SIZE(steps); s++) {
             PyObject *result = PyObject_CallNoArgs(PyList_GET_ITEM(steps, s));
@@ -294,7 +310,24 @@ on_failure(PyObject *self, PyObject *callable)
     Py_RETURN_NONE;
 }
 
+static PyObject *
+on_mismatch(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *list, *function, *error;
+    if (!PyArg_ParseTuple(args, "O!OO", &PyList_Type, &list, &function, &error))
+        return NULL;
+    Py_XSETREF(flagged, Py_NewRef(list));
+    Py_XSETREF(check, Py_NewRef(function));
+    Py_XSETREF(mismatch_error, Py_NewRef(error));
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
+    {"on_mismatch", on_mismatch, METH_VARARGS,
+     "on_mismatch(flagged, check, error)\n--\n\nThe list tested before each round and after its messages "
+     "(normally empty), the function then called with the communicator, which raises the mismatch found there, "
+     "and that error's class (mpicoll.engine.mismatch)."},
     {"execute", (PyCFunction)(void (*)(void))execute, METH_FASTCALL,
      "execute(bound, comm, tag=0)\n--\n\nRun bound rounds on comm, in order (as mpicoll.engine.blocking._execute)."},
     {"init", init, METH_O,

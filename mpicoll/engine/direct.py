@@ -28,6 +28,7 @@ from mpi4py import MPI
 
 from mpicoll import config
 from mpicoll.compiled import extension
+from mpicoll.engine import mismatch
 from mpicoll.engine.standin import continue_marked
 
 __all__ = ["MODULE", "available", "messages", "blocking", "persistent", "generalized", "fast_requests",
@@ -86,6 +87,7 @@ def _load() -> tuple[Any, str]:
     except ImportError as exc:
         return None, str(exc)
     module.on_failure(continue_marked)
+    module.on_mismatch(mismatch.FLAGGED, mismatch.check)
     return module, f"in use ({family}, {path})"
 
 
@@ -121,13 +123,14 @@ def messages(rounds: list) -> list | None:
     return out
 
 
-def blocking(rounds: list, comm: MPI.Comm) -> Any:
+def blocking(rounds: list, comm: MPI.Comm, offset: int = 0) -> Any:
     """``run(tag)`` running ``rounds`` (the :func:`~mpicoll.engine.blocking.for_mpi` form) blocking on ``comm``
-    from C, or None where the direct path does not apply."""
+    from C, or None where the direct path does not apply; its messages carry ``tag + offset`` (a plan's
+    signature: see :mod:`mpicoll.engine.mismatch`), as do those a request posts with ``start(tag)``."""
     if MODULE is None:
         return None
     bound = messages(rounds)
-    return None if bound is None else MODULE.Rounds(rounds, comm, bound, keep=rounds)
+    return None if bound is None else MODULE.Rounds(rounds, comm, bound, keep=rounds, offset=offset)
 
 
 def persistent(rounds: list, comm: MPI.Comm, requests: list[list[MPI.Prequest]]) -> Any:

@@ -42,6 +42,7 @@ from mpicoll.engine.inflight import (
     queue_of_this_thread,
     wait_until,
 )
+from mpicoll.engine.mismatch import FLAGGED, check
 from mpicoll.engine.rounds import fault, is_fault, keep_active
 from mpicoll.engine.rounds import testall as _testall
 from mpicoll.engine.rounds import waitall as _waitall
@@ -154,6 +155,8 @@ class _Collective(MPI.Request):
                 return
             self._enter()
             try:
+                if FLAGGED:
+                    check(self._comms[0])
                 self._pending = self._post(0)
             except MPI.Exception as exc:     # e.g. the communicator was revoked: the request ends with it
                 self._fail(exc, ())
@@ -185,6 +188,8 @@ class _Collective(MPI.Request):
                         _waitall(pending)
                     elif not _testall(pending):
                         return False
+                    if FLAGGED:
+                        check(self._comms[t])
                 except MPI.Exception as exc:   # a marked message, or a process failed: the request ends with it
                     return self._fail(exc, pending)
             try:
@@ -205,6 +210,8 @@ class _Collective(MPI.Request):
                 return True
             self._round = t
             try:
+                if FLAGGED:
+                    check(self._comms[t])
                 self._pending = self._post(t)
             except MPI.Exception as exc:
                 return self._fail(exc, ())

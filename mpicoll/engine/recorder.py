@@ -8,7 +8,8 @@ outcome]``:
   rank of a correct program) in slot ``seq % n``.  The hot path (:func:`mpicoll.comm.dispatch.run_blocking`,
   compiled in ``mpicoll/program/_callrun.c``) writes ``seq``, ``what`` and the start time before the call
   and the end time after it: :func:`begin` and :func:`end` are the definitions of what it writes.  ``what``
-  is the cached plan's ``(collective, algorithm, bytes)`` (:meth:`mpicoll.program.plan.Plan.what`); a call
+  is the cached plan's :class:`~mpicoll.engine.mismatch.CallNote` (its collective, algorithm, bytes and
+  signature: :meth:`mpicoll.program.plan.Plan.what`); a call
   the cache does not hold starts as its method's name, named once its plan is known (:func:`named`);
 - ``requests``: the nonblocking and persistent calls, one slot per start, in turn (:class:`Traced`).
 
@@ -221,11 +222,13 @@ class Traced:
 
 def _entry(slot: list) -> dict:
     kind, seq, what, start, finish, outcome = slot
-    collective, algorithm, nbytes = what if type(what) is tuple else (str(what).lower(), "", -1)
+    collective, algorithm, nbytes = what[:3] if isinstance(what, tuple) else (str(what).lower(), "", -1)
     if type(seq) is tuple:               # a persistent request's start: seq.k
         seq = f"{seq[0]}.{seq[1]}"
     entry = {"kind": KINDS[kind], "seq": seq, "collective": collective, "algorithm": algorithm, "bytes": nbytes,
              "start": start, "end": finish}
+    if isinstance(what, tuple) and len(what) > 3:      # a plan's (mpicoll.engine.mismatch.CallNote)
+        entry["signature"] = what[3]
     if type(outcome) is dict:
         entry.update(outcome)
     elif outcome is not None:            # a request still running: the round it is in

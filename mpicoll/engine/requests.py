@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from mpi4py import MPI
 
 from mpicoll.engine import direct, progress
-from mpicoll.engine.forms import NONBLOCKING, PERSISTENT
+from mpicoll.engine.forms import NONBLOCKING, PERSISTENT, number
 from mpicoll.engine.inflight import ACTIVE, COMPLETE, FREED, INACTIVE, RUNNING
 from mpicoll.engine.mixed import MixedWaits
 from mpicoll.engine.nonblocking import (
@@ -195,12 +195,14 @@ def start(plan: Plan | None, comm: Comm, tag: int, lent: bool = False, keep: Any
     elif lent:
         plan.lent = True
         rounds, steps, posted_from_c, comms = plan.request_parts(comm.private)
-        req = plan.spare = Request(rounds, comms, tag, plan.finish, steps, plan.give_back, keep)
+        # (the messages carry the plan's signature too: C adds it to the tag it is given, Python here)
+        req = plan.spare = Request(rounds, comms, tag if posted_from_c is not None else tag + plan.sig, plan.finish,
+                                   steps, plan.give_back, keep)
         req._direct = posted_from_c
     else:
         plan.begin()      # GPU buffers: stage the inputs in
         rounds = plan.bound()
-        req = Request(rounds, [comm.private] * len(rounds), tag, plan.finish, keep=keep)
+        req = Request(rounds, [comm.private] * len(rounds), tag + plan.sig, plan.finish, keep=keep)
     if comm.recorder is not None:
         req.trace = _traced(comm, NONBLOCKING, tag, plan)
     req._launch()
@@ -212,8 +214,8 @@ def persistent(plan: Plan | None, comm: Comm, tag: int, before: Callable[[], Non
     """An inactive persistent request for ``plan`` on ``comm`` with a tag of its own for its whole life;
     ``before`` runs at every ``Start`` (for GPU buffers: it stages the device buffers' current contents in)."""
     rounds = plan.bound() if plan is not None else []
-    req = Prequest(rounds, [comm.private] * len(rounds), tag, plan.finish if plan is not None else None, before,
-                   keep)
+    req = Prequest(rounds, [comm.private] * len(rounds), tag + (plan.sig if plan is not None else 0),
+                   plan.finish if plan is not None else None, before, keep)
     req.trace = _traced(comm, PERSISTENT, tag, plan)
     return req
 
@@ -223,7 +225,7 @@ def _traced(comm: Comm, kind: int, tag: int, plan: Plan | None) -> Traced | None
     record kept)."""
     if plan is None or comm.recorder is None:
         return None
-    return Traced(comm.recorder, kind, tag - kind * comm.tags[0], plan)
+    return Traced(comm.recorder, kind, number(comm.tags, tag), plan)
 
 
 def split(rounds: list[CommRound]) -> tuple[list[Round], list[MPI.Comm]]:

@@ -44,6 +44,7 @@ from typing import Any
 from mpi4py import MPI
 
 from mpicoll import config
+from mpicoll.engine.mismatch import FLAGGED, check
 from mpicoll.errors import ProcFailedError
 
 __all__ = ["Exchange", "run", "post", "exchange", "send_receive", "post_persistent", "probe", "receive", "to_self",
@@ -290,11 +291,15 @@ def run(rounds: Sequence[Round], comm: MPI.Comm, tag: int, policy: Exchange, sta
     steps_run = policy.steps
     for t in range(start, len(rounds)):
         sends, recvs, steps = rounds[t]
+        if FLAGGED:
+            check(comm)
         try:
             policy(comm, tag, t, sends, recvs)
         except MPI.Exception as exc:
             policy.failed(rounds, comm, tag, t, exc)
             return
+        if FLAGGED:
+            check(comm)
         if steps_run:
             for step in steps:
                 step()

@@ -28,6 +28,7 @@ from typing import Any
 
 from mpi4py import MPI
 
+from mpicoll.engine.mismatch import FLAGGED, check
 from mpicoll.engine.rounds import Exchange, post, probe, receive, run, testall, waitall
 
 __all__ = ["CollectiveTimeout", "MessageSizeError", "Watched", "execute", "wait", "wait_mpi"]
@@ -99,6 +100,8 @@ class Watched(Exchange):
                 got = status.Get_count(MPI.BYTE)
                 if got != buf.nbytes:
                     receive(msg, bytearray(got))          # drain it, so no later call can match it
+                    if FLAGGED:      # the mismatch check's release of this wait (mpicoll.engine.mismatch)
+                        check(comm)
                     waitall(requests)
                     raise MessageSizeError(collective, peer, buf.nbytes, got, self.rank, t)
                 receive(msg, buf)
@@ -110,6 +113,8 @@ class Watched(Exchange):
                 last, spins = time.monotonic(), 0
                 continue
             spins += 1
+            if FLAGGED:      # a mismatch found while this wait makes no progress (its peers may have exited)
+                check(comm)
             if timeout is not None and time.monotonic() - last > timeout:
                 peers = sorted({p for _, p in waiting.values()} | ({p for _, p in sends} if requests else set()))
                 raise CollectiveTimeout(collective, t, peers, timeout, self.rank)

@@ -111,11 +111,11 @@ set_item(PyObject *list, Py_ssize_t i, PyObject *item)
     return item == NULL ? -1 : PyList_SetItem(list, i, item);
 }
 
-/* recorder.begin(state.recorder, seq, what), inline: the slot of blocking call tag in the communicator's
+/* recorder.begin(state.recorder, seq, what), inline: the slot of blocking call number in the communicator's
  * recorder, written (a new reference); NULL where the communicator keeps no record, or with an error set.
  * what: the hit's entry.what, else the method's name */
 static PyObject *
-begin(PyObject *state, PyObject *tag, PyObject *entry, PyObject *method)
+begin(PyObject *state, PyObject *number, PyObject *entry, PyObject *method)
 {
     PyObject *recorder = get_field(&f_recorder, state);
     if (recorder == NULL || recorder == Py_None) {
@@ -126,7 +126,7 @@ begin(PyObject *state, PyObject *tag, PyObject *entry, PyObject *method)
     Py_DECREF(recorder);
     if (calls == NULL)
         return NULL;
-    long long seq = PyLong_AsLongLong(tag);
+    long long seq = PyLong_AsLongLong(number);
     Py_ssize_t n = PyList_CheckExact(calls) ? PyList_GET_SIZE(calls) : 0;
     PyObject *slot = n > 0 && seq >= 0 ? PyList_GET_ITEM(calls, (Py_ssize_t)(seq % n)) : NULL;
     if (slot == NULL || !PyList_CheckExact(slot) || PyList_GET_SIZE(slot) != 6) {
@@ -144,10 +144,10 @@ begin(PyObject *state, PyObject *tag, PyObject *entry, PyObject *method)
         Py_INCREF(method);
         what = method;
     }
-    Py_INCREF(tag);
+    Py_INCREF(number);
     Py_INCREF(Py_None);
     Py_INCREF(Py_None);
-    if (set_item(slot, 1, tag) < 0 || set_item(slot, 2, what) < 0 || set_item(slot, 3, PyFloat_FromDouble(now())) < 0
+    if (set_item(slot, 1, number) < 0 || set_item(slot, 2, what) < 0 || set_item(slot, 3, PyFloat_FromDouble(now())) < 0
         || set_item(slot, 4, Py_None) < 0 || set_item(slot, 5, Py_None) < 0) {
         Py_DECREF(slot);
         return NULL;
@@ -177,30 +177,32 @@ end(PyObject *slot, PyObject *result)
     return NULL;
 }
 
-/* tags[kind + 1] = tags[kind + 1] % tags[0] + 1 (CommState.next_tag(kind), inline): the tag (a new reference),
- * and in *seq that sequence's number (the tag less kind * tags[0]; a new reference) unless seq is NULL; NULL on
- * error */
+/* CommState.next_tag(kind), inline: tags[1] = tags[1] % (tags[0] / tags[2] - 1) + 1, the tag kind * tags[0] +
+ * tags[1] * tags[2] (a new reference), and in *seq the call's number tags[1] (a new reference) unless seq is
+ * NULL; NULL on error */
 static PyObject *
 draw_tag(PyObject *tags, int kind, PyObject **seq)
 {
-    if (!PyList_CheckExact(tags) || PyList_GET_SIZE(tags) < kind + 2) {
+    if (!PyList_CheckExact(tags) || PyList_GET_SIZE(tags) < 3) {
         PyErr_SetString(PyExc_TypeError, "CommState.tags must be a list of ints");
         return NULL;
     }
     long long per_kind = PyLong_AsLongLong(PyList_GET_ITEM(tags, 0));
-    long long last = PyLong_AsLongLong(PyList_GET_ITEM(tags, kind + 1));
+    long long last = PyLong_AsLongLong(PyList_GET_ITEM(tags, 1));
+    long long sigs = PyLong_AsLongLong(PyList_GET_ITEM(tags, 2));
     if (PyErr_Occurred())
         return NULL;
-    if (per_kind <= 0 || last < 0) {
+    if (sigs <= 0 || per_kind / sigs < 2 || last < 0) {
         PyErr_SetString(PyExc_ValueError, "CommState.tags holds a bad tag state");
         return NULL;
     }
-    PyObject *number = PyLong_FromLongLong(last % per_kind + 1);
-    if (number == NULL || PyList_SetItem(tags, kind + 1, Py_NewRef(number)) < 0) {  /* (steals one reference) */
+    long long n = last % (per_kind / sigs - 1) + 1;
+    PyObject *number = PyLong_FromLongLong(n);
+    if (number == NULL || PyList_SetItem(tags, 1, Py_NewRef(number)) < 0) {  /* (steals one reference) */
         Py_XDECREF(number);
         return NULL;
     }
-    PyObject *tag = kind == 0 ? Py_NewRef(number) : PyLong_FromLongLong(last % per_kind + 1 + kind * per_kind);
+    PyObject *tag = PyLong_FromLongLong(kind * per_kind + n * sigs);
     if (seq != NULL && tag != NULL)
         *seq = Py_NewRef(number);
     Py_DECREF(number);
@@ -236,7 +238,8 @@ run_call(PyObject *comm, PyObject *method, PyObject *algorithm, PyObject *const 
         return NULL;
     }
     PyObject *tags = get_field(&f_tags, state);
-    PyObject *tag = tags ? draw_tag(tags, 0, NULL) : NULL;
+    PyObject *seq = NULL;
+    PyObject *tag = tags ? draw_tag(tags, 0, &seq) : NULL;
     Py_XDECREF(tags);
     PyObject *values = tag ? PyDict_GetItemWithError(value_args, method) : NULL;   /* borrowed */
     PyObject *key = tag && !PyErr_Occurred()
@@ -244,7 +247,7 @@ run_call(PyObject *comm, PyObject *method, PyObject *algorithm, PyObject *const 
     PyObject *entries = key ? get_field(&f_entries, state) : NULL;
     PyObject *entry = entries ? cached_entry(entries, key) : NULL;
     Py_XDECREF(entries);
-    PyObject *slot = key != NULL && !PyErr_Occurred() ? begin(state, tag, entry, method) : NULL;
+    PyObject *slot = key != NULL && !PyErr_Occurred() ? begin(state, seq, entry, method) : NULL;
     PyObject *result = NULL;
     if (PyErr_Occurred())
         Py_CLEAR(entry);
@@ -274,6 +277,7 @@ run_call(PyObject *comm, PyObject *method, PyObject *algorithm, PyObject *const 
     Py_XDECREF(key);
     Py_DECREF(state);
     Py_XDECREF(tag);
+    Py_XDECREF(seq);
     if (result == NULL)
         return NULL;
     Py_DECREF(result);

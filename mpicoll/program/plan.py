@@ -25,6 +25,7 @@ from mpicoll.data.datatypes import check_reducible, made_for_device, mirror
 from mpicoll.data.ops import reducer
 from mpicoll.engine import direct
 from mpicoll.engine.blocking import bind, execute, for_mpi
+from mpicoll.engine.mismatch import CallNote
 from mpicoll.families import registry
 from mpicoll.ir.layout import Layout
 from mpicoll.ir.schedule import USER_BUFFERS, Schedule
@@ -64,6 +65,10 @@ class Plan:
     _runner: tuple[Any, Callable[[int], None]] | None = field(default=None, repr=False)   # (comm, runner(comm))
     _request_parts: tuple | None = field(default=None, repr=False)   # see request_parts
     _what: tuple | None = field(default=None, repr=False)            # see what
+    #: what every rank must agree on, readable (set by mpicoll.comm.preparing.prepare; see
+    #: mpicoll.engine.mismatch.signature), and its hash as the plan's messages carry it in their tag
+    signature: str = ""
+    sig: int = 0
 
     def bound(self) -> list:
         """Freshly bound rounds (the nonblocking paths own theirs)."""
@@ -85,8 +90,8 @@ class Plan:
         parts = self._request_parts
         if parts is None:
             rounds = for_mpi(self.rounds())
-            parts = self._request_parts = (rounds, [steps for _, _, steps in rounds], direct.blocking(rounds, comm),
-                                           [comm] * len(rounds))
+            parts = self._request_parts = (rounds, [steps for _, _, steps in rounds],
+                                           direct.blocking(rounds, comm, self.sig), [comm] * len(rounds))
         return parts
 
     def give_back(self) -> None:
@@ -94,7 +99,8 @@ class Plan:
         self.lent = False
 
     def runner(self, comm: Any) -> Callable[[int], None]:
-        """``run(tag)``: this plan run blocking on ``comm`` (the private communicator), ready-made.
+        """``run(tag)``: this plan run blocking on ``comm`` (the private communicator), ready-made; its messages
+        carry ``tag + self.sig`` (see :mod:`mpicoll.engine.mismatch`).
 
         What a cache entry calls on a hit: for plain host buffers, the blocking
         executor on the bound rounds; otherwise the GPU transport, and the
@@ -109,12 +115,13 @@ class Plan:
         return run
 
     def _make_runner(self, comm: Any) -> Callable[[int], None]:
-        device, finish = self.device, self.finish
+        device, finish, sig = self.device, self.finish, self.sig
         if device is not None:
-            transfer = partial(device.run, comm)
+            def transfer(tag: int) -> None:
+                device.run(comm, tag + sig)
         else:
             rounds = for_mpi(self.rounds())
-            transfer = direct.blocking(rounds, comm) or partial(execute, rounds, comm)
+            transfer = direct.blocking(rounds, comm, sig) or partial(_run_signed, rounds, comm, sig)
         if finish is None:
             return transfer
 
@@ -124,12 +131,16 @@ class Plan:
 
         return run
 
-    def what(self) -> tuple[str, str, int]:
-        """``(collective, algorithm, bytes)``: what the flight recorder notes of a call this plan runs
-        (:mod:`mpicoll.engine.recorder`; bytes: the largest of the caller's buffers, scratch left out)."""
+    def what(self) -> CallNote:
+        """What the flight recorder notes of a call this plan runs (:mod:`mpicoll.engine.recorder`): its
+        collective, algorithm and bytes (the largest of the caller's buffers, scratch left out), and what the
+        mismatch check compares and whom it asks (:mod:`mpicoll.engine.mismatch`)."""
         if self._what is None:
             nbytes = max((getattr(self.arrays.get(name), "nbytes", 0) for name in USER_BUFFERS), default=0)
-            self._what = (self.schedule.collective, self.schedule.algorithm, int(nbytes))
+            sched = self.schedule
+            peers = {m.peer for rnd in sched.rounds for m in (*rnd.sends, *rnd.recvs)}
+            self._what = CallNote(sched.collective, sched.algorithm, int(nbytes),
+                                  self.signature or sched.collective, self.sig, tuple(sorted(peers)))
         return self._what
 
     def begin(self) -> None:
@@ -227,6 +238,10 @@ OUT = "out"
 
 #: what the cache holds for a call with nothing to do (a zero count; a collective on one rank)
 NOTHING = Plan(Schedule("none", "nothing", 0, 1, 1, ()), {}, {}, None, np)
+
+
+def _run_signed(rounds: list, comm: Any, sig: int, tag: int) -> None:
+    execute(rounds, comm, tag + sig)
 
 
 def make_plan(comm: Any, collective: str, name: str, params: dict[str, Any], arrays: dict[str, Any],

@@ -20,7 +20,7 @@ from typing import Any
 from mpi4py import MPI
 
 from mpicoll.bounded import Bounded
-from mpicoll.engine import inflight, recorder
+from mpicoll.engine import forms, inflight, mismatch, recorder
 from mpicoll.errors import OutOfStepError
 from mpicoll.ir.nodes import Nodes
 from mpicoll.program.plancache import REQUEST_PLAN_SCRATCH, PlanCache
@@ -53,7 +53,9 @@ class CommState:
     nodes : Nodes
         The node layout (:mod:`mpicoll.ir.nodes`), the same on every rank.
     tags : list of int
-        ``[per_kind, last blocking, last nonblocking, last persistent]``.
+        ``[per_kind, last number, sigs]`` (see :meth:`next_tag`): three forms' tags below ``tag_ub``, the largest
+        tag its messages carry (``MPI.TAG_UB``, or less: ``MPICOLL_TAG_UB``), which the mismatch check's notes
+        use.
     plans, request_plans : PlanCache
         Cached plans of blocking calls, and of nonblocking ones (lent to one request at a time).
     entries : dict or None
@@ -75,13 +77,14 @@ class CommState:
                  "out_of_step", "messages_left", "recorder", "object_slots", "__weakref__")
 
     def __init__(self, private: MPI.Intracomm, agreed: Any, nodes: Nodes, *, timeout: float | None,
-                 debug: int) -> None:
+                 debug: int, tag_ub: int) -> None:
         self.private = private
         self.rank, self.size = private.Get_rank(), private.Get_size()
         self.timeout, self.debug = timeout, debug
         self.agreed, self.nodes = agreed, nodes
-        per_kind = MPI.COMM_WORLD.Get_attr(MPI.TAG_UB) // 3   # TAG_UB is an attribute of COMM_WORLD only
-        self.tags = [per_kind, 0, 0, 0]
+        sigs = mismatch.signature_bits(tag_ub)
+        per_kind = (tag_ub // 3) // sigs * sigs
+        self.tags = [per_kind, 0, sigs]
         self.plans = PlanCache()
         self.request_plans = PlanCache(scratch=REQUEST_PLAN_SCRATCH)
         #: the reproducible sums' plans and request stages (see mpicoll.comm.reproducible_allreduce), and their
@@ -94,6 +97,7 @@ class CommState:
         self.out_of_step: str | None = None   # why the ranks no longer agree on which call is which (a timeout)
         self.messages_left = False   # a call was abandoned here: peers' messages may wait unreceived (see release)
         self.recorder = recorder.make(private)
+        mismatch.watch(private, self.recorder, per_kind, sigs, tag_ub)
         self.object_slots: Any = None   # see mpicoll.calls.objects.buffered
 
     def went_out_of_step(self, exc: BaseException) -> None:
@@ -115,15 +119,15 @@ class CommState:
         return self.entries is None
 
     def next_tag(self, kind: int) -> int:
-        """The next tag of sequence ``kind`` (one of :mod:`mpicoll.engine.forms`).
+        """The next call's tag, of form ``kind`` (one of :mod:`mpicoll.engine.forms`).
 
-        Each sequence cycles through its own third of ``1 .. TAG_UB``, so
-        calls of different kinds never share a tag.
+        Every call, of any form, takes the next number of one sequence (the same on every rank of a correct
+        program: the flight recorder's and the mismatch check's numbering); its tag is ``kind * per_kind +
+        number * sigs``, so that forms never share a tag, and the call's plan adds its signature (``0 ..
+        sigs - 1``: see :mod:`mpicoll.engine.mismatch`).  The numbers cycle through ``1 .. per_kind / sigs
+        - 1``.
         """
-        tags = self.tags
-        per_kind = tags[0]
-        tag = tags[kind + 1] = tags[kind + 1] % per_kind + 1
-        return tag + kind * per_kind
+        return forms.draw(self.tags, kind)
 
     def release(self) -> None:
         """Free everything held for the communicator: plans, devices' resources, the private duplicate."""
@@ -142,10 +146,12 @@ class CommState:
         private, self.private = self.private, MPI.COMM_NULL
         if private == MPI.COMM_NULL or MPI.Is_finalized():
             return
-        if self.messages_left or self.out_of_step is not None or _in_use(private):
+        if mismatch.mismatched(private):
+            self.messages_left = True     # peers' messages to the mismatched calls may wait unreceived
+        keep = self.messages_left or self.out_of_step is not None or _in_use(private)
+        if keep:
             _keep(private)
-        else:
-            private.Free()
+        mismatch.unwatch(private, free=not keep)   # (its peers may still ask what its last calls were)
 
     def __del__(self) -> None:
         # the last wrapper of an unfreed communicator is gone: free what was kept for it
@@ -163,8 +169,8 @@ class Preparation:
     sends nothing: ``private`` is there for the plan to run on later.
     ``arena(nbytes)`` (blocking calls) gives scratch memory shared by the
     communicator's cached blocking plans; None: the plan allocates its own.
-    ``signature`` is filled by :func:`mpicoll.calls.debug_check` when the
-    careful path compares the ranks' calls (``MPICOLL_DEBUG``).
+    ``signature`` is filled by :func:`mpicoll.calls.debug_check`: what every rank
+    must agree on (the mismatch check's, and the careful path's with ``MPICOLL_DEBUG``).
     """
 
     __slots__ = ("state", "rank", "size", "nodes", "agreed", "private", "devices", "debug", "arena", "signature")

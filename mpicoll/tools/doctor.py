@@ -144,15 +144,15 @@ def _mismatch(calls: dict[int, dict[str, dict]]) -> list[str]:
     """The first call number at which the ranks' calls differ: one line, or none."""
     for seq in sorted({seq for made in calls.values() for seq in made}, key=_order):
         here = {rank: made[seq] for rank, made in calls.items() if seq in made}
-        for field in ("collective", "algorithm", "bytes"):
-            values = {_name(c) if field == "collective" else c[field] for c in here.values()}
+        for field in ("collective", "algorithm", "bytes", "signature"):
+            values = {_name(c) if field == "collective" else c.get(field, "") for c in here.values()}
             values.discard("")
             values.discard(-1)
             if len(values) < 2:
                 continue
             groups: dict[Any, list[int]] = {}
             for rank, call in sorted(here.items()):
-                groups.setdefault(_name(call) if field == "collective" else call[field], []).append(rank)
+                groups.setdefault(_name(call) if field == "collective" else call.get(field, ""), []).append(rank)
             running = not any(_finished(c) for c in here.values())
             verbs = {key: ("is in" if len(r) == 1 else "are in") if running else "called" for key, r in groups.items()}
             if field == "collective":

@@ -25,9 +25,9 @@ from .backend import create_process_group, register
 from .elastic import failed_ranks
 from .process_group import BACKEND_NAME, Options, ProcessGroupMpicoll
 from .rendezvous import LaunchError, fill_environment
-from .work import Timeout
+from .work import Desync, Timeout
 
-__all__ = ["BACKEND_NAME", "LaunchError", "MismatchError", "Options", "ProcessGroupMpicoll", "Timeout",
+__all__ = ["BACKEND_NAME", "Desync", "LaunchError", "MismatchError", "Options", "ProcessGroupMpicoll", "Timeout",
            "create_process_group", "failed_ranks", "fill_environment", "register"]
 
 register()

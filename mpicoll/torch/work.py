@@ -22,6 +22,7 @@ While torch's profiler records, a Work ends its call's event
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -33,11 +34,11 @@ import torch.distributed as dist
 from mpi4py import MPI
 
 from mpicoll.engine.watchdog import CollectiveTimeout
-from mpicoll.errors import ProcFailedError
+from mpicoll.errors import MismatchError, ProcFailedError
 
 from .events import Span
 
-__all__ = ["DoneWork", "RequestWork", "Timeout", "torch_error", "torch_errors"]
+__all__ = ["DoneWork", "RequestWork", "Timeout", "Desync", "torch_error", "torch_errors"]
 
 _Future = torch.futures.Future
 
@@ -282,18 +283,51 @@ class Timeout(dist.DistBackendError, CollectiveTimeout):
         self.__cause__ = cause
 
 
-torch_errors = (ProcFailedError, CollectiveTimeout)   # the errors torch_error rewords
+#: torch's names of the MPI collectives its calls run (an ``I*`` call's name is its blocking one's)
+TORCH_NAMES = {"Allreduce": "all_reduce", "Bcast": "broadcast", "Reduce": "reduce", "Allgather": "all_gather",
+               "Allgatherv": "all_gather", "Gather": "gather", "Gatherv": "gather", "Scatter": "scatter",
+               "Scatterv": "scatter", "Reduce_scatter": "reduce_scatter", "Reduce_scatter_block": "reduce_scatter",
+               "Alltoall": "all_to_all", "Alltoallv": "all_to_all", "Alltoallw": "all_to_all",
+               "Barrier": "barrier"}
+_COLLECTIVE = re.compile(r"(?:nonblocking |persistent )?(\w+)\(")
+
+
+class Desync(dist.DistBackendError, MismatchError):
+    """The ranks of a process group made different collective calls (mpicoll's always-on check,
+    :class:`mpicoll.MismatchError`), in torch's words: what each rank is running, by torch's name, with
+    mpicoll's signature of it and where the program called it.
+
+    Both torch's :class:`~torch.distributed.DistBackendError` and :class:`mpicoll.MismatchError` (with its
+    ``collective`` and ``calls``); its ``__cause__`` is mpicoll's error.
+    """
+
+    def __init__(self, name: str, cause: MismatchError) -> None:
+        running = []
+        for rank, call in cause.calls.items():
+            found = _COLLECTIVE.match(call)
+            torch_name = TORCH_NAMES.get(found.group(1), found.group(1)) if found else "?"
+            running.append(f"rank {rank} is running collective {torch_name}: {call}")
+        MismatchError.__init__(self, f"mpicoll backend: {name}: Detected mismatch between collectives on ranks "
+                                     f"(collective desync): {'; '.join(running)}", cause.collective, cause.fields,
+                               cause.calls)
+        self.__cause__ = cause
+
+
+torch_errors = (ProcFailedError, CollectiveTimeout, MismatchError)   # the errors torch_error rewords
 
 
 def torch_error(exc: BaseException | None, name: str = "") -> BaseException | None:
     """What torch expects of a backend's error: a process that died (:class:`mpicoll.ProcFailedError`, under
     MPI's fault-tolerance extension) is torch's :class:`~torch.distributed.DistBackendError`, a call the watchdog
-    stopped a :class:`Timeout` (saying "Timed out"), each with the mpicoll error as its cause; any other error
-    stays itself."""
+    stopped a :class:`Timeout` (saying "Timed out"), mismatched calls found by the always-on check a
+    :class:`Desync` (torch's "collective desync", in its names), each with the mpicoll error as its cause; any
+    other error stays itself."""
     if isinstance(exc, ProcFailedError):
         error = dist.DistBackendError(f"mpicoll backend: {exc}")
         error.__cause__ = exc
         return error
     if isinstance(exc, CollectiveTimeout) and not isinstance(exc, Timeout):
         return Timeout(name or exc.collective, exc)
+    if isinstance(exc, MismatchError) and exc.calls and not isinstance(exc, Desync):
+        return Desync(name or exc.collective, exc)
     return exc

@@ -66,10 +66,11 @@ def test_every_kind_of_call_is_noted():
         noted = _noted(inter)
     finally:
         inter.Free()
-    want = [("blocking", 1, "allreduce"), ("nonblocking", 1, "allreduce"), ("persistent", "1.1", "allreduce"),
-            ("blocking", 2, "barrier"), ("blocking", 3, "allreduce"), ("blocking", 4, "bcast"),
-            ("blocking", 5, "allgather"), ("blocking", 6, "bcast"), ("blocking", 7, "allreduce"),
-            ("nonblocking", 5, "allreduce")]   # (each object call's agreement drew a nonblocking tag: 2, 3, 4)
+    want = [("blocking", 1, "allreduce"), ("nonblocking", 2, "allreduce"), ("persistent", "3.1", "allreduce"),
+            ("blocking", 4, "barrier"), ("blocking", 5, "allreduce"), ("blocking", 7, "bcast"),
+            ("blocking", 9, "allgather"), ("blocking", 11, "bcast"), ("blocking", 12, "allreduce"),
+            ("nonblocking", 13, "allreduce")]   # (one sequence for every form; each object call's agreement
+    #                                              drew a number before the call's own: 6, 8, 10)
     check([n[:3] for n in noted] == want and all(n[3] == "intercomm" and n[4] and n[5] is None for n in noted),
           f"{noted}")
 
@@ -87,5 +88,5 @@ def test_a_failed_object_call_is_noted_with_its_error():
     finally:
         inter.Free()
     check(raised is not None and len(noted) == 2 and noted[0][:3] == ("blocking", 1, "bcast") and noted[0][4]
-          and noted[0][5] is not None and noted[1][:3] == ("blocking", 2, "allreduce") and noted[1][5] is None,
+          and noted[0][5] is not None and noted[1][:3] == ("blocking", 3, "allreduce") and noted[1][5] is None,
           f"{raised!r} {noted}")

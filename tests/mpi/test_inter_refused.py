@@ -164,6 +164,6 @@ def test_a_kept_call_is_one_entry_of_the_hot_path():
         if state.recorder is not None:
             seq = state.tags[1]
             slot = state.recorder.calls[seq % len(state.recorder.calls)]
-            check(slot[1] == seq and slot[2] == ("allreduce", "intercomm", -1), slot)
+            check(slot[1] == seq and slot[2][:3] == ("allreduce", "intercomm", -1), slot)
     finally:
         inter.Free()

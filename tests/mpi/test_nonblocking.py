@@ -363,7 +363,7 @@ def test_on_split_subcommunicators(comm, method):
 def test_zero_count_completes_at_once_and_keeps_tags_in_step(comm):
     tag = comm._state.next_tag(NONBLOCKING)
     req = comm.Iallreduce(np.zeros(0), np.zeros(0))
-    assert req.tag == tag + 1 and req.Test() and not req
+    assert req.tag == tag + comm._state.tags[2] and req.Test() and not req     # the next number
     preq = comm.Allreduce_init(np.zeros(0), np.zeros(0))
     preq.Start()
     preq.Wait()
@@ -376,8 +376,8 @@ def test_tags_differ_between_calls_and_kinds(comm):
     preqs = [comm.Allreduce_init(x, np.zeros(3)) for _ in range(2)]
     tags = [r.tag for r in reqs + preqs]
     assert len(set(tags)) == 5 and 0 not in tags
-    third = MPI.COMM_WORLD.Get_attr(MPI.TAG_UB) // 3
-    assert all(third < t <= 2 * third for t in tags[:3]) and all(t > 2 * third for t in tags[3:])
+    third = comm._state.tags[0]          # each form's range (see CommState.next_tag)
+    assert all(third < t < 2 * third for t in tags[:3]) and all(2 * third < t < 3 * third for t in tags[3:])
     everyone = WORLD.allgather(tags)
     check(all(t == tags for t in everyone), "ranks drew different tags")
     mpicoll.Request.Waitall(reqs)
@@ -387,12 +387,13 @@ def test_tags_differ_between_calls_and_kinds(comm):
 
 def test_tag_sequence_wraps_below_tag_ub():
     c = mpicoll.Comm(WORLD.Dup())
-    third = MPI.COMM_WORLD.Get_attr(MPI.TAG_UB) // 3
-    c._state.tags[:] = [third, third - 1, third - 1, third - 1]   # the last tags of the three ranges
-    assert c._state.next_tag(BLOCKING) == third and c._state.next_tag(BLOCKING) == 1
-    assert c._state.next_tag(NONBLOCKING) == 2 * third and c._state.next_tag(NONBLOCKING) == third + 1
-    assert c._state.next_tag(PERSISTENT) == 3 * third and c._state.next_tag(PERSISTENT) == 2 * third + 1
-    assert 3 * third <= MPI.COMM_WORLD.Get_attr(MPI.TAG_UB)
+    third, _, sigs = c._state.tags      # each form's range, and the signatures a tag holds
+    last = third // sigs - 1            # the last number: its tags, with any signature, stay in the form's range
+    for kind in (BLOCKING, NONBLOCKING, PERSISTENT):
+        c._state.tags[1] = last - 1
+        assert c._state.next_tag(kind) == kind * third + last * sigs and c._state.next_tag(kind) == kind * third + sigs
+        assert kind * third + last * sigs + sigs - 1 < (kind + 1) * third
+    assert 3 * third < MPI.COMM_WORLD.Get_attr(MPI.TAG_UB)      # (TAG_UB itself: the mismatch check's notes)
 
 
 def test_misuse_raises_clear_errors(comm):

@@ -300,3 +300,27 @@ def test_blocking_all_reduce_on_many_small_tensors_and_views(rank, size):
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         ok = ok and torch.equal(t, torch.arange(6, dtype=t.dtype) + size - 1)
     check(ok)
+
+
+def test_mismatched_calls_raise_torchs_collective_desync(rank, size):
+    # one rank broadcasts where the others all-reduce: every rank raises, at that call or its next one on the
+    # group, torch's DistBackendError that is mpicoll's MismatchError, naming each rank's call by torch's name
+    if size < 2 or MPI.Query_thread() < MPI.THREAD_MULTIPLE:
+        return
+    group = dist.new_group()
+    t = torch.ones(4)
+    raised = None
+    try:
+        if rank == 1:
+            dist.broadcast(t, group_src=1, group=group)
+        else:
+            dist.all_reduce(t, group=group)
+        dist.barrier(group=group)
+    except mpicoll.MismatchError as exc:
+        raised = exc
+    text = str(raised)
+    check(isinstance(raised, mpicoll.torch.Desync) and isinstance(raised, dist.DistBackendError)
+          and "collective desync" in text and "is running collective broadcast" in text
+          and "is running collective all_reduce" in text and "test_backend_runtime.py:" in text, f"{raised!r}")
+    dist.destroy_process_group(group)
+    dist.barrier()   # the other groups still work

@@ -174,18 +174,19 @@ def test_run_runs_a_hit_and_prepares_a_miss_with_the_tag_it_drew(run):
     tags = c._state.tags
     drawn = tags[1]
     run(c, "Allreduce", "auto", x, y, MPI.SUM)                  # no plan cache yet: a miss, then cached
-    assert misses == [("Allreduce", "auto", 3, drawn + 1)] and y.tolist() == x.tolist()
+    sigs = tags[2]                                              # (a tag is number * sigs: see CommState.next_tag)
+    assert misses == [("Allreduce", "auto", 3, (drawn + 1) * sigs)] and y.tolist() == x.tolist()
     y[:] = 0
     run(c, "Allreduce", "auto", x, y, MPI.SUM)                  # a hit: it ran, with the next tag
     assert len(misses) == 1 and tags[1] == drawn + 2 and y.tolist() == x.tolist()
     run(c, "Allreduce", "auto", x, np.zeros(4), MPI.SUM)        # other memory: a miss
-    assert misses[-1] == ("Allreduce", "auto", 3, drawn + 3)
-    tags[1] = tags[0]                                           # the tags cycle
+    assert misses[-1] == ("Allreduce", "auto", 3, (drawn + 3) * sigs)
+    tags[1] = tags[0] // tags[2] - 1                            # the tags cycle
     run(c, "Allreduce", "auto", x, y, MPI.SUM)
     assert len(misses) == 2 and tags[1] == 1
     run(c, "Barrier", "auto")
     run(c, "Barrier", "auto")
-    assert misses[-1] == ("Barrier", "auto", 0, 2) and len(misses) == 3
+    assert misses[-1] == ("Barrier", "auto", 0, 2 * sigs) and len(misses) == 3
     c.Free()
 
 
