@@ -209,11 +209,8 @@ class _Watched:
                 self.noted[("asked", source, number)] = time.time()
                 self.post({"note": "query", "seq": number}, (source,))
             return
-        calls = {self.rank: _called(*mine),
-                 source: _called(kind, "another call (its message to this rank matched none here)", "")}
-        found = {"note": "found", "seq": number, "calls": calls}
-        self.post(found, range(self.size))
-        self.flag(found)
+        self.found(number, {self.rank: _called(*mine),
+                            source: _called(kind, "another call (its message to this rank matched none here)", "")})
 
     def read(self, note: dict, source: int) -> None:
         kind = note["note"]
@@ -239,11 +236,15 @@ class _Watched:
         mismatch found if they differ (nothing if this rank has not made it)."""
         mine = self.made(theirs["seq"])
         if mine is not None and (mine[0], mine[1].signature) != (theirs["kind"], theirs["call"]):
-            calls = {self.rank: _called(*mine),
-                     theirs["rank"]: _called(theirs["kind"], theirs["call"], theirs["where"])}
-            found = {"note": "found", "seq": theirs["seq"], "calls": calls}
-            self.post(found, range(self.size))
-            self.flag(found)
+            self.found(theirs["seq"], {self.rank: _called(*mine),
+                                       theirs["rank"]: _called(theirs["kind"], theirs["call"], theirs["where"])})
+
+    def found(self, seq: int, calls: dict[int, str]) -> None:
+        """Calls ``seq`` mismatched (``calls``: what the ranks this rank knows of called): every rank told, and
+        this one flagged."""
+        note = {"note": "found", "seq": seq, "calls": calls}
+        self.post(note, range(self.size))
+        self.flag(note)
 
     def bye(self) -> None:
         """At exit: tell the peers what this rank's last calls were (a peer still to make one, or waiting in it,
