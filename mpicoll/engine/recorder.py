@@ -69,7 +69,7 @@ class Recorder:
     def __init__(self, comm: MPI.Comm, n: int) -> None:
         self.calls = [[0, 0, None, 0.0, None, None] for _ in range(n)]
         self.requests = [[1, 0, None, 0.0, None, None] for _ in range(n)]
-        self.next_request = 0
+        self.next_request = 0      # the request starts so far (the next one's slot: this modulo n)
         #: an intercommunicator's record (its calls noted in its merged private communicator's recorder: their
         #: tags are drawn there): the sizes of its two groups, in the merged communicator's rank order
         self.groups: tuple[int, int] | None = None
@@ -204,9 +204,9 @@ class Traced:
         ``(seq, k)``, written ``seq.k`` in the record); running, it names the request (its round)."""
         recorder = self.recorder
         i, slots = recorder.next_request, recorder.requests
-        recorder.next_request = i + 1 if i + 1 < len(slots) else 0
+        recorder.next_request = i + 1
         self.starts += 1
-        slot = self.slot = slots[i]
+        slot = self.slot = slots[i % len(slots)]
         slot[:] = (self.kind, self.seq if self.kind == 1 else (self.seq, self.starts), self.what, _now(), None,
                    request)
 
