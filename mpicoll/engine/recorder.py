@@ -16,8 +16,9 @@ outcome]``:
 The round a call reached and the peers it waited for are written only when it fails (:func:`failed`: the
 error says them) or when a record is written while a request is running (its current round).
 With ``MPICOLL_TRACE=DIR`` every rank writes all its communicators' records to ``DIR/rank-R.json``
-(:func:`dump`) when a call times out or meets a failed process or a message of the wrong size, on
-``SIGUSR1``, and at exit when requests are outstanding or nothing was written yet.
+(:func:`dump`) when a call times out, meets a failed process or a message of the wrong size, or raises
+:class:`~mpicoll.MismatchError`, on ``SIGUSR1``, and at exit when requests are outstanding or nothing was
+written yet.
 ``python -m mpicoll doctor DIR`` (:mod:`mpicoll.tools.doctor`) reads them.
 """
 
@@ -39,14 +40,14 @@ from mpi4py import MPI
 from mpicoll import config
 from mpicoll.engine.inflight import requests_outstanding
 from mpicoll.engine.watchdog import MessageSizeError
-from mpicoll.errors import MPIError
+from mpicoll.errors import MismatchError, MPIError
 
 __all__ = ["Recorder", "Traced", "Called", "Noted", "begin", "end", "named", "failed", "dump", "KINDS"]
 
 #: the kinds of call, as the records name them
 KINDS = ("blocking", "nonblocking", "persistent")
-#: the errors that make a rank write its record: a timeout, a message of the wrong size, and MPI's errors
-#: (a failed process: :class:`~mpicoll.ProcFailedError`), but not mpicoll's argument errors
+#: the errors that make a rank write its record: a timeout, a message of the wrong size, MPI's errors (a failed
+#: process: :class:`~mpicoll.ProcFailedError`) and mismatched calls, but not mpicoll's argument errors
 _WRITE_ON = (TimeoutError, MessageSizeError, MPI.Exception)
 _LIVE: weakref.WeakSet[Recorder] = weakref.WeakSet()   # every live communicator's recorder, for dump
 #: the newest recorders made, kept past their communicators (a program's communicators are often gone, freed
@@ -182,7 +183,8 @@ def failed(slot: list, exc: BaseException, rnd: int = -1) -> None:
     slot[5] = {"error": type(exc).__name__, "message": str(exc)[:400], "round": rnd if rnd is not None else -1,
                "peers": list(peers) if peers is not None else ([peer] if peer is not None else []),
                "failed": list(getattr(exc, "failed", []))}
-    if isinstance(exc, _WRITE_ON) and not isinstance(exc, MPIError) and config.current().trace:
+    if (isinstance(exc, _WRITE_ON) and (not isinstance(exc, MPIError) or isinstance(exc, MismatchError))
+            and config.current().trace):
         dump(type(exc).__name__)
 
 
