@@ -53,7 +53,7 @@ from mpi4py import MPI
 from mpicoll.engine import flags
 from mpicoll.engine.rounds import post, probe, receive, waiting
 
-__all__ = ["CallNote", "signature", "signature_bits", "watch", "unwatch", "TICK", "STALL"]
+__all__ = ["CallNote", "signature", "signature_bits", "watch", "join", "unwatch", "TICK", "STALL"]
 
 TICK = 0.1      # seconds between the watcher's looks at its communicators
 LINGER = 1.5    # seconds a communicator found mismatched is still served after it is freed, or at exit (its
@@ -113,7 +113,7 @@ class _Watched:
     sent for its waiting calls (the error, once a mismatch is found, is :mod:`mpicoll.engine.flags`')."""
 
     __slots__ = ("private", "rank", "size", "recorder", "tags", "per_kind", "sigs", "note_tag", "noted", "byes",
-                 "stuck", "closed", "lock", "sent", "until", "free", "seen", "open")
+                 "stuck", "closed", "lock", "sent", "until", "free", "seen", "open", "joined")
 
     def __init__(self, private: MPI.Comm, recorder: Any, tags: list[int], note_tag: int) -> None:
         self.private, self.recorder, self.tags = private, recorder, tags
@@ -123,6 +123,9 @@ class _Watched:
         self.noted: dict[Any, float] = {}     # a waiting call's (kind, seq) -> when its peers were last asked
         self.seen = 0                         # the recorder's request starts when the watcher last looked
         self.open: set[int] = set()           # the recorder's request slots running then
+        #: communicators that carry stages of this one's calls (an intercommunicator's group: :func:`join`), and
+        #: each rank's rank there (-1: not there)
+        self.joined: list[tuple[MPI.Comm, list[int]]] = []
         self.byes: dict[int, dict] = {}       # call number -> a peer's call of that number, told as it exited
         self.stuck: set = set()               # waiting calls said on stderr to be stuck (peers gone)
         self.closed = False
@@ -242,6 +245,9 @@ class _Watched:
             self.flag(note)
         elif kind == "release":      # the peer's error is set: end its wait on this rank's message
             self.sent += post(self.private, note["tag"], [([b"", MPI.BYTE], source)], [])
+            for other, ranks in self.joined:       # (or on a communicator of its call's stages)
+                if ranks[source] >= 0:
+                    self.sent += post(other, note["tag"], [([b"", MPI.BYTE], ranks[source])], [])
 
     def compare(self, theirs: dict) -> None:
         """A peer's call (its rank, number, form, signature and where) against this rank's of that number: a
@@ -289,8 +295,10 @@ class _Watched:
         calls = dict(sorted(calls.items()))
         told = "; ".join(f"rank {r} called {c}" for r, c in calls.items())
         self.noted = {}
-        flags.flag(self.private, f"rank {self.rank}: mismatched collective calls on a communicator of {self.size} "
-                   f"ranks (its call #{found['seq']}): {told}", mine[1].collective if mine is not None else "", calls)
+        error = (f"rank {self.rank}: mismatched collective calls on a communicator of {self.size} ranks (its call "
+                 f"#{found['seq']}): {told}")
+        for comm in (self.private, *(other for other, _ in self.joined)):
+            flags.flag(comm, error, mine[1].collective if mine is not None else "", calls)
 
 
 def _called(kind: int, call: str | CallNote, where: str) -> str:
@@ -396,6 +404,16 @@ def watch(private: MPI.Comm, recorder: Any, tags: list[int], note_tag: int) -> N
         _WATCHED[MPI._handleof(private)] = _Watched(private, recorder, tags, note_tag)
         if not _WATCHER:
             _WATCHER.append(_Watcher())
+
+
+def join(private: MPI.Comm, other: MPI.Comm, ranks: list[int]) -> None:
+    """``other`` (a private communicator of some of ``private``'s ranks: an intercommunicator's group, whose
+    calls' stages travel on both) is flagged with ``private``, and a peer's wait on it ended with one on
+    ``private`` (``ranks``: each rank of ``private``'s rank in ``other``, or -1)."""
+    with _LOCK:
+        watched = _WATCHED.get(MPI._handleof(private))
+        if watched is not None:
+            watched.joined.append((other, ranks))
 
 
 def mismatched(private: MPI.Comm) -> bool:

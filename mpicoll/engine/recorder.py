@@ -121,14 +121,15 @@ def end(slot: list) -> None:
 
 class Called:
     """What a call without a plan (an intercommunicator's stages) is noted as: ``what()``, as a plan's
-    (:meth:`mpicoll.program.plan.Plan.what`), for :func:`named` and :class:`Traced`."""
+    (:meth:`mpicoll.program.plan.Plan.what`), for :func:`named` and :class:`Traced`: ``noted``, its collective,
+    algorithm and bytes (a :class:`~mpicoll.engine.mismatch.CallNote` where the mismatch check compares it)."""
 
     __slots__ = ("noted",)
 
-    def __init__(self, collective: str, algorithm: str, nbytes: int) -> None:
-        self.noted = (collective, algorithm, nbytes)
+    def __init__(self, noted: tuple) -> None:
+        self.noted = noted
 
-    def what(self) -> tuple[str, str, int]:
+    def what(self) -> tuple:
         return self.noted
 
 
