@@ -271,3 +271,11 @@ def test_intercommunicator_groups_call_different_collectives(form):
     inter.Free()
     check(kind == "MismatchError" and seconds < WITHIN and "Allreduce on an intercommunicator" in text
           and "Allgather on an intercommunicator" in text, f"rank {R}: {kind} after {seconds:.2f} s: {text}")
+
+
+def test_object_collectives_given_an_algorithm():
+    """``comm.bcast(..., algorithm="binomial")`` on one rank, ``comm.allgather(..., algorithm="ring")`` on the
+    others: they run on the object engine (messages taken by matched probe), and every rank raises all the same,
+    naming both calls."""
+    _every_rank_raises(lambda c: c.bcast(R, root=ODD, algorithm="binomial") if R == ODD
+                       else c.allgather(R, algorithm="ring"), "bcast(algorithm=binomial", "allgather(algorithm=ring")
