@@ -12,10 +12,10 @@ functions in Python (``mpicoll.comm.dispatch._run_blocking``,
 
 from setuptools import Extension, setup
 
-SOURCES = {"program._callkey": ["_callkey.c", "_callrun.c"], "engine._rounds": ["_rounds.c"],
+SOURCES = {"program._callkey": ["_callkey.c", "_callrun.c"], "engine._rounds": ["_rounds.c", "_hooks.c"],
            "data._fixedpoint": ["_fixedpoint.c", "_fixedpoint_simd.c", "_gathered.c"],
            "engine._direct": ["_direct.c", "_requests.c", "_generalized.c", "_progress.c", "_steps.c", "_hooks.c"]}
-HEADERS = {"program": ["_callkey.h"], "engine": ["_direct.h", "_direct_family.h"], "data": ["_fixedpoint.h"]}
+HEADERS = {"program": ["_callkey.h"], "engine": ["_direct.h", "_direct_family.h", "_hooks.h"], "data": ["_fixedpoint.h"]}
 
 
 def extension(name: str, files: list[str]) -> Extension:

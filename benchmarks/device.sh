@@ -47,13 +47,13 @@ GPU_JSON="$out/json" TESTS_LIMIT=150 TEST_TIMEOUT=45 BENCH_LIMIT=50 SUITE_LIMIT=
     tests2 bench2 suite2 > "$out/gpu_steps.txt" 2>&1 &
 gpu=$!
 # meanwhile 8 processes
-step osu_p$small 100 python -m mpicoll.launch -n "$small" -m mpicoll.bench.osu --repeat 2 > "$out/osu_p$small.txt" 2>&1
+step osu_p$small 100 python -m mpicoll.launch -n "$small" -m mpicoll.bench.osu --repeat 2 --json "$out/osu_p$small.json" > "$out/osu_p$small.txt" 2>&1
 step check_p$small 60 python -m mpicoll.launch -n "$small" -m mpicoll.bench --style nccl all --sizes 8:1M:32 --iters 2 --warmup 1 \
     > "$out/check_p$small.txt" 2>&1
 step autocheck_p$small 100 python -m mpicoll.launch -n "$small" -m mpicoll autocheck --sizes 8:4M:16 --iters 5 > "$out/autocheck_p$small.txt" 2>&1
 wait "$gpu"
 # alone: 16 processes
-step osu_p$large 100 python -m mpicoll.launch -n "$large" -m mpicoll.bench.osu --repeat 2 > "$out/osu_p$large.txt" 2>&1
+step osu_p$large 100 python -m mpicoll.launch -n "$large" -m mpicoll.bench.osu --repeat 2 --json "$out/osu_p$large.json" > "$out/osu_p$large.txt" 2>&1
 step check_p$large 50 python -m mpicoll.launch -n "$large" -m mpicoll.bench --style nccl all --sizes 8:1M:32 --iters 2 --warmup 1 \
     > "$out/check_p$large.txt" 2>&1
 for impl in mpicoll builtin; do

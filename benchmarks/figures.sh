@@ -7,7 +7,7 @@
 # mpicoll.Comm swapped in (osu_p2.json), every collective in OSU's style (bench_p2.json), the torch backend
 # against Gloo (torch_p2.json; skipped when torch is not installed) and what reproducible=True costs
 # (reproducible_p2.json).  Then python -m mpicoll.bench.figures draws every JSON file of RESULTS_DIR into
-# FIGURES_DIR (default docs/images/perf).  Run it on an idle machine with 2 cores or more: about 5 minutes.
+# FIGURES_DIR (default docs/images/perf).  Run it on an idle machine with 2 cores or more: about three minutes.
 set -euo pipefail
 py=${PYTHON:-python}
 results=${1:-benchmarks/results}

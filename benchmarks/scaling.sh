@@ -15,6 +15,7 @@
 # `run` installs those into a fresh virtual environment (mpicoll's C extensions are built if a compiler is
 # there; the log says which), then for every P writes into OUT, each ratio measured side by side in one run:
 #   osu_pP.txt       mpi4py's OSU demos, built-in against mpicoll.Comm (python -m mpicoll.bench.osu)
+#   osu_pP.json      the same as JSON: copied into benchmarks/results, the figure command draws collectives_pP.svg
 #   floor_pP.txt     Allreduce 8 B against bare point-to-point and persistent loops (small_message_floor.py)
 #   newmem_pP.txt    calls on new memory and new sizes (new_memory.py)
 #   auto_pP.txt      every algorithm and "auto", 8 B .. 4 MiB, for the collectives of the bench's table
@@ -63,7 +64,7 @@ run)
     export PATH="$venv/bin:$PATH" PYTHONPATH="$repo" MPICOLL_CACHE="$dir/cache" PYTHONDONTWRITEBYTECODE=1
     launch() { local p=$1 limit=$2; shift 2; timeout "$limit" python -m mpicoll.launch -n "$p" "$@"; }
     for p in "${sizes[@]}"; do
-        launch "$p" 200 -m mpicoll.bench.osu --repeat 3 > "$out/osu_p$p.txt" 2>&1
+        launch "$p" 200 -m mpicoll.bench.osu --repeat 3 --json "$out/osu_p$p.json" > "$out/osu_p$p.txt" 2>&1
         launch "$p" 60 "$repo/benchmarks/small_message_floor.py" > "$out/floor_p$p.txt" 2>&1
         launch "$p" 100 "$repo/benchmarks/new_memory.py" --calls 2000 --rounds 3 > "$out/newmem_p$p.txt" 2>&1
     done

@@ -36,6 +36,7 @@ from mpicoll.comm.inter_stages import STAGES
 from mpicoll.engine import direct, inflight
 from mpicoll.engine.blocking import execute as execute_rounds
 from mpicoll.engine.forms import NONBLOCKING, PERSISTENT, number
+from mpicoll.engine.mismatch import CallNote, join, sig_of
 from mpicoll.engine.recorder import Called, Noted, Traced, named
 from mpicoll.engine.requests import Prequest, Request, split
 from mpicoll.engine.rounds import Built, CommRound, post, revoke_together
@@ -45,6 +46,15 @@ from mpicoll.program.callkey import held, shape_key
 from mpicoll.program.state import CommState
 
 __all__ = ["InterState", "Agreement", "Kept", "Stages", "state_of", "run", "execute", "start", "init", "noted"]
+
+
+def _ranks_in(merged: MPI.Comm, local: MPI.Comm) -> list[int]:
+    """Each rank of ``merged``'s rank in ``local`` (-1 for the remote group's)."""
+    group, there = merged.Get_group(), local.Get_group()
+    ranks = MPI.Group.Translate_ranks(group, list(range(group.Get_size())), there)
+    group.Free()
+    there.Free()
+    return [-1 if r == MPI.UNDEFINED else r for r in ranks]
 
 
 def state_of(comm: Any) -> InterState:
@@ -71,7 +81,7 @@ class InterState:
     """
 
     __slots__ = ("merged", "local", "remote", "rank", "size", "remote_size", "calls", "entries",
-                 "agreement", "tags", "recorder", "__weakref__")
+                 "agreement", "tags", "recorder", "notes", "__weakref__")
 
     @staticmethod
     def slow_path(state: InterState, method: str, algorithm: str, args: tuple, tag: int, key: Any) -> None:
@@ -94,9 +104,12 @@ class InterState:
         #: hot path draws from them
         self.tags: list[int] = merged._state.tags
         revoke_together([merged._state.private, local._state.private])   # a process failure stops both
+        join(merged._state.private, local._state.private, _ranks_in(merged._state.private, local._state.private))
         #: the merged communicator's flight recorder notes this one's calls (numbered by the tags they draw
         #: there, as any communicator's calls are), marked with the sizes of the groups in its rank order
         self.recorder = merged._state.recorder
+        #: method -> what its calls are noted as and compared by (:func:`_note`)
+        self.notes: dict[str, CallNote] = {}
         if self.recorder is not None:
             self.recorder.groups = (self.remote_size, self.size) if 0 in remote else (self.size, self.remote_size)
 
@@ -146,17 +159,18 @@ class Agreement:
 
 
 class Kept:
-    """A blocking call built (the agreement's rounds, then its stages'): ``run(tag)`` runs it on the hot path;
-    ``used`` since the last eviction sweep; what the flight recorder notes of it; what its key names by identity
-    (``refs``) and the bytes of its messages."""
+    """A blocking call built (the agreement's rounds, then its stages'): ``run(tag)`` runs it on the hot path, its
+    messages carrying ``tag`` plus its signature's hash (``what.sig``); ``used`` since the last eviction sweep; what
+    the flight recorder notes of it and the mismatch check compares; what its key names by identity (``refs``) and
+    the bytes of its messages."""
 
     __slots__ = ("built", "run", "used", "what", "refs", "nbytes")
 
     def __init__(self, state: InterState, method: str, stages: list[CommRound], refs: list[Any]) -> None:
         self.built, self.refs, self.used = Built(_with_agreement(state, stages)), refs, False
-        self.what = _called(method).what()
+        self.what = _note(state, method)
         self.nbytes = _message_bytes(stages)
-        self.run = _runner(state, method, self.built)
+        self.run = _runner(state, method, self.built, self.what.sig)
 
 
 def _with_agreement(state: InterState, stages: list[CommRound]) -> list[CommRound]:
@@ -179,12 +193,12 @@ def _with_agreement(state: InterState, stages: list[CommRound]) -> list[CommRoun
     return agreement + stages
 
 
-def _runner(state: InterState, method: str, built: Built) -> Callable[[int], None]:
+def _runner(state: InterState, method: str, built: Built, sig: int) -> Callable[[int], None]:
     """``run(tag)``: the call, blocking, where no timeout is set and no request is outstanding (the hot path
-    checks).  Its first stretch, the agreement's rounds and the stages on the merged communicator that follow
-    them, is bound as :class:`~mpicoll.engine.standin.Agreeing` rounds, so that a marked agreement ends in
-    :func:`_name`; each stretch is posted from C where it can be.  A call of one stretch (groups of one rank)
-    is that stretch's runner itself: a hit is one call into C."""
+    checks); its messages carry ``tag + sig``.  Its first stretch, the agreement's rounds and the stages on the
+    merged communicator that follow them, is bound as :class:`~mpicoll.engine.standin.Agreeing` rounds, so that
+    a marked agreement ends in :func:`_name`; each stretch is posted from C where it can be.  A call of one
+    stretch (groups of one rank) is that stretch's runner itself: a hit is one call into C."""
     owner = weakref.ref(state)    # (the state keeps its kept calls: no cycle)
 
     def refused(tag: int, exc: BaseException) -> None:
@@ -192,16 +206,21 @@ def _runner(state: InterState, method: str, built: Built) -> Callable[[int], Non
 
     comm, first = built.stretches[0]
     built.stretches[0] = comm, Agreeing(first, len(state.agreement.rounds), refused)
-    runners = _stretch_runners(built)
+    runners = _stretch_runners(built, sig)
     return runners[0] if len(runners) == 1 else partial(_run_in_order, built)
 
 
-def _stretch_runners(built: Built) -> list[Callable[[int], None]]:
-    """Each stretch of ``built`` run blocking: posted from C where it can be, else by the executor (made once)."""
+def _stretch_runners(built: Built, sig: int = 0) -> list[Callable[[int], None]]:
+    """Each stretch of ``built`` run blocking, its messages carrying ``tag + sig``: posted from C where it can be,
+    else by the executor (made once, with the ``sig`` of the first)."""
     if built.runners is None:
-        built.runners = [direct.blocking(rounds, comm) or partial(execute_rounds, rounds, comm)
+        built.runners = [direct.blocking(rounds, comm, sig) or partial(_execute_signed, rounds, comm, sig)
                          for comm, rounds in built.stretches]
     return built.runners
+
+
+def _execute_signed(rounds: list, comm: MPI.Comm, sig: int, tag: int) -> None:
+    execute_rounds(rounds, comm, tag + sig)
 
 
 def _run_in_order(built: Built, tag: int, first: int = 0) -> None:
@@ -286,22 +305,31 @@ def start(state: InterState, method: str, args: tuple, algorithm: str,
     """A nonblocking intercommunicator call: the agreement, then the call's stages, started."""
     tag = state.merged._state.next_tag(NONBLOCKING)
     st, error = build(state, method, args, algorithm, stages=stages)
-    req = Request(*split(st.agreement(method, error) + st.rounds), tag, None, keep=args)
+    req = Request(*split(st.agreement(method, error) + st.rounds), tag + _note(state, method).sig, None, keep=args)
     req.trace = _traced(state, NONBLOCKING, tag, method)
     req._launch()
     return req
 
 
-def _called(method: str) -> Called:
-    """What the flight recorder notes of a call: its collective, ``intercomm`` for the algorithm (its stages'
-    own differ by group), no size (a root's buffers and its group's differ)."""
-    return Called(method.lower(), "intercomm", -1)
+def _note(state: InterState, method: str) -> CallNote:
+    """What the flight recorder notes of a call of ``method`` and the mismatch check compares
+    (:mod:`mpicoll.engine.mismatch`): its collective, ``intercomm`` for the algorithm (its stages' own differ
+    by group), no size (a root's buffers and its group's differ), its signature (the collective only: the
+    groups' counts and roots legitimately differ) and every rank of both groups as peers (the agreement's
+    messages reach them all).  Its calls' messages carry the signature's hash in their tag."""
+    note = state.notes.get(method)
+    if note is None:
+        signature = f"{method} on an intercommunicator"
+        note = state.notes[method] = CallNote(method.lower(), "intercomm", -1, signature,
+                                              sig_of(signature, state.tags[2]), tuple(range(state.merged.size)))
+    return note
 
 
 def noted(state: InterState, method: str, tag: int) -> Noted:
     """The flight recorder's note of blocking call ``tag`` made outside :func:`run`'s hot path (an object
-    collective, a reproducible sum): a context around the whole call (:class:`~mpicoll.engine.recorder.Noted`)."""
-    return Noted(state.recorder, number(state.tags, tag), _called(method).what())
+    collective, a reproducible sum): a context around the whole call (:class:`~mpicoll.engine.recorder.Noted`).
+    Their messages carry no signature, so the mismatch check does not compare them."""
+    return Noted(state.recorder, number(state.tags, tag), _note(state, method)[:3])
 
 
 def _traced(state: InterState, kind: int, tag: int, method: str) -> Traced | None:
@@ -309,7 +337,7 @@ def _traced(state: InterState, kind: int, tag: int, method: str) -> Traced | Non
     number in its kind's tag sequence, as an intracommunicator's request (mpicoll.engine.requests)."""
     if state.recorder is None:
         return None
-    return Traced(state.recorder, kind, number(state.tags, tag), _called(method))
+    return Traced(state.recorder, kind, number(state.tags, tag), Called(_note(state, method)))
 
 
 #: per intercommunicator: the most blocking calls kept built, and the most bytes their messages hold in all
@@ -330,13 +358,14 @@ def run(state: InterState, method: str, args: tuple, algorithm: str, tag: int, k
     are drawn by the hot path.  A rank whose checks fail plays the agreement marked (:func:`_refuse`).
     """
     values = VALUE_ARGS.get(method, ())
-    named(state.recorder, number(state.tags, tag), _called(method))
+    note = _note(state, method)
+    named(state.recorder, number(state.tags, tag), Called(note))
     kept = state.calls.get(key) if key is not None else None
     if kept is None:
         st, error = build(state, method, args, algorithm,
                           shape_key(method, args, algorithm, values)[1] if key else None, stages)
         if error is not None:
-            _refuse(state, method, tag, error)
+            _refuse(state, method, tag + note.sig, error)
         kept = Kept(state, method, st.rounds, held(args, values))
         if key is not None and not st.before:   # (packed datatypes: built every time)
             state.calls.keep(key, kept, kept.nbytes)
@@ -344,7 +373,7 @@ def run(state: InterState, method: str, args: tuple, algorithm: str, tag: int, k
     if state.timeout is None and not inflight.outstanding():
         kept.run(tag)
     else:
-        _watched(state, method, kept.built, tag)
+        _watched(state, method, kept.built, tag + note.sig)
 
 
 def _message_bytes(rounds: list[CommRound]) -> int:
@@ -382,6 +411,6 @@ def init(state: InterState, method: str, args: tuple, algorithm: str,
         for step in pack:
             step()
 
-    req = Prequest(*split(st.rounds), tag, None, before if pack else None, keep=args)
+    req = Prequest(*split(st.rounds), tag + _note(state, method).sig, None, before if pack else None, keep=args)
     req.trace = _traced(state, PERSISTENT, tag, method)
     return req

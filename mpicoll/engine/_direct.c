@@ -580,7 +580,7 @@ PyInit__direct(void)
 {
     if (PyType_Ready(&RoundsType) < 0 || PyType_Ready(&GeneralizedType) < 0 || PyType_Ready(&ReduceType) < 0)
         return NULL;
-    PyObject *mod = mismatch_init() == 0 ? PyModule_Create(&module) : NULL;
+    PyObject *mod = hooks_init() == 0 ? PyModule_Create(&module) : NULL;
     if (mod == NULL)
         return NULL;
     if (PyModule_AddObjectRef(mod, "Rounds", (PyObject *)&RoundsType) < 0

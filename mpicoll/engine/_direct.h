@@ -76,28 +76,7 @@ int rounds_advance_run(Rounds *self, int block);
 int generalized_start_run(Generalized *self);
 int generalized_complete_run(Generalized *self, int error_class);
 
-/* _hooks.c: the function a failed blocking round is handed to (on_failure), and the mismatch check
- * (mpicoll.engine.mismatch): flagged_on(comm) raises the mismatch found on comm if there is one (1, with it set;
- * else 0), a test of an empty list while none is found.  HOOK_METHODS: the module's functions that set them. */
-extern PyObject *round_failed;
-extern PyObject *mismatch_flagged;
-int mismatch_check(PyObject *comm);
-int mismatch_init(void);
-PyObject *on_failure(PyObject *self, PyObject *callable);
-PyObject *on_mismatch(PyObject *self, PyObject *args);
-static inline int
-flagged_on(PyObject *comm)
-{
-    return PyList_GET_SIZE(mismatch_flagged) && mismatch_check(comm) < 0;
-}
-#define HOOK_METHODS \
-    {"on_failure", on_failure, METH_O, \
-     "on_failure(function)\n--\n\nThe function a blocking round whose messages failed is handed to, as " \
-     "function(bound, comm, tag, round, exc)."}, \
-    {"on_mismatch", on_mismatch, METH_VARARGS, \
-     "on_mismatch(flagged, check)\n--\n\nWhat the engine tests before each round and after each wait (a list, " \
-     "normally empty), and the function it then calls with the round's communicator, which raises the mismatch " \
-     "found there (mpicoll.engine.mismatch)."}
+#include "_hooks.h"   /* round_failed, flagged_on, HOOK_METHODS */
 
 /* _progress.c: whether this thread drives its own requests in a blocking MPI call (the hook keeps out), and
  * the module's functions hook_progress and unhook_progress */

@@ -1,14 +1,6 @@
-/* What mpicoll.engine._direct's executors hand to Python: a blocking round whose messages failed, and a mismatch.
- *
- * on_failure(function) gives C the function a failed round is handed to (mpicoll.engine.standin.continue_marked,
- * as function(bound, comm, tag, round, exc)).
- *
- * on_mismatch(flagged, check) gives C the list of private communicators whose calls were found mismatched
- * (mpicoll.engine.mismatch.FLAGGED, normally empty) and the function that raises the mismatch found on one
- * (check(comm)).  The executors call flagged_on(comm) before each round and after each wait: while the list
- * is empty that is one test of its length.
- */
-#include "_direct.h"
+/* The hooks of the compiled executors (see _hooks.h): linked into mpicoll.engine._direct and
+ * mpicoll.engine._rounds, each module holding its own copy of what Python set. */
+#include "_hooks.h"
 
 PyObject *round_failed;
 PyObject *mismatch_flagged;
@@ -27,7 +19,7 @@ on_failure(PyObject *self, PyObject *callable)
 }
 
 int
-mismatch_init(void)
+hooks_init(void)
 {
     mismatch_flagged = PyList_New(0);
     return mismatch_flagged == NULL ? -1 : 0;

@@ -176,7 +176,7 @@ note_started(PyObject *trace, PyObject *request)
         i = PyLong_AsLong(SLOT(recorder, at_recorder_next));
         n = (long)PyList_GET_SIZE(slots);
     }
-    PyObject *slot = i >= 0 && i < n ? PyList_GET_ITEM(slots, i) : NULL;
+    PyObject *slot = i >= 0 && n > 0 ? PyList_GET_ITEM(slots, i % n) : NULL;   /* (i counts the starts) */
     if (slot == NULL || !PyList_CheckExact(slot) || PyList_GET_SIZE(slot) != 6) {
         PyObject *result = PyObject_CallMethodOneArg(trace, s_started, request);
         Py_XDECREF(result);
@@ -194,7 +194,7 @@ note_started(PyObject *trace, PyObject *request)
         Py_XDECREF(time_now);
         return -1;
     }
-    set_slot(recorder, at_recorder_next, PyLong_FromLong(i + 1 < n ? i + 1 : 0));
+    set_slot(recorder, at_recorder_next, PyLong_FromLong(i + 1));
     set_slot(trace, at_trace_starts, number);
     set_slot(trace, at_trace_slot, Py_NewRef(slot));
     PyObject *items[6] = {Py_NewRef(kind), numbered, Py_NewRef(SLOT(trace, at_trace_what)), time_now,

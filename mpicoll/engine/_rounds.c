@@ -28,10 +28,9 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stddef.h>   /* offsetof */
+#include "_hooks.h"   /* round_failed (on_failure), flagged_on (on_mismatch) */
 
 static PyObject *exchange;   /* mpicoll.engine.rounds.exchange(sends, recvs, comm, tag) */
-static PyObject *failed;     /* mpicoll.engine.standin.continue_marked(bound, comm, tag, round, exc), or NULL */
-static PyObject *flagged, *check;   /* mpicoll.engine.mismatch.FLAGGED (normally empty) and check(comm) */
 static PyObject *s_send, *s_recv, *s_sendrecv;
 static PyObject *out_kwnames;  /* ("out",): the keyword names of an out_call's call */
 
@@ -192,9 +191,9 @@ transfer(PyObject *comm, PyObject *sends, PyObject *recvs, PyObject *tag)
     return 0;
 }
 
-/* round r's messages raised: call failed(bound, comm, tag, r, exc), which raises (an exception stays set) */
+/* round r's messages raised: call round_failed(bound, comm, tag, r, exc), which raises (an exception stays set) */
 static void
-round_failed(PyObject *bound, PyObject *comm, PyObject *tag, Py_ssize_t r)
+hand_failed_round(PyObject *bound, PyObject *comm, PyObject *tag, Py_ssize_t r)
 {
     PyObject *type, *value, *traceback;
     PyErr_Fetch(&type, &value, &traceback);
@@ -203,7 +202,7 @@ round_failed(PyObject *bound, PyObject *comm, PyObject *tag, Py_ssize_t r)
         PyException_SetTraceback(value, traceback);
     PyObject *index = PyLong_FromSsize_t(r);
     PyObject *result = index == NULL ? NULL
-        : PyObject_CallFunctionObjArgs(failed, bound, comm, tag, index, value ? value : Py_None, NULL);
+        : PyObject_CallFunctionObjArgs(round_failed, bound, comm, tag, index, value ? value : Py_None, NULL);
     Py_XDECREF(index);
     if (result != NULL) {   /* it returned: the round's own error stands */
         Py_DECREF(result);
@@ -213,19 +212,6 @@ round_failed(PyObject *bound, PyObject *comm, PyObject *tag, Py_ssize_t r)
     Py_XDECREF(type);
     Py_XDECREF(value);
     Py_XDECREF(traceback);
-}
-
-static PyObject *mismatch_error;   /* mpicoll.MismatchError */
-
-/* whether a mismatch was found on comm (1, with it raised): before each round and after its messages */
-static int
-mismatched(PyObject *comm)
-{
-    if (flagged == NULL || PyList_GET_SIZE(flagged) == 0)
-        return 0;
-    PyObject *result = PyObject_CallOneArg(check, comm);
-    Py_XDECREF(result);
-    return result == NULL;
 }
 
 static PyObject *
@@ -262,11 +248,15 @@ execute(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
             rc = -1;
             break;
         }
+        if (flagged_on(comm)) {   /* a mismatch found: before each round and after its messages */
+            rc = -1;
+            break;
+        }
         Py_INCREF(round);
-        rc = mismatched(comm) ? -1 : transfer(comm, PyTuple_GET_ITEM(round, 0), PyTuple_GET_ITEM(round, 1), tag);
-        if (rc < 0 && failed != NULL && !PyErr_ExceptionMatches(mismatch_error))
-            round_failed(bound, comm, tag, r);
-        if (rc == 0 && mismatched(comm))
+        rc = transfer(comm, PyTuple_GET_ITEM(round, 0), PyTuple_GET_ITEM(round, 1), tag);
+        if (rc < 0 && round_failed != NULL)
+            hand_failed_round(bound, comm, tag, r);
+        if (rc == 0 && flagged_on(comm))
             rc = -1;
         PyObject *steps = PyTuple_GET_ITEM(round, 2);
         for (Py_ssize_t s = 0; rc == 0 && s < PyList_GET_SIZE(steps); s++) {
@@ -297,45 +287,13 @@ init(PyObject *self, PyObject *callable)
     Py_RETURN_NONE;
 }
 
-static PyObject *
-on_failure(PyObject *self, PyObject *callable)
-{
-    (void)self;
-    if (!PyCallable_Check(callable)) {
-        PyErr_SetString(PyExc_TypeError, "on_failure(function): function must be callable");
-        return NULL;
-    }
-    Py_INCREF(callable);
-    Py_XSETREF(failed, callable);
-    Py_RETURN_NONE;
-}
-
-static PyObject *
-on_mismatch(PyObject *self, PyObject *args)
-{
-    (void)self;
-    PyObject *list, *function, *error;
-    if (!PyArg_ParseTuple(args, "O!OO", &PyList_Type, &list, &function, &error))
-        return NULL;
-    Py_XSETREF(flagged, Py_NewRef(list));
-    Py_XSETREF(check, Py_NewRef(function));
-    Py_XSETREF(mismatch_error, Py_NewRef(error));
-    Py_RETURN_NONE;
-}
-
 static PyMethodDef methods[] = {
-    {"on_mismatch", on_mismatch, METH_VARARGS,
-     "on_mismatch(flagged, check, error)\n--\n\nThe list tested before each round and after its messages "
-     "(normally empty), the function then called with the communicator, which raises the mismatch found there, "
-     "and that error's class (mpicoll.engine.mismatch)."},
     {"execute", (PyCFunction)(void (*)(void))execute, METH_FASTCALL,
      "execute(bound, comm, tag=0)\n--\n\nRun bound rounds on comm, in order (as mpicoll.engine.blocking._execute)."},
     {"init", init, METH_O,
      "init(exchange)\n--\n\nThe Python function that runs a round of several messages (mpicoll.engine.blocking "
      "calls it once)."},
-    {"on_failure", on_failure, METH_O,
-     "on_failure(function)\n--\n\nThe Python function a round whose messages raised is handed to, as "
-     "function(bound, comm, tag, round, exc); it raises what the call raises."},
+    HOOK_METHODS,
     {NULL, NULL, 0, NULL},
 };
 
@@ -348,7 +306,7 @@ PyInit__rounds(void)
     s_recv = PyUnicode_InternFromString("Recv");
     s_sendrecv = PyUnicode_InternFromString("Sendrecv");
     out_kwnames = Py_BuildValue("(s)", "out");
-    if (!s_send || !s_recv || !s_sendrecv || !out_kwnames)
+    if (!s_send || !s_recv || !s_sendrecv || !out_kwnames || hooks_init() < 0)
         return NULL;
     if (PyType_Ready(&OutCallType) < 0)
         return NULL;

@@ -22,10 +22,9 @@ from mpi4py import MPI
 
 from mpicoll.compiled import extension
 from mpicoll.data.datatypes import byte_message
-from mpicoll.engine import mismatch
+from mpicoll.engine import flags
 from mpicoll.engine.rounds import Exchange, exchange, run, send_receive
 from mpicoll.engine.standin import continue_marked
-from mpicoll.errors import MismatchError
 from mpicoll.ir.layout import Layout
 from mpicoll.ir.schedule import Block, Reduce, Schedule, ScheduleError
 
@@ -210,7 +209,7 @@ def _compiled_execute(rounds: Any) -> Callable[..., None]:
         return _execute
     rounds.init(exchange)
     rounds.on_failure(continue_marked)
-    rounds.on_mismatch(mismatch.FLAGGED, mismatch.check, MismatchError)
+    rounds.on_mismatch(flags.FLAGGED, flags.check)
     return rounds.execute
 
 

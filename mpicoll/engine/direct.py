@@ -28,7 +28,7 @@ from mpi4py import MPI
 
 from mpicoll import config
 from mpicoll.compiled import extension
-from mpicoll.engine import mismatch
+from mpicoll.engine import flags
 from mpicoll.engine.standin import continue_marked
 
 __all__ = ["MODULE", "available", "messages", "blocking", "persistent", "generalized", "fast_requests",
@@ -87,7 +87,7 @@ def _load() -> tuple[Any, str]:
     except ImportError as exc:
         return None, str(exc)
     module.on_failure(continue_marked)
-    module.on_mismatch(mismatch.FLAGGED, mismatch.check)
+    module.on_mismatch(flags.FLAGGED, flags.check)
     return module, f"in use ({family}, {path})"
 
 

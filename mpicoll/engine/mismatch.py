@@ -18,12 +18,12 @@ ranks.  mpicoll catches it as it happens, without a message or a wait more in a 
   different call with that number (the flight recorder of :mod:`mpicoll.engine.recorder` keeps each
   communicator's last calls, numbered) has found a mismatch: it tells every rank of the communicator.  A
   rank that is only late has not made the call yet: it says nothing, however late it is.
-- **Every rank raises.**  A rank told of the mismatch keeps the error (:class:`mpicoll.MismatchError`,
-  naming what each rank called), then asks the peers of each call it has under way to end its waits (a
-  message of no data with the call's tag); the engine checks :data:`FLAGGED` before it posts each round
-  and after each wait (one test of an empty list), and raises.  A rank whose own part of the call had
-  completed raises at its next collective call on that communicator.  The communicator stays unusable:
-  every later call raises the same error.
+- **Every rank raises.**  A rank told of the mismatch flags the communicator (:mod:`mpicoll.engine.flags`
+  keeps the error, a :class:`mpicoll.MismatchError` naming what each rank called), then asks the peers of
+  each call it has under way to end its waits (a message of no data with the call's tag); the engine tests
+  the flag before it posts each round and after each wait (one test of an empty list), and raises.  A rank
+  whose own part of the call had completed raises at its next collective call on that communicator.  The
+  communicator stays unusable: every later call raises the same error.
 - **A rank that exits says goodbye.**  It tells the ranks of each communicator its last :data:`MOST_BYES` calls
   (a *bye*); a peer that makes, or waits in, a call of one of those numbers compares its own.  Only a peer can
   end a wait, so a rank whose peers have gone raises where its wait is watched (``MPICOLL_TIMEOUT``) and
@@ -50,9 +50,10 @@ from typing import Any, NamedTuple
 
 from mpi4py import MPI
 
-from mpicoll.errors import MismatchError
+from mpicoll.engine import flags
+from mpicoll.engine.rounds import post, probe, receive, waiting
 
-__all__ = ["CallNote", "signature", "signature_bits", "FLAGGED", "check", "watch", "unwatch", "TICK", "STALL"]
+__all__ = ["CallNote", "signature", "signature_bits", "watch", "join", "unwatch", "TICK", "STALL"]
 
 TICK = 0.1      # seconds between the watcher's looks at its communicators
 LINGER = 1.5    # seconds a communicator found mismatched is still served after it is freed, or at exit (its
@@ -61,8 +62,6 @@ STALL = 0.5     # seconds a call waits before its peers are asked what they call
 MOST_BYES = 4   # calls a rank tells its peers of as it exits
 MOST_LINGERING = 16   # released communicators served LINGER seconds more, at most
 MOST_BITS = 12  # signature bits a tag holds where TAG_UB allows
-#: the private communicators whose calls were found mismatched (normally empty: what the engine tests)
-FLAGGED: list[MPI.Comm] = []
 
 
 class CallNote(NamedTuple):
@@ -101,7 +100,7 @@ def signature_bits(tag_ub: int) -> int:
     return 1 << bits
 
 
-# -- the engine's check ------------------------------------------------------------------------------------
+# -- the communicators watched -----------------------------------------------------------------------------
 
 _WATCHED: dict[int, _Watched] = {}      # private communicator's handle -> what the watcher keeps of it
 #: guards _WATCHED (the watcher reads it, communicators come and go); reentrant, as the locks below: a garbage
@@ -109,69 +108,85 @@ _WATCHED: dict[int, _Watched] = {}      # private communicator's handle -> what 
 _LOCK = threading.RLock()
 
 
-def check(comm: MPI.Comm) -> None:
-    """Raise the mismatch found on ``comm`` (a private communicator), if there is one: what the engine calls
-    before each round and after each wait while :data:`FLAGGED` is not empty."""
-    watched = _WATCHED.get(MPI._handleof(comm))
-    if watched is not None and watched.error is not None:
-        watched.raised = True
-        raise MismatchError(watched.error, watched.collective, calls=watched.calls)
-
-
-# -- the communicators watched -----------------------------------------------------------------------------
-
 class _Watched:
     """One communicator's part in the check: its private duplicate, its recorder, its tag layout, the notes
-    sent for its waiting calls, and the error once a mismatch is found."""
+    sent for its waiting calls (the error, once a mismatch is found, is :mod:`mpicoll.engine.flags`')."""
 
-    __slots__ = ("private", "rank", "size", "recorder", "per_kind", "sigs", "note_tag", "noted", "error", "collective",
-                 "calls", "byes", "stuck", "closed", "lock", "sent", "until", "raised", "free")
+    __slots__ = ("private", "rank", "size", "recorder", "tags", "per_kind", "sigs", "note_tag", "noted", "byes",
+                 "stuck", "closed", "lock", "sent", "until", "free", "seen", "open", "joined")
 
-    def __init__(self, private: MPI.Comm, recorder: Any, per_kind: int, sigs: int, note_tag: int) -> None:
-        self.private, self.recorder, self.per_kind, self.sigs = private, recorder, per_kind, sigs
+    def __init__(self, private: MPI.Comm, recorder: Any, tags: list[int], note_tag: int) -> None:
+        self.private, self.recorder, self.tags = private, recorder, tags
+        self.per_kind, self.sigs = tags[0], tags[2]
         self.note_tag = note_tag              # the largest tag the communicator uses: the notes' own
         self.rank, self.size = private.Get_rank(), private.Get_size()
         self.noted: dict[Any, float] = {}     # a waiting call's (kind, seq) -> when its peers were last asked
-        self.error: str | None = None
-        self.collective = ""
-        self.calls: dict[int, str] = {}       # once found: what each rank called, as far as this rank learned
+        self.seen = 0                         # the recorder's request starts when the watcher last looked
+        self.open: set[int] = set()           # the recorder's request slots running then
+        #: communicators that carry stages of this one's calls (an intercommunicator's group: :func:`join`), and
+        #: each rank's rank there (-1: not there)
+        self.joined: list[tuple[MPI.Comm, list[int]]] = []
         self.byes: dict[int, dict] = {}       # call number -> a peer's call of that number, told as it exited
         self.stuck: set = set()               # waiting calls said on stderr to be stuck (peers gone)
         self.closed = False
         self.lock = threading.RLock()         # held while the watcher uses the communicator
         self.sent: list[MPI.Request] = []     # notes and releases in flight
         self.until: float | None = None       # freed: served until then (a mismatched one), then dropped
-        self.raised = False                   # whether a call raised the error (else it is told at exit)
         self.free = False                     # released: whether the watcher frees it once it is dropped
 
+    @property
+    def error(self) -> str | None:
+        """The mismatch found on the communicator, or None."""
+        return flags.found(self.private)
+
     # the watcher's side (it holds self.lock) ---------------------------------------------------------------
+
+    def under_way(self) -> list[list]:
+        """The recorder's slots of this rank's calls under way, found without a scan of its rings (the
+        watcher looks at every communicator every :data:`TICK`): the blocking call of the number drawn last,
+        if it is still running (a blocking call under way is the newest call: no call of a correct program
+        starts before it returns), and the requests that ran at the last look or started since."""
+        recorder = self.recorder
+        calls, requests, number = recorder.calls, recorder.requests, self.tags[1]
+        slot = calls[number % len(calls)]
+        slots = [slot] if slot[1] == number and slot[4] is None else []
+        started, n = recorder.next_request, len(requests)
+        if started == self.seen and not self.open:      # (the common case: no request of this communicator)
+            return slots
+        fresh = {i % n for i in range(max(self.seen, started - n), started)}
+        self.seen = started
+        self.open = {i for i in self.open | fresh if requests[i][4] is None}
+        return slots + [requests[i] for i in self.open]
 
     def look(self, now: float, status: MPI.Status, final: bool = False) -> None:
         """Read what peers sent; ask about calls waiting too long (or, once flagged, end their waits); see
         whether a message of another call waits unreceived (``final``: at exit, at once)."""
-        self.sent = [r for r in self.sent if not r.Test()]
+        if self.sent:
+            self.sent = [r for r in self.sent if not r.Test()]
         seen = None
         while True:      # notes; once flagged, every message (a peer's send to an abandoned call completes)
-            message = self.private.Improbe(MPI.ANY_SOURCE, self.note_tag if self.error is None else MPI.ANY_TAG, status)
+            tag = self.note_tag if self.error is None else MPI.ANY_TAG
+            message = probe(self.private, MPI.ANY_SOURCE, tag, status)
             if message is None:
                 break
             data = bytearray(status.Get_count(MPI.BYTE))
-            message.Recv([data, MPI.BYTE])
+            receive(message, [data, MPI.BYTE])
             if status.Get_tag() == self.note_tag:
                 self.read(pickle.loads(data), status.Get_source())
-        if (self.error is None and self.private.Iprobe(MPI.ANY_SOURCE, MPI.ANY_TAG, status)
+        if (self.error is None and waiting(self.private, status)
                 and status.Get_tag() != self.note_tag):
             seen = (status.Get_source(), status.Get_tag())      # (acted on once it waited STALL seconds, or at
             first = self.noted.setdefault(seen, now)            # exit: a waiting call's note says more)
             if now - first >= STALL or final:
                 self.unmatched(*seen, final)
         running = {}
-        for slot in self.recorder.calls + self.recorder.requests:
+        for slot in self.under_way():
             kind, numbered, what, start = slot[0], slot[1], slot[2], slot[3]
-            if slot[4] is None and type(what) is CallNote and start and now - start > STALL:
+            if type(what) is CallNote and start and now - start > STALL:
                 running[(kind, numbered)] = (kind, numbered[0] if type(numbered) is tuple else numbered, what)
-        self.noted = {key: when for key, when in self.noted.items()
-                      if key in running or (key == seen and self.error is None) or key[0] == "asked"}
+        if self.noted:
+            self.noted = {key: when for key, when in self.noted.items()
+                          if key in running or (key == seen and self.error is None) or key[0] == "asked"}
         for key, (kind, seq, what) in running.items():
             if seq in self.byes and self.error is None:     # a peer that exited said what its call was
                 self.compare(self.byes[seq])
@@ -191,8 +206,8 @@ class _Watched:
             self.post(note, what.peers)
 
     def post(self, note: dict, peers: Any) -> None:
-        data = pickle.dumps(note)
-        self.sent += [self.private.Isend([data, MPI.BYTE], peer, self.note_tag) for peer in peers if peer != self.rank]
+        data = [pickle.dumps(note), MPI.BYTE]
+        self.sent += post(self.private, self.note_tag, [(data, peer) for peer in peers if peer != self.rank], [])
 
     def unmatched(self, source: int, tag: int, final: bool) -> None:
         """A message waits unreceived: if it belongs to a call this rank made otherwise (its tag's form or
@@ -229,7 +244,10 @@ class _Watched:
         elif kind == "found" and self.error is None:
             self.flag(note)
         elif kind == "release":      # the peer's error is set: end its wait on this rank's message
-            self.sent.append(self.private.Isend([b"", MPI.BYTE], source, note["tag"]))
+            self.sent += post(self.private, note["tag"], [([b"", MPI.BYTE], source)], [])
+            for other, ranks in self.joined:       # (or on a communicator of its call's stages)
+                if ranks[source] >= 0:
+                    self.sent += post(other, note["tag"], [([b"", MPI.BYTE], ranks[source])], [])
 
     def compare(self, theirs: dict) -> None:
         """A peer's call (its rank, number, form, signature and where) against this rank's of that number: a
@@ -274,13 +292,13 @@ class _Watched:
         mine = self.made(found["seq"])
         if mine is not None and not (mine[2] == "" and self.rank in calls):
             calls[self.rank] = _called(*mine)
-        self.calls = dict(sorted(calls.items()))
-        told = "; ".join(f"rank {r} called {c}" for r, c in self.calls.items())
-        self.collective = mine[1].collective if mine is not None else ""
-        self.error = (f"rank {self.rank}: mismatched collective calls on a communicator of {self.size} ranks "
-                      f"(its call #{found['seq']}): {told}")
+        calls = dict(sorted(calls.items()))
+        told = "; ".join(f"rank {r} called {c}" for r, c in calls.items())
         self.noted = {}
-        FLAGGED.append(self.private)
+        error = (f"rank {self.rank}: mismatched collective calls on a communicator of {self.size} ranks (its call "
+                 f"#{found['seq']}): {told}")
+        for comm in (self.private, *(other for other, _ in self.joined)):
+            flags.flag(comm, error, mine[1].collective if mine is not None else "", calls)
 
 
 def _called(kind: int, call: str | CallNote, where: str) -> str:
@@ -369,22 +387,33 @@ class _Watcher:
             time.sleep(TICK)
             self.look(status)
         for w in list(_WATCHED.values()):
-            if w.error is not None and not w.raised:    # no call of this rank noticed: said here
+            if w.error is not None and not flags.raised(w.private):    # no call of this rank noticed: said here
                 print(f"mpicoll: {w.error}", file=sys.stderr, flush=True)
 
 
 _WATCHER: list[_Watcher] = []
 
 
-def watch(private: MPI.Comm, recorder: Any, per_kind: int, sigs: int, note_tag: int) -> None:
-    """Watch a new communicator's calls (``private``: its duplicate; ``recorder``: its flight recorder; its calls'
-    tags laid out as :meth:`mpicoll.program.state.CommState.next_tag` says, below ``note_tag``, the notes' tag)."""
+def watch(private: MPI.Comm, recorder: Any, tags: list[int], note_tag: int) -> None:
+    """Watch a new communicator's calls (``private``: its duplicate; ``recorder``: its flight recorder; ``tags``:
+    its calls' tag layout and last number, :meth:`mpicoll.program.state.CommState.next_tag`, all below
+    ``note_tag``, the notes' tag)."""
     if recorder is None or MPI.Query_thread() < MPI.THREAD_MULTIPLE:
         return
     with _LOCK:
-        _WATCHED[MPI._handleof(private)] = _Watched(private, recorder, per_kind, sigs, note_tag)
+        _WATCHED[MPI._handleof(private)] = _Watched(private, recorder, tags, note_tag)
         if not _WATCHER:
             _WATCHER.append(_Watcher())
+
+
+def join(private: MPI.Comm, other: MPI.Comm, ranks: list[int]) -> None:
+    """``other`` (a private communicator of some of ``private``'s ranks: an intercommunicator's group, whose
+    calls' stages travel on both) is flagged with ``private``, and a peer's wait on it ended with one on
+    ``private`` (``ranks``: each rank of ``private``'s rank in ``other``, or -1)."""
+    with _LOCK:
+        watched = _WATCHED.get(MPI._handleof(private))
+        if watched is not None:
+            watched.joined.append((other, ranks))
 
 
 def mismatched(private: MPI.Comm) -> bool:
@@ -404,8 +433,7 @@ def unwatch(private: MPI.Comm, free: bool) -> None:
     with _LOCK:
         watched = _WATCHED.pop(MPI._handleof(private), None)
         if watched is not None:
-            if private in FLAGGED:
-                FLAGGED.remove(private)
+            flags.unflag(private)
             recent = any(slot[4] is None or now - slot[4] < LINGER
                          for slot in watched.recorder.calls + watched.recorder.requests if type(slot[2]) is CallNote)
             if watched.error is not None or recent:
@@ -426,6 +454,7 @@ def unwatch(private: MPI.Comm, free: bool) -> None:
 def _drop(watched: _Watched) -> None:
     with watched.lock:
         watched.closed = True
+        flags.forget(watched.private)
         for request in watched.sent:
             try:
                 request.Cancel()

@@ -31,6 +31,7 @@ from typing import Any
 from mpi4py import MPI
 
 from mpicoll.engine import direct, watchdog
+from mpicoll.engine.flags import FLAGGED, check
 from mpicoll.engine.inflight import (
     ACTIVE,
     COMPLETE,
@@ -42,7 +43,6 @@ from mpicoll.engine.inflight import (
     queue_of_this_thread,
     wait_until,
 )
-from mpicoll.engine.mismatch import FLAGGED, check
 from mpicoll.engine.rounds import fault, is_fault, keep_active
 from mpicoll.engine.rounds import testall as _testall
 from mpicoll.engine.rounds import waitall as _waitall

@@ -16,8 +16,9 @@ outcome]``:
 The round a call reached and the peers it waited for are written only when it fails (:func:`failed`: the
 error says them) or when a record is written while a request is running (its current round).
 With ``MPICOLL_TRACE=DIR`` every rank writes all its communicators' records to ``DIR/rank-R.json``
-(:func:`dump`) when a call times out or meets a failed process or a message of the wrong size, on
-``SIGUSR1``, and at exit when requests are outstanding or nothing was written yet.
+(:func:`dump`) when a call times out, meets a failed process or a message of the wrong size, or raises
+:class:`~mpicoll.MismatchError`, on ``SIGUSR1``, and at exit when requests are outstanding or nothing was
+written yet.
 ``python -m mpicoll doctor DIR`` (:mod:`mpicoll.tools.doctor`) reads them.
 """
 
@@ -39,14 +40,14 @@ from mpi4py import MPI
 from mpicoll import config
 from mpicoll.engine.inflight import requests_outstanding
 from mpicoll.engine.watchdog import MessageSizeError
-from mpicoll.errors import MPIError
+from mpicoll.errors import MismatchError, MPIError
 
 __all__ = ["Recorder", "Traced", "Called", "Noted", "begin", "end", "named", "failed", "dump", "KINDS"]
 
 #: the kinds of call, as the records name them
 KINDS = ("blocking", "nonblocking", "persistent")
-#: the errors that make a rank write its record: a timeout, a message of the wrong size, and MPI's errors
-#: (a failed process: :class:`~mpicoll.ProcFailedError`), but not mpicoll's argument errors
+#: the errors that make a rank write its record: a timeout, a message of the wrong size, MPI's errors (a failed
+#: process: :class:`~mpicoll.ProcFailedError`) and mismatched calls, but not mpicoll's argument errors
 _WRITE_ON = (TimeoutError, MessageSizeError, MPI.Exception)
 _LIVE: weakref.WeakSet[Recorder] = weakref.WeakSet()   # every live communicator's recorder, for dump
 #: the newest recorders made, kept past their communicators (a program's communicators are often gone, freed
@@ -69,7 +70,7 @@ class Recorder:
     def __init__(self, comm: MPI.Comm, n: int) -> None:
         self.calls = [[0, 0, None, 0.0, None, None] for _ in range(n)]
         self.requests = [[1, 0, None, 0.0, None, None] for _ in range(n)]
-        self.next_request = 0
+        self.next_request = 0      # the request starts so far (the next one's slot: this modulo n)
         #: an intercommunicator's record (its calls noted in its merged private communicator's recorder: their
         #: tags are drawn there): the sizes of its two groups, in the merged communicator's rank order
         self.groups: tuple[int, int] | None = None
@@ -120,14 +121,15 @@ def end(slot: list) -> None:
 
 class Called:
     """What a call without a plan (an intercommunicator's stages) is noted as: ``what()``, as a plan's
-    (:meth:`mpicoll.program.plan.Plan.what`), for :func:`named` and :class:`Traced`."""
+    (:meth:`mpicoll.program.plan.Plan.what`), for :func:`named` and :class:`Traced`: ``noted``, its collective,
+    algorithm and bytes (a :class:`~mpicoll.engine.mismatch.CallNote` where the mismatch check compares it)."""
 
     __slots__ = ("noted",)
 
-    def __init__(self, collective: str, algorithm: str, nbytes: int) -> None:
-        self.noted = (collective, algorithm, nbytes)
+    def __init__(self, noted: tuple) -> None:
+        self.noted = noted
 
-    def what(self) -> tuple[str, str, int]:
+    def what(self) -> tuple:
         return self.noted
 
 
@@ -182,7 +184,8 @@ def failed(slot: list, exc: BaseException, rnd: int = -1) -> None:
     slot[5] = {"error": type(exc).__name__, "message": str(exc)[:400], "round": rnd if rnd is not None else -1,
                "peers": list(peers) if peers is not None else ([peer] if peer is not None else []),
                "failed": list(getattr(exc, "failed", []))}
-    if isinstance(exc, _WRITE_ON) and not isinstance(exc, MPIError) and config.current().trace:
+    if (isinstance(exc, _WRITE_ON) and (not isinstance(exc, MPIError) or isinstance(exc, MismatchError))
+            and config.current().trace):
         dump(type(exc).__name__)
 
 
@@ -204,9 +207,9 @@ class Traced:
         ``(seq, k)``, written ``seq.k`` in the record); running, it names the request (its round)."""
         recorder = self.recorder
         i, slots = recorder.next_request, recorder.requests
-        recorder.next_request = i + 1 if i + 1 < len(slots) else 0
+        recorder.next_request = i + 1
         self.starts += 1
-        slot = self.slot = slots[i]
+        slot = self.slot = slots[i % len(slots)]
         slot[:] = (self.kind, self.seq if self.kind == 1 else (self.seq, self.starts), self.what, _now(), None,
                    request)
 

@@ -44,11 +44,12 @@ from typing import Any
 from mpi4py import MPI
 
 from mpicoll import config
-from mpicoll.engine.mismatch import FLAGGED, check
+from mpicoll.engine.flags import FLAGGED, check
 from mpicoll.errors import ProcFailedError
 
-__all__ = ["Exchange", "run", "post", "exchange", "send_receive", "post_persistent", "probe", "receive", "to_self",
-           "waitall", "testall", "Built", "Round", "CommRound", "is_fault", "fault", "revoke_together", "keep_active"]
+__all__ = ["Exchange", "run", "post", "exchange", "send_receive", "post_persistent", "probe", "waiting", "receive",
+           "to_self", "waitall", "testall", "Built", "Round", "CommRound", "is_fault", "fault", "revoke_together",
+           "keep_active"]
 
 #: one bound round: its sends and receives ``(buffer, peer)``, its local steps
 Round = tuple[list, list, list]
@@ -142,6 +143,12 @@ def probe(comm: MPI.Comm, peer: int, tag: int, status: MPI.Status, block: bool =
     """The next message from ``peer`` (or ``MPI.ANY_SOURCE``) with ``tag``, matched (``Mprobe``; ``Improbe``
     unless ``block``: None where none has arrived); its size in ``status``.  :func:`receive` takes it."""
     return comm.Mprobe(peer, tag, status) if block else comm.Improbe(peer, tag, status)
+
+
+def waiting(comm: MPI.Comm, status: MPI.Status) -> bool:
+    """Whether a message of any tag from any peer waits unreceived on ``comm`` (``Iprobe``; its source and tag
+    in ``status``)."""
+    return comm.Iprobe(MPI.ANY_SOURCE, MPI.ANY_TAG, status)
 
 
 def receive(message: MPI.Message, buf: Any) -> None:

@@ -28,7 +28,7 @@ from typing import Any
 
 from mpi4py import MPI
 
-from mpicoll.engine.mismatch import FLAGGED, check
+from mpicoll.engine.flags import FLAGGED, check
 from mpicoll.engine.rounds import Exchange, post, probe, receive, run, testall, waitall
 
 __all__ = ["CollectiveTimeout", "MessageSizeError", "Watched", "execute", "wait", "wait_mpi"]

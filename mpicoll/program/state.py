@@ -97,7 +97,7 @@ class CommState:
         self.out_of_step: str | None = None   # why the ranks no longer agree on which call is which (a timeout)
         self.messages_left = False   # a call was abandoned here: peers' messages may wait unreceived (see release)
         self.recorder = recorder.make(private)
-        mismatch.watch(private, self.recorder, per_kind, sigs, tag_ub)
+        mismatch.watch(private, self.recorder, self.tags, tag_ub)
         self.object_slots: Any = None   # see mpicoll.calls.objects.buffered
 
     def went_out_of_step(self, exc: BaseException) -> None:

@@ -52,11 +52,12 @@ def test_a_missing_rank(tmp_path):
 
 def test_a_mismatch(tmp_path):
     """Ranks 0 and 2 broadcast where rank 1 all-reduces, then exit: rank 1, told of their calls as they exit,
-    raises MismatchError (its wait watched by the timeout, which it never reaches); the doctor names the calls."""
+    raises MismatchError (its wait watched by the timeout, which it never reaches) and writes its record then;
+    the doctor names the calls."""
     out = traced("mismatch", str(tmp_path), {"MPICOLL_TIMEOUT": "10"})
     assert "RESULT rank=1 MismatchError" in out, out[-3000:]
     assert doctor(str(tmp_path)) == [
-        "3 records (ranks 0-2), written on exit (ranks 0-2)",
+        "3 records (ranks 0-2), written on MismatchError (rank 1); exit (ranks 0, 2)",
         "comm 1 (3 ranks):",
         "  ranks 0, 2 called Bcast #3, rank 1 called Allreduce #3 (a mismatch)",
         "  rank 1 raised MismatchError in ring",

@@ -227,3 +227,55 @@ def test_neighbourhood_collectives():
     check(kind == "MismatchError" and "Neighbor_alltoall(" in text and "Neighbor_allgather(" in text,
           f"rank {R}: {kind} after {seconds:.2f} s: {text}")
 
+
+
+def _intercomm() -> mpicoll.Intercomm:
+    """An intercommunicator of the even and the odd world ranks."""
+    world = mpicoll.Comm(WORLD)
+    half = world.Split(R % 2, R)
+    inter = half.Create_intercomm(0, world, 1 - R % 2)
+    half.Free()
+    return inter
+
+
+@pytest.mark.parametrize("form", ["blocking", "nonblocking", "persistent"])
+def test_intercommunicator_groups_call_different_collectives(form):
+    """The even ranks' group calls ``Allreduce`` on an intercommunicator where the odd ranks' calls
+    ``Allgather`` (blocking, ``I*`` or ``*_init``): every rank of both groups raises, naming both calls."""
+    x, y = np.full(2, R + 1.0), np.zeros(2 * P)
+    method = "Allreduce" if R % 2 == 0 else "Allgather"
+
+    def program(inter):
+        args = (x, y[:2]) if method == "Allreduce" else (x, y[:2 * (P // 2 if R % 2 == 0 else (P + 1) // 2)])
+        if form == "blocking":
+            getattr(inter, method)(*args)
+        elif form == "nonblocking":
+            getattr(inter, "I" + method.lower())(*args).Wait()
+        else:
+            request = getattr(inter, method + "_init")(*args)
+            request.Start()
+            try:
+                request.Wait()
+            finally:
+                request.Free()
+    inter = _intercomm()
+    inter.Allreduce(np.ones(1), np.empty(1))        # a correct call first
+    t0 = time.monotonic()
+    try:
+        program(inter)
+        inter.Barrier()
+        kind, text = "returned", ""
+    except MPI.Exception as exc:
+        kind, text = type(exc).__name__, str(exc)
+    seconds = time.monotonic() - t0
+    inter.Free()
+    check(kind == "MismatchError" and seconds < WITHIN and "Allreduce on an intercommunicator" in text
+          and "Allgather on an intercommunicator" in text, f"rank {R}: {kind} after {seconds:.2f} s: {text}")
+
+
+def test_object_collectives_given_an_algorithm():
+    """``comm.bcast(..., algorithm="binomial")`` on one rank, ``comm.allgather(..., algorithm="ring")`` on the
+    others: they run on the object engine (messages taken by matched probe), and every rank raises all the same,
+    naming both calls."""
+    _every_rank_raises(lambda c: c.bcast(R, root=ODD, algorithm="binomial") if R == ODD
+                       else c.allgather(R, algorithm="ring"), "bcast(algorithm=binomial", "allgather(algorithm=ring")

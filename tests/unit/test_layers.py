@@ -336,10 +336,8 @@ P2P_CALLS = frozenset({"Send", "Recv", "Sendrecv", "Isend", "Irecv", "Isendrecv"
                        "Improbe", "Mrecv", "Imrecv", "send", "recv", "sendrecv", "isend", "irecv", "ssend",
                        "issend", "probe", "iprobe", "mprobe", "improbe"})
 #: the modules of mpicoll's layers that post them: the engine's reference, the object collectives' transport,
-#: torch's own send and receive (the compiled engine posts the same rounds from C), and the mismatch check's
-#: notes between watchers (their own tag, outside every call's: no collective's message)
-POSTING = {"mpicoll.engine.rounds", "mpicoll.calls.objects.engine", "mpicoll.torch.process_group",
-           "mpicoll.engine.mismatch"}
+#: torch's own send and receive (the compiled engine posts the same rounds from C)
+POSTING = {"mpicoll.engine.rounds", "mpicoll.calls.objects.engine", "mpicoll.torch.process_group"}
 #: the layers whose ``.send``/``.recv`` build schedules, not messages; the programs that teach or measure
 #: point-to-point messages themselves
 NOT_RUNTIME = ("mpicoll.ir", "mpicoll.families", "mpicoll.analysis", "mpicoll.selection", "mpicoll.examples",
@@ -357,7 +355,7 @@ def _posts(name: str, path: Path) -> list[int]:
                   and node.func.attr in P2P_CALLS and (name, node.func.attr) not in NOT_MPI)
 
 
-def test_point_to_point_messages_are_posted_from_four_modules():
+def test_point_to_point_messages_are_posted_from_three_modules():
     """A transport or a safety net on messages is written once: outside :data:`POSTING`, no module of the
     runtime calls MPI's point-to-point functions (the rest go through :mod:`mpicoll.engine.rounds`)."""
     posting = {name: lines for name, path in MODULES.items()

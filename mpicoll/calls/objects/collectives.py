@@ -32,7 +32,9 @@ from mpicoll.calls._neighbors import degrees, topology_of
 from mpicoll.calls.objects import buffered, engine
 from mpicoll.calls.objects.choice import choose
 from mpicoll.calls.objects.slots import Failed, pickled
-from mpicoll.engine.forms import BLOCKING
+from mpicoll.engine.forms import BLOCKING, number
+from mpicoll.engine.mismatch import CallNote, sig_of
+from mpicoll.engine.recorder import Noted
 from mpicoll.families import registry
 from mpicoll.program.state import CommState
 
@@ -55,6 +57,7 @@ class _Call:
         if "nodes" not in params:
             params["nodes"] = state.nodes
         self.name = choose(collective, algorithm, size, is_ordered, **params)
+        self.root = params.get("root")
         alg = registry.get(collective, self.name)
         self.schedule = registry.schedule(collective, self.name, rank, size,
                                           **{k: v for k, v in params.items() if k in alg.params})
@@ -87,8 +90,22 @@ class _Call:
         state = self.state
         if state.private == MPI.COMM_NULL:
             raise ValueError("the communicator was freed")
-        engine.run(self.schedule, self.bufs, self.steps, state.private, state.next_tag(BLOCKING), state.timeout)
+        tag = state.next_tag(BLOCKING)
+        what = self.what()
+        with Noted(state.recorder, number(state.tags, tag), what):
+            engine.run(self.schedule, self.bufs, self.steps, state.private, tag + what.sig, state.timeout)
         self.fail(self.steps.error)
+
+    def what(self) -> CallNote:
+        """What the flight recorder notes of this call and the mismatch check compares
+        (:mod:`mpicoll.engine.mismatch`): its collective, algorithm and root (a Python op cannot be compared
+        across ranks; the objects' sizes legitimately differ), its hash carried in the messages' tag, and the
+        ranks the schedule exchanges messages with."""
+        signature = f"{self.collective}(algorithm={self.name}" + (f", root={self.root})" if self.root is not None
+                                                                   else ")")
+        peers = {m.peer for rnd in self.schedule.rounds for m in (*rnd.sends, *rnd.recvs)}
+        return CallNote(self.collective, self.name, -1, signature, sig_of(signature, self.state.tags[2]),
+                        tuple(sorted(peers)))
 
     def result(self, block: int, buf: str = "recv") -> Any:
         """The object block ``block`` holds, after raising this rank's own failure or a peer's."""

@@ -33,6 +33,7 @@ from mpi4py import MPI
 
 from mpicoll.analysis.lockstep import run_lockstep
 from mpicoll.calls.objects.slots import Failed, Slot, frame, unframe, value
+from mpicoll.engine.flags import FLAGGED, check
 from mpicoll.engine.inflight import outstanding, poke
 from mpicoll.engine.rounds import Exchange, waitall
 from mpicoll.engine.rounds import run as run_rounds
@@ -106,6 +107,8 @@ class Probed(Exchange):
                 msg = comm.Mprobe(peer, tag, status)
                 data = bytearray(status.Get_count(MPI.BYTE))
                 msg.Recv([data, MPI.BYTE])
+                if FLAGGED:      # (the mismatch check ends a wait with an empty message: mpicoll.engine.mismatch)
+                    check(comm)
                 write(data)
             waiting = []
         else:
@@ -122,6 +125,8 @@ class Probed(Exchange):
                 if msg is not None:
                     data = bytearray(status.Get_count(MPI.BYTE))
                     msg.Recv([data, MPI.BYTE])
+                    if FLAGGED:
+                        check(comm)
                     write(data)
                     taken = i
                     break
