@@ -27,6 +27,9 @@ CASES = {
     "op": "Allreduce with MAX on rank 0, SUM elsewhere",
     "type_signature": "rank 1 sends 8 float32 where the others send 4 float64 (the same bytes)",
     "nonblocking_vs_blocking": "rank 1 calls Iallreduce + Wait where the others call Allreduce",
+    "intercommunicator": "on an intercommunicator of ranks 0, 2 | 1, the even group calls Allreduce, the odd Allgather",
+    "object_algorithm": "rank 1 calls bcast(algorithm='binomial') where the others call allgather(algorithm='ring')",
+    "reproducible": "rank 1 calls Allreduce(reproducible=True) where the others make the plain call",
     "late": "rank 2 comes 2 s late (correct: must pass)",
     "same_signature": "rank 1 describes its 4 doubles as one contiguous type of 4 (correct: must pass)",
 }
@@ -70,6 +73,25 @@ def program(case: str, comm: MPI.Comm) -> str:
         else:
             comm.Allreduce(x, y)
         return f"returned {y.tolist()}"
+    if case == "intercommunicator":
+        half = comm.Split(r % 2, r)
+        inter = half.Create_intercomm(0, comm, 1 - r % 2)
+        y = np.zeros(4 * p)
+        if r % 2 == 0:
+            inter.Allreduce(x, y[:4])
+        else:
+            inter.Allgather(x, y[:4 * ((p + 1) // 2)])
+        return f"returned {y[:8].tolist()}"
+    if case == "object_algorithm":
+        if r == 1:
+            kw = {"algorithm": "binomial"} if hasattr(comm, "_state") else {}
+            return f"bcast returned {comm.bcast(r, root=1, **kw)!r}"
+        kw = {"algorithm": "ring"} if hasattr(comm, "_state") else {}
+        return f"allgather returned {comm.allgather(r, **kw)!r}"
+    if case == "reproducible":
+        kw = {"reproducible": r == 1} if hasattr(comm, "_state") else {}
+        comm.Allreduce(x, y, **kw)
+        return f"Allreduce returned {y.tolist()}"
     if case == "late":
         if r == 2:
             time.sleep(2)

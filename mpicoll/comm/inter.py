@@ -212,7 +212,7 @@ def _runner(state: InterState, method: str, built: Built, sig: int) -> Callable[
 
 def _stretch_runners(built: Built, sig: int = 0) -> list[Callable[[int], None]]:
     """Each stretch of ``built`` run blocking, its messages carrying ``tag + sig``: posted from C where it can be,
-    else by the executor (made once, with the ``sig`` of the first)."""
+    else by the executor (made once: a later call's ``sig`` is not read)."""
     if built.runners is None:
         built.runners = [direct.blocking(rounds, comm, sig) or partial(_execute_signed, rounds, comm, sig)
                          for comm, rounds in built.stretches]

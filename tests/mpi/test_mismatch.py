@@ -279,3 +279,16 @@ def test_object_collectives_given_an_algorithm():
     naming both calls."""
     _every_rank_raises(lambda c: c.bcast(R, root=ODD, algorithm="binomial") if R == ODD
                        else c.allgather(R, algorithm="ring"), "bcast(algorithm=binomial", "allgather(algorithm=ring")
+
+
+@pytest.mark.parametrize("case", ["one rank reproducible", "counts differ"])
+def test_reproducible_sums(case):
+    """``reproducible=True`` on one rank where the others make the plain call, or reproducible sums of different
+    counts: a reproducible sum runs mpicoll's own buffer collectives, which carry their signatures, so every rank
+    raises all the same."""
+    if case == "one rank reproducible":
+        x, y = np.full(4, R + 1.0), np.zeros(4)
+        _every_rank_raises(lambda c: c.Allreduce(x, y, reproducible=(R == ODD)))
+    else:
+        n = 8 if R == ODD else 4
+        _every_rank_raises(lambda c: c.Allreduce(np.ones(n), np.zeros(n), reproducible=True))
