@@ -1,6 +1,6 @@
 """mpicoll's optional C extensions: where each lives, and whether it is used (the one place that decides).
 
-Four modules are built from C by ``pip install`` when a compiler is there (see ``setup.py``):
+Five modules are built from C by ``pip install`` when a compiler is there (see ``setup.py``):
 
 =====================================  ===========================================================
 extension                              what it accelerates
@@ -13,6 +13,8 @@ extension                              what it accelerates
                                        functions (:mod:`mpicoll.engine.direct`)
 ``mpicoll.data._fixedpoint``           the reproducible sums' local passes
                                        (:mod:`mpicoll.data.fixedpoint_kernels`)
+``mpicoll.calls.objects._codec``       the object collectives' pickles written into and read out
+                                       of their slots (:mod:`mpicoll.calls.objects.codec`)
 =====================================  ===========================================================
 
 Each has a Python definition that does the same and runs where the extension is missing.
@@ -31,7 +33,8 @@ __all__ = ["EXTENSIONS", "extension", "extensions_disabled"]
 
 #: each extension's short name and its module
 EXTENSIONS = {"_callkey": "mpicoll.program._callkey", "_rounds": "mpicoll.engine._rounds",
-              "_direct": "mpicoll.engine._direct", "_fixedpoint": "mpicoll.data._fixedpoint"}
+              "_direct": "mpicoll.engine._direct", "_fixedpoint": "mpicoll.data._fixedpoint",
+              "_codec": "mpicoll.calls.objects._codec"}
 
 
 def extensions_disabled() -> bool:

@@ -328,56 +328,21 @@ class IntraCollectives(Collectives):
         return init(self, "Neighbor_alltoallw", (sendbuf, recvbuf), algorithm)
 
 
-    # -- the lowercase object collectives: mpi4py's signatures on mpicoll's schedules (mpicoll.calls.objects) --
+    # -- the lowercase object collectives: mpi4py's signatures on mpicoll's schedules: the functions of
+    # mpicoll.calls.objects, as they are (``comm.bcast(obj)`` is ``objects.bcast(comm, obj)``) --
 
-    def barrier(self, *, algorithm: str = "auto") -> None:
-        """Block until every rank has called it (``Barrier``: no object moves)."""
-        objects.barrier(self, algorithm)
-
-    def bcast(self, obj: Any, root: int = 0, *, algorithm: str = "auto") -> Any:
-        """Broadcast the Python object ``obj`` from ``root``; every rank (the root too) gets an unpickled copy."""
-        return objects.bcast(self, obj, root, algorithm)
-
-    def gather(self, sendobj: Any, root: int = 0, *, algorithm: str = "auto") -> list[Any] | None:
-        """Gather every rank's object at ``root`` as a list in rank order (None elsewhere)."""
-        return objects.gather(self, sendobj, root, algorithm)
-
-    def scatter(self, sendobj: Any, root: int = 0, *, algorithm: str = "auto") -> Any:
-        """Scatter the root's sequence of size objects (None: all None): rank i gets item i."""
-        return objects.scatter(self, sendobj, root, algorithm)
-
-    def allgather(self, sendobj: Any, *, algorithm: str = "auto") -> list[Any]:
-        """Every rank's object, as a list in rank order, on every rank."""
-        return objects.allgather(self, sendobj, algorithm)
-
-    def alltoall(self, sendobj: Any, *, algorithm: str = "auto") -> list[Any]:
-        """Item j of rank i's sequence of size objects becomes item i of rank j's list."""
-        return objects.alltoall(self, sendobj, algorithm)
-
-    def reduce(self, sendobj: Any, op: Any = MPI.SUM, root: int = 0, *, algorithm: str = "auto") -> Any:
-        """``op`` (an ``MPI.Op`` or a callable ``op(a, b)``) over every rank's object in rank order, at ``root``
-        (None elsewhere)."""
-        return objects.reduce(self, sendobj, op, root, algorithm)
-
-    def allreduce(self, sendobj: Any, op: Any = MPI.SUM, *, algorithm: str = "auto") -> Any:
-        """``op`` over every rank's object in rank order, on every rank."""
-        return objects.allreduce(self, sendobj, op, algorithm)
-
-    def scan(self, sendobj: Any, op: Any = MPI.SUM, *, algorithm: str = "auto") -> Any:
-        """On rank i, ``op`` over the objects of ranks 0 .. i."""
-        return objects.scan(self, sendobj, op, algorithm)
-
-    def exscan(self, sendobj: Any, op: Any = MPI.SUM, *, algorithm: str = "auto") -> Any:
-        """On rank i > 0, ``op`` over the objects of ranks 0 .. i - 1; None on rank 0."""
-        return objects.exscan(self, sendobj, op, algorithm)
-
-    def neighbor_allgather(self, sendobj: Any, *, algorithm: str = "auto") -> list[Any]:
-        """The in-neighbours' objects, in the virtual topology's order (None from ``MPI.PROC_NULL``)."""
-        return objects.neighbor_allgather(self, sendobj, algorithm)
-
-    def neighbor_alltoall(self, sendobj: Any, *, algorithm: str = "auto") -> list[Any]:
-        """Item k of ``sendobj`` to out-neighbour k; item k of the result from in-neighbour k."""
-        return objects.neighbor_alltoall(self, sendobj, algorithm)
+    barrier = objects.barrier
+    bcast = objects.bcast
+    gather = objects.gather
+    scatter = objects.scatter
+    allgather = objects.allgather
+    alltoall = objects.alltoall
+    reduce = objects.reduce
+    allreduce = objects.allreduce
+    scan = objects.scan
+    exscan = objects.exscan
+    neighbor_allgather = objects.neighbor_allgather
+    neighbor_alltoall = objects.neighbor_alltoall
 
 
 document(IntraCollectives)

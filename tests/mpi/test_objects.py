@@ -193,6 +193,37 @@ def test_objects_larger_than_a_slot_match_mpi4py(comm):
         check(same(comm.reduce([mine], operator.add, P - 1), WORLD.reduce([mine], operator.add, P - 1)), "reduce")
 
 
+def test_a_programs_own_pickle_is_used_both_ways(comm):
+    """``MPI.pickle.__init__(dumps, loads)`` (mpi4py's way to change how objects are pickled) holds for every
+    "auto" call, in slots and beyond them: each object is dumped and loaded by the program's functions."""
+    import pickle
+
+    used = {"dumps": 0, "loads": 0}
+
+    def dumps(obj, protocol=None):
+        used["dumps"] += 1
+        return pickle.dumps(("wrapped", obj), protocol)
+
+    def loads(data):
+        used["loads"] += 1
+        tag, obj = pickle.loads(data)
+        assert tag == "wrapped"
+        return obj
+
+    MPI.pickle.__init__(dumps, loads)
+    try:
+        for mine in (R, large(R)):
+            check(comm.allgather(mine) == [j if mine == R else large(j) for j in range(P)], "allgather")
+            check(comm.bcast(mine if R == 0 else None, 0) == (0 if mine == R else large(0)), "bcast")
+            check(comm.scatter([(j, mine) for j in range(P)] if R == 0 else None, 0)[0] == R, "scatter")
+            check([x[0] for x in comm.alltoall([(j, mine) for j in range(P)])] == [R] * P, "alltoall")
+            got = comm.gather(mine, 0)
+            check(got is None if R else len(got) == P, "gather")
+    finally:
+        MPI.pickle.__init__()
+    check(used["dumps"] > 0 and used["loads"] > 0, f"the program's pickle was not used: {used}")
+
+
 def test_pickles_beyond_a_slot_while_a_request_is_outstanding(comm):
     """gather, scatter and alltoall send the pickles too long for a slot point to point.  Rank 0 starts a
     nonblocking call of another communicator before them, the others after them: on rank 0 it is outstanding

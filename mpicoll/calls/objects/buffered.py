@@ -28,8 +28,10 @@ alltoall   ``Alltoall``, p slots   from each rank to each peer whose slot says s
 Where only the two ranks a pickle travels between can tell that it did not
 fit (scatter, gather, alltoall), it travels point to point, on the object
 engine's transport (:func:`mpicoll.calls.objects.engine.exchange`: a matched
-probe gives its length) with a second tag every rank draws; so those calls,
-too, run one collective when every object fits.
+probe gives its length) with a tag no call draws (:data:`OVERFLOW`); so those
+calls, too, run one collective when every object fits.  The pickling into
+slots and out of them is :mod:`~mpicoll.calls.objects.codec` (compiled where
+built).
 
 The reductions gather the pickles so (to the root for ``reduce``, to every
 rank for ``allreduce``, ``scan`` and ``exscan``) and apply the op in rank
@@ -57,8 +59,8 @@ from mpi4py import MPI
 
 from mpicoll import errors
 from mpicoll.calls.objects import engine
+from mpicoll.calls.objects.codec import HEADER, load, put, put_many
 from mpicoll.calls.objects.slots import FAILED
-from mpicoll.engine.forms import BLOCKING
 from mpicoll.engine.watchdog import CollectiveTimeout
 from mpicoll.program.state import CommState
 
@@ -70,8 +72,13 @@ FOLD_MAX = 8
 #: the longest slot: at 2 processes on one node (Open MPI 5.0, shared memory) a 264-byte ``Bcast`` took twice as
 #: long as a 256-byte one (measured; we take it for the transport's limit on messages sent inline)
 SLOT_MAX = 256
-_LENGTH = struct.Struct("=q")   # a slot's header: the pickle's length
-HEADER = _LENGTH.size
+_LENGTH = struct.Struct("=q")   # a slot's header: the pickle's length (see mpicoll.calls.objects.codec)
+
+#: the tag of the pickles that did not fit: number 0 of the blocking form, which no call draws
+#: (:meth:`~mpicoll.program.state.CommState.next_tag`).  Both ends of each such message read the same lengths,
+#: so each call's messages match one to one, and two ranks' messages on one tag arrive in the order sent: a
+#: call never takes another's
+OVERFLOW = 0
 
 
 def slot_size(size: int) -> int:
@@ -110,106 +117,88 @@ def _made(state: CommState) -> Scratch:
     return scratch
 
 
-def _put(view: memoryview, at: int, obj: Any, rank: int, inline: int) -> tuple[bytes | None, int,
-                                                                               BaseException | None]:
-    """``obj`` pickled with ``MPI.pickle`` into the slot at byte ``at`` of ``view`` (its length; the pickle where
-    it fits): the pickle, its length and None; or None, ``FAILED - rank`` and the error."""
+def items(obj: Any, size: int, what: str) -> tuple[list, BaseException | None]:
+    """A root's (or an alltoall's) ``size`` objects, as mpi4py reads them (None: ``size`` Nones), and None; or
+    ``size`` Nones and the error."""
+    if obj is None:
+        return [None] * size, None
     try:
-        data = MPI.pickle.dumps(obj)
-    except Exception as exc:   # an object that does not pickle: this rank raises after playing its part
-        _LENGTH.pack_into(view, at, FAILED - rank)
-        return None, FAILED - rank, exc
-    length = len(data)
-    _LENGTH.pack_into(view, at, length)
-    if length <= inline:
-        view[at + HEADER:at + HEADER + length] = data
-    return data, length, None
+        objects = list(obj)
+    except TypeError as exc:
+        return [None] * size, exc
+    if len(objects) != size:
+        return [None] * size, errors.CountError(f"{what}: expecting {size} items, got {len(objects)}")
+    return objects, None
 
 
-def _put_sequence(scratch: Scratch, obj: Any, count: int, rank: int,
-                  items: Callable) -> tuple[list, list[int], BaseException | None]:
-    """A sequence of ``count`` objects (``items`` reads it as mpi4py does) pickled into the p slots to send
-    (``scratch.many``): their pickles and lengths; if the sequence or one of its objects fails, every slot's
-    length says so, and the error."""
-    objects, error = items(obj, count, "sendobj")
-    view, slot, inline = scratch.many_view, scratch.slot, scratch.inline
+def _put_read(scratch: Scratch, obj: Any, count: int, rank: int) -> tuple[list, int, BaseException | None]:
+    """A sequence of ``count`` objects that is not a list of that length (read as :func:`items` reads it),
+    pickled into the p slots to send (``scratch.many``), as ``put_many`` does a list: their pickles and the
+    longest one's length; if the sequence or one of its objects fails, every slot's length says so
+    (``FAILED - rank``, also returned), and the error."""
+    obj, error = items(obj, count, "sendobj")
     if error is None:
-        pickles, lengths, at = [], [], 0
-        dumps, pack = MPI.pickle.dumps, _LENGTH.pack_into
-        try:
-            for item in objects:
-                data = dumps(item)
-                length = len(data)
-                pack(view, at, length)
-                if length <= inline:
-                    view[at + HEADER:at + HEADER + length] = data
-                pickles.append(data)
-                lengths.append(length)
-                at += slot
-            return pickles, lengths, None
-        except Exception as exc:   # (as _put)
-            error = exc
-    for at in range(0, count * slot, slot):
-        _LENGTH.pack_into(view, at, FAILED - rank)
-    return [None] * count, [FAILED - rank] * count, error
+        return put_many(scratch.many_view, obj, rank, scratch.slot, scratch.inline)
+    for at in range(0, count * scratch.slot, scratch.slot):
+        _LENGTH.pack_into(scratch.many_view, at, FAILED - rank)
+    return obj, FAILED - rank, error
 
 
-def _exchange(state: CommState, collective: str, tag: int, sends: Sequence[tuple[Any, int]],
+def _exchange(state: CommState, collective: str, sends: Sequence[tuple[Any, int]],
               sources: Sequence[int]) -> dict[int, bytearray]:
-    """The pickles that did not fit, point to point with ``tag``: each ``(pickle, peer)`` of ``sends`` sent, one
-    received from each of ``sources`` (by source).  A timeout puts the communicator out of step, as a buffer
-    collective's does."""
+    """The pickles that did not fit, point to point with the tag :data:`OVERFLOW`: each ``(pickle, peer)`` of
+    ``sends`` sent, one received from each of ``sources`` (by source).  A timeout puts the communicator out of
+    step, as a buffer collective's does."""
     received: dict[int, bytearray] = {}
     recvs = [(partial(received.__setitem__, peer), peer) for peer in sources]
     try:
-        engine.exchange(state.private, tag, sends, recvs, collective, state.rank, state.timeout)
+        engine.exchange(state.private, OVERFLOW, sends, recvs, collective, state.rank, state.timeout)
     except CollectiveTimeout as exc:
         state.went_out_of_step(exc)
         raise
     return received
 
 
-def _load(collective: str, scratch: Scratch, lengths: list[int], rest: Any = None) -> list:
+def _loaded(collective: str, scratch: Scratch, lengths: list[int], rest: dict) -> list:
     """The objects of the received slots (one per length of ``lengths``), unpickled from the slots, or from
-    ``rest[k]`` where they did not fit (None: all fit); a failed slot raises ``PeerFailure``."""
+    ``rest[k]`` where they did not fit; a failed slot raises ``PeerFailure``.  (Where every slot fits,
+    :func:`~mpicoll.calls.objects.codec.load` does this.)"""
     loads, view, slot, inline = MPI.pickle.loads, scratch.received_view, scratch.slot, scratch.inline
     out = []
-    at = HEADER
-    if rest is None:   # every pickle fits (the caller saw no length above ``inline``): the common case
-        for length in lengths:
-            if length < 0:
-                raise errors.PeerFailure(collective, FAILED - length)
-            out.append(loads(view[at:at + length]))
-            at += slot
-        return out
     for k, length in enumerate(lengths):
         if 0 <= length <= inline:
-            out.append(loads(view[at:at + length]))
+            out.append(loads(view[k * slot + HEADER:k * slot + HEADER + length]))
         elif length <= FAILED:
             raise errors.PeerFailure(collective, FAILED - length)
         else:
             out.append(loads(rest[k]))
-        at += slot
     return out
+
+
+def _single(collective: str, scratch: Scratch, peer: int) -> int:
+    """The length in this rank's received slot (``scratch.one``), which did not fit (its pickle follows from
+    ``peer``); a failed one raises ``PeerFailure``."""
+    length = _LENGTH.unpack_from(scratch.one_view)[0]
+    if length < 0:
+        raise errors.PeerFailure(collective, peer)
+    return length
 
 
 def bcast(comm: Any, state: CommState, obj: Any, root: int) -> Any:
     """``comm.bcast(obj, root)`` (``root`` checked): the root's slot, then its pickle if it did not fit."""
     scratch = state.object_slots or _made(state)
-    view, inline = scratch.one_view, scratch.inline
     if state.rank != root:
         comm.Bcast(scratch.one, root)
-        length = _LENGTH.unpack_from(view)[0]
-        if 0 <= length <= inline:
-            return MPI.pickle.loads(view[HEADER:HEADER + length])
-        if length <= FAILED:
-            raise errors.PeerFailure("bcast", root)
+        objects = load(scratch.one_view, 1, scratch.slot, scratch.inline)
+        if objects is not None:
+            return objects[0]
+        length = _single("bcast", scratch, root)
         data = bytearray(length)
         comm.Bcast([data, length, MPI.BYTE], root)
         return MPI.pickle.loads(data)
-    data, length, error = _put(view, 0, obj, root, inline)
+    data, length, error = put(scratch.one_view, obj, root, scratch.inline)
     comm.Bcast(scratch.one, root)
-    if length > inline:
+    if length > scratch.inline:
         comm.Bcast([data, length, MPI.BYTE], root)
     if error is not None:
         raise error
@@ -221,48 +210,46 @@ def gather(comm: Any, state: CommState, obj: Any, root: int, collective: str = "
     elsewhere): ``Gather`` of the slots, then each pickle that did not fit, sent to the root."""
     scratch = state.object_slots or _made(state)
     rank, inline = state.rank, scratch.inline
-    data, length, error = _put(scratch.one_view, 0, obj, rank, inline)
+    data, length, error = put(scratch.one_view, obj, rank, inline)
     comm.Gather(scratch.one, scratch.received, root)
-    tag = state.next_tag(BLOCKING)
     if rank != root:
         if length > inline:
-            _exchange(state, collective, tag, [(data, root)], ())
+            _exchange(state, collective, [(data, root)], ())
         if error is not None:
             raise error
         return None
+    objects = load(scratch.received_view, state.size, scratch.slot, inline)   # (None: one did not fit, or failed)
+    if objects is not None:
+        return objects
     lengths = scratch.received_lengths.tolist()
-    rest = None
-    if max(lengths) > inline:
-        rest = _exchange(state, collective, tag, (),
-                         [k for k, n in enumerate(lengths) if n > inline and k != root])
-        rest[root] = data
+    rest = _exchange(state, collective, (), [k for k, n in enumerate(lengths) if n > inline and k != root])
+    rest[root] = data
     if error is not None:
         raise error
-    return _load(collective, scratch, lengths, rest)
+    return _loaded(collective, scratch, lengths, rest)
 
 
-def scatter(comm: Any, state: CommState, obj: Any, root: int, items: Callable) -> Any:
-    """``comm.scatter(obj, root)`` (``root`` checked; ``items`` reads the root's sequence): one slot to each
-    rank, then each pickle that did not fit, sent by the root."""
+def scatter(comm: Any, state: CommState, obj: Any, root: int) -> Any:
+    """``comm.scatter(obj, root)`` (``root`` checked): one slot to each rank, then each pickle that did not fit,
+    sent by the root."""
     scratch = state.object_slots or _made(state)
     rank, inline = state.rank, scratch.inline
     if rank == root:
-        pickles, lengths, error = _put_sequence(scratch, obj, state.size, root, items)
-    comm.Scatter(scratch.many, scratch.one, root)
-    tag = state.next_tag(BLOCKING)
-    if rank == root:
-        if max(lengths) > inline:
-            _exchange(state, "scatter", tag, [(p, k) for k, (p, n) in enumerate(zip(pickles, lengths))
-                                              if n > inline and k != root], ())
+        pickles, longest, error = (put_many(scratch.many_view, obj, root, scratch.slot, inline)
+                                   if type(obj) is list and len(obj) == state.size
+                                   else _put_read(scratch, obj, state.size, root))
+        comm.Scatter(scratch.many, scratch.one, root)
+        if longest > inline:
+            _exchange(state, "scatter", [(p, k) for k, p in enumerate(pickles) if len(p) > inline and k != root], ())
         if error is not None:
             raise error
         return MPI.pickle.loads(pickles[root])   # (a copy of its own object, as from mpi4py's)
-    length = _LENGTH.unpack_from(scratch.one_view)[0]
-    if 0 <= length <= inline:
-        return MPI.pickle.loads(scratch.one_view[HEADER:HEADER + length])
-    if length <= FAILED:
-        raise errors.PeerFailure("scatter", root)
-    return MPI.pickle.loads(_exchange(state, "scatter", tag, (), (root,))[root])
+    comm.Scatter(scratch.many, scratch.one, root)
+    objects = load(scratch.one_view, 1, scratch.slot, inline)
+    if objects is not None:
+        return objects[0]
+    _single("scatter", scratch, root)
+    return MPI.pickle.loads(_exchange(state, "scatter", (), (root,))[root])
 
 
 def allgather(comm: Any, state: CommState, obj: Any, collective: str = "allgather", count: int | None = None) -> list:
@@ -271,10 +258,14 @@ def allgather(comm: Any, state: CommState, obj: Any, collective: str = "allgathe
     (every rank takes part in both)."""
     scratch = state.object_slots or _made(state)
     inline = scratch.inline
-    data, length, error = _put(scratch.one_view, 0, obj, state.rank, inline)
+    data, length, error = put(scratch.one_view, obj, state.rank, inline)
     comm.Allgather(scratch.one, scratch.received)
+    if count is None:
+        objects = load(scratch.received_view, state.size, scratch.slot, inline)  # (None: one did not fit, or failed)
+        if objects is not None:
+            return objects
     lengths = scratch.received_lengths.tolist()
-    rest = None
+    rest: dict = {}
     if max(lengths) > inline:
         counts = [n if n > inline else 0 for n in lengths]
         displs = [0, *accumulate(counts[:-1])]
@@ -285,27 +276,27 @@ def allgather(comm: Any, state: CommState, obj: Any, collective: str = "allgathe
         rest = {k: view[at:at + n] for k, (at, n) in enumerate(zip(displs, counts)) if n}
     if error is not None:
         raise error
-    return _load(collective, scratch, lengths if count is None else lengths[:count], rest)
+    return _loaded(collective, scratch, lengths if count is None else lengths[:count], rest)
 
 
-def alltoall(comm: Any, state: CommState, obj: Any, items: Callable) -> list:
-    """``comm.alltoall(obj)`` (``items`` reads the sequence): p slots each way, then each pickle that did not
-    fit, sent to its peer."""
+def alltoall(comm: Any, state: CommState, obj: Any) -> list:
+    """``comm.alltoall(obj)``: p slots each way, then each pickle that did not fit, sent to its peer."""
     scratch = state.object_slots or _made(state)
-    rank, inline = state.rank, scratch.inline
-    pickles, lengths, error = _put_sequence(scratch, obj, state.size, rank, items)
+    rank, size, inline = state.rank, state.size, scratch.inline
+    pickles, longest, error = (put_many(scratch.many_view, obj, rank, scratch.slot, inline)
+                               if type(obj) is list and len(obj) == size else _put_read(scratch, obj, size, rank))
     comm.Alltoall(scratch.many, scratch.received)
-    tag = state.next_tag(BLOCKING)
+    objects = load(scratch.received_view, size, scratch.slot, inline)   # (None: one did not fit, or failed)
+    if objects is not None and longest <= inline:
+        return objects
     received = scratch.received_lengths.tolist()
-    rest = None
-    if max(lengths) > inline or max(received) > inline:
-        rest = _exchange(state, "alltoall", tag,
-                         [(p, k) for k, (p, n) in enumerate(zip(pickles, lengths)) if n > inline and k != rank],
-                         [k for k, n in enumerate(received) if n > inline and k != rank])
-        rest[rank] = pickles[rank]
+    rest = _exchange(state, "alltoall", [(p, k) for k, p in enumerate(pickles)
+                                         if p is not None and len(p) > inline and k != rank],
+                     [k for k, n in enumerate(received) if n > inline and k != rank])
+    rest[rank] = pickles[rank]
     if error is not None:
         raise error
-    return _load("alltoall", scratch, received, rest)
+    return _loaded("alltoall", scratch, received, rest)
 
 
 def _fold(objects: list, op: Callable) -> Any:

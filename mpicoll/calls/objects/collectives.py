@@ -74,7 +74,7 @@ class _Call:
     def put_sequence(self, sendobj: Any, count: int) -> None:
         """Block k of ``send`` holds object k of ``sendobj``, a sequence of ``count`` objects; a wrong sequence
         fails here and every block says so (the ranks that read them raise ``PeerFailure``)."""
-        items, exc = _items(sendobj, count, "sendobj")
+        items, exc = buffered.items(sendobj, count, "sendobj")
         self.fail(exc)
         for k, item in enumerate(items):
             if exc is None:
@@ -125,26 +125,13 @@ def _null() -> CommState:
     raise ValueError("the communicator is MPI.COMM_NULL")
 
 
-def _items(obj: Any, size: int, what: str) -> tuple[list, BaseException | None]:
-    """A root's (or an alltoall's) ``size`` objects, as mpi4py reads them (None: ``size`` Nones)."""
-    if obj is None:
-        return [None] * size, None
-    try:
-        items = list(obj)
-    except TypeError as exc:
-        return [None] * size, exc
-    if len(items) != size:
-        return [None] * size, errors.CountError(f"{what}: expecting {size} items, got {len(items)}")
-    return items, None
-
-
-def barrier(comm: Any, algorithm: str = "auto") -> None:
-    """``comm.barrier()``: mpicoll's ``Barrier`` (no object moves)."""
+def barrier(comm: Any, *, algorithm: str = "auto") -> None:
+    """Block until every rank has called it (``Barrier``: no object moves)."""
     comm.Barrier(algorithm=algorithm)
 
 
-def bcast(comm: Any, obj: Any, root: int = 0, algorithm: str = "auto") -> Any:
-    """``comm.bcast(obj, root)``: the root's object, unpickled on every rank (the root's too)."""
+def bcast(comm: Any, obj: Any, root: int = 0, *, algorithm: str = "auto") -> Any:
+    """Broadcast the Python object ``obj`` from ``root``; every rank (the root too) gets an unpickled copy."""
     state = comm._state or _null()
     root = check_root(root, state.size, "bcast")
     if algorithm == "auto":
@@ -156,8 +143,8 @@ def bcast(comm: Any, obj: Any, root: int = 0, algorithm: str = "auto") -> Any:
     return call.result(0)
 
 
-def gather(comm: Any, sendobj: Any, root: int = 0, algorithm: str = "auto") -> list | None:
-    """``comm.gather(sendobj, root)``: at the root, every rank's object in rank order; None elsewhere."""
+def gather(comm: Any, sendobj: Any, root: int = 0, *, algorithm: str = "auto") -> list | None:
+    """Gather every rank's object at ``root`` as a list in rank order (None elsewhere)."""
     state = comm._state or _null()
     root = check_root(root, state.size, "gather")
     if algorithm == "auto":
@@ -171,12 +158,12 @@ def gather(comm: Any, sendobj: Any, root: int = 0, algorithm: str = "auto") -> l
     return [call.result(b) for b in range(state.size)]
 
 
-def scatter(comm: Any, sendobj: Any, root: int = 0, algorithm: str = "auto") -> Any:
-    """``comm.scatter(sendobj, root)``: object r of the root's sequence of p objects, on rank r."""
+def scatter(comm: Any, sendobj: Any, root: int = 0, *, algorithm: str = "auto") -> Any:
+    """Scatter the root's sequence of size objects (None: all None): rank i gets item i."""
     state = comm._state or _null()
     root = check_root(root, state.size, "scatter")
     if algorithm == "auto":
-        return buffered.scatter(comm, state, sendobj, root, _items)
+        return buffered.scatter(comm, state, sendobj, root)
     call = _Call(state, "scatter", algorithm, root=root)
     if state.rank == root:
         call.put_sequence(sendobj, state.size)
@@ -184,8 +171,8 @@ def scatter(comm: Any, sendobj: Any, root: int = 0, algorithm: str = "auto") -> 
     return call.result(state.rank)
 
 
-def allgather(comm: Any, sendobj: Any, algorithm: str = "auto") -> list:
-    """``comm.allgather(sendobj)``: every rank's object, in rank order, on every rank."""
+def allgather(comm: Any, sendobj: Any, *, algorithm: str = "auto") -> list:
+    """Every rank's object, as a list in rank order, on every rank."""
     state = comm._state or _null()
     if algorithm == "auto":
         return buffered.allgather(comm, state, sendobj)
@@ -195,11 +182,11 @@ def allgather(comm: Any, sendobj: Any, algorithm: str = "auto") -> list:
     return [call.result(b) for b in range(state.size)]
 
 
-def alltoall(comm: Any, sendobj: Any, algorithm: str = "auto") -> list:
-    """``comm.alltoall(sendobj)``: object r of rank j's sequence becomes object j of rank r's result."""
+def alltoall(comm: Any, sendobj: Any, *, algorithm: str = "auto") -> list:
+    """Item j of rank i's sequence of size objects becomes item i of rank j's list."""
     state = comm._state or _null()
     if algorithm == "auto":
-        return buffered.alltoall(comm, state, sendobj, _items)
+        return buffered.alltoall(comm, state, sendobj)
     call = _Call(state, "alltoall", algorithm)
     call.put_sequence(sendobj, state.size)
     call.run()
@@ -222,8 +209,9 @@ def _reduction(comm: Any, collective: str, sendobj: Any, op: Any, algorithm: str
 
 
 def reduce(comm: Any, sendobj: Any, op: Callable | MPI.Op = MPI.SUM, root: int = 0,
-           algorithm: str = "auto") -> Any:
-    """``comm.reduce(sendobj, op, root)``: ``op`` over the ranks' objects in rank order, at the root."""
+           *, algorithm: str = "auto") -> Any:
+    """``op`` (an ``MPI.Op`` or a callable ``op(a, b)``) over every rank's object in rank order, at ``root``
+    (None elsewhere)."""
     state = comm._state or _null()
     root = check_root(root, state.size, "reduce")
     if _checked_op(state, "reduce", op, algorithm):
@@ -235,24 +223,24 @@ def reduce(comm: Any, sendobj: Any, op: Callable | MPI.Op = MPI.SUM, root: int =
     return call.result(0)
 
 
-def allreduce(comm: Any, sendobj: Any, op: Callable | MPI.Op = MPI.SUM, algorithm: str = "auto") -> Any:
-    """``comm.allreduce(sendobj, op)``: ``op`` over the ranks' objects in rank order, on every rank."""
+def allreduce(comm: Any, sendobj: Any, op: Callable | MPI.Op = MPI.SUM, *, algorithm: str = "auto") -> Any:
+    """``op`` over every rank's object in rank order, on every rank."""
     state = comm._state or _null()
     if _checked_op(state, "allreduce", op, algorithm):
         return buffered.allreduce(comm, state, sendobj, op)
     return _reduction(comm, "allreduce", sendobj, op, algorithm).result(0)
 
 
-def scan(comm: Any, sendobj: Any, op: Callable | MPI.Op = MPI.SUM, algorithm: str = "auto") -> Any:
-    """``comm.scan(sendobj, op)``: on rank r, ``op`` over the objects of ranks 0 .. r."""
+def scan(comm: Any, sendobj: Any, op: Callable | MPI.Op = MPI.SUM, *, algorithm: str = "auto") -> Any:
+    """On rank i, ``op`` over the objects of ranks 0 .. i."""
     state = comm._state or _null()
     if _checked_op(state, "scan", op, algorithm):
         return buffered.scan(comm, state, sendobj, op)
     return _reduction(comm, "scan", sendobj, op, algorithm).result(0)
 
 
-def exscan(comm: Any, sendobj: Any, op: Callable | MPI.Op = MPI.SUM, algorithm: str = "auto") -> Any:
-    """``comm.exscan(sendobj, op)``: on rank r > 0, ``op`` over the objects of ranks 0 .. r - 1; None on rank 0."""
+def exscan(comm: Any, sendobj: Any, op: Callable | MPI.Op = MPI.SUM, *, algorithm: str = "auto") -> Any:
+    """On rank i > 0, ``op`` over the objects of ranks 0 .. i - 1; None on rank 0."""
     state = comm._state or _null()
     if _checked_op(state, "exscan", op, algorithm):
         return buffered.exscan(comm, state, sendobj, op)
@@ -263,9 +251,8 @@ def exscan(comm: Any, sendobj: Any, op: Callable | MPI.Op = MPI.SUM, algorithm: 
     return call.result(0)
 
 
-def neighbor_allgather(comm: Any, sendobj: Any, algorithm: str = "auto") -> list:
-    """``comm.neighbor_allgather(sendobj)``: the in-neighbours' objects in the topology's order (None from an
-    ``MPI.PROC_NULL`` neighbour)."""
+def neighbor_allgather(comm: Any, sendobj: Any, *, algorithm: str = "auto") -> list:
+    """The in-neighbours' objects, in the virtual topology's order (None from ``MPI.PROC_NULL``)."""
     state = comm._state or _null()
     topology = topology_of(state.private, "neighbor_allgather")
     call = _Call(state, "neighbor_allgather", algorithm, topology=topology)
@@ -274,9 +261,8 @@ def neighbor_allgather(comm: Any, sendobj: Any, algorithm: str = "auto") -> list
     return [call.result(k) for k in range(degrees(topology, state.rank)[0])]
 
 
-def neighbor_alltoall(comm: Any, sendobj: Any, algorithm: str = "auto") -> list:
-    """``comm.neighbor_alltoall(sendobj)``: object k of the sequence to out-neighbour k; object k of the result
-    from in-neighbour k (None from an ``MPI.PROC_NULL`` neighbour)."""
+def neighbor_alltoall(comm: Any, sendobj: Any, *, algorithm: str = "auto") -> list:
+    """Item k of ``sendobj`` to out-neighbour k; item k of the result from in-neighbour k."""
     state = comm._state or _null()
     topology = topology_of(state.private, "neighbor_alltoall")
     indegree, outdegree = degrees(topology, state.rank)
