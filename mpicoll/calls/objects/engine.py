@@ -104,12 +104,7 @@ class Probed(Exchange):
             # every rank posted its round's sends before blocking here: taking the receives in listed
             # order, each in a blocking matched probe, cannot deadlock (and does not yield the core)
             for write, peer in recvs:
-                msg = comm.Mprobe(peer, tag, status)
-                data = bytearray(status.Get_count(MPI.BYTE))
-                msg.Recv([data, MPI.BYTE])
-                if FLAGGED:      # (the mismatch check ends a wait with an empty message: mpicoll.engine.mismatch)
-                    check(comm)
-                write(data)
+                _take(comm.Mprobe(peer, tag, status), status, comm, write)
             waiting = []
         else:
             waiting = list(recvs)   # from each peer, messages arrive in the order they are listed
@@ -123,11 +118,7 @@ class Probed(Exchange):
                 seen.add(peer)
                 msg = comm.Improbe(peer, tag, status)
                 if msg is not None:
-                    data = bytearray(status.Get_count(MPI.BYTE))
-                    msg.Recv([data, MPI.BYTE])
-                    if FLAGGED:
-                        check(comm)
-                    write(data)
+                    _take(msg, status, comm, write)
                     taken = i
                     break
             if taken is not None:
@@ -140,6 +131,17 @@ class Probed(Exchange):
                 raise CollectiveTimeout(self.collective, t, sorted({p for _, p in waiting}), timeout, self.rank)
             _idle(spins)
         waitall(requests)
+
+
+def _take(message: MPI.Message, status: MPI.Status, comm: MPI.Comm, write: Callable[[bytearray], None]) -> None:
+    """Receive a matched message (its size in ``status``) whole and hand it to ``write``, unless the mismatch
+    check flagged ``comm`` meanwhile: its wait then ended with an empty message, which is no pickle
+    (:mod:`mpicoll.engine.mismatch`), and :func:`~mpicoll.engine.flags.check` raises."""
+    data = bytearray(status.Get_count(MPI.BYTE))
+    message.Recv([data, MPI.BYTE])
+    if FLAGGED:
+        check(comm)
+    write(data)
 
 
 def run(schedule: Schedule, bufs: Buffers, steps: Steps, comm: MPI.Comm, tag: int,
