@@ -10,7 +10,8 @@ once, when the communicator is made.  Here a blocking call
    (:func:`mpicoll.engine.debug.agree`); without it, a rank whose checks
    failed plays its part on scratch memory (:mod:`mpicoll.engine.standin`) and
    raises;
-2. runs its schedule with :func:`mpicoll.engine.watchdog.execute`: a deadline
+2. runs its schedule with :func:`mpicoll.engine.watchdog.execute` (through
+   :func:`mpicoll.comm.preparing.run_plan`, as every prepared call runs): a deadline
    on every wait and every received message's size checked;
 3. with ``MPICOLL_DEBUG=2``, logs algorithm, sizes and time.
 
@@ -24,9 +25,9 @@ import time
 from typing import Any
 
 from mpicoll.calls.table import TABLE
-from mpicoll.comm.preparing import exchanged, prepare, signed, stand_in
+from mpicoll.comm.preparing import exchanged, prepare, run_plan, signed, stand_in
 from mpicoll.data.datatypes import packing
-from mpicoll.engine import debug, inflight, recorder, requests, watchdog
+from mpicoll.engine import debug, recorder, requests, watchdog
 from mpicoll.engine.forms import number
 from mpicoll.program.state import CommState, Preparation
 
@@ -50,23 +51,6 @@ def _checked(state: CommState, method: str, args: tuple, algorithm: str, tag: in
         raise
 
 
-def _run_plan(state: CommState, method: str, plan: Any, tag: int) -> None:
-    if inflight.outstanding():       # keep this thread's outstanding requests moving
-        req = requests.start(plan, state, tag)
-        req.watch = (method, state.timeout, state.rank, state.went_out_of_step) if state.timeout is not None \
-            else None
-        req.Wait()
-        return
-    if plan is None:
-        return
-    if plan.device is not None:         # device buffers: the plan's GPU transport runs the call (unwatched)
-        plan.runner(state.private)(tag)
-        return
-    watchdog.execute(plan.rounds(), state.private, tag + plan.sig, method, state.timeout)
-    if plan.finish is not None:
-        plan.finish()
-
-
 def run(state: CommState, method: str, algorithm: str, args: tuple, tag: int, key: object = None) -> None:
     """A blocking collective on the careful path (``tag``: the call's, drawn by the hot path; its ``key`` is
     not used: careful calls are not cached)."""
@@ -76,7 +60,7 @@ def run(state: CommState, method: str, algorithm: str, args: tuple, tag: int, ke
         args = exchanged(state, method, args)
         plan = _checked(state, method, args, algorithm, tag)
         recorder.named(state.recorder, number(state.tags, tag), plan)
-        _run_plan(state, method, plan, tag)
+        run_plan(state, plan, tag, method)
     except watchdog.CollectiveTimeout as exc:   # (in the call, or in the ranks' agreement on it)
         state.went_out_of_step(exc)
         raise

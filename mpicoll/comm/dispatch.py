@@ -50,7 +50,7 @@ def fast_miss(state: CommState, method: str, algorithm: str, args: tuple, tag: i
         stand_in(state, method, args, algorithm, tag, exc)
         raise
     recorder.named(state.recorder, number(state.tags, tag), plan)
-    run_plan(state, plan, tag)
+    run_plan(state, plan, tag, method)
 
 
 def _cached_prepare(state: CommState, method: str, args: tuple, algorithm: str, key: Any) -> Plan | None:

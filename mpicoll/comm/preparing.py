@@ -10,7 +10,7 @@ from typing import Any
 
 from mpicoll.calls.table import TABLE
 from mpicoll.data.datatypes import packing
-from mpicoll.engine import inflight, mismatch, recorder, requests, standin
+from mpicoll.engine import inflight, mismatch, recorder, requests, standin, watchdog
 from mpicoll.engine.forms import number
 from mpicoll.program.plan import Plan
 from mpicoll.program.state import CommState, Preparation
@@ -45,11 +45,26 @@ def signed(plan: Plan | None, preparation: Preparation, method: str) -> Plan | N
     return plan
 
 
-def run_plan(state: CommState, plan: Plan | None, tag: int) -> None:
-    """Run a prepared plan blocking; as a request while this thread has requests outstanding (they move too)."""
+def run_plan(state: CommState, plan: Plan | None, tag: int, method: str = "") -> None:
+    """Run a prepared plan blocking, the one place that decides how (``method``: the call, for errors).
+
+    While this thread has requests outstanding it runs as a request, so that they move too (its waits watched
+    where the communicator has a timeout).  Otherwise, on a careful communicator's host buffers (a timeout or
+    ``MPICOLL_DEBUG``: :mod:`mpicoll.comm.careful`), with the watchdog (a deadline on every wait, every
+    received size checked); else the plan's own runner (device buffers: its GPU transport, unwatched).
+    """
     if inflight.outstanding():
-        requests.start(plan, state, tag).Wait()
-    elif plan is not None:
+        req = requests.start(plan, state, tag)
+        if state.timeout is not None:
+            req.watch = (method, state.timeout, state.rank, state.went_out_of_step)
+        req.Wait()
+    elif plan is None:
+        return
+    elif (state.timeout is not None or state.debug) and plan.device is None:
+        watchdog.execute(plan.rounds(), state.private, tag + plan.sig, method, state.timeout)
+        if plan.finish is not None:
+            plan.finish()
+    else:
         plan.runner(state.private)(tag)
 
 
