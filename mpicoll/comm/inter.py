@@ -43,9 +43,10 @@ from mpicoll.engine.rounds import Built, CommRound, post, revoke_together
 from mpicoll.engine.standin import TIMEOUT, Agreeing, drain, is_mark, run_marked
 from mpicoll.errors import ProcFailedError
 from mpicoll.program.callkey import held, shape_key
+from mpicoll.program.plancache import Entry
 from mpicoll.program.state import CommState
 
-__all__ = ["InterState", "Agreement", "Kept", "Stages", "state_of", "run", "execute", "start", "init", "noted"]
+__all__ = ["InterState", "Agreement", "Stages", "state_of", "run", "execute", "start", "init", "noted"]
 
 
 def _ranks_in(merged: MPI.Comm, local: MPI.Comm) -> list[int]:
@@ -92,13 +93,14 @@ class InterState:
         self.merged, self.local, self.remote = merged, local, remote
         self.rank, self.size = local.Get_rank(), local.Get_size()
         self.remote_size = len(remote)
-        #: blocking calls kept built: call key -> :class:`Kept`, oldest first; at most CACHED_CALLS of them,
-        #: whose messages hold at most CACHED_BYTES in all (see :func:`run`)
+        #: blocking calls kept built: call key -> :class:`~mpicoll.program.plancache.Entry` (the entry of any
+        #: communicator's cache), oldest first; at most CACHED_CALLS of them, whose messages hold at most
+        #: CACHED_BYTES in all (see :func:`run`)
         self.calls = Bounded(CACHED_CALLS, CACHED_BYTES)
         #: what the blocking hot path reads (:data:`mpicoll.program.state.HOT_FIELDS`): the kept calls, whose
         #: ``run(tag)`` it calls on a hit (None with a timeout: every call then takes :meth:`slow_path`, watched);
         #: its tags and its flight recorder are the merged communicator's
-        self.entries: dict[Any, Kept] | None = self.calls.data if merged.timeout is None else None
+        self.entries: dict[Any, Entry] | None = self.calls.data if merged.timeout is None else None
         self.agreement = Agreement(merged._state)
         #: the merged communicator's tag sequences (the same list): a blocking call's messages carry the tag the
         #: hot path draws from them
@@ -158,19 +160,13 @@ class Agreement:
             distance *= 2
 
 
-class Kept:
-    """A blocking call built (the agreement's rounds, then its stages'): ``run(tag)`` runs it on the hot path, its
-    messages carrying ``tag`` plus its signature's hash (``what.sig``); ``used`` since the last eviction sweep; what
-    the flight recorder notes of it and the mismatch check compares; what its key names by identity (``refs``) and
-    the bytes of its messages."""
-
-    __slots__ = ("built", "run", "used", "what", "refs", "nbytes")
-
-    def __init__(self, state: InterState, method: str, stages: list[CommRound], refs: list[Any]) -> None:
-        self.built, self.refs, self.used = Built(_with_agreement(state, stages)), refs, False
-        self.what = _note(state, method)
-        self.nbytes = _message_bytes(stages)
-        self.run = _runner(state, method, self.built, self.what.sig)
+def _kept(state: InterState, method: str, stages: list[CommRound], refs: list[Any]) -> Entry:
+    """A blocking call built (the agreement's rounds, then its stages'), as its cache keeps it: an
+    :class:`~mpicoll.program.plancache.Entry` whose ``run(tag)`` runs it on the hot path, its messages carrying
+    ``tag`` plus its signature's hash (``what.sig``)."""
+    built = Built(_with_agreement(state, stages))
+    what = _note(state, method)
+    return Entry(built, _runner(state, method, built, what.sig), refs, what)
 
 
 def _with_agreement(state: InterState, stages: list[CommRound]) -> list[CommRound]:
@@ -350,12 +346,13 @@ def run(state: InterState, method: str, args: tuple, algorithm: str, tag: int, k
 
     A call made again with the same arguments (the plan cache's key: the same buffers, counts, datatypes, op
     and root) runs the rounds built the first time (such a call passed its checks when it was built): the hot
-    path (:func:`mpicoll.comm.dispatch.run_blocking`) finds it in :attr:`InterState.entries` and calls its
-    :class:`Kept` runner, so that only the messages and the stages' steps cost anything.  Kept rounds view the
-    caller's buffers by address, holding none of them; their scratch is their own: at most ``CACHED_CALLS``
-    calls, whose messages span at most ``CACHED_BYTES`` in all (:class:`~mpicoll.bounded.Bounded`).  ``tag``
-    (of the merged communicator's blocking sequence) and ``key`` (:func:`~mpicoll.program.callkey.call_key`)
-    are drawn by the hot path.  A rank whose checks fail plays the agreement marked (:func:`_refuse`).
+    path (:func:`mpicoll.comm.dispatch.run_blocking`) finds it in :attr:`InterState.entries`, an
+    :class:`~mpicoll.program.plancache.Entry` as a plan's, and calls its runner, so that only the messages and
+    the stages' steps cost anything.  Kept rounds view the caller's buffers by address, holding none of them;
+    their scratch is their own: at most ``CACHED_CALLS`` calls, whose messages span at most ``CACHED_BYTES`` in
+    all (:class:`~mpicoll.bounded.Bounded`).  ``tag`` (of the merged communicator's blocking sequence) and
+    ``key`` (:func:`~mpicoll.program.callkey.call_key`) are drawn by the hot path.  A rank whose checks fail
+    plays the agreement marked (:func:`_refuse`).
     """
     values = VALUE_ARGS.get(method, ())
     note = _note(state, method)
@@ -366,14 +363,14 @@ def run(state: InterState, method: str, args: tuple, algorithm: str, tag: int, k
                           shape_key(method, args, algorithm, values)[1] if key else None, stages)
         if error is not None:
             _refuse(state, method, tag + note.sig, error)
-        kept = Kept(state, method, st.rounds, held(args, values))
+        kept = _kept(state, method, st.rounds, held(args, values))
         if key is not None and not st.before:   # (packed datatypes: built every time)
-            state.calls.keep(key, kept, kept.nbytes)
+            state.calls.keep(key, kept, _message_bytes(st.rounds))
     kept.used = True
     if state.timeout is None and not inflight.outstanding():
         kept.run(tag)
     else:
-        _watched(state, method, kept.built, tag + note.sig)
+        _watched(state, method, kept.program, tag + note.sig)
 
 
 def _message_bytes(rounds: list[CommRound]) -> int:

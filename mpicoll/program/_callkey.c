@@ -531,7 +531,7 @@ PyInit__callkey(void)
     PyObject *made = PyModule_Create(&module);
     /* what run reads, by the class that declares it (checked against Python by tests/unit/test_compiled_path.py) */
     PyObject *reads = made ? Py_BuildValue("{s(s)s(ssss)s(sss)s(s)}", "Comm", "_state", "CommState", "tags",
-                                           "entries", "slow_path", "recorder", "_Entry", "run", "used", "what",
+                                           "entries", "slow_path", "recorder", "Entry", "run", "used", "what",
                                            "Recorder", "calls") : NULL;
     if (reads == NULL || PyModule_AddObject(made, "READS", reads) < 0) {
         Py_XDECREF(reads);

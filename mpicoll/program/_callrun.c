@@ -33,7 +33,7 @@ static int nonblocking_kind;
 static PyObject *s_request_plans, *s_data, *s_plan, *s_lent, *s_spare;
 
 /* ---- a __slots__ field read without the generic attribute lookup ----
- * The classes a call reads (mpicoll.Comm, CommState, the cache's _Entry, the Recorder: READS in _callkey.c)
+ * The classes a call reads (mpicoll.Comm, CommState, the caches' Entry, the Recorder: READS in _callkey.c)
  * keep their fields in __slots__.  PyObject_GetAttr finds such a field through the type's method cache and
  * the member descriptor on every call (about a sixth of a cached call's own work); a Field remembers, per
  * place it is read, the type it last saw and the field's offset in its instances, and reads the slot.  It

@@ -38,7 +38,7 @@ import numpy as np
 from mpicoll.bounded import Bounded
 from mpicoll.program.plan import NOTHING, Plan
 
-__all__ = ["PlanCache", "PLAN_CACHE_ENTRIES", "PLAN_CACHE_SCRATCH", "REQUEST_PLAN_SCRATCH"]
+__all__ = ["PlanCache", "Entry", "PLAN_CACHE_ENTRIES", "PLAN_CACHE_SCRATCH", "REQUEST_PLAN_SCRATCH"]
 
 PLAN_CACHE_ENTRIES = 64
 PLAN_CACHE_SCRATCH = 256 * 1024 * 1024   # bytes of scratch the cached plans of one communicator may hold
@@ -60,16 +60,18 @@ def _skip(tag: int) -> None:
     """What a cached call with nothing to do runs."""
 
 
-class _Entry:
-    """One cached plan, ``run(tag)`` (the plan's runner), what it keeps alive, whether it was used since the
-    last eviction sweep, and what the flight recorder notes of its calls (:meth:`Plan.what`; None: nothing to
-    do)."""
+class Entry:
+    """One call kept bound, as the hot path finds it (``CommState.entries``, an intercommunicator's
+    ``InterState.entries``): its ``program`` (a :class:`~mpicoll.program.plan.Plan`; an intercommunicator's
+    :class:`~mpicoll.engine.rounds.Built`), ``run(tag)`` (the program's blocking runner), what its key names
+    by identity (``refs``, kept alive), whether it was used since the last eviction sweep, and what the flight
+    recorder notes of its calls and the mismatch check compares (``what``, a
+    :class:`~mpicoll.engine.mismatch.CallNote`; None: nothing to do)."""
 
-    __slots__ = ("plan", "run", "refs", "used", "what")
+    __slots__ = ("program", "run", "refs", "used", "what")
 
-    def __init__(self, plan: Plan, run: Callable[[int], None], refs: list) -> None:
-        self.plan, self.run, self.refs, self.used = plan, run, refs, False
-        self.what = None if plan is NOTHING else plan.what()
+    def __init__(self, program: Any, run: Callable[[int], None], refs: list, what: Any) -> None:
+        self.program, self.run, self.refs, self.used, self.what = program, run, refs, False, what
 
 
 class PlanCache:
@@ -90,7 +92,7 @@ class PlanCache:
 
     def __init__(self, entries: int = PLAN_CACHE_ENTRIES, scratch: int = PLAN_CACHE_SCRATCH) -> None:
         self.kept = Bounded(entries, scratch)
-        self.data: dict[tuple, _Entry] = self.kept.data   # what the compiled hot path reads (CommState.entries)
+        self.data: dict[tuple, Entry] = self.kept.data   # what the compiled hot path reads (CommState.entries)
         self.shapes = Bounded(entries)          # shape key: the newest plan of that shape (see rebased)
         self.shared: np.ndarray | None = None   # the scratch arena of the blocking plans (see arena)
 
@@ -104,12 +106,12 @@ class PlanCache:
 
     def plans(self) -> list[Plan]:
         """The cached plans, oldest first."""
-        return [entry.plan for entry in self.data.values()]
+        return [entry.program for entry in self.data.values()]
 
     def get(self, key: tuple) -> Plan | None:
         """The plan cached under ``key`` (:data:`NOTHING` for a call with nothing to do), or None."""
         hit = self.kept.get(key)
-        return None if hit is None else hit.plan
+        return None if hit is None else hit.program
 
     def rebased(self, shape: tuple, spans: list) -> Plan | None:
         """The plan of a call of ``shape`` on the memory ``spans`` (see :func:`shape_key`), or None.
@@ -141,7 +143,8 @@ class PlanCache:
             plan.detach(spans)
             if plan.owned_bytes > self.kept.nbytes:
                 return
-        self.kept.keep(key, _Entry(plan, _skip if plan is NOTHING else plan.runner(comm), refs), plan.owned_bytes)
+        run, what = (_skip, None) if plan is NOTHING else (plan.runner(comm), plan.what())
+        self.kept.keep(key, Entry(plan, run, refs, what), plan.owned_bytes)
         if shape is not None and (plan is NOTHING or (plan.relocations is not None and plan.device is None
                                                       and plan.owned_bytes == 0 and _disjoint(spans))):
             self.shapes.keep(shape, plan)

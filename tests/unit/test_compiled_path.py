@@ -251,11 +251,11 @@ def test_the_compiled_hot_path_reads_only_declared_fields():
     from mpicoll.program import _callkey
 
     reads = _callkey.READS
-    assert set(reads) == {"Comm", "CommState", "_Entry", "Recorder"}
+    assert set(reads) == {"Comm", "CommState", "Entry", "Recorder"}
     assert set(reads["Recorder"]) <= set(Recorder.__slots__)
     assert reads["Comm"] == tuple(Comm.__slots__)
     assert reads["CommState"] == HOT_FIELDS and set(HOT_FIELDS) <= set(CommState.__slots__)
-    assert set(reads["_Entry"]) <= set(plancache._Entry.__slots__)
+    assert set(reads["Entry"]) <= set(plancache.Entry.__slots__)
 
 
 def _recorded(no_extensions: str) -> str:
@@ -307,12 +307,12 @@ def test_the_compiled_hot_path_follows_a_changed_class():
 
     dispatch.run_blocking(Wrapped(), "Allreduce", "auto", x, y, MPI.SUM)
     assert ran == ["state"] and y.tolist() == [1.0, 1.0]
-    saved = plancache._Entry.run
+    saved = plancache.Entry.run
     try:
-        plancache._Entry.run = property(lambda entry: lambda tag: ran.append(("run", tag)))
+        plancache.Entry.run = property(lambda entry: lambda tag: ran.append(("run", tag)))
         c.Allreduce(x, y)
     finally:
-        plancache._Entry.run = saved
+        plancache.Entry.run = saved
     assert ran[1][0] == "run"
     c.Allreduce(x, y)          # the member again
     assert len(ran) == 2
