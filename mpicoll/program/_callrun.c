@@ -30,7 +30,7 @@ static PyObject *on_failure;        /* mpicoll.engine.recorder.failed(slot, exc)
  * start, what runs a call once its tag is drawn, _direct.restart, and the nonblocking calls' kind of tag */
 static PyObject *state_class, *plan_class, *startable, *python_start, *start_drawn, *restart;
 static int nonblocking_kind;
-static PyObject *s_request_plans, *s_data, *s_plan, *s_lent, *s_spare;
+static PyObject *s_request_plans, *s_data, *s_program, *s_lent, *s_spare;
 
 /* ---- a __slots__ field read without the generic attribute lookup ----
  * The classes a call reads (mpicoll.Comm, CommState, the caches' Entry, the Recorder: READS in _callkey.c)
@@ -426,7 +426,7 @@ spare_of(PyObject *state, PyObject *key, PyObject **plan)
     PyObject *hit = data && PyDict_CheckExact(data) ? PyDict_GetItemWithError(data, key) : NULL;   /* borrowed */
     Py_XINCREF(hit);
     Py_XDECREF(data);
-    PyObject *found = hit ? PyObject_GetAttr(hit, s_plan) : NULL;
+    PyObject *found = hit ? PyObject_GetAttr(hit, s_program) : NULL;
     PyObject *lent = found && Py_TYPE(found) == (PyTypeObject *)plan_class ? PyObject_GetAttr(found, s_lent) : NULL;
     PyObject *spare = lent == Py_False ? PyObject_GetAttr(found, s_spare) : NULL;
     Py_XDECREF(lent);
@@ -511,10 +511,10 @@ init_start(PyObject *self, PyObject *args)
         return NULL;
     s_request_plans = PyUnicode_InternFromString("request_plans");
     s_data = PyUnicode_InternFromString("data");
-    s_plan = PyUnicode_InternFromString("plan");
+    s_program = PyUnicode_InternFromString("program");
     s_lent = PyUnicode_InternFromString("lent");
     s_spare = PyUnicode_InternFromString("spare");
-    if (!s_request_plans || !s_data || !s_plan || !s_lent || !s_spare)
+    if (!s_request_plans || !s_data || !s_program || !s_lent || !s_spare)
         return NULL;
     Py_XSETREF(state_class, Py_NewRef(states));
     Py_XSETREF(plan_class, Py_NewRef(plans));

@@ -380,7 +380,7 @@ def test_a_restart_that_fails_gives_its_plan_back(monkeypatch):
     for _ in range(3):
         comm.Iallreduce(x, y).Wait()
     (entry,) = comm._state.request_plans.data.values()
-    plan = entry.plan
+    plan = entry.program
     record = comm._state.recorder
     assert record is not None and plan.spare is not None
 
