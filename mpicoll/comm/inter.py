@@ -106,7 +106,8 @@ class InterState:
         #: hot path draws from them
         self.tags: list[int] = merged._state.tags
         revoke_together([merged._state.private, local._state.private])   # a process failure stops both
-        join(merged._state.private, local._state.private, _ranks_in(merged._state.private, local._state.private))
+        join(merged._state.private, local._state.private, _ranks_in(merged._state.private, local._state.private),
+             remote)
         #: the merged communicator's flight recorder notes this one's calls (numbered by the tags they draw
         #: there, as any communicator's calls are), marked with the sizes of the groups in its rank order
         self.recorder = merged._state.recorder

@@ -113,7 +113,7 @@ class _Watched:
     sent for its waiting calls (the error, once a mismatch is found, is :mod:`mpicoll.engine.flags`')."""
 
     __slots__ = ("private", "rank", "size", "recorder", "tags", "per_kind", "sigs", "note_tag", "noted", "byes",
-                 "stuck", "closed", "lock", "sent", "until", "free", "seen", "open", "joined")
+                 "stuck", "closed", "lock", "sent", "until", "free", "seen", "open", "joined", "names")
 
     def __init__(self, private: MPI.Comm, recorder: Any, tags: list[int], note_tag: int) -> None:
         self.private, self.recorder, self.tags = private, recorder, tags
@@ -126,6 +126,9 @@ class _Watched:
         #: communicators that carry stages of this one's calls (an intercommunicator's group: :func:`join`), and
         #: each rank's rank there (-1: not there)
         self.joined: list[tuple[MPI.Comm, list[int]]] = []
+        #: how a found mismatch names each rank: "rank r", or, on an intercommunicator's merged groups
+        #: (:func:`join`), "rank r (rank i of this group)" / "(rank j of the remote group)"
+        self.names: list[str] | None = None
         self.byes: dict[int, dict] = {}       # call number -> a peer's call of that number, told as it exited
         self.stuck: set = set()               # waiting calls said on stderr to be stuck (peers gone)
         self.closed = False
@@ -293,10 +296,12 @@ class _Watched:
         if mine is not None and not (mine[2] == "" and self.rank in calls):
             calls[self.rank] = _called(*mine)
         calls = dict(sorted(calls.items()))
-        told = "; ".join(f"rank {r} called {c}" for r, c in calls.items())
+        names = self.names or [f"rank {r}" for r in range(self.size)]
+        told = "; ".join(f"{names[r]} called {c}" for r, c in calls.items())
         self.noted = {}
-        error = (f"rank {self.rank}: mismatched collective calls on a communicator of {self.size} ranks (its call "
-                 f"#{found['seq']}): {told}")
+        where = (f"an intercommunicator (its two groups: {self.size} ranks)" if self.names
+                 else f"a communicator of {self.size} ranks")
+        error = f"{names[self.rank]}: mismatched collective calls on {where} (its call #{found['seq']}): {told}"
         for comm in (self.private, *(other for other, _ in self.joined)):
             flags.flag(comm, error, mine[1].collective if mine is not None else "", calls)
 
@@ -406,14 +411,20 @@ def watch(private: MPI.Comm, recorder: Any, tags: list[int], note_tag: int) -> N
             _WATCHER.append(_Watcher())
 
 
-def join(private: MPI.Comm, other: MPI.Comm, ranks: list[int]) -> None:
+def join(private: MPI.Comm, other: MPI.Comm, ranks: list[int], remote: tuple[int, ...] = ()) -> None:
     """``other`` (a private communicator of some of ``private``'s ranks: an intercommunicator's group, whose
     calls' stages travel on both) is flagged with ``private``, and a peer's wait on it ended with one on
-    ``private`` (``ranks``: each rank of ``private``'s rank in ``other``, or -1)."""
+    ``private`` (``ranks``: each rank of ``private``'s rank in ``other``, or -1).  With ``remote`` (the ranks
+    of ``private`` in the other group, in that group's order), a mismatch names each rank by its group too,
+    as the program knows it."""
     with _LOCK:
         watched = _WATCHED.get(MPI._handleof(private))
         if watched is not None:
             watched.joined.append((other, ranks))
+            if remote:
+                watched.names = [f"rank {r} (rank {ranks[r]} of this group)" if ranks[r] >= 0
+                                 else f"rank {r} (rank {remote.index(r)} of the remote group)"
+                                 for r in range(len(ranks))]
 
 
 def mismatched(private: MPI.Comm) -> bool:

@@ -271,6 +271,9 @@ def test_intercommunicator_groups_call_different_collectives(form):
     inter.Free()
     check(kind == "MismatchError" and seconds < WITHIN and "Allreduce on an intercommunicator" in text
           and "Allgather on an intercommunicator" in text, f"rank {R}: {kind} after {seconds:.2f} s: {text}")
+    # each rank named by its group too, as the program knows it (the error's own rank first)
+    check(text.split(":")[0].endswith(f"(rank {R // 2} of this group)") and "of the remote group) called" in text,
+          f"rank {R}: {text}")
 
 
 def test_object_collectives_given_an_algorithm():

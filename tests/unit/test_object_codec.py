@@ -89,3 +89,39 @@ def test_an_interrupt_is_not_taken_for_a_failed_object(impl):
         put(buf, Interrupting(), 0, INLINE)
     with pytest.raises(KeyboardInterrupt):
         put_many(buf, [1, Interrupting()], 0, SLOT, INLINE)
+
+
+@pytest.mark.parametrize("impl", IMPLEMENTATIONS)
+def test_no_memory_kept_across_calls(impl):
+    """Every path (fits, too long, fails; one object, a sequence, loads) called many times keeps no memory:
+    what the compiled functions make they hand back or release."""
+    import gc
+    import tracemalloc
+
+    put, put_many, load = impl
+    buf = memoryview(np.zeros(SLOT * 4, np.uint8))
+    bad = unpicklable()
+
+    def once():
+        put(buf, (1, "two"), 0, INLINE)
+        load(buf, 1, SLOT, INLINE)
+        put(buf, b"y" * 300, 0, INLINE)
+        put(buf, bad, 1, INLINE)
+        put_many(buf, [1, "a", b"y" * 300], 0, SLOT, INLINE)
+        put_many(buf, [1, bad, 3], 2, SLOT, INLINE)
+        put_many(buf, ["x", (2,), None], 0, SLOT, INLINE)
+        load(buf, 3, SLOT, INLINE)
+
+    for _ in range(200):
+        once()
+    gc.collect()
+    tracemalloc.start()
+    try:
+        first = tracemalloc.get_traced_memory()[0]
+        for _ in range(3000):
+            once()
+        gc.collect()
+        grown = tracemalloc.get_traced_memory()[0] - first
+    finally:
+        tracemalloc.stop()
+    assert grown < 64 * 1024, f"{grown} bytes kept after 3000 rounds"

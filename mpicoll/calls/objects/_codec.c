@@ -102,7 +102,7 @@ static PyObject *put_many(PyObject *self, PyObject *const *args, Py_ssize_t narg
             for (Py_ssize_t j = 0; j < count; j++) {     /* every slot says so; the list holds Nones */
                 write_length((char *)buf.buf + j * slot, FAILED - rank);
                 Py_INCREF(Py_None);
-                Py_XSETREF(PyList_GET_ITEM(pickles, j), Py_None);
+                PyList_SetItem(pickles, j, Py_None);     /* (drops the pickle made before, if any) */
             }
             result = Py_BuildValue("(OnN)", pickles, (Py_ssize_t)(FAILED - rank), error);
             goto done;
