@@ -527,10 +527,14 @@ def test_equal_calls_outstanding_together_get_plans_of_their_own(monkeypatch, co
         for req in reversed(reqs):
             req.Wait()
         check(WORLD.rank != 0 or all(np.array_equal(out, expected) for out in root_out), f"trial {trial}: {root_out}")
-    # at the non-roots: one cached plan, and a fresh one for each second call (at the root the two calls differ:
-    # their receive buffers)
-    want = 2 if WORLD.rank == 0 else 4
-    check(len(prepared) == want, f"{len(prepared)} prepares, expected {want}")
+    # at the root the two calls differ (their receive buffers): two plans, each lent to one request at a time.  At
+    # a non-root, one cached plan, and a fresh one for a second call that finds it lent: at most one per trial
+    # beyond the first plan (fewer where the first request, a leaf's single send, completed and gave its plan back
+    # before the second started: seen at 8 processes on 2 cores); a cache that never lent would make six
+    if WORLD.rank == 0:
+        check(len(prepared) == 2, f"{len(prepared)} prepares at the root, expected 2")
+    else:
+        check(1 <= len(prepared) <= 4, f"{len(prepared)} prepares, expected 1 to 4")
 
 
 def test_a_plan_lent_to_a_failed_request_is_given_back(monkeypatch, comm):
