@@ -48,7 +48,6 @@ collective is taken from lengths that the ranks it concerns have read alike.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Callable, Sequence
 from functools import partial
 from itertools import accumulate
@@ -59,7 +58,7 @@ from mpi4py import MPI
 
 from mpicoll import errors
 from mpicoll.calls.objects import engine
-from mpicoll.calls.objects.codec import HEADER, load, put, put_many
+from mpicoll.calls.objects.codec import HEADER, LENGTH, load, put, put_many
 from mpicoll.calls.objects.slots import FAILED
 from mpicoll.engine.watchdog import CollectiveTimeout
 from mpicoll.program.state import CommState
@@ -72,7 +71,6 @@ FOLD_MAX = 8
 #: the longest slot: at 2 processes on one node (Open MPI 5.0, shared memory) a 264-byte ``Bcast`` took twice as
 #: long as a 256-byte one (measured; we take it for the transport's limit on messages sent inline)
 SLOT_MAX = 256
-_LENGTH = struct.Struct("=q")   # a slot's header: the pickle's length (see mpicoll.calls.objects.codec)
 
 #: the tag of the pickles that did not fit: number 0 of the blocking form, which no call draws
 #: (:meth:`~mpicoll.program.state.CommState.next_tag`).  Both ends of each such message read the same lengths,
@@ -140,7 +138,7 @@ def _put_read(scratch: Scratch, obj: Any, count: int, rank: int) -> tuple[list, 
     if error is None:
         return put_many(scratch.many_view, obj, rank, scratch.slot, scratch.inline)
     for at in range(0, count * scratch.slot, scratch.slot):
-        _LENGTH.pack_into(scratch.many_view, at, FAILED - rank)
+        LENGTH.pack_into(scratch.many_view, at, FAILED - rank)
     return obj, FAILED - rank, error
 
 
@@ -178,7 +176,7 @@ def _loaded(collective: str, scratch: Scratch, lengths: list[int], rest: dict) -
 def _single(collective: str, scratch: Scratch, peer: int) -> int:
     """The length in this rank's received slot (``scratch.one``), which did not fit (its pickle follows from
     ``peer``); a failed one raises ``PeerFailure``."""
-    length = _LENGTH.unpack_from(scratch.one_view)[0]
+    length = LENGTH.unpack_from(scratch.one_view)[0]
     if length < 0:
         raise errors.PeerFailure(collective, peer)
     return length

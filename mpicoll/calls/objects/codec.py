@@ -20,10 +20,10 @@ from mpi4py import MPI
 from mpicoll.calls.objects.slots import FAILED
 from mpicoll.compiled import extension
 
-__all__ = ["HEADER", "FAILED", "COMPILED", "put", "put_many", "load"]
+__all__ = ["LENGTH", "HEADER", "FAILED", "COMPILED", "put", "put_many", "load"]
 
-_LENGTH = struct.Struct("=q")   # a slot's header: the pickle's length
-HEADER = _LENGTH.size
+LENGTH = struct.Struct("=q")   # a slot's header: the pickle's length (or FAILED - rank)
+HEADER = LENGTH.size
 
 
 def _put(buf: memoryview, obj: Any, rank: int, inline: int) -> tuple[Any, int, BaseException | None]:
@@ -32,10 +32,10 @@ def _put(buf: memoryview, obj: Any, rank: int, inline: int) -> tuple[Any, int, B
     try:
         data = MPI.pickle.dumps(obj)
     except Exception as exc:   # an object that does not pickle: the caller raises after playing its part
-        _LENGTH.pack_into(buf, 0, FAILED - rank)
+        LENGTH.pack_into(buf, 0, FAILED - rank)
         return None, FAILED - rank, exc
     length = len(data)
-    _LENGTH.pack_into(buf, 0, length)
+    LENGTH.pack_into(buf, 0, length)
     if length <= inline:
         buf[HEADER:HEADER + length] = data
     return data, length, None
@@ -51,7 +51,7 @@ def _put_many(buf: memoryview, objects: list, rank: int, slot: int,
         for obj in objects:
             data = MPI.pickle.dumps(obj)
             length = len(data)
-            _LENGTH.pack_into(buf, at, length)
+            LENGTH.pack_into(buf, at, length)
             if length <= inline:
                 buf[at + HEADER:at + HEADER + length] = data
             pickles.append(data)
@@ -60,7 +60,7 @@ def _put_many(buf: memoryview, objects: list, rank: int, slot: int,
     except Exception as exc:   # (as _put)
         count = len(objects)
         for at in range(0, count * slot, slot):
-            _LENGTH.pack_into(buf, at, FAILED - rank)
+            LENGTH.pack_into(buf, at, FAILED - rank)
         return [None] * count, FAILED - rank, exc
     return pickles, longest, None
 
@@ -68,7 +68,7 @@ def _put_many(buf: memoryview, objects: list, rank: int, slot: int,
 def _load(buf: memoryview, count: int, slot: int, inline: int) -> list | None:
     """The objects of the first ``count`` slots of ``buf``, unpickled; None (and nothing unpickled) where a
     slot's length is not ``0 .. inline`` (a pickle that did not fit, or a failed one: the caller's slow path)."""
-    lengths = [_LENGTH.unpack_from(buf, at)[0] for at in range(0, count * slot, slot)]
+    lengths = [LENGTH.unpack_from(buf, at)[0] for at in range(0, count * slot, slot)]
     if not lengths or max(lengths) > inline or min(lengths) < 0:
         return None if lengths else []
     loads = MPI.pickle.loads
