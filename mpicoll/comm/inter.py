@@ -4,7 +4,8 @@ On an intercommunicator of groups A and B, MPI's collectives move data *between*
 writes each one as *stages* (:mod:`mpicoll.comm.inter_stages`): collectives of one group, on that group's
 private communicator, and exchanges between the groups, on a private communicator of both groups (the two
 groups merged, never the user's).  This module holds what every call shares: the state
-(:class:`InterState`), the stages being built (:class:`Stages`), and running them.
+(:class:`InterState`), and running a call: its stages (:class:`Stages`) made one plan
+(:func:`mpicoll.program.plan.composed`), run as any plan is, blocking or as a request.
 
 Every call starts with an **agreement** over both groups of whether some rank's arguments failed their checks.
 A rank whose check fails takes part in it, then raises; every other rank raises :class:`~mpicoll.ArgumentError`
@@ -22,7 +23,6 @@ from __future__ import annotations
 import time
 import weakref
 from collections.abc import Callable
-from functools import partial
 from typing import Any
 
 import numpy as np
@@ -33,16 +33,15 @@ from mpicoll.bounded import Bounded
 from mpicoll.calls.table import VALUE_ARGS
 from mpicoll.comm.inter_build import Stages, build, message
 from mpicoll.comm.inter_stages import STAGES
-from mpicoll.engine import direct, inflight
-from mpicoll.engine.blocking import execute as execute_rounds
+from mpicoll.engine import inflight, requests
 from mpicoll.engine.forms import NONBLOCKING, PERSISTENT, number
 from mpicoll.engine.mismatch import CallNote, join, sig_of
-from mpicoll.engine.recorder import Called, Noted, Traced, named
-from mpicoll.engine.requests import Prequest, Request, split
-from mpicoll.engine.rounds import Built, CommRound, post, revoke_together
+from mpicoll.engine.recorder import Called, Noted, named
+from mpicoll.engine.requests import Prequest, Request
+from mpicoll.engine.rounds import CommRound, post, revoke_together
 from mpicoll.engine.standin import TIMEOUT, Agreeing, drain, is_mark, run_marked
-from mpicoll.errors import ProcFailedError
 from mpicoll.program.callkey import held, shape_key
+from mpicoll.program.plan import Plan, composed
 from mpicoll.program.plancache import Entry
 from mpicoll.program.state import CommState
 
@@ -162,12 +161,11 @@ class Agreement:
 
 
 def _kept(state: InterState, method: str, stages: list[CommRound], refs: list[Any]) -> Entry:
-    """A blocking call built (the agreement's rounds, then its stages'), as its cache keeps it: an
+    """A blocking call built (the agreement's rounds, then its stages', one plan), as its cache keeps it: an
     :class:`~mpicoll.program.plancache.Entry` whose ``run(tag)`` runs it on the hot path, its messages carrying
     ``tag`` plus its signature's hash (``what.sig``)."""
-    built = Built(_with_agreement(state, stages))
-    what = _note(state, method)
-    return Entry(built, _runner(state, method, built, what.sig), refs, what)
+    plan = composed(_with_agreement(state, stages), _note(state, method))
+    return Entry(plan, _runner(state, method, plan), refs, plan.what())
 
 
 def _with_agreement(state: InterState, stages: list[CommRound]) -> list[CommRound]:
@@ -190,47 +188,21 @@ def _with_agreement(state: InterState, stages: list[CommRound]) -> list[CommRoun
     return agreement + stages
 
 
-def _runner(state: InterState, method: str, built: Built, sig: int) -> Callable[[int], None]:
+def _runner(state: InterState, method: str, plan: Plan) -> Callable[[int], None]:
     """``run(tag)``: the call, blocking, where no timeout is set and no request is outstanding (the hot path
-    checks); its messages carry ``tag + sig``.  Its first stretch, the agreement's rounds and the stages on the
-    merged communicator that follow them, is bound as :class:`~mpicoll.engine.standin.Agreeing` rounds, so that
-    a marked agreement ends in :func:`_name`; each stretch is posted from C where it can be.  A call of one
-    stretch (groups of one rank) is that stretch's runner itself: a hit is one call into C."""
+    checks): the plan's runner (stretch by stretch, each posted from C where it can be), its first stretch, the
+    agreement's rounds and the stages on the merged communicator that follow them, bound as
+    :class:`~mpicoll.engine.standin.Agreeing` rounds, so that a marked agreement ends in :func:`_name`.  A call of
+    one stretch (groups of one rank) is that stretch's runner itself: a hit is one call into C."""
     owner = weakref.ref(state)    # (the state keeps its kept calls: no cycle)
 
     def refused(tag: int, exc: BaseException) -> None:
         _name(owner(), method, tag, None, exc)   # type: ignore[arg-type]
 
-    comm, first = built.stretches[0]
-    built.stretches[0] = comm, Agreeing(first, len(state.agreement.rounds), refused)
-    runners = _stretch_runners(built, sig)
-    return runners[0] if len(runners) == 1 else partial(_run_in_order, built)
-
-
-def _stretch_runners(built: Built, sig: int = 0) -> list[Callable[[int], None]]:
-    """Each stretch of ``built`` run blocking, its messages carrying ``tag + sig``: posted from C where it can be,
-    else by the executor (made once: a later call's ``sig`` is not read)."""
-    if built.runners is None:
-        built.runners = [direct.blocking(rounds, comm, sig) or partial(_execute_signed, rounds, comm, sig)
-                         for comm, rounds in built.stretches]
-    return built.runners
-
-
-def _execute_signed(rounds: list, comm: MPI.Comm, sig: int, tag: int) -> None:
-    execute_rounds(rounds, comm, tag + sig)
-
-
-def _run_in_order(built: Built, tag: int, first: int = 0) -> None:
-    """The stretches of ``built``, blocking, in order; a failure's round counted over the whole call (``first``:
-    the number of rounds before it, as a request counts them)."""
-    for (_, rounds), run_stretch in zip(built.stretches, _stretch_runners(built)):
-        try:
-            run_stretch(tag)
-        except ProcFailedError as exc:
-            if exc.round >= 0:
-                exc.round += first
-            raise
-        first += len(rounds)
+    stretches = plan.stretches()
+    comm, first = stretches[0]
+    stretches[0] = comm, Agreeing(first, len(state.agreement.rounds), refused)
+    return plan.runner(None)
 
 
 def _refuse(state: InterState, method: str, tag: int, error: BaseException) -> None:
@@ -249,7 +221,8 @@ def _refuse(state: InterState, method: str, tag: int, error: BaseException) -> N
     if len(agreement.rounds) == 1:
         peer = agreement.rounds[0][1][0][1]
         instead += post(agreement.comm, tag, [(message(np.empty(0, np.uint8)), peer)], [])
-    naming = Request(*split(Stages(state).agreement(method, error)), state.merged._state.next_tag(NONBLOCKING), None)
+    naming_plan = composed(Stages(state).agreement(method, error))
+    naming = Request(naming_plan.rounds(), naming_plan.comms, state.merged._state.next_tag(NONBLOCKING), None)  # type: ignore[arg-type]
     naming._launch()
     deadline = time.monotonic() + limit
     try:
@@ -262,23 +235,33 @@ def _refuse(state: InterState, method: str, tag: int, error: BaseException) -> N
     raise error
 
 
-def _watched(state: InterState, method: str, built: Built, tag: int) -> None:
-    """A built call where a timeout is set or requests are outstanding: one request, waited for (watched where a
-    timeout is set).  A marked message arriving in the agreement's rounds is handled as the blocking executor
-    handles it (:func:`mpicoll.engine.standin.continue_marked`): the rest of the agreement played marked, then
-    the naming all-reduce."""
-    req = Request(*split(built.rounds), tag, None)
+def execute(state: InterState, method: str, plan: Plan, tag: int, agreed: int = 0) -> None:
+    """Run a composed call blocking, its messages carrying ``tag`` plus its signature's hash (``plan.sig``).
+
+    With a timeout (every wait watched), or while nonblocking requests are outstanding (they must keep moving),
+    it runs as a request that is waited for.  ``agreed``: how many of its first rounds are the agreement; a
+    marked message arriving in one of them is handled as the blocking executor handles it
+    (:func:`mpicoll.engine.standin.continue_marked`): the rest of the agreement played marked, then the naming
+    all-reduce."""
+    if state.timeout is None and not inflight.outstanding():
+        plan.runner(None)(tag)
+        return
+    rounds = plan.rounds()
+    if not rounds:
+        return
+    tag += plan.sig
+    req = Request(rounds, plan.comms, tag, None)    # type: ignore[arg-type]
     if state.timeout is not None:
         req.watch = (method, state.timeout, state.merged._state.rank)
     req._launch()
     try:
         req.Wait()
     except MPI.Exception as exc:
-        agreed, failed = len(state.agreement.rounds), req._round
+        failed = req._round
         if not is_mark(exc) or failed >= agreed:
             raise
-        run_marked([r[1:] for r in built.rounds[:agreed]], state.agreement.comm, tag, failed + 1,
-                   limit=state.timeout or TIMEOUT, what=method)
+        run_marked(rounds[:agreed], state.agreement.comm, tag, failed + 1, limit=state.timeout or TIMEOUT,
+                   what=method)
         _name(state, method, tag, None, exc)
 
 
@@ -289,7 +272,8 @@ def _name(state: InterState, method: str, tag: int, error: BaseException | None,
     :func:`_refuse`).  Where no rank says it failed (a call that does not match sent the mark), the mark's
     ``marked`` error is raised."""
     try:
-        execute(state, method, Built(Stages(state).agreement(method, error)), state.merged._state.next_tag(NONBLOCKING))
+        execute(state, method, composed(Stages(state).agreement(method, error)),
+                state.merged._state.next_tag(NONBLOCKING))
     finally:      # the empty message a rank at fault sent in place of a stage's, where none was expected
         drain(state.agreement.comm, tag)
     raise error if error is not None else errors.ArgumentError(
@@ -300,12 +284,11 @@ def _name(state: InterState, method: str, tag: int, error: BaseException | None,
 def start(state: InterState, method: str, args: tuple, algorithm: str,
           stages: dict[str, Callable[..., None]] = STAGES) -> Request:
     """A nonblocking intercommunicator call: the agreement, then the call's stages, started."""
-    tag = state.merged._state.next_tag(NONBLOCKING)
+    merged = state.merged._state
+    tag = merged.next_tag(NONBLOCKING)
     st, error = build(state, method, args, algorithm, stages=stages)
-    req = Request(*split(st.agreement(method, error) + st.rounds), tag + _note(state, method).sig, None, keep=args)
-    req.trace = _traced(state, NONBLOCKING, tag, method)
-    req._launch()
-    return req
+    return requests.start(st.program(_note(state, method), st.agreement(method, error) + st.rounds), merged, tag,
+                          keep=args)
 
 
 def _note(state: InterState, method: str) -> CallNote:
@@ -327,14 +310,6 @@ def noted(state: InterState, method: str, tag: int) -> Noted:
     collective, a reproducible sum): a context around the whole call (:class:`~mpicoll.engine.recorder.Noted`).
     Their messages carry no signature, so the mismatch check does not compare them."""
     return Noted(state.recorder, number(state.tags, tag), _note(state, method)[:3])
-
-
-def _traced(state: InterState, kind: int, tag: int, method: str) -> Traced | None:
-    """What a request of ``kind`` with ``tag`` notes in the flight recorder (None where none is kept): its
-    number in its kind's tag sequence, as an intracommunicator's request (mpicoll.engine.requests)."""
-    if state.recorder is None:
-        return None
-    return Traced(state.recorder, kind, number(state.tags, tag), Called(_note(state, method)))
 
 
 #: per intercommunicator: the most blocking calls kept built, and the most bytes their messages hold in all
@@ -371,7 +346,7 @@ def run(state: InterState, method: str, args: tuple, algorithm: str, tag: int, k
     if state.timeout is None and not inflight.outstanding():
         kept.run(tag)
     else:
-        _watched(state, method, kept.program, tag + note.sig)
+        execute(state, method, kept.program, tag, len(state.agreement.rounds))
 
 
 def _message_bytes(rounds: list[CommRound]) -> int:
@@ -380,35 +355,13 @@ def _message_bytes(rounds: list[CommRound]) -> int:
                for _, sends, recvs, _ in rounds for buf, _ in (*sends, *recvs))
 
 
-def execute(state: InterState, method: str, built: Built, tag: int, first: int = 0) -> None:
-    """Run a built call blocking (``first``: the number of rounds before it, for a failure's round number).  With
-    a timeout (every wait watched), or while nonblocking requests are outstanding (they must keep moving), it runs
-    as a request that is waited for."""
-    if state.timeout is None and not inflight.outstanding():
-        _run_in_order(built, tag, first)
-        return
-    if not built.rounds:
-        return
-    req = Request(*split(built.rounds), tag, None)
-    if state.timeout is not None:
-        req.watch = (method, state.timeout, state.merged._state.rank)
-    req._launch()
-    req.Wait()
-
-
 def init(state: InterState, method: str, args: tuple, algorithm: str,
          stages: dict[str, Callable[..., None]] = STAGES) -> Prequest:
     """A persistent intercommunicator call: its arguments checked and its messages bound now."""
-    tag = state.merged._state.next_tag(PERSISTENT)
+    merged = state.merged._state
+    tag = merged.next_tag(PERSISTENT)
     st, error = build(state, method, args, algorithm, stages=stages)
     if error is not None:
         raise error
-    pack = st.before
-
-    def before() -> None:
-        for step in pack:
-            step()
-
-    req = Prequest(*split(st.rounds), tag + _note(state, method).sig, None, before if pack else None, keep=args)
-    req.trace = _traced(state, PERSISTENT, tag, method)
-    return req
+    plan = st.program(_note(state, method))
+    return requests.persistent(plan, merged, tag, plan.before, keep=args)

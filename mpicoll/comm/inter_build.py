@@ -1,10 +1,10 @@
-"""One intercommunicator call's rounds, built stage after stage (no message is sent here).
+"""One intercommunicator call's program, built stage after stage (no message is sent here).
 
-:class:`Stages` collects one rank's rounds of one call: the collectives of its group
-(:meth:`Stages.local`) and the exchanges between the groups (:meth:`Stages.exchange`), as the functions
-of :mod:`mpicoll.comm.inter_stages` add them; :meth:`Stages.agreement` is the all-reduce over both groups
-of which ranks' checks failed, whose verdict names them.  :func:`build` runs a call's checks and builds its
-stages; :mod:`mpicoll.comm.inter` runs them.
+:class:`Stages` composes one rank's rounds of one call (a :class:`~mpicoll.program.composer.Composer`): the
+collectives of its group (:meth:`Stages.local`) and the exchanges between the groups (:meth:`Stages.exchange`),
+as the functions of :mod:`mpicoll.comm.inter_stages` add them; :meth:`Stages.agreement` is the all-reduce over
+both groups of which ranks' checks failed, whose verdict names them.  :func:`build` runs a call's checks and
+builds its stages; :mod:`mpicoll.comm.inter` makes them a plan and runs it.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from mpicoll.comm.inter_stages import STAGES
 from mpicoll.comm.preparing import prepare
 from mpicoll.data.datatypes import byte_message, packing
 from mpicoll.engine.rounds import CommRound
+from mpicoll.program.composer import Composer
 from mpicoll.program.state import CommState
 
 if TYPE_CHECKING:
@@ -28,16 +29,13 @@ if TYPE_CHECKING:
 __all__ = ["Stages", "message", "build"]
 
 
-class Stages:
-    """One rank's rounds of one intercommunicator call, built stage after stage (no message is sent here)."""
+class Stages(Composer):
+    """One rank's rounds of one intercommunicator call, built stage after stage (no message is sent here);
+    :attr:`before` packs non-contiguous datatypes at every start."""
 
     def __init__(self, state: InterState, spans: list[tuple[int, int]] | None = None) -> None:
+        super().__init__(spans)
         self.state = state
-        self.rounds: list[CommRound] = []
-        self.before: list[Callable[[], None]] = []    # packing of non-contiguous datatypes, at every start
-        #: the call's buffers ``(address, nbytes)``, for a call to be kept built: its rounds then view them by
-        #: address, holding none of the caller's objects (as a cached plan does, see Plan.detach)
-        self.spans = spans
 
     def local(self, method: str, *args: Any) -> None:
         """A collective of this rank's group (prepared now, like any mpicoll call).
@@ -45,25 +43,14 @@ class Stages:
         Its buffers are the call's parsed host arrays and scratch, contiguous (a non-contiguous datatype was
         packed by the parse), so its plan neither packs nor stages anything: only its rounds are taken."""
         local: CommState = self.state.local._state
-        plan = prepare(local, method, args, "auto")
-        if plan is None:
-            return
-        if self.spans is not None:
-            plan.detach(self.spans)
-        self.rounds.extend((local.private, sends, recvs, list(steps)) for sends, recvs, steps in plan.bound())
+        self.part(prepare(local, method, args, "auto"), local.private)
 
     def exchange(self, sends: list[tuple[Any, int]] = (), recvs: list[tuple[Any, int]] = ()) -> None:  # type: ignore[assignment]
         """One round of messages with the other group: ``(array, remote rank)`` pairs."""
         remote = self.state.remote
         spans = self.spans
-        self.rounds.append((self.state.merged._state.private, [(message(a, spans), remote[j]) for a, j in sends],
-                            [(message(a, spans), remote[j]) for a, j in recvs], []))
-
-    def step(self, step: Callable[[], None]) -> None:
-        """A local step, run once the rounds so far are complete."""
-        if not self.rounds:
-            self.rounds.append((MPI.COMM_NULL, [], [], []))
-        self.rounds[-1][3].append(step)
+        self.messages(self.state.merged._state.private, [(message(a, spans), remote[j]) for a, j in sends],
+                      [(message(a, spans), remote[j]) for a, j in recvs])
 
     def agreement(self, method: str, error: BaseException | None) -> list[CommRound]:
         """The all-reduce over both groups of which ranks failed their checks, and its verdict step."""
@@ -72,9 +59,8 @@ class Stages:
         failed = np.zeros(merged.size, np.int32)
         failed[merged.rank] = error is not None
         total = np.zeros_like(failed)
-        plan = prepare(merged, "Allreduce", (failed, total, MPI.SUM), "auto")
-        rounds: list[CommRound] = [(merged.private, sends, recvs, list(steps)) for sends, recvs, steps in
-                                     plan.bound()] if plan is not None else [(MPI.COMM_NULL, [], [], [])]
+        naming = Composer()
+        naming.part(prepare(merged, "Allreduce", (failed, total, MPI.SUM), "auto"), merged.private)
 
         def verdict() -> None:
             if error is not None:
@@ -89,8 +75,8 @@ class Stages:
                 raise errors.ArgumentError(f"{method} on an intercommunicator: the arguments of {' and '.join(who)} "
                                            "were rejected, so no rank ran the call", method)
 
-        rounds[-1][3].append(verdict)
-        return rounds
+        naming.step(verdict)
+        return naming.rounds
 
 
 def _local_rank(state: InterState, merged_rank: int) -> int:

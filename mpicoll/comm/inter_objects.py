@@ -30,7 +30,7 @@ from mpicoll.comm.inter import InterState, state_of
 from mpicoll.comm.inter_build import Stages
 from mpicoll.comm.inter_stages import IDLE, ROOT, role_of
 from mpicoll.engine.forms import BLOCKING, NONBLOCKING
-from mpicoll.engine.rounds import Built
+from mpicoll.program.plan import composed
 
 __all__ = ["barrier", "bcast", "gather", "scatter", "allgather", "alltoall", "reduce", "allreduce"]
 
@@ -69,7 +69,7 @@ class _Call:
     def agree(self) -> None:
         """The agreement over both groups (every rank raises if any rank's checks failed)."""
         merged = self.state.merged._state
-        inter.execute(self.state, self.method, Built(Stages(self.state).agreement(self.method, self.error)),
+        inter.execute(self.state, self.method, composed(Stages(self.state).agreement(self.method, self.error)),
                       merged.next_tag(NONBLOCKING))
 
     def send_across(self, obj: Any, remote: int) -> None:

@@ -1,8 +1,8 @@
 """The nonblocking (``I*``) and persistent (``*_init``) forms of the reproducible sums: the steps as one request.
 
 A reproducible call (:mod:`mpicoll.comm.reproducible`) is two collectives of the same communicator and
-local passes between them.  Here they are the rounds of one request, as an intercommunicator call's
-stages are (:class:`mpicoll.comm.inter_build.Stages`): each collective is prepared like any call (its plan's
+local passes between them.  Here they are composed into one plan, as an intercommunicator call's
+stages are (:class:`mpicoll.program.composer.Composer`): each collective is prepared like any call (its plan's
 bound rounds, on the communicator's private communicator), and each local pass is a step that runs
 once the rounds before it are complete on this rank:
 
@@ -41,6 +41,8 @@ from mpicoll.data import fixedpoint_kernels as kernels
 from mpicoll.engine.forms import NONBLOCKING, PERSISTENT
 from mpicoll.engine.requests import Prequest, Request
 from mpicoll.program.callkey import call_key
+from mpicoll.program.composer import Composer
+from mpicoll.program.plan import Plan
 
 __all__ = ["start", "init", "RequestStages"]
 
@@ -60,8 +62,10 @@ def start(comm: Any, method: str, algorithm: str, reproducible: bool | None, *ar
     tag = state.next_tag(NONBLOCKING)
     stages = _stages(comm, method, algorithm, args, *accepted)
     stages.fill()
-    rounds, comms = stages.request_parts()
-    req = Request(rounds, comms, tag, None, release=stages.give_back if stages.kept else None, keep=(args, stages))
+    plan = stages.plan()
+    rounds, steps, _, comms = plan.request_parts(state.private)
+    req = Request(rounds, comms, tag, None, steps, release=plan.give_back if stages.kept else None,
+                  keep=(args, stages))
     _watch(req, state, method)
     req._launch()
     return req
@@ -85,11 +89,12 @@ def _stages(comm: Any, method: str, algorithm: str, args: tuple, call: Any, fail
         if key is None or key[1] is None:      # (None: a call the key cannot describe)
             return RequestStages(comm, method, algorithm, args, call, failure)
     stages = comm._state.reproducible_plans.get(key)
-    if stages is None or stages.lent:
+    if stages is None or stages.plan().lent:
         stages = RequestStages(comm, method, algorithm, args, call, failure)
         stages.kept = True
         keep(comm, key, stages)
-    stages.call, stages.lent = call, True
+    stages.call = call
+    stages.plan().lent = True
     return stages
 
 
@@ -112,8 +117,8 @@ def init(comm: Any, method: str, algorithm: str, reproducible: bool | None, *arg
         raise failure
     state = comm._state
     tag = state.next_tag(PERSISTENT)
-    stages = RequestStages(comm, method, algorithm, args, call, None)
-    req = Prequest(*stages.request_parts(), tag, None, stages.fill, keep=(args, stages))
+    plan = RequestStages(comm, method, algorithm, args, call, None).plan()
+    req = Prequest(plan.rounds(), plan.comms, tag, None, plan.before, keep=(args, plan))  # type: ignore[arg-type]
     _watch(req, state, method)
     return req
 
@@ -124,28 +129,29 @@ def _watch(req: Any, state: Any, method: str) -> None:
         req.watch = (method, state.timeout, state.rank, state.went_out_of_step)
 
 
-class RequestStages:
-    """One rank's rounds ``(comm, sends, recvs, steps)`` of a reproducible request, and the buffers they bind.
+class RequestStages(Composer):
+    """One rank's rounds ``(comm, sends, recvs, steps)`` of a reproducible request, the buffers they bind and
+    the local passes; :meth:`plan` is their program, which the request runs.
 
     ``fill()`` writes what the first round sends (the codes, or a small Allreduce's contribution), from the
-    contribution's current contents.
+    contribution's current contents: the plan's ``before``, which a persistent request runs at every start.
     """
 
-    #: whether the stages are kept for later requests (:func:`_stages`), and lent to one now
-    kept = lent = False
-    _parts: tuple[list, list] | None = None
+    #: whether the stages are kept for later requests (:func:`_stages`; their plan is lent to one at a time)
+    kept = False
+    _plan: Plan | None = None
 
     def __init__(self, comm: Any, method: str, algorithm: str, args: tuple, call: Any, failure: Exception | None):
+        super().__init__()
         self.state = state = comm._state
         self.method, self.call, self.failure = method, call, failure
-        self.rounds: list[tuple[Any, list, list, list]] = []
         size, itemsize = blocking.elements(args) if call is None else (call.values.shape[0],
                                                                           call.values.dtype.itemsize)
         self.size, self.nbytes = size, size * itemsize
         if method == "Allreduce" and gathers(self.nbytes, state.size):
-            self.plan = gathered_plan(state.size, call, self.nbytes, call is not None and call.plain)
-            self._collective("Allgather", (self.plan.row, self.plan.table), "auto")
-            self._step(self._sum_table)
+            self.gathered = gathered_plan(state.size, call, self.nbytes, call is not None and call.plain)
+            self._collective("Allgather", (self.gathered.row, self.gathered.table), "auto")
+            self.step(self._sum_table)
             self.fill = self._fill_row
             return
         if method == "Allreduce" and algorithm == "auto":
@@ -156,16 +162,16 @@ class RequestStages:
         self._collective("Allreduce", (MPI.IN_PLACE, self.head, MPI.MAX), algorithm if method == "Allreduce" else
                          "auto")
         if call is None:      # this rank's arguments failed: it raises once every rank has the flags
-            self._step(self._verdict)
+            self.step(self._verdict)
             return
         cols = call.fmt.limbs + (method in blocking.PREFIXES)   # (a scan's counts: always their column)
         rows = blocking.summed_rows(method, call, state.rank)
         space = np.empty(8 * (size + (rows or 0)) * cols, np.uint8)
         self.limbs, self.summed = blocking.carve(space, size, rows, cols)
-        self._step(self._encode)
+        self.step(self._encode)
         self._collective(method, blocking.sum_args(method, args, call, self.limbs, self.summed), algorithm)
         if self.summed is not None and call.out is not None:
-            self._step(self._decode)
+            self.step(self._decode)
 
     def _scattered(self, args: tuple, call: Any) -> None:
         """A larger Allreduce with ``algorithm="auto"``, as blocking
@@ -175,7 +181,7 @@ class RequestStages:
         self.head = np.zeros(1, np.int8)
         self.fill = self._fill_flag
         self._collective("Allreduce", (MPI.IN_PLACE, self.head, MPI.MAX), "auto")
-        self._step(self._flagged)
+        self.step(self._flagged)
         if call is None:      # this rank's arguments failed: it raises once every rank has the flags
             return
         p, rank, itemsize = self.state.size, self.state.rank, call.values.dtype.itemsize
@@ -185,34 +191,19 @@ class RequestStages:
         self.block = call.out.view(np.uint8)[displs[rank]:displs[rank] + mine].view(call.values.dtype)
         table = [self.rows.view(np.uint8).reshape(-1), ([mine] * p, [mine * j for j in range(p)]), MPI.BYTE]
         self._collective("Alltoallv", ([call.values.view(np.uint8), (counts, displs), MPI.BYTE], table), "auto")
-        self._step(self._sum_block)
+        self.step(self._sum_block)
         self._collective("Allgatherv", (MPI.IN_PLACE, [call.out.view(np.uint8), (counts, displs), MPI.BYTE]), "auto")
 
     def _collective(self, method: str, args: tuple, algorithm: str) -> None:
         """The bound rounds of the ordinary collective ``method(*args)`` (checked now, like any call)."""
-        plan = prepare(self.state, method, args, algorithm)
-        if plan is None:
-            return
-        self.rounds.extend((self.state.private, sends, recvs, list(steps)) for sends, recvs, steps in plan.bound())
-        if plan.finish is not None:
-            self._step(plan.finish)
+        self.part(prepare(self.state, method, args, algorithm), self.state.private)
 
-    def request_parts(self) -> tuple[list, list]:
-        """The rounds as a request takes them, ``(sends, recvs, steps)`` each, and their communicators (made
-        once: kept stages serve many requests)."""
-        if self._parts is None:
-            self._parts = [r[1:] for r in self.rounds], [r[0] for r in self.rounds]
-        return self._parts
-
-    def give_back(self) -> None:
-        """The engine is done with the request these stages were lent to: the next may take them."""
-        self.lent = False
-
-    def _step(self, step: Any) -> None:
-        """A local step, run once the rounds so far are complete (a round of no message where there is none)."""
-        if not self.rounds:
-            self.rounds.append((MPI.COMM_NULL, [], [], []))
-        self.rounds[-1][3].append(step)
+    def plan(self) -> Plan:
+        """The rounds and passes as one plan (made once: kept stages serve many requests, one at a time)."""
+        if self._plan is None:
+            self.before.append(self.fill)
+            self._plan = self.program()
+        return self._plan
 
     # -- the local passes ----------------------------------------------------------------------------
 
@@ -245,11 +236,11 @@ class RequestStages:
 
     def _fill_row(self) -> None:
         if self.call is None:
-            self.plan.fail()
+            self.gathered.fail()
         else:
-            self.plan.fill(self.call.values)
+            self.gathered.fill(self.call.values)
 
     def _sum_table(self) -> None:
         if self.failure is not None:       # (its peers raise at their sum, which finds its flag)
             raise self.failure
-        self.plan.sum(self.call.out)
+        self.gathered.sum(self.call.out)

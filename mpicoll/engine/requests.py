@@ -8,8 +8,9 @@
 
 Both are advanced by the request loop of :mod:`mpicoll.engine.nonblocking`.  Each round
 travels on a communicator of its own (``comms[t]``): a plan's rounds all on the
-communicator's private duplicate, an intercommunicator's stages on the private
-communicators of one group or of both (:func:`split` takes such rounds apart).
+communicator's private duplicate, a composed plan's each on its own
+(:attr:`mpicoll.program.plan.Plan.comms`: an intercommunicator's stages on the
+private communicators of one group or of both).
 """
 
 from __future__ import annotations
@@ -31,13 +32,13 @@ from mpicoll.engine.nonblocking import (
     _startall,
 )
 from mpicoll.engine.recorder import Recorder, Traced
-from mpicoll.engine.rounds import CommRound, Round, post, post_persistent
+from mpicoll.engine.rounds import Round, post, post_persistent
 
 if TYPE_CHECKING:
     from mpicoll.program.plan import Plan
     from mpicoll.program.state import CommState as Comm
 
-__all__ = ["Request", "Prequest", "start", "persistent", "split"]
+__all__ = ["Request", "Prequest", "start", "persistent"]
 
 
 _WAKE.append(progress.first_request)   # the first request's start decides whether the progress thread runs
@@ -202,7 +203,7 @@ def start(plan: Plan | None, comm: Comm, tag: int, lent: bool = False, keep: Any
     else:
         plan.begin()      # GPU buffers: stage the inputs in
         rounds = plan.bound()
-        req = Request(rounds, [comm.private] * len(rounds), tag + plan.sig, plan.finish, keep=keep)
+        req = Request(rounds, plan.comms or [comm.private] * len(rounds), tag + plan.sig, plan.finish, keep=keep)
     if comm.recorder is not None:
         req.trace = _traced(comm, NONBLOCKING, tag, plan)
     req._launch()
@@ -214,7 +215,8 @@ def persistent(plan: Plan | None, comm: Comm, tag: int, before: Callable[[], Non
     """An inactive persistent request for ``plan`` on ``comm`` with a tag of its own for its whole life;
     ``before`` runs at every ``Start`` (for GPU buffers: it stages the device buffers' current contents in)."""
     rounds = plan.bound() if plan is not None else []
-    req = Prequest(rounds, [comm.private] * len(rounds), tag + (plan.sig if plan is not None else 0),
+    comms = plan.comms if plan is not None and plan.comms is not None else [comm.private] * len(rounds)
+    req = Prequest(rounds, comms, tag + (plan.sig if plan is not None else 0),
                    plan.finish if plan is not None else None, before, keep)
     req.trace = _traced(comm, PERSISTENT, tag, plan)
     return req
@@ -226,8 +228,3 @@ def _traced(comm: Comm, kind: int, tag: int, plan: Plan | None) -> Traced | None
     if plan is None or comm.recorder is None:
         return None
     return Traced(comm.recorder, kind, number(comm.tags, tag), plan)
-
-
-def split(rounds: list[CommRound]) -> tuple[list[Round], list[MPI.Comm]]:
-    """Rounds that name their communicators, as the rounds and the communicators a request takes."""
-    return [(sends, recvs, steps) for _, sends, recvs, steps in rounds], [comm for comm, _, _, _ in rounds]

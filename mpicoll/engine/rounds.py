@@ -32,13 +32,14 @@ policy                                           used by
 Requests (``I*``, ``*_init``) advance the same rounds one at a time as a state machine
 (:mod:`mpicoll.engine.nonblocking`): each round is posted by :func:`post` (or started, for persistent ones),
 completed by MPI's test and wait, and followed by its steps there.  Rounds that travel on several
-communicators (an intercommunicator's stages) carry their communicator: :class:`Built` groups consecutive
-rounds of one communicator (:func:`mpicoll.comm.inter.execute` runs them stretch by stretch).
+communicators (a composed plan's, :func:`mpicoll.program.plan.composed`) carry their communicator
+(:data:`CommRound`); blocking, consecutive rounds of one communicator run together
+(:meth:`mpicoll.program.plan.Plan.stretches`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from mpi4py import MPI
@@ -48,7 +49,7 @@ from mpicoll.engine.flags import FLAGGED, check
 from mpicoll.errors import ProcFailedError
 
 __all__ = ["Exchange", "run", "post", "exchange", "send_receive", "post_persistent", "probe", "waiting", "receive",
-           "to_self", "waitall", "testall", "Built", "Round", "CommRound", "is_fault", "fault", "revoke_together",
+           "to_self", "waitall", "testall", "Round", "CommRound", "is_fault", "fault", "revoke_together",
            "keep_active"]
 
 #: one bound round: its sends and receives ``(buffer, peer)``, its local steps
@@ -311,18 +312,3 @@ def run(rounds: Sequence[Round], comm: MPI.Comm, tag: int, policy: Exchange, sta
             for step in steps:
                 step()
 
-
-class Built:
-    """A staged call's rounds, and the same rounds as the blocking path runs them: consecutive rounds on one
-    communicator together, ``(comm, [(sends, recvs, steps), ...])`` (grouped once, when the call is built)."""
-
-    __slots__ = ("rounds", "stretches", "runners")
-
-    def __init__(self, rounds: list[CommRound]) -> None:
-        self.rounds = rounds
-        self.runners: list[Callable[[int], None]] | None = None   # each stretch run blocking (see its user, inter)
-        self.stretches: list[tuple[MPI.Comm, list]] = []
-        for comm, sends, recvs, steps in rounds:
-            if not self.stretches or self.stretches[-1][0] is not comm:
-                self.stretches.append((comm, []))
-            self.stretches[-1][1].append((sends, recvs, steps))

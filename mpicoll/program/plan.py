@@ -3,7 +3,11 @@
 A :class:`Plan` is what every path runs: the blocking executor
 (:func:`mpicoll.engine.blocking.execute`), nonblocking requests and persistent
 requests all take its bound rounds, the private MPI communicator and a tag.
-:func:`make_plan` builds one (the collectives' ``prepare`` functions call it).
+:func:`make_plan` builds one (the collectives' ``prepare`` functions call it);
+:func:`composed` makes one of rounds given with their communicators, the
+program of a call built from the plans of its parts
+(:class:`mpicoll.program.composer.Composer`: an intercommunicator's stages, a
+reproducible sum's request).
 Plans of repeated calls are cached (:mod:`mpicoll.program.plancache`, keyed by
 :mod:`mpicoll.program.callkey`); a cached plan views the caller's memory by
 address (:meth:`Plan.detach`) and can be moved to other memory of the same shape
@@ -26,11 +30,13 @@ from mpicoll.data.ops import reducer
 from mpicoll.engine import direct
 from mpicoll.engine.blocking import bind, execute, for_mpi
 from mpicoll.engine.mismatch import CallNote
+from mpicoll.engine.rounds import CommRound
+from mpicoll.errors import ProcFailedError
 from mpicoll.families import registry
 from mpicoll.ir.layout import Layout
 from mpicoll.ir.schedule import USER_BUFFERS, Schedule
 
-__all__ = ["Plan", "NOTHING", "make_plan"]
+__all__ = ["Plan", "NOTHING", "make_plan", "composed"]
 
 
 
@@ -69,9 +75,18 @@ class Plan:
     #: mpicoll.engine.mismatch.signature), and its hash as the plan's messages carry it in their tag
     signature: str = ""
     sig: int = 0
+    #: a composed plan's communicator of each round (:func:`composed`); None: every round travels on the
+    #: communicator the plan runs on
+    comms: list | None = None
+    #: a composed plan's rounds as the blocking path runs them, consecutive rounds of one communicator together,
+    #: ``(comm, rounds)`` each (see :meth:`stretches`)
+    _stretches: list | None = field(default=None, repr=False)
 
     def bound(self) -> list:
-        """Freshly bound rounds (the nonblocking paths own theirs)."""
+        """Freshly bound rounds (the nonblocking paths own theirs); a composed plan's own (no request changes
+        them)."""
+        if self.comms is not None:
+            return self._rounds     # type: ignore[return-value]
         if self.device is not None:
             return self.device.bound()
         return bind(self.schedule, self.arrays, self.layouts, self.kernel, self.xp)
@@ -90,9 +105,26 @@ class Plan:
         parts = self._request_parts
         if parts is None:
             rounds = for_mpi(self.rounds())
-            parts = self._request_parts = (rounds, [steps for _, _, steps in rounds],
-                                           direct.blocking(rounds, comm, self.sig), [comm] * len(rounds))
+            if self.comms is not None:    # rounds on several communicators: posted by mpi4py
+                parts = (rounds, [steps for _, _, steps in rounds], None, self.comms)
+            else:
+                parts = (rounds, [steps for _, _, steps in rounds], direct.blocking(rounds, comm, self.sig),
+                         [comm] * len(rounds))
+            self._request_parts = parts
         return parts
+
+    def stretches(self) -> list[tuple[Any, list]]:
+        """A composed plan's rounds as the blocking path runs them: consecutive rounds of one communicator
+        together, ``(comm, rounds)`` each, in the form MPI reads fastest (grouped once; a caller may wrap a
+        stretch's rounds, as an intercommunicator's agreement does, before the plan first runs)."""
+        if self._stretches is None:
+            stretches: list[tuple[Any, list]] = []
+            for comm, rnd in zip(self.comms or (), for_mpi(self.rounds())):
+                if not stretches or stretches[-1][0] is not comm:
+                    stretches.append((comm, []))
+                stretches[-1][1].append(rnd)
+            self._stretches = stretches
+        return self._stretches
 
     def give_back(self) -> None:
         """A request this cached plan was lent to is done with it: the plan may serve the next call."""
@@ -116,7 +148,12 @@ class Plan:
 
     def _make_runner(self, comm: Any) -> Callable[[int], None]:
         device, finish, sig = self.device, self.finish, self.sig
-        if device is not None:
+        if self.comms is not None:     # each stretch on its own communicator (``comm`` is not read)
+            stretches = self.stretches()
+            runners = [direct.blocking(rounds, on, sig) or partial(_run_signed, rounds, on, sig)
+                       for on, rounds in stretches]
+            transfer = runners[0] if len(runners) == 1 else partial(_run_in_order, stretches, runners)
+        elif device is not None:
             def transfer(tag: int) -> None:
                 device.run(comm, tag + sig)
         else:
@@ -165,7 +202,7 @@ class Plan:
         replaced array lies is kept in :attr:`relocations`.  A plan already
         detached (one made by :meth:`rebased`) is left as it is.
         """
-        if self.relocations is not None:
+        if self.relocations is not None or self.comms is not None:   # (a composed plan's parts were detached)
             return
         seen: dict[int, Any] = {}
         self.owned_bytes = 0
@@ -242,6 +279,36 @@ NOTHING = Plan(Schedule("none", "nothing", 0, 1, 1, ()), {}, {}, None, np)
 
 def _run_signed(rounds: list, comm: Any, sig: int, tag: int) -> None:
     execute(rounds, comm, tag + sig)
+
+
+def _run_in_order(stretches: list[tuple[Any, list]], runners: list[Callable[[int], None]], tag: int) -> None:
+    """A composed plan's stretches, blocking, in order; a process failure's round counted over the whole call
+    (as a request counts them)."""
+    first = 0
+    for (_, rounds), run_stretch in zip(stretches, runners):
+        try:
+            run_stretch(tag)
+        except ProcFailedError as exc:
+            if exc.round >= 0:
+                exc.round += first
+            raise
+        first += len(rounds)
+
+
+def composed(rounds: list[CommRound], what: CallNote | None = None, *, before: Callable[[], None] | None = None,
+             finish: Callable[[], None] | None = None) -> Plan:
+    """The plan of rounds given with their communicators, ``(comm, sends, recvs, steps)`` each: a call built from
+    the plans of its parts (:class:`mpicoll.program.composer.Composer`).  ``what``: what the flight recorder notes
+    of its calls and the mismatch check compares (its ``sig`` is added to the tag of its messages); ``before``
+    and ``finish`` run at every start and completion, as a plan's do.  Its rounds are bound already: it is
+    neither detached nor moved (:meth:`Plan.detach`); a request runs its rounds as they are."""
+    name = what.collective if what is not None else "composed"
+    plan = Plan(Schedule(name, what.algorithm if what is not None else "composed", 0, 1, 1, ()), {}, {}, None, np,
+                finish, before=before, comms=[r[0] for r in rounds])
+    plan._rounds = [r[1:] for r in rounds]
+    if what is not None:
+        plan._what, plan.signature, plan.sig = what, what.signature, what.sig
+    return plan
 
 
 def make_plan(comm: Any, collective: str, name: str, params: dict[str, Any], arrays: dict[str, Any],
