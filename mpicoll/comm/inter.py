@@ -221,8 +221,8 @@ def _refuse(state: InterState, method: str, tag: int, error: BaseException) -> N
     if len(agreement.rounds) == 1:
         peer = agreement.rounds[0][1][0][1]
         instead += post(agreement.comm, tag, [(message(np.empty(0, np.uint8)), peer)], [])
-    naming_plan = composed(Stages(state).agreement(method, error))
-    naming = Request(naming_plan.rounds(), naming_plan.comms, state.merged._state.next_tag(NONBLOCKING), None)  # type: ignore[arg-type]
+    named = composed(Stages(state).agreement(method, error))
+    naming = Request(named.rounds(), named.comms or [], state.merged._state.next_tag(NONBLOCKING), None)
     naming._launch()
     deadline = time.monotonic() + limit
     try:
@@ -250,7 +250,7 @@ def execute(state: InterState, method: str, plan: Plan, tag: int, agreed: int = 
     if not rounds:
         return
     tag += plan.sig
-    req = Request(rounds, plan.comms, tag, None)    # type: ignore[arg-type]
+    req = Request(rounds, plan.comms or [], tag, None)
     if state.timeout is not None:
         req.watch = (method, state.timeout, state.merged._state.rank)
     req._launch()

@@ -62,8 +62,8 @@ def _skip(tag: int) -> None:
 
 class Entry:
     """One call kept bound, as the hot path finds it (``CommState.entries``, an intercommunicator's
-    ``InterState.entries``): its ``program`` (a :class:`~mpicoll.program.plan.Plan`; an intercommunicator's
-    :class:`~mpicoll.engine.rounds.Built`), ``run(tag)`` (the program's blocking runner), what its key names
+    ``InterState.entries``): its ``program`` (a :class:`~mpicoll.program.plan.Plan`; an intercommunicator's is
+    composed, :func:`~mpicoll.program.plan.composed`), ``run(tag)`` (the program's blocking runner), what its key names
     by identity (``refs``, kept alive), whether it was used since the last eviction sweep, and what the flight
     recorder notes of its calls and the mismatch check compares (``what``, a
     :class:`~mpicoll.engine.mismatch.CallNote`; None: nothing to do)."""
