@@ -118,7 +118,7 @@ def init(comm: Any, method: str, algorithm: str, reproducible: bool | None, *arg
     state = comm._state
     tag = state.next_tag(PERSISTENT)
     plan = RequestStages(comm, method, algorithm, args, call, None).plan()
-    req = Prequest(plan.rounds(), plan.comms, tag, None, plan.before, keep=(args, plan))  # type: ignore[arg-type]
+    req = Prequest(plan.rounds(), plan.comms or [], tag, None, plan.before, keep=(args, plan))
     _watch(req, state, method)
     return req
 
