@@ -12,9 +12,10 @@ intercommunicator's calls are :mod:`mpicoll.comm.reproducible_inter`'s):
    integer addition is exact and associative, so every algorithm, segmentation and order of the ranks
    gives the same integers, which :func:`~mpicoll.data.fixedpoint.combine` rounds once.
 
-A small ``Allreduce`` gathers every contribution and sums them locally; a larger one with ``algorithm="auto"``
-exchanges the floats' blocks and sums each block locally (:mod:`mpicoll.comm.reproducible_allreduce`, whose
-plans run the usual calls without parsing): the same arithmetic, so the same bits.  Other ops and element
+A small ``Allreduce`` gathers every contribution and sums them locally (:mod:`mpicoll.comm.reproducible_allreduce`,
+whose plans run the usual calls without parsing); a larger one with ``algorithm="auto"`` exchanges the floats'
+blocks and sums each block locally (:mod:`mpicoll.comm.reproducible_requests`, whose composed plan every form
+runs): the same arithmetic, so the same bits.  Other ops and element
 types are exact already (or not sums): the call goes the ordinary way.
 """
 
@@ -34,7 +35,6 @@ from mpicoll.comm.reproducible_allreduce import (
     gathered,
     gathers,
     raise_any,
-    scattered,
     scratch,
 )
 from mpicoll.comm.reproducible_mode import DEFAULT, wanted
@@ -123,18 +123,13 @@ def accept(comm: Any, method: str, reproducible: bool | None,
         return None, exc
 
 
-def run(comm: Any, method: str, algorithm: str, reproducible: bool | None, *args: Any) -> None:
-    """Run the blocking collective ``method`` of ``comm`` (an ``mpicoll.Comm``) in the reproducible mode
-    where :func:`accept` takes it, else the ordinary way."""
-    accepted = accept(comm, method, reproducible, args)
-    if accepted is None:
-        return getattr(comm, method)(*args, algorithm=algorithm, reproducible=False)
-    call, failure = accepted
+def run(comm: Any, method: str, algorithm: str, args: tuple, call: _Call | None, failure: Exception | None) -> None:
+    """Run the blocking collective ``method(*args)`` of ``comm`` (an ``mpicoll.Comm``) in the reproducible mode,
+    as :func:`accept` took it (``call``, ``failure``): a small ``Allreduce`` gathered, any other call in the two
+    steps (a larger ``Allreduce`` with ``algorithm="auto"`` is :func:`mpicoll.comm.reproducible_requests.run`'s)."""
     size, itemsize = elements(args) if call is None else (call.values.shape[0], call.values.dtype.itemsize)
     if method == "Allreduce" and gathers(size * itemsize, comm.Get_size()):
         return gathered(comm, call, failure, size * itemsize)
-    if method == "Allreduce" and algorithm == "auto":
-        return scattered(comm, call, failure)
     rows = None if call is None else summed_rows(method, call, comm.Get_rank())
     most = 0 if call is None else 8 * (call.fmt.limbs + 1) * (size + (rows or 0))   # the limbs, and a tally
     arena = scratch(comm, _align(size + 1) + most)

@@ -7,12 +7,13 @@
   contribution with a byte saying whether its arguments failed, then every rank sums the table itself
   (:func:`gathered`);
 - **scattered** (larger, ``algorithm="auto"``): a byte's MAX, an ``Alltoallv`` of the floats' blocks, each
-  rank sums its block's table, an ``Allgatherv`` of the results (:func:`scattered`).
+  rank sums its block's table, an ``Allgatherv`` of the results (composed once for every form:
+  :class:`mpicoll.comm.reproducible_requests.RequestStages`, whose :func:`blocks` are these).
 
-A call with the usual arguments (two C-contiguous NumPy arrays of float64 or float32 of one length, the
-result writable, this rank's arguments accepted) makes a *plan* for its communicator, dtype and length: the
-buffers and counts the exchanges take, reused by every later such call (:func:`run_planned`), so that it
-runs with no parsing and no allocation, and the exchanges find their own plans cached (the same buffers).
+A gathered call with the usual arguments (two C-contiguous NumPy arrays of float64 or float32 of one length,
+the result writable, this rank's arguments accepted) makes a *plan* for its communicator, dtype and length:
+the row and table the exchange takes, reused by every later such call (:func:`run_planned`), so that it
+runs with no parsing and no allocation, and the exchange finds its own plan cached (the same buffers).
 The plans are kept in the communicator's state (``CommState.reproducible_plans``, with the request forms'
 stages: :mod:`mpicoll.comm.reproducible_requests`); a gathered call's hit runs from C where the kernels are
 built (``Gathered`` and ``run_planned``, ``mpicoll/data/_gathered.c``; :class:`_Gathered` is their definition).
@@ -29,12 +30,11 @@ from mpi4py import MPI
 from mpicoll import errors
 from mpicoll.comm.dispatch import run_blocking
 from mpicoll.comm.reproducible_mode import DEFAULT
-from mpicoll.data import fixedpoint as fp
 from mpicoll.data import fixedpoint_kernels as kernels
 from mpicoll.program.state import CommState
 
-__all__ = ["GATHER_BYTES", "FLAG_BYTES", "PLAN_BYTES", "gathers", "gathered", "gathered_plan", "scattered",
-           "run_planned", "raise_any", "scratch", "blocks", "keep"]
+__all__ = ["GATHER_BYTES", "FLAG_BYTES", "PLAN_BYTES", "gathers", "gathered", "gathered_plan", "run_planned",
+           "raise_any", "scratch", "blocks", "keep"]
 
 #: an Allreduce whose contributions together take at most this many bytes gathers them and sums locally (at
 #: 2 processes of 16 KiB, the gathered call took 10.5 us against the scattered one's 14.0; of 32 KiB, 19.1 us
@@ -50,8 +50,8 @@ def gathers(nbytes: int, p: int) -> bool:
 
 #: a gathered row's tail: its first byte says whether the rank's arguments failed (8 keep the rows aligned)
 FLAG_BYTES = 8
-#: a scattered call's plan keeps its own table up to this many bytes of contribution (a larger call's
-#: Python is a small part of its time: it takes the communicator's scratch)
+#: a scattered call's composed plan is kept (by its arrays' addresses) up to this many bytes of contribution (a
+#: larger call's Python is a small part of its time: it is composed every time)
 PLAN_BYTES = 1 << 20
 _PLANNED = (np.dtype(np.float64), np.dtype(np.float32))     # the dtypes whose calls make plans
 
@@ -116,33 +116,6 @@ def gathered_plan(p: int, call: Any, nbytes: int, compiled: bool) -> Any:
     return _Gathered(row, table, p, dtype, n)
 
 
-class _Scattered:
-    """A larger Allreduce's plan: the flag, the blocks' counts and displacements (bytes, as the parsed path's
-    messages are), the table."""
-
-    __slots__ = ("p", "fmt", "flag", "counts", "recv_spec", "lo", "hi", "rows")
-
-    def __init__(self, comm: Any, dtype: np.dtype, n: int, fmt: fp.Format, table: np.ndarray | None = None) -> None:
-        p, rank, itemsize = comm.Get_size(), comm.Get_rank(), dtype.itemsize
-        self.p, self.fmt, self.flag = p, fmt, np.zeros(1, np.uint8)
-        counts, displs = blocks(n, p)
-        self.counts = [c * itemsize for c in counts], [d * itemsize for d in displs]
-        mine = counts[rank]
-        self.lo, self.hi = displs[rank], displs[rank] + mine
-        space = np.empty(p * mine * itemsize, np.uint8) if table is None else table[:p * mine * itemsize]
-        self.rows = space.view(dtype).reshape(p, mine)
-        self.recv_spec = [space, ([mine * itemsize] * p, [mine * itemsize * j for j in range(p)]), MPI.BYTE]
-
-    def run(self, comm: Any, send: np.ndarray, recv: np.ndarray) -> None:
-        flag = self.flag
-        flag[0] = 0
-        comm.Allreduce(MPI.IN_PLACE, flag, op=MPI.MAX, reproducible=False)
-        raise_any("Allreduce", None, flag[0])
-        comm.Alltoallv([send.view(np.uint8), self.counts, MPI.BYTE], self.recv_spec)
-        kernels.sum_rows_into(self.rows, recv[self.lo:self.hi], self.fmt)
-        comm.Allgatherv(MPI.IN_PLACE, [recv.view(np.uint8), self.counts, MPI.BYTE])
-
-
 def blocks(n: int, p: int) -> tuple[list[int], list[int]]:
     """The counts and displacements of the ``p`` blocks of ``n`` elements: block ``j`` holds ``n // p``, one
     more for ``j < n % p``, so that they cover the ``n`` elements once, in order."""
@@ -167,7 +140,7 @@ def _run_planned(comm: Any, algorithm: str, reproducible: bool | None, send: Any
         return False
     plans = getattr(comm._state, "reproducible_plans", None)
     plan = None if plans is None else plans.get((send.dtype.char, send.size))
-    if plan is None or (type(plan) is _Scattered and algorithm != "auto") or send.dtype not in _PLANNED \
+    if plan is None or send.dtype not in _PLANNED \
             or recv.dtype != send.dtype or recv.size != send.size or not send.flags.c_contiguous:
         return False
     flags = recv.flags
@@ -192,16 +165,13 @@ def _compiled_run_planned() -> Any:
 run_planned = _compiled_run_planned()
 
 
-def _plan(comm: Any, call: Any, failure: Exception | None, scattered_: bool) -> Any:
-    """The plan of this call, made and kept, where it has the usual arguments; else None."""
+def _plan(comm: Any, call: Any, failure: Exception | None) -> Any:
+    """The plan of this gathered call, made and kept, where it has the usual arguments; else None."""
     if failure is not None or call.values.dtype not in _PLANNED or call.out.dtype != call.values.dtype \
             or not call.out.flags.c_contiguous or call.values.shape[0] == 0:
         return None
     dtype, n = call.values.dtype, call.values.shape[0]
-    if scattered_ and n * dtype.itemsize > PLAN_BYTES:
-        return _Scattered(comm, dtype, n, call.fmt, scratch(comm, (n + comm.Get_size()) * dtype.itemsize))
-    plan = _Scattered(comm, dtype, n, call.fmt) if scattered_ else \
-        gathered_plan(comm.Get_size(), call, n * dtype.itemsize, True)
+    plan = gathered_plan(comm.Get_size(), call, n * dtype.itemsize, True)
     keep(comm, (dtype.char, n), plan)
     return plan
 
@@ -220,41 +190,12 @@ def gathered(comm: Any, call: Any, failure: Exception | None, nbytes: int) -> No
     (:func:`mpicoll.data.fixedpoint.sum_rows`), so the bits are those of the two steps, in one latency
     instead of two.  ``call``: this rank's side (:class:`mpicoll.comm.reproducible._Call`), None where its
     arguments failed (``failure``)."""
-    plan = _plan(comm, call, failure, False) or gathered_plan(comm.Get_size(), call, nbytes, False)
+    plan = _plan(comm, call, failure) or gathered_plan(comm.Get_size(), call, nbytes, False)
     if failure is None:
         return plan.run(comm, call.values, call.out)
     plan.fail()
     run_blocking(comm, "Allgather", "auto", plan.row, plan.table)
     raise failure
-
-
-def scattered(comm: Any, call: Any, failure: Exception | None) -> None:
-    """A larger ``Allreduce`` with ``algorithm="auto"``: a byte's MAX says whether some rank's arguments failed;
-    then rank ``j`` receives block ``j`` of every contribution (an ``Alltoallv`` of the floats themselves),
-    sums its block's table itself (:func:`mpicoll.data.fixedpoint_kernels.sum_rows`: every term of an
-    element is there, so its window, limbs and rounding are those of the two steps), and an ``Allgatherv``
-    gives every rank every block.  It moves the floats twice, as a reduce-scatter and all-gather of the
-    ordinary sum does, where the two steps move a code and ``fmt.limbs`` int64 per element.
-
-    Block ``j`` is :func:`blocks`'s.  A call without a plan (float16, bfloat16; a non-contiguous result; a
-    rank whose arguments failed) sends the blocks as bytes."""
-    plan = _plan(comm, call, failure, True)
-    if plan is not None:
-        return plan.run(comm, call.values, call.out)
-    flag = np.array([failure is not None], np.uint8)
-    comm.Allreduce(MPI.IN_PLACE, flag, op=MPI.MAX, reproducible=False)
-    raise_any("Allreduce", failure, flag[0])
-    p, rank, itemsize = comm.Get_size(), comm.Get_rank(), call.values.dtype.itemsize
-    counts, displs = ([c * itemsize for c in column] for column in blocks(call.values.shape[0], p))
-    mine = counts[rank]
-    table = scratch(comm, p * mine)
-    comm.Alltoallv([call.values.view(np.uint8), (counts, displs), MPI.BYTE],
-                   [table, ([mine] * p, [mine * j for j in range(p)]), MPI.BYTE])
-    out = call.out.view(np.uint8)
-    block = out[displs[rank]:displs[rank] + mine].view(call.values.dtype)
-    kernels.sum_rows(table.view(call.values.dtype).reshape(p, mine // itemsize), out=block)
-    comm.Allgatherv(MPI.IN_PLACE, [out, (counts, displs), MPI.BYTE])
-    return None
 
 
 #: per communicator (its state): the scratch of its blocking reproducible calls (codes, limbs, summed limbs),

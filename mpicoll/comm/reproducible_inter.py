@@ -103,9 +103,9 @@ def _inter(comm: Any, reproducible: bool | None) -> InterState | None:
 def run(comm: Any, method: str, algorithm: str, reproducible: bool | None, *args: Any) -> None:
     """The blocking ``method`` (Allreduce, Reduce, Reduce_scatter_block or Reduce_scatter) of ``comm`` with
     ``reproducible`` (true, or None with ``MPICOLL_REPRODUCIBLE`` set): an intercommunicator's as stages,
-    with the blocking call's tag; an intracommunicator's by :func:`mpicoll.comm.reproducible.run`."""
+    with the blocking call's tag; an intracommunicator's by :func:`mpicoll.comm.reproducible_requests.run`."""
     if type(comm._state) is not InterState:
-        return blocking.run(comm, method, algorithm, reproducible, *args)
+        return requests.run(comm, method, algorithm, reproducible, *args)
     state = _inter(comm, reproducible)
     if state is None:
         return getattr(comm, method)(*args, algorithm=algorithm, reproducible=False)

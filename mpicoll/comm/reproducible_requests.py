@@ -1,4 +1,4 @@
-"""The nonblocking (``I*``) and persistent (``*_init``) forms of the reproducible sums: the steps as one request.
+"""The reproducible sums composed as one plan: the ``I*`` and ``*_init`` forms, and the blocking scattered Allreduce.
 
 A reproducible call (:mod:`mpicoll.comm.reproducible`) is two collectives of the same communicator and
 local passes between them.  Here they are composed into one plan, as an intercommunicator call's
@@ -22,6 +22,10 @@ request's one tag, posted once the round before it is complete here; a peer's me
 cannot match another's receives, because MPI keeps the order of two messages between the same ranks
 with the same tag.
 
+A larger ``Allreduce`` with ``algorithm="auto"`` runs its composed plan in its blocking form too (:func:`run`,
+with the blocking call's tag and the plan's signature: the collective and the count), so the scattered sum
+is written once for the three forms.
+
 The limbs of a scan always have a column for the counts of inf and NaN (its buffers are bound before the
 codes say whether some element has any, and an all-zero count changes no sum); every other call keeps
 those counts in limb 0, as the blocking call does, so the bits are the blocking call's.
@@ -35,20 +39,47 @@ import numpy as np
 from mpi4py import MPI
 
 from mpicoll.comm import reproducible as blocking
-from mpicoll.comm.preparing import prepare
+from mpicoll.comm.preparing import prepare, run_plan
 from mpicoll.comm.reproducible_allreduce import PLAN_BYTES, blocks, gathered_plan, gathers, keep
 from mpicoll.data import fixedpoint_kernels as kernels
-from mpicoll.engine.forms import NONBLOCKING, PERSISTENT
+from mpicoll.engine.forms import BLOCKING, NONBLOCKING, PERSISTENT, number
+from mpicoll.engine.mismatch import CallNote, sig_of
+from mpicoll.engine.recorder import Noted
 from mpicoll.engine.requests import Prequest, Request
 from mpicoll.program.callkey import call_key
 from mpicoll.program.composer import Composer
 from mpicoll.program.plan import Plan
 
-__all__ = ["start", "init", "RequestStages"]
+__all__ = ["run", "start", "init", "RequestStages"]
 
 
 def nonblocking_name(method: str) -> str:
     return "I" + method[0].lower() + method[1:]
+
+
+def run(comm: Any, method: str, algorithm: str, reproducible: bool | None, *args: Any) -> None:
+    """The blocking form of ``method`` of ``comm``, reproducible where :func:`mpicoll.comm.reproducible.accept`
+    takes it (else the ordinary call).  A larger ``Allreduce`` with ``algorithm="auto"`` (the scattered sum)
+    runs the plan its request composes (:class:`RequestStages`), blocking, with the blocking call's tag and its
+    signature; every other call is :func:`mpicoll.comm.reproducible.run`'s."""
+    accepted = blocking.accept(comm, method, reproducible, args)
+    if accepted is None:
+        return getattr(comm, method)(*args, algorithm=algorithm, reproducible=False)
+    call, failure = accepted
+    state = comm._state
+    size, itemsize = blocking.elements(args) if call is None else (call.values.shape[0], call.values.dtype.itemsize)
+    if method != "Allreduce" or algorithm != "auto" or gathers(size * itemsize, state.size):
+        return blocking.run(comm, method, algorithm, args, call, failure)
+    tag = state.next_tag(BLOCKING)
+    stages = _stages(comm, method, algorithm, args, call, failure)
+    plan = stages.plan()
+    try:
+        stages.fill()
+        with Noted(state.recorder, number(state.tags, tag), plan.what()):
+            run_plan(state, plan, tag, method)
+    finally:
+        plan.lent = False
+    return None
 
 
 def start(comm: Any, method: str, algorithm: str, reproducible: bool | None, *args: Any) -> Request:
@@ -174,10 +205,14 @@ class RequestStages(Composer):
             self.step(self._decode)
 
     def _scattered(self, args: tuple, call: Any) -> None:
-        """A larger Allreduce with ``algorithm="auto"``, as blocking
-        (:func:`mpicoll.comm.reproducible_allreduce.scattered`): the rounds of a byte's MAX (whether some
-        rank's arguments failed), a step that raises where one did, the rounds of an ``Alltoallv`` of the
-        floats' blocks, a step that sums this rank's block's table, the rounds of an ``Allgatherv``."""
+        """A larger Allreduce with ``algorithm="auto"``, in every form (the blocking one too: :func:`run`): the
+        rounds of a byte's MAX (whether some rank's arguments failed), a step that raises where one did, the
+        rounds of an ``Alltoallv`` of the floats' blocks (rank ``j`` receives block ``j`` of every contribution,
+        :func:`~mpicoll.comm.reproducible_allreduce.blocks`), a step that sums this rank's block's table (every
+        term of an element is there, so its window, limbs and rounding are those of the two steps), the rounds
+        of an ``Allgatherv`` that gives every rank every block.  It moves the floats twice, as a reduce-scatter
+        and all-gather of the ordinary sum does, where the two steps move a code and ``fmt.limbs`` int64 per
+        element."""
         self.head = np.zeros(1, np.int8)
         self.fill = self._fill_flag
         self._collective("Allreduce", (MPI.IN_PLACE, self.head, MPI.MAX), "auto")
@@ -199,10 +234,14 @@ class RequestStages(Composer):
         self.part(prepare(self.state, method, args, algorithm), self.state.private)
 
     def plan(self) -> Plan:
-        """The rounds and passes as one plan (made once: kept stages serve many requests, one at a time)."""
+        """The rounds and passes as one plan (made once: kept stages serve many calls, one at a time), noted as
+        the reproducible form of its collective: its signature holds the collective and the count every rank
+        must agree on, which the blocking form's messages carry (:mod:`mpicoll.engine.mismatch`)."""
         if self._plan is None:
             self.before.append(self.fill)
-            self._plan = self.program()
+            signature = f"{self.method}(count={self.size}, bytes={self.nbytes}, op=SUM, reproducible=True)"
+            self._plan = self.program(CallNote(self.method.lower(), "reproducible", self.nbytes, signature,
+                                               sig_of(signature, self.state.tags[2]), tuple(sorted(self.peers))))
         return self._plan
 
     # -- the local passes ----------------------------------------------------------------------------

@@ -38,18 +38,23 @@ class Composer:
     spans : list of (address, nbytes), or None
         The call's buffers, for a program that is kept for later calls: the parts' rounds then view them by
         address, holding none of the caller's objects (as a cached plan does, see :meth:`Plan.detach`).
+    peers : set of int
+        The ranks the parts' schedules exchange messages with (what the mismatch check asks, see
+        :class:`~mpicoll.engine.mismatch.CallNote`).
     """
 
     def __init__(self, spans: list[tuple[int, int]] | None = None) -> None:
         self.rounds: list[CommRound] = []
         self.before: list[Callable[[], None]] = []
         self.spans = spans
+        self.peers: set[int] = set()
 
     def part(self, plan: Plan | None, comm: MPI.Comm) -> None:
         """The rounds of another collective's ``plan`` (None: nothing to do), on ``comm`` (the private
         communicator it was prepared for), then its ``finish`` (a result staged for a datatype, unpacked)."""
         if plan is None:
             return
+        self.peers.update(plan.what().peers)
         if self.spans is not None:
             plan.detach(self.spans)
         self.rounds.extend((comm, sends, recvs, list(steps)) for sends, recvs, steps in plan.bound())

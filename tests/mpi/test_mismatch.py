@@ -284,14 +284,16 @@ def test_object_collectives_given_an_algorithm():
                        else c.allgather(R, algorithm="ring"), "bcast(algorithm=binomial", "allgather(algorithm=ring")
 
 
+@pytest.mark.parametrize("n", [4, 8192])     # gathered; scattered (its composed plan carries its signature)
 @pytest.mark.parametrize("case", ["one rank reproducible", "counts differ"])
-def test_reproducible_sums(case):
+def test_reproducible_sums(case, n):
     """``reproducible=True`` on one rank where the others make the plain call, or reproducible sums of different
-    counts: a reproducible sum runs mpicoll's own buffer collectives, which carry their signatures, so every rank
-    raises all the same."""
+    counts: a small reproducible sum runs mpicoll's own buffer collectives, which carry their signatures, and a
+    larger one's composed plan carries its own (the collective and the count), so every rank raises all the
+    same."""
     if case == "one rank reproducible":
-        x, y = np.full(4, R + 1.0), np.zeros(4)
+        x, y = np.full(n, R + 1.0), np.zeros(n)
         _every_rank_raises(lambda c: c.Allreduce(x, y, reproducible=(R == ODD)))
     else:
-        n = 8 if R == ODD else 4
+        n = 2 * n if R == ODD else n
         _every_rank_raises(lambda c: c.Allreduce(np.ones(n), np.zeros(n), reproducible=True))
