@@ -271,7 +271,11 @@ class RequestStages(Composer):
         blocking.raise_any(self.method, self.failure, self.head[0])
 
     def _sum_block(self) -> None:
-        kernels.sum_rows(self.rows, out=self.block)
+        block = self.block
+        if block.dtype.char in "df" and block.dtype.isnative and block.flags.c_contiguous:   # one kernel call
+            kernels.sum_rows_into(self.rows, block, self.call.fmt)
+        else:
+            kernels.sum_rows(self.rows, out=block)
 
     def _fill_row(self) -> None:
         if self.call is None:

@@ -182,13 +182,20 @@ def test_iallreduce_stages_are_kept_and_lent_to_one_request_at_a_time(comm, coun
         rows = table(P, count, np.float64, 21, special=True)
         mine = rows[permutation(21)[R]].copy()
         expected = np.empty(count)
-        dup.Allreduce(mine, expected, reproducible=True)
+        dup.Allreduce(mine, expected, reproducible=True)      # (the scattered one composes its stages too)
+        first = len(made)
+        again = np.empty(count)
+        dup.Allreduce(mine, again, reproducible=True)
+        dup.Allreduce(mine, again, reproducible=True)         # (its kept stages, lent to it again)
+        check(bits(again) == bits(expected) and len(made) - first == 1 - (count * 8 * P <= rr.blocking.GATHER_BYTES),
+              f"count {count}: the blocking call on other arrays, twice: {len(made) - first} stages made")
+        first = len(made)
         out = np.full(count, 7.0)
         for _ in range(3):                                    # one construction, then the kept stages
             out[:] = 7
             dup.Iallreduce(mine, out, reproducible=True).Wait()
             check(bits(out) == bits(expected), f"count {count}: Wait")
-        check(len(made) == 1, f"count {count}: {len(made)} stages made for three requests in turn")
+        check(len(made) - first == 1, f"count {count}: {len(made) - first} stages made for three requests in turn")
         sends = [mine * (j - 1.5) for j in range(3)]           # (each its own result: stages lent twice would mix)
         wanted = [np.empty(count) for _ in range(3)]
         for j in range(3):
@@ -219,9 +226,12 @@ def test_iallreduce_stages_are_kept_and_lent_to_one_request_at_a_time(comm, coun
             if done is not None:
                 done.Wait()
             check(bits(inplace) == bits(expected), f"count {count}: {form} in place")
-        plan = dup._state.reproducible_plans.get(("d", count))
+        plan, before = dup._state.reproducible_plans.get(("d", count)), len(made)
         dup.Allreduce(MPI.IN_PLACE, inplace, reproducible=True)
-        check(plan is not None and dup._state.reproducible_plans.get(("d", count)) is plan,
-              f"count {count}: a blocking call in place made a new plan")
+        if small:       # the gathered plan of its dtype and length
+            check(plan is not None and dup._state.reproducible_plans.get(("d", count)) is plan,
+                  f"count {count}: a blocking call in place made a new plan")
+        else:           # the composed plan kept for its arrays
+            check(len(made) == before, f"count {count}: a blocking call in place made new stages")
     finally:
         dup.Free()
