@@ -31,10 +31,11 @@ from mpicoll import errors
 from mpicoll.comm.dispatch import run_blocking
 from mpicoll.comm.reproducible_mode import DEFAULT
 from mpicoll.data import fixedpoint_kernels as kernels
+from mpicoll.program.callkey import call_key
 from mpicoll.program.state import CommState
 
 __all__ = ["GATHER_BYTES", "FLAG_BYTES", "PLAN_BYTES", "gathers", "gathered", "gathered_plan", "run_planned",
-           "raise_any", "scratch", "blocks", "keep"]
+           "raise_any", "scratch", "blocks", "keep", "kept_key"]
 
 #: an Allreduce whose contributions together take at most this many bytes gathers them and sums locally (at
 #: 2 processes of 16 KiB, the gathered call took 10.5 us against the scattered one's 14.0; of 32 KiB, 19.1 us
@@ -126,21 +127,45 @@ def blocks(n: int, p: int) -> tuple[list[int], list[int]]:
     return counts, displs
 
 
+def kept_key(method: str, args: tuple, algorithm: str) -> tuple:
+    """The key a larger call's composed plan is kept under for its arrays (``key[1]`` None: a call the key
+    cannot describe): :class:`mpicoll.comm.reproducible_requests.RequestStages`, kept by its ``_stages``."""
+    return ("composed", call_key(method, args, algorithm, ()))
+
+
+def _run_kept(plans: dict, send: Any, recv: Any, op: Any, algorithm: str) -> bool:
+    """A larger call's composed plan kept for these arrays, run blocking (its ``run``), where no request holds
+    it; False (nothing done) where there is none."""
+    key = kept_key("Allreduce", (send, recv, op), algorithm)
+    stages = plans.get(key) if key[1] is not None else None
+    if stages is None or stages.plan().lent:
+        return False
+    stages.plan().lent = True
+    stages.run()
+    return True
+
+
 def _run_planned(comm: Any, algorithm: str, reproducible: bool | None, send: Any, recv: Any, op: Any) -> bool:
     """Run ``comm.Allreduce(send, recv, op, algorithm=algorithm, reproducible=reproducible)`` (``comm``'s method
     calls this first in the reproducible mode) by a plan made by an earlier call of the same communicator, dtype
     and length; False (nothing done) where there is none, the arguments are not the usual ones, or
     ``reproducible`` is None and ``MPICOLL_REPRODUCIBLE`` not yet read (then
-    :func:`mpicoll.comm.reproducible.run` takes it; an intercommunicator's state has no plans).  ``send``
+    :func:`mpicoll.comm.reproducible_requests.run` takes it; an intercommunicator's state has no plans).  A
+    larger call runs the composed plan kept for its arrays where there is one (:func:`_run_kept`).  ``send``
     ``MPI.IN_PLACE``: the contribution is ``recv``."""
+    given = send
     if send is MPI.IN_PLACE:
         send = recv
     if not (DEFAULT[0] is True if reproducible is None else reproducible) or type(send) is not np.ndarray \
             or type(recv) is not np.ndarray or op is not MPI.SUM:
         return False
     plans = getattr(comm._state, "reproducible_plans", None)
-    plan = None if plans is None else plans.get((send.dtype.char, send.size))
-    if plan is None or send.dtype not in _PLANNED \
+    if plans is None:
+        return False
+    plan = plans.get((send.dtype.char, send.size))
+    if plan is None:
+        return _run_kept(plans, given, recv, op, algorithm)
+    if send.dtype not in _PLANNED \
             or recv.dtype != send.dtype or recv.size != send.size or not send.flags.c_contiguous:
         return False
     flags = recv.flags

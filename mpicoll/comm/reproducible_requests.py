@@ -40,13 +40,12 @@ from mpi4py import MPI
 
 from mpicoll.comm import reproducible as blocking
 from mpicoll.comm.preparing import prepare, run_plan
-from mpicoll.comm.reproducible_allreduce import PLAN_BYTES, blocks, gathered_plan, gathers, keep
+from mpicoll.comm.reproducible_allreduce import PLAN_BYTES, blocks, gathered_plan, gathers, keep, kept_key
 from mpicoll.data import fixedpoint_kernels as kernels
 from mpicoll.engine.forms import BLOCKING, NONBLOCKING, PERSISTENT, number
 from mpicoll.engine.mismatch import CallNote, sig_of
 from mpicoll.engine.recorder import Noted
 from mpicoll.engine.requests import Prequest, Request
-from mpicoll.program.callkey import call_key
 from mpicoll.program.composer import Composer
 from mpicoll.program.plan import Plan
 
@@ -70,15 +69,7 @@ def run(comm: Any, method: str, algorithm: str, reproducible: bool | None, *args
     size, itemsize = blocking.elements(args) if call is None else (call.values.shape[0], call.values.dtype.itemsize)
     if method != "Allreduce" or algorithm != "auto" or gathers(size * itemsize, state.size):
         return blocking.run(comm, method, algorithm, args, call, failure)
-    tag = state.next_tag(BLOCKING)
-    stages = _stages(comm, method, algorithm, args, call, failure)
-    plan = stages.plan()
-    try:
-        stages.fill()
-        with Noted(state.recorder, number(state.tags, tag), plan.what()):
-            run_plan(state, plan, tag, method)
-    finally:
-        plan.lent = False
+    _stages(comm, method, algorithm, args, call, failure).run()
     return None
 
 
@@ -116,7 +107,7 @@ def _stages(comm: Any, method: str, algorithm: str, args: tuple, call: Any, fail
     if gathers(values.nbytes, comm._state.size):
         key = ("Iallreduce", values.dtype.str, values.shape[0])
     else:
-        key = ("Iallreduce", call_key(method, args, algorithm, ())) if values.nbytes <= PLAN_BYTES else None
+        key = kept_key(method, args, algorithm) if values.nbytes <= PLAN_BYTES else None
         if key is None or key[1] is None:      # (None: a call the key cannot describe)
             return RequestStages(comm, method, algorithm, args, call, failure)
     stages = comm._state.reproducible_plans.get(key)
@@ -232,6 +223,18 @@ class RequestStages(Composer):
     def _collective(self, method: str, args: tuple, algorithm: str) -> None:
         """The bound rounds of the ordinary collective ``method(*args)`` (checked now, like any call)."""
         self.part(prepare(self.state, method, args, algorithm), self.state.private)
+
+    def run(self) -> None:
+        """The plan run blocking (the scattered sum's blocking form), with the blocking call's tag, noted with
+        its signature; given back after (a kept plan serves the next call)."""
+        state, plan = self.state, self.plan()
+        tag = state.next_tag(BLOCKING)
+        try:
+            self.fill()
+            with Noted(state.recorder, number(state.tags, tag), plan.what()):
+                run_plan(state, plan, tag, self.method)
+        finally:
+            plan.lent = False
 
     def plan(self) -> Plan:
         """The rounds and passes as one plan (made once: kept stages serve many calls, one at a time), noted as
