@@ -35,7 +35,7 @@ from mpicoll.program.callkey import call_key
 from mpicoll.program.state import CommState
 
 __all__ = ["GATHER_BYTES", "FLAG_BYTES", "PLAN_BYTES", "gathers", "gathered", "gathered_plan", "run_planned",
-           "raise_any", "scratch", "blocks", "keep", "kept_key"]
+           "raise_any", "scratch", "blocks", "keep", "kept_key", "borrow"]
 
 #: an Allreduce whose contributions together take at most this many bytes gathers them and sums locally (at
 #: 2 processes of 16 KiB, the gathered call took 10.5 us against the scattered one's 14.0; of 32 KiB, 19.1 us
@@ -133,14 +133,23 @@ def kept_key(method: str, args: tuple, algorithm: str) -> tuple:
     return ("composed", call_key(method, args, algorithm, ()))
 
 
+def borrow(plans: dict, key: Any) -> Any:
+    """The composed stages kept under ``key``, their plan marked lent (the cached plans' one rule: a plan serves
+    one call at a time), or None where there are none or their plan is lent already."""
+    stages = plans.get(key)
+    if stages is None or stages.plan().lent:
+        return None
+    stages.plan().lent = True
+    return stages
+
+
 def _run_kept(plans: dict, send: Any, recv: Any, op: Any, algorithm: str) -> bool:
     """A larger call's composed plan kept for these arrays, run blocking (its ``run``), where no request holds
     it; False (nothing done) where there is none."""
     key = kept_key("Allreduce", (send, recv, op), algorithm)
-    stages = plans.get(key) if key[1] is not None else None
-    if stages is None or stages.plan().lent:
+    stages = borrow(plans, key) if key[1] is not None else None
+    if stages is None:
         return False
-    stages.plan().lent = True
     stages.run()
     return True
 

@@ -40,7 +40,15 @@ from mpi4py import MPI
 
 from mpicoll.comm import reproducible as blocking
 from mpicoll.comm.preparing import prepare, run_plan
-from mpicoll.comm.reproducible_allreduce import PLAN_BYTES, blocks, gathered_plan, gathers, keep, kept_key
+from mpicoll.comm.reproducible_allreduce import (
+    PLAN_BYTES,
+    blocks,
+    borrow,
+    gathered_plan,
+    gathers,
+    keep,
+    kept_key,
+)
 from mpicoll.data import fixedpoint_kernels as kernels
 from mpicoll.engine.forms import BLOCKING, NONBLOCKING, PERSISTENT, number
 from mpicoll.engine.mismatch import CallNote, sig_of
@@ -110,13 +118,13 @@ def _stages(comm: Any, method: str, algorithm: str, args: tuple, call: Any, fail
         key = kept_key(method, args, algorithm) if values.nbytes <= PLAN_BYTES else None
         if key is None or key[1] is None:      # (None: a call the key cannot describe)
             return RequestStages(comm, method, algorithm, args, call, failure)
-    stages = comm._state.reproducible_plans.get(key)
-    if stages is None or stages.plan().lent:
+    stages = borrow(comm._state.reproducible_plans, key)
+    if stages is None:
         stages = RequestStages(comm, method, algorithm, args, call, failure)
         stages.kept = True
         keep(comm, key, stages)
+        stages.plan().lent = True
     stages.call = call
-    stages.plan().lent = True
     return stages
 
 
