@@ -12,10 +12,10 @@ intercommunicator's calls are :mod:`mpicoll.comm.reproducible_inter`'s):
    integer addition is exact and associative, so every algorithm, segmentation and order of the ranks
    gives the same integers, which :func:`~mpicoll.data.fixedpoint.combine` rounds once.
 
-A small ``Allreduce`` gathers every contribution and sums them locally (:mod:`mpicoll.comm.reproducible_allreduce`,
-whose plans run the usual calls without parsing); a larger one with ``algorithm="auto"`` exchanges the floats'
-blocks and sums each block locally (:mod:`mpicoll.comm.reproducible_requests`, whose composed plan every form
-runs): the same arithmetic, so the same bits.  Other ops and element
+A small ``Allreduce`` gathers every contribution and sums them locally; a larger one with ``algorithm="auto"``
+exchanges the floats' blocks and sums each block locally (:mod:`mpicoll.comm.reproducible_allreduce`; both are
+composed once for every form by :mod:`mpicoll.comm.reproducible_requests`): the same arithmetic, so the same
+bits.  Other ops and element
 types are exact already (or not sums): the call goes the ordinary way.
 """
 
@@ -29,14 +29,7 @@ import numpy as np
 from mpi4py import MPI
 
 from mpicoll import errors
-from mpicoll.comm.reproducible_allreduce import (
-    FLAG_BYTES,
-    GATHER_BYTES,
-    gathered,
-    gathers,
-    raise_any,
-    scratch,
-)
+from mpicoll.comm.reproducible_allreduce import FLAG_BYTES, GATHER_BYTES, raise_any, scratch
 from mpicoll.comm.reproducible_mode import DEFAULT, wanted
 from mpicoll.data import fixedpoint as fp
 from mpicoll.data import fixedpoint_kernels as kernels
@@ -125,11 +118,9 @@ def accept(comm: Any, method: str, reproducible: bool | None,
 
 def run(comm: Any, method: str, algorithm: str, args: tuple, call: _Call | None, failure: Exception | None) -> None:
     """Run the blocking collective ``method(*args)`` of ``comm`` (an ``mpicoll.Comm``) in the reproducible mode,
-    as :func:`accept` took it (``call``, ``failure``): a small ``Allreduce`` gathered, any other call in the two
-    steps (a larger ``Allreduce`` with ``algorithm="auto"`` is :func:`mpicoll.comm.reproducible_requests.run`'s)."""
-    size, itemsize = elements(args) if call is None else (call.values.shape[0], call.values.dtype.itemsize)
-    if method == "Allreduce" and gathers(size * itemsize, comm.Get_size()):
-        return gathered(comm, call, failure, size * itemsize)
+    as :func:`accept` took it (``call``, ``failure``), in the two steps (a small ``Allreduce``, and a larger one
+    with ``algorithm="auto"``, are :func:`mpicoll.comm.reproducible_requests.run`'s)."""
+    size = elements(args)[0] if call is None else call.values.shape[0]
     rows = None if call is None else summed_rows(method, call, comm.Get_rank())
     most = 0 if call is None else 8 * (call.fmt.limbs + 1) * (size + (rows or 0))   # the limbs, and a tally
     arena = scratch(comm, _align(size + 1) + most)

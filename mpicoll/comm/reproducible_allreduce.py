@@ -1,22 +1,24 @@
-"""The blocking reproducible ``Allreduce``'s own paths, and the plans that run its usual calls without parsing.
+"""The reproducible ``Allreduce``'s two shorter paths, and the kept stages that run its usual calls without parsing.
 
 :mod:`mpicoll.comm.reproducible` sums most calls in two steps (the codes' MAX, then the limbs' sum). An
-``Allreduce`` has two shorter paths with the same arithmetic, so the same bits:
+``Allreduce`` has two shorter paths with the same arithmetic, so the same bits, each composed once for
+every form by :class:`mpicoll.comm.reproducible_requests.RequestStages`:
 
 - **gathered** (all contributions together at most ``GATHER_BYTES``): one ``Allgather`` of every rank's
-  contribution with a byte saying whether its arguments failed, then every rank sums the table itself
-  (:func:`gathered`);
-- **scattered** (larger, ``algorithm="auto"``): a byte's MAX, an ``Alltoallv`` of the floats' blocks, each
-  rank sums its block's table, an ``Allgatherv`` of the results (composed once for every form:
-  :class:`mpicoll.comm.reproducible_requests.RequestStages`, whose :func:`blocks` are these).
+  *row* (its contribution, then a byte saying whether its arguments failed) into a *table*, then every
+  rank sums the table itself (:func:`sum_table`);
+- **scattered** (larger, ``algorithm="auto"``): a byte's MAX, an ``Alltoallv`` of the floats' blocks
+  (:func:`blocks`), each rank sums its block's table, an ``Allgatherv`` of the results.
 
-A gathered call with the usual arguments (two C-contiguous NumPy arrays of float64 or float32 of one length,
-the result writable, this rank's arguments accepted) makes a *plan* for its communicator, dtype and length:
-the row and table the exchange takes, reused by every later such call (:func:`run_planned`), so that it
-runs with no parsing and no allocation, and the exchange finds its own plan cached (the same buffers).
-The plans are kept in the communicator's state (``CommState.reproducible_plans``, with the request forms'
-stages: :mod:`mpicoll.comm.reproducible_requests`); a gathered call's hit runs from C where the kernels are
-built (``Gathered`` and ``run_planned``, ``mpicoll/data/_gathered.c``; :class:`_Gathered` is their definition).
+A blocking gathered call with the usual arguments (two C-contiguous NumPy arrays of one float dtype and
+length, the result writable, this rank's arguments accepted) keeps its stages in the communicator's state
+(``CommState.reproducible``, bounded, with the request forms' stages), under :func:`gathered_key`: their row
+and table serve every later such call (:func:`run_gathered`: the contribution copied into the row, the
+``Allgather``, whose plan is cached as its buffers are the same, and the sum), which ``Comm.Allreduce`` finds
+before parsing anything (:data:`run_planned`).  A larger call's composed plan is kept for its arrays
+(:func:`kept_key`) and found the same way.  Where the kernels are compiled, the gathered hit runs from C
+(``run_planned`` in ``mpicoll/data/_gathered.c``: the lookup, the copy and the sum, around the same blocking
+``Allgather``; :func:`_run_planned` is its definition).
 """
 
 from __future__ import annotations
@@ -34,8 +36,8 @@ from mpicoll.data import fixedpoint_kernels as kernels
 from mpicoll.program.callkey import call_key
 from mpicoll.program.state import CommState
 
-__all__ = ["GATHER_BYTES", "FLAG_BYTES", "PLAN_BYTES", "gathers", "gathered", "gathered_plan", "run_planned",
-           "raise_any", "scratch", "blocks", "keep", "kept_key", "borrow"]
+__all__ = ["GATHER_BYTES", "FLAG_BYTES", "PLAN_BYTES", "gathers", "sum_table", "sum_gathered", "gathered_key",
+           "run_gathered", "run_planned", "raise_any", "scratch", "blocks", "keep", "kept_key", "borrow"]
 
 #: an Allreduce whose contributions together take at most this many bytes gathers them and sums locally (at
 #: 2 processes of 16 KiB, the gathered call took 10.5 us against the scattered one's 14.0; of 32 KiB, 19.1 us
@@ -54,7 +56,6 @@ FLAG_BYTES = 8
 #: a scattered call's composed plan is kept (by its arrays' addresses) up to this many bytes of contribution (a
 #: larger call's Python is a small part of its time: it is composed every time)
 PLAN_BYTES = 1 << 20
-_PLANNED = (np.dtype(np.float64), np.dtype(np.float32))     # the dtypes whose calls make plans
 
 
 def raise_any(method: str, failure: Exception | None, flagged: Any) -> None:
@@ -66,55 +67,43 @@ def raise_any(method: str, failure: Exception | None, flagged: Any) -> None:
                                    method)
 
 
-class _Gathered:
-    """A small Allreduce's plan: this rank's row (the contribution, then its flag bytes: 0 unless :meth:`fail`)
-    and the table of every rank's row; :meth:`run` is :meth:`fill`, the ``Allgather`` of the rows, :meth:`sum`.
-    The definition of the compiled ``Gathered`` (``_gathered.c``), and the plan of every call that one does not
-    take (another dtype, a result not contiguous, a rank whose arguments failed: uint8 rows)."""
-
-    __slots__ = ("p", "n", "row", "values", "table")
-
-    def __init__(self, row: np.ndarray, table: np.ndarray, p: int, dtype: np.dtype, n: int) -> None:
-        self.p, self.n, self.row, self.table = p, n, row, table
-        self.values = row[:n * dtype.itemsize].view(dtype)
-
-    def fill(self, send: np.ndarray) -> None:
-        self.values[...] = send.reshape(-1)
-
-    def fail(self) -> None:
-        """This rank's arguments failed: its flag byte says so (every rank raises at :meth:`sum`)."""
-        self.row[self.values.nbytes] = 1
-
-    def sum(self, recv: np.ndarray) -> None:
-        finish(self, recv, -1 if any(self.table[:, self.values.nbytes].tobytes()) else 1)
-
-    def run(self, comm: Any, send: np.ndarray, recv: np.ndarray) -> None:
-        self.fill(send)
-        run_blocking(comm, "Allgather", "auto", self.row, self.table)     # (comm.Allgather, one frame less)
-        self.sum(recv)
+def sum_table(table: np.ndarray, nbytes: int, out: np.ndarray, flagged: bool | None = None) -> None:
+    """A gathered call's ``table`` (``p`` rows of ``nbytes`` of contribution and ``FLAG_BYTES``) summed per
+    column into ``out`` (1-D, the contribution's dtype) by :func:`kernels.sum_rows`, which rounds the columns
+    the compiled pass flags with :func:`mpicoll.data.fixedpoint.combine`; every rank raises
+    :class:`~mpicoll.errors.ArgumentError` where some rank's flag byte is set (``flagged``: whether one is,
+    where the caller read them)."""
+    if flagged is None:
+        flagged = any(table[:, nbytes].tobytes())
+    raise_any("Allreduce", None, flagged)
+    if nbytes:
+        kernels.sum_rows(table.view(out.dtype), out.shape[0], out=out)
 
 
-def finish(plan: Any, recv: np.ndarray, flagged: int) -> None:
-    """A gathered plan's table summed the careful way: ``flagged`` -1 where a rank's arguments failed (its
-    flag byte is set: every rank raises), else the columns summed by :func:`kernels.sum_rows`, which rounds those
-    the compiled pass flagged with :func:`mpicoll.data.fixedpoint.combine`."""
-    raise_any("Allreduce", None, flagged < 0)
-    if plan.n:
-        kernels.sum_rows(plan.table.view(recv.dtype), plan.n, out=recv.reshape(-1))
+def sum_gathered(stages: Any, out: np.ndarray) -> None:
+    """:func:`sum_table` of gathered ``stages`` into ``out``: by the compiled kernel (``sum_hit``) where the
+    stages have a hit (a call with the usual arguments) and the kernels are built."""
+    if stages.hit is not None and kernels.KERNELS is not None:
+        kernels.KERNELS.sum_hit(stages.hit, out)
+    else:
+        sum_table(stages.table, stages.nbytes, out)
 
 
-def gathered_plan(p: int, call: Any, nbytes: int, compiled: bool) -> Any:
-    """The plan of a gathered call of ``p`` ranks whose contribution takes ``nbytes``: the compiled ``Gathered``
-    where asked for and built (float64 or float32, at least one element: the caller checked that the result is
-    a C-contiguous array of that dtype), else :class:`_Gathered` (uint8 rows where ``call`` is None)."""
-    width = nbytes + FLAG_BYTES
-    row, table = np.zeros(width, np.uint8), np.empty((p, width), np.uint8)
-    if call is None:
-        return _Gathered(row, table, p, np.dtype(np.uint8), nbytes)
-    dtype, n = call.values.dtype, call.values.shape[0]
-    if compiled and kernels.KERNELS is not None and dtype in _PLANNED and n:
-        return kernels.KERNELS.Gathered(row, table, p, dtype.char, n, kernels.params(call.fmt))
-    return _Gathered(row, table, p, dtype, n)
+def gathered_key(dtype: np.dtype, n: int) -> tuple[str, int]:
+    """The key a blocking gathered call's stages are kept under: its contribution's dtype and length (what the
+    compiled hit builds from the buffer's format: ``"d"`` or ``"f"``)."""
+    return dtype.char, n
+
+
+def run_gathered(comm: Any, stages: Any, send: np.ndarray, recv: np.ndarray) -> None:
+    """A small Allreduce's blocking form on gathered ``stages``
+    (:class:`~mpicoll.comm.reproducible_requests.RequestStages`), ``send`` and ``recv`` 1-D of its dtype and
+    length: the contribution copied into the stages' row, the rows gathered (``comm.Allgather``, mpicoll's own
+    blocking call: the same row and table every time, so its plan is a cache hit), the table summed into
+    ``recv``.  The compiled ``run_planned`` runs these three steps in C."""
+    stages.values[...] = send
+    run_blocking(comm, "Allgather", "auto", stages.row, stages.table)     # (comm.Allgather, one frame less)
+    sum_gathered(stages, recv)
 
 
 def blocks(n: int, p: int) -> tuple[list[int], list[int]]:
@@ -156,10 +145,10 @@ def _run_kept(plans: dict, send: Any, recv: Any, op: Any, algorithm: str) -> boo
 
 def _run_planned(comm: Any, algorithm: str, reproducible: bool | None, send: Any, recv: Any, op: Any) -> bool:
     """Run ``comm.Allreduce(send, recv, op, algorithm=algorithm, reproducible=reproducible)`` (``comm``'s method
-    calls this first in the reproducible mode) by a plan made by an earlier call of the same communicator, dtype
-    and length; False (nothing done) where there is none, the arguments are not the usual ones, or
-    ``reproducible`` is None and ``MPICOLL_REPRODUCIBLE`` not yet read (then
-    :func:`mpicoll.comm.reproducible_requests.run` takes it; an intercommunicator's state has no plans).  A
+    calls this first in the reproducible mode) by the gathered stages kept by an earlier call of the same
+    communicator, dtype and length (:func:`run_gathered`); False (nothing done) where there are none, the
+    arguments are not the usual ones, or ``reproducible`` is None and ``MPICOLL_REPRODUCIBLE`` not yet read
+    (then :func:`mpicoll.comm.reproducible_requests.run` takes it; an intercommunicator's state has none).  A
     larger call runs the composed plan kept for its arrays where there is one (:func:`_run_kept`).  ``send``
     ``MPI.IN_PLACE``: the contribution is ``recv``."""
     given = send
@@ -171,26 +160,27 @@ def _run_planned(comm: Any, algorithm: str, reproducible: bool | None, send: Any
     plans = getattr(comm._state, "reproducible_plans", None)
     if plans is None:
         return False
-    plan = plans.get((send.dtype.char, send.size))
-    if plan is None:
+    stages = plans.get(gathered_key(send.dtype, send.size))
+    if stages is None:
         return _run_kept(plans, given, recv, op, algorithm)
-    if send.dtype not in _PLANNED \
-            or recv.dtype != send.dtype or recv.size != send.size or not send.flags.c_contiguous:
+    if recv.dtype != send.dtype or not send.dtype.isnative or recv.size != send.size \
+            or not send.flags.c_contiguous:
         return False
     flags = recv.flags
     if not (flags.c_contiguous and flags.writeable):
         return False
-    plan.run(comm, send if send.ndim == 1 else send.reshape(-1), recv if recv.ndim == 1 else recv.reshape(-1))
+    run_gathered(comm, stages, send if send.ndim == 1 else send.reshape(-1),
+                 recv if recv.ndim == 1 else recv.reshape(-1))
     return True
 
 
 def _compiled_run_planned() -> Any:
-    """``_fixedpoint.run_planned`` where the kernels are compiled (it runs a Gathered plan's
-    hit itself and hands every other call to :func:`_run_planned`), else :func:`_run_planned`."""
+    """``_fixedpoint.run_planned`` where the kernels are compiled (it runs a gathered call's hit itself and hands
+    every other call to :func:`_run_planned`), else :func:`_run_planned`."""
     compiled = kernels.KERNELS
     if compiled is None:
         return _run_planned
-    compiled.init_planned(run_blocking, finish, _run_planned, np.ndarray, MPI.SUM, MPI.IN_PLACE, CommState, DEFAULT)
+    compiled.init_planned(run_blocking, sum_table, _run_planned, np.ndarray, MPI.SUM, MPI.IN_PLACE, CommState, DEFAULT)
     return compiled.run_planned
 
 
@@ -199,37 +189,12 @@ def _compiled_run_planned() -> Any:
 run_planned = _compiled_run_planned()
 
 
-def _plan(comm: Any, call: Any, failure: Exception | None) -> Any:
-    """The plan of this gathered call, made and kept, where it has the usual arguments; else None."""
-    if failure is not None or call.values.dtype not in _PLANNED or call.out.dtype != call.values.dtype \
-            or not call.out.flags.c_contiguous or call.values.shape[0] == 0:
-        return None
-    dtype, n = call.values.dtype, call.values.shape[0]
-    plan = gathered_plan(comm.Get_size(), call, n * dtype.itemsize, True)
-    keep(comm, (dtype.char, n), plan)
-    return plan
-
-
 def keep(comm: Any, key: Any, plan: Any) -> None:
     """Keep ``plan`` under ``key`` in ``comm``'s reproducible plans (``CommState.reproducible``: the newest
     ``REPRODUCIBLE_PLANS``); an intercommunicator's state keeps none."""
     plans = getattr(comm._state, "reproducible", None)
     if plans is not None:
         plans.keep(key, plan)
-
-
-def gathered(comm: Any, call: Any, failure: Exception | None, nbytes: int) -> None:
-    """A small Allreduce in one step: every rank gathers every contribution (and, in the ``FLAG_BYTES`` after
-    it, a byte saying whether its arguments failed) and sums them itself with the same arithmetic
-    (:func:`mpicoll.data.fixedpoint.sum_rows`), so the bits are those of the two steps, in one latency
-    instead of two.  ``call``: this rank's side (:class:`mpicoll.comm.reproducible._Call`), None where its
-    arguments failed (``failure``)."""
-    plan = _plan(comm, call, failure) or gathered_plan(comm.Get_size(), call, nbytes, False)
-    if failure is None:
-        return plan.run(comm, call.values, call.out)
-    plan.fail()
-    run_blocking(comm, "Allgather", "auto", plan.row, plan.table)
-    raise failure
 
 
 #: per communicator (its state): the scratch of its blocking reproducible calls (codes, limbs, summed limbs),

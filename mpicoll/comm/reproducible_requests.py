@@ -39,15 +39,19 @@ import numpy as np
 from mpi4py import MPI
 
 from mpicoll.comm import reproducible as blocking
+from mpicoll.comm.dispatch import run_blocking
 from mpicoll.comm.preparing import prepare, run_plan
 from mpicoll.comm.reproducible_allreduce import (
+    FLAG_BYTES,
     PLAN_BYTES,
     blocks,
     borrow,
-    gathered_plan,
+    gathered_key,
     gathers,
     keep,
     kept_key,
+    run_gathered,
+    sum_gathered,
 )
 from mpicoll.data import fixedpoint_kernels as kernels
 from mpicoll.engine.forms import BLOCKING, NONBLOCKING, PERSISTENT, number
@@ -75,9 +79,30 @@ def run(comm: Any, method: str, algorithm: str, reproducible: bool | None, *args
     call, failure = accepted
     state = comm._state
     size, itemsize = blocking.elements(args) if call is None else (call.values.shape[0], call.values.dtype.itemsize)
-    if method != "Allreduce" or algorithm != "auto" or gathers(size * itemsize, state.size):
+    if method == "Allreduce" and gathers(size * itemsize, state.size):
+        return _gathered(comm, algorithm, args, call, failure)
+    if method != "Allreduce" or algorithm != "auto":
         return blocking.run(comm, method, algorithm, args, call, failure)
     _stages(comm, method, algorithm, args, call, failure).run()
+    return None
+
+
+def _gathered(comm: Any, algorithm: str, args: tuple, call: Any, failure: Exception | None) -> None:
+    """A small Allreduce, blocking (:func:`~mpicoll.comm.reproducible_allreduce.run_gathered`): a call with the
+    usual arguments on the stages kept for its dtype and length (made and kept by the first such call; the later
+    ones find them before parsing, ``run_planned``), any other on stages of its own.  A rank whose arguments
+    failed sends its row with the flag set, then raises; its peers raise at their sum."""
+    if failure is None and call.plain:
+        key = gathered_key(call.values.dtype, call.values.shape[0])
+        stages = comm._state.reproducible_plans.get(key)
+        if stages is None:
+            stages = RequestStages(comm, "Allreduce", algorithm, args, call, None)
+            keep(comm, key, stages)
+        return run_gathered(comm, stages, call.values, call.out)
+    stages = RequestStages(comm, "Allreduce", algorithm, args, call, failure)
+    stages.fill()
+    run_blocking(comm, "Allgather", "auto", stages.row, stages.table)
+    stages.sum()
     return None
 
 
@@ -170,6 +195,7 @@ class RequestStages(Composer):
     #: whether the stages are kept for later requests (:func:`_stages`; their plan is lent to one at a time)
     kept = False
     _plan: Plan | None = None
+    _later: Any = None     # what composes the rounds when the plan is first asked for (a gathered call's)
 
     def __init__(self, comm: Any, method: str, algorithm: str, args: tuple, call: Any, failure: Exception | None):
         super().__init__()
@@ -179,10 +205,7 @@ class RequestStages(Composer):
                                                                           call.values.dtype.itemsize)
         self.size, self.nbytes = size, size * itemsize
         if method == "Allreduce" and gathers(self.nbytes, state.size):
-            self.gathered = gathered_plan(state.size, call, self.nbytes, call is not None and call.plain)
-            self._collective("Allgather", (self.gathered.row, self.gathered.table), "auto")
-            self.step(self._sum_table)
-            self.fill = self._fill_row
+            self._gathered(call)
             return
         if method == "Allreduce" and algorithm == "auto":
             self._scattered(args, call)
@@ -202,6 +225,28 @@ class RequestStages(Composer):
         self._collective(method, blocking.sum_args(method, args, call, self.limbs, self.summed), algorithm)
         if self.summed is not None and call.out is not None:
             self.step(self._decode)
+
+    def _gathered(self, call: Any) -> None:
+        """A small Allreduce, in every form: this rank's row (the contribution's bytes, then ``FLAG_BYTES``, the
+        first set where its arguments failed), the rounds of an ``Allgather`` of the rows into the table, and a
+        step that sums the table (:meth:`sum`).  The rounds are composed when a request first asks for the
+        :meth:`plan`: the blocking form runs mpicoll's own blocking ``Allgather`` of the row and table instead
+        (:func:`~mpicoll.comm.reproducible_allreduce.run_gathered`), whose cached plan those rounds would repeat.
+
+        ``hit``: what the compiled blocking hit reads of stages kept for a call with the usual arguments
+        (``mpicoll/data/_gathered.c``): the row and the table, their addresses, a row's bytes, the ranks, the
+        elements and the format as the kernels take it; None for other calls (and for no element)."""
+        width, p = self.nbytes + FLAG_BYTES, self.state.size
+        self.row, self.table = np.zeros(width, np.uint8), np.empty((p, width), np.uint8)
+        self.values = self.row[:self.nbytes].view(np.uint8 if call is None else call.values.dtype)
+        self.fill, self._later = self._fill_row, self._compose_gathered
+        self.hit = None if call is None or not call.plain or not self.size else (
+            self.row, self.table, self.row.ctypes.data, self.table.ctypes.data, width, p, self.size,
+            kernels.params(call.fmt))
+
+    def _compose_gathered(self) -> None:
+        self._collective("Allgather", (self.row, self.table), "auto")
+        self.step(self.sum)
 
     def _scattered(self, args: tuple, call: Any) -> None:
         """A larger Allreduce with ``algorithm="auto"``, in every form (the blocking one too: :func:`run`): the
@@ -249,6 +294,8 @@ class RequestStages(Composer):
         the reproducible form of its collective: its signature holds the collective and the count every rank
         must agree on, which the blocking form's messages carry (:mod:`mpicoll.engine.mismatch`)."""
         if self._plan is None:
+            if self._later is not None:     # (a gathered call's rounds: composed for requests only)
+                self._later()
             self.before.append(self.fill)
             signature = f"{self.method}(count={self.size}, bytes={self.nbytes}, op=SUM, reproducible=True)"
             self._plan = self.program(CallNote(self.method.lower(), "reproducible", self.nbytes, signature,
@@ -290,11 +337,13 @@ class RequestStages(Composer):
 
     def _fill_row(self) -> None:
         if self.call is None:
-            self.gathered.fail()
+            self.row[self.nbytes] = 1
         else:
-            self.gathered.fill(self.call.values)
+            self.values[...] = self.call.values
 
-    def _sum_table(self) -> None:
-        if self.failure is not None:       # (its peers raise at their sum, which finds its flag)
+    def sum(self) -> None:
+        """A gathered call's last step: the table summed into the result (this rank raises its own error where
+        its arguments failed; its peers find its flag)."""
+        if self.failure is not None:
             raise self.failure
-        self.gathered.sum(self.call.out)
+        sum_gathered(self, self.call.out)

@@ -155,7 +155,7 @@ codes(PyObject *self, PyObject *args)
     } else {
         int8_t *o = out.buf;
         const Format f = fmt;   /* a copy whose address never escapes: its fields stay in registers */
-        Py_BEGIN_ALLOW_THREADS
+        KERNEL_BEGIN(n)
         if (xf == 'd') {
             const double *v = x.buf;
             for (Py_ssize_t i = 0; i < n; i++)
@@ -165,7 +165,7 @@ codes(PyObject *self, PyObject *args)
             for (Py_ssize_t i = 0; i < n; i++)
                 o[i] = (int8_t)code_of_float(v[i], &f);
         }
-        Py_END_ALLOW_THREADS
+        KERNEL_END
     }
     PyBuffer_Release(&x);
     PyBuffer_Release(&out);
@@ -208,7 +208,7 @@ encode(PyObject *self, PyObject *args)
         int64_t *o = out.buf;
         const Format f = fmt;
         int tally = cols > f.limbs;
-        Py_BEGIN_ALLOW_THREADS
+        KERNEL_BEGIN(n * cols)
         /* one loop per element type and limb count, each with its constants folded in */
 #define ENCODE(T, L) for (Py_ssize_t i = 0; i < n; i++) \
             encode_one((double)((const T *)x.buf)[i], c[i], &f, L, tally, 0, o + i * cols)
@@ -230,7 +230,7 @@ encode(PyObject *self, PyObject *args)
         else
             ENCODE(float, 1);
 #undef ENCODE
-        Py_END_ALLOW_THREADS
+        KERNEL_END
     }
     PyBuffer_Release(&x);
     PyBuffer_Release(&code);
@@ -283,7 +283,7 @@ decode(PyObject *self, PyObject *args)
         uint8_t *fl = flags.buf;
         const Format f = fmt;
         int tally = cols > f.limbs;
-        Py_BEGIN_ALLOW_THREADS
+        KERNEL_BEGIN(n * cols)
 #define DECODE(L) for (Py_ssize_t i = 0; i < n; i++) { \
             double value; \
             fl[i] = decode_one(s + i * cols, c[i], &f, L, tally, check, &value); \
@@ -295,7 +295,7 @@ decode(PyObject *self, PyObject *args)
         else
             DECODE(1)
 #undef DECODE
-        Py_END_ALLOW_THREADS
+        KERNEL_END
     }
     PyBuffer_Release(&summed);
     PyBuffer_Release(&code);
@@ -379,9 +379,9 @@ sum_rows(PyObject *self, PyObject *args)
                         "len(out)");
     } else {
         const Format f = fmt;
-        Py_BEGIN_ALLOW_THREADS
+        KERNEL_BEGIN(p * n)
         bad = sum_table(rows.buf, rf, stride, p, n, &f, out.buf, of, flagged ? flags.buf : NULL);
-        Py_END_ALLOW_THREADS
+        KERNEL_END
     }
     PyBuffer_Release(&rows);
     PyBuffer_Release(&out);
@@ -400,9 +400,12 @@ static PyMethodDef methods[] = {
     {"sum_rows", sum_rows, METH_VARARGS,
      "sum_rows(rows, p, out, fmt, flags): p contributions summed per column; returns the flagged count"},
     {"run_planned", (PyCFunction)(void (*)(void))run_planned, METH_FASTCALL,
-     "run_planned(comm, algorithm, reproducible, send, recv, op): True where a Gathered plan ran the Allreduce"},
+     "run_planned(comm, algorithm, reproducible, send, recv, op): True where kept gathered stages ran the "
+     "Allreduce"},
+    {"sum_hit", (PyCFunction)(void (*)(void))sum_hit, METH_FASTCALL,
+     "sum_hit(hit, recv): kept gathered stages' table summed into recv"},
     {"init_planned", init_planned, METH_VARARGS,
-     "init_planned(run_blocking, finish, definition, ndarray, SUM, IN_PLACE, CommState, DEFAULT): run_planned's "
+     "init_planned(run_blocking, sum_table, definition, ndarray, SUM, IN_PLACE, CommState, DEFAULT): run_planned's "
      "references"},
     {NULL, NULL, 0, NULL},
 };
@@ -416,10 +419,5 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit__fixedpoint(void)
 {
-    PyObject *m = PyModule_Create(&module);
-    if (m == NULL || PyType_Ready(&GatheredType) < 0 || PyModule_AddObjectRef(m, "Gathered", (PyObject *)&GatheredType) < 0) {
-        Py_XDECREF(m);
-        return NULL;
-    }
-    return m;
+    return PyModule_Create(&module);
 }

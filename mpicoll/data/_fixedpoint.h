@@ -16,6 +16,13 @@
 #error "the limb extraction needs double arithmetic rounded as written (FLT_EVAL_METHOD == 0)"
 #endif
 
+/* a kernel's loop lets the GIL go only where it has at least RELEASE_ITEMS elements to pass over: a smaller
+ * call's would give the GIL to a waiting thread (the progress thread of a request in flight) and wait for it
+ * back, several microseconds against its loop's fraction of one */
+#define RELEASE_ITEMS 4096
+#define KERNEL_BEGIN(items) { PyThreadState *unlocked_ = (items) >= RELEASE_ITEMS ? PyEval_SaveThread() : NULL;
+#define KERNEL_END if (unlocked_ != NULL) PyEval_RestoreThread(unlocked_); }
+
 #define LIMB_BITS 44
 #define NEG_ZERO (-128)
 #define INF_CODE 126
@@ -256,9 +263,9 @@ int get_buffer(PyObject *obj, Py_buffer *view, int writable, const char *formats
 Py_ssize_t sum_table(const void *rows, char rf, Py_ssize_t stride, Py_ssize_t p, Py_ssize_t n, const Format *f,
                      void *out, char of, uint8_t *fl);
 
-/* _gathered.c: a small reproducible Allreduce's plan and its hit */
-extern PyTypeObject GatheredType;
+/* _gathered.c: a small reproducible Allreduce's blocking hit */
 PyObject *run_planned(PyObject *self, PyObject *const *argv, Py_ssize_t argc);
+PyObject *sum_hit(PyObject *self, PyObject *const *argv, Py_ssize_t argc);
 PyObject *init_planned(PyObject *self, PyObject *args);
 
 #endif

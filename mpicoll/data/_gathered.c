@@ -1,10 +1,12 @@
-/* mpicoll.data._fixedpoint's Gathered and run_planned: a small reproducible Allreduce's hit, compiled.
+/* mpicoll.data._fixedpoint's run_planned and sum_hit: a small reproducible Allreduce's blocking hit, compiled.
  *
- * mpicoll.comm.reproducible_allreduce defines both in Python (_Gathered, _run_planned), and makes a Gathered
- * here instead of its own class where this module is built.  A Gathered is the plan of a reproducible
- * Allreduce of one communicator, dtype (float64 or float32) and length whose contributions together take at
- * most GATHER_BYTES: this rank's row (its contribution, then FLAG_BYTES saying whether its arguments failed:
- * 0 here) and the table of every rank's row.  Its run is three steps:
+ * mpicoll.comm.reproducible_allreduce defines it in Python (_run_planned and run_gathered), and hands this
+ * function what it needs once (init_planned).  A small reproducible Allreduce (its contributions together
+ * at most GATHER_BYTES) with the usual arguments keeps its stages (mpicoll.comm.reproducible_requests's
+ * RequestStages) in its communicator's state, under (dtype char, length); every later such call runs here on
+ * them, reading their `hit`: (row, table, row address, table address, a row's bytes, p, n, the format as the
+ * kernels take it).  The row is this rank's contribution, then FLAG_BYTES saying whether its arguments
+ * failed (0 here); the table is every rank's row.  The run is three steps, as run_gathered's:
  *   1. the contribution copied into the row (memcpy);
  *   2. the rows gathered: comm.Allgather(row, table) through mpicoll's own blocking call (run_blocking, the
  *      compiled mpicoll.program._callkey.run: a hit of the communicator's plan cache, as the row and table are
@@ -12,192 +14,107 @@
  *   3. the table summed per column into the result (sum_table: the reproducible sum of p contributions, the
  *      same bits as the two-step path's).
  * A rank whose flag byte is set, or a column that sum_table flags (it cannot round it in double arithmetic),
- * goes to the Python finish(plan, recv, flagged): the error, or fixedpoint.combine's rounding.  fill(send) and
- * sum(recv) are steps 1 and 3 alone: a request's steps around the rounds of its Allgather
- * (mpicoll.comm.reproducible_requests).
+ * goes to the Python sum_table(table, nbytes, recv, flagged): the error, or fixedpoint.combine's rounding.
  *
  * run_planned(comm, algorithm, reproducible, send, recv, op) is what comm.Allreduce calls in the reproducible
- * mode: it runs the call by its Gathered plan where there is one and the arguments are the usual ones (two
- * C-contiguous NumPy arrays of the plan's dtype and length, the result writable, or MPI.IN_PLACE and the
- * result; op MPI.SUM); every other call
- * goes to the Python definition, which returns False where no plan runs it.
+ * mode: it runs the call here where stages are kept for it and the arguments are the usual ones (two
+ * C-contiguous NumPy arrays of the stages' dtype, float64 or float32, and length, the result writable, or
+ * MPI.IN_PLACE and the result; op MPI.SUM); every other call goes to the Python definition, which returns
+ * False where nothing kept runs it.  sum_hit(hit, recv) is step 3 alone: a request's last step
+ * (mpicoll.comm.reproducible_allreduce.sum_gathered).
  */
 #include "_fixedpoint.h"
 
-#include <structmember.h>
+/* init_planned's: mpicoll's blocking call, the Python sum and definition, the classes and values it tests */
+static PyObject *run_blocking, *python_sum, *python_run_planned, *ndarray, *sum_op, *in_place, *state_class, *mode;
+static PyObject *s_state, *s_plans, *s_hit, *s_allgather, *s_auto, *kinds[2];
 
+/* what a kept stages' hit tuple says (its objects borrowed from the tuple, which the caller holds) */
 typedef struct {
-    PyObject_HEAD
-    PyObject *row, *table;   /* uint8 arrays: this rank's row, then p rows */
-    Py_buffer row_view, table_view;   /* held while the plan lives, so that their memory stays where it is */
-    Py_ssize_t p, n, nbytes, width;   /* ranks, elements, the contribution's bytes, a row's bytes */
-    char kind;               /* 'd' (float64) or 'f' (float32) */
+    PyObject *row, *table;
+    char *row_buf;
+    const uint8_t *table_buf;
+    Py_ssize_t width, p, n, nbytes;   /* a row's bytes, ranks, elements, the contribution's bytes */
+    char kind;                        /* 'd' (float64) or 'f' (float32) */
     Format fmt;
-    PyObject *params;        /* fixedpoint_kernels.params(fmt) */
-} Gathered;
+} Hit;
 
-/* init_planned's: mpicoll's blocking call, the Python finish and definition, the classes and values it tests */
-static PyObject *run_blocking, *finish, *python_run_planned, *ndarray, *sum_op, *in_place, *state_class, *mode;
-static PyObject *s_state, *s_plans, *s_allgather, *s_auto, *kinds[2];
-
-static void
-gathered_dealloc(Gathered *self)
+/* the stages' hit read into *h: 0, else -1 with an error set (a tuple not of the shape above); the last one
+ * read is remembered (held, so that the same object is the same tuple: a communicator's repeated call) */
+static int
+read_hit(PyObject *hit, char kind, Hit *h)
 {
-    if (self->row != NULL)
-        PyBuffer_Release(&self->row_view);
-    if (self->table != NULL)
-        PyBuffer_Release(&self->table_view);
-    Py_XDECREF(self->row);
-    Py_XDECREF(self->table);
-    Py_XDECREF(self->params);
-    Py_TYPE(self)->tp_free((PyObject *)self);
-}
-
-/* Gathered(row, table, p, kind, n, params) */
-static PyObject *
-gathered_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
-{
-    PyObject *row, *table, *params;
-    Py_ssize_t p, n;
-    int kind;
-    if (kwargs != NULL && PyDict_GET_SIZE(kwargs) > 0) {
-        PyErr_SetString(PyExc_TypeError, "Gathered takes no keyword arguments");
-        return NULL;
+    static PyObject *last;
+    static Hit last_read;
+    if (hit == last && kind == last_read.kind) {
+        *h = last_read;
+        return 0;
     }
-    if (!PyArg_ParseTuple(args, "OOnCnO:Gathered", &row, &table, &p, &kind, &n, &params))
-        return NULL;
-    Gathered *self = (Gathered *)type->tp_alloc(type, 0);
-    if (self == NULL)
-        return NULL;
-    self->p = p;
-    self->n = n;
-    self->kind = (char)kind;
-    self->nbytes = n * (kind == 'd' ? 8 : 4);
-    self->params = Py_NewRef(params);
-    if (parse_format(params, &self->fmt) < 0)
-        goto fail;
-    if (PyObject_GetBuffer(row, &self->row_view, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0)
-        goto fail;
-    self->row = Py_NewRef(row);
-    if (PyObject_GetBuffer(table, &self->table_view, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0)
-        goto fail;
-    self->table = Py_NewRef(table);
-    self->width = self->row_view.len;
-    if ((kind != 'd' && kind != 'f') || p < 1 || n < 1 || self->width <= self->nbytes
-            || self->width % (kind == 'd' ? 8 : 4) || self->table_view.len != p * self->width) {
-        PyErr_SetString(PyExc_ValueError, "Gathered: a row of n elements and its flag bytes, a table of p rows");
-        goto fail;
+    if (!PyTuple_CheckExact(hit) || PyTuple_GET_SIZE(hit) != 8) {
+        PyErr_SetString(PyExc_TypeError, "run_planned: a kept stages' hit is a tuple of 8");
+        return -1;
     }
-    return (PyObject *)self;
-fail:
-    Py_DECREF(self);
-    return NULL;
+    h->row = PyTuple_GET_ITEM(hit, 0);
+    h->table = PyTuple_GET_ITEM(hit, 1);
+    h->row_buf = PyLong_AsVoidPtr(PyTuple_GET_ITEM(hit, 2));
+    h->table_buf = PyLong_AsVoidPtr(PyTuple_GET_ITEM(hit, 3));
+    h->width = PyLong_AsSsize_t(PyTuple_GET_ITEM(hit, 4));
+    h->p = PyLong_AsSsize_t(PyTuple_GET_ITEM(hit, 5));
+    h->n = PyLong_AsSsize_t(PyTuple_GET_ITEM(hit, 6));
+    if (PyErr_Occurred() || parse_format(PyTuple_GET_ITEM(hit, 7), &h->fmt) < 0)
+        return -1;
+    h->kind = kind;
+    h->nbytes = h->n * (kind == 'd' ? 8 : 4);
+    if (h->row_buf == NULL || h->table_buf == NULL || h->p < 1 || h->n < 1 || h->width <= h->nbytes
+            || h->width % (kind == 'd' ? 8 : 4)) {
+        PyErr_SetString(PyExc_ValueError, "run_planned: a hit's row holds n elements and its flag bytes");
+        return -1;
+    }
+    Py_INCREF(hit);
+    Py_XSETREF(last, hit);
+    last_read = *h;
+    return 0;
 }
 
 /* step 3: the gathered table summed into recv (checked by the caller); a rank's flag set, or a column
- * sum_table cannot round, goes to the Python finish */
+ * sum_table cannot round, goes to the Python sum */
 static int
-gathered_sum(Gathered *g, PyObject *recv_object, Py_buffer *recv)
+hit_sum(const Hit *h, PyObject *recv_object, Py_buffer *recv)
 {
-    const uint8_t *t = g->table_view.buf;
-    Py_ssize_t flagged = 0;
-    for (Py_ssize_t r = 0; r < g->p; r++)
-        flagged |= t[r * g->width + g->nbytes] != 0;
-    if (flagged)
-        flagged = -1;
-    else
-        flagged = sum_table(t, g->kind, g->width / (g->kind == 'd' ? 8 : 4), g->p, g->n, &g->fmt, recv->buf,
-                            g->kind, NULL);
-    if (flagged == 0)
+    const uint8_t *t = h->table_buf;
+    int failed = 0;
+    for (Py_ssize_t r = 0; r < h->p; r++)
+        failed |= t[r * h->width + h->nbytes] != 0;
+    if (!failed && sum_table(t, h->kind, h->width / (h->kind == 'd' ? 8 : 4), h->p, h->n, &h->fmt, recv->buf,
+                             h->kind, NULL) == 0)
         return 0;
-    PyObject *count = PyLong_FromSsize_t(flagged);
-    PyObject *finished = count ? PyObject_CallFunctionObjArgs(finish, (PyObject *)g, recv_object, count, NULL) : NULL;
-    Py_XDECREF(count);
-    Py_XDECREF(finished);
-    return finished == NULL ? -1 : 0;
+    PyObject *nbytes = PyLong_FromSsize_t(h->nbytes);
+    PyObject *summed = nbytes ? PyObject_CallFunctionObjArgs(python_sum, h->table, nbytes, recv_object,
+                                                             failed ? Py_True : Py_False, NULL) : NULL;
+    Py_XDECREF(nbytes);
+    Py_XDECREF(summed);
+    return summed == NULL ? -1 : 0;
 }
 
-/* the three steps, send and recv checked by the caller: recv = the reproducible sum of every rank's send */
+/* a buffer of the hit's dtype and length (C-contiguous, writable where asked; _fixedpoint.c's get_buffer):
+ * 0, else -1 with an error set */
 static int
-gathered_run(Gathered *g, PyObject *comm, const Py_buffer *send, PyObject *recv_object, Py_buffer *recv)
+hit_buffer(const Hit *h, PyObject *obj, Py_buffer *view, int writable, const char *what)
 {
-    memcpy(g->row_view.buf, send->buf, (size_t)g->nbytes);
-    PyObject *call[5] = {comm, s_allgather, s_auto, g->row, g->table};
-    PyObject *done = PyObject_Vectorcall(run_blocking, call, 5, NULL);
-    if (done == NULL)
-        return -1;
-    Py_DECREF(done);
-    return gathered_sum(g, recv_object, recv);
-}
-
-/* a buffer of the plan's dtype and length (C-contiguous, writable where asked; _fixedpoint.c's get_buffer):
- * 0, else -1 with an error set (ValueError for another length) */
-static int
-plan_buffer(Gathered *g, PyObject *obj, Py_buffer *view, int writable, const char *what)
-{
-    char kind[2] = {g->kind, '\0'}, found;
+    char kind[2] = {h->kind, '\0'}, found;
     if (get_buffer(obj, view, writable, kind, &found, what) < 0)
         return -1;
-    Py_ssize_t len = view->len;
-    if (len == g->nbytes)
+    if (view->len == h->nbytes)
         return 0;
     PyBuffer_Release(view);
-    PyErr_Format(PyExc_ValueError, "Gathered: %s holds %zd bytes, the plan's contribution %zd", what, len, g->nbytes);
+    PyErr_Format(PyExc_ValueError, "run_planned: %s holds another length than the kept stages'", what);
     return -1;
 }
 
-/* Gathered.fill(send): step 1, the contribution copied into this rank's row */
+/* the hit tuple of the stages kept for this call (a new reference), its kind in *kind; or NULL (none: no
+ * error set, or an error) */
 static PyObject *
-gathered_fill_method(Gathered *self, PyObject *send)
-{
-    Py_buffer sv;
-    if (plan_buffer(self, send, &sv, 0, "send") < 0)
-        return NULL;
-    memcpy(self->row_view.buf, sv.buf, (size_t)self->nbytes);
-    PyBuffer_Release(&sv);
-    Py_RETURN_NONE;
-}
-
-/* Gathered.sum(recv): step 3, the gathered table summed into recv */
-static PyObject *
-gathered_sum_method(Gathered *self, PyObject *recv)
-{
-    Py_buffer rv;
-    if (plan_buffer(self, recv, &rv, 1, "recv") < 0)
-        return NULL;
-    int done = gathered_sum(self, recv, &rv);
-    PyBuffer_Release(&rv);
-    if (done < 0)
-        return NULL;
-    Py_RETURN_NONE;
-}
-
-/* Gathered.run(comm, send, recv): the definition's plan.run */
-static PyObject *
-gathered_run_method(Gathered *self, PyObject *const *argv, Py_ssize_t argc)
-{
-    if (argc != 3) {
-        PyErr_SetString(PyExc_TypeError, "run(comm, send, recv)");
-        return NULL;
-    }
-    Py_buffer sv, rv;
-    if (plan_buffer(self, argv[1], &sv, 0, "send") < 0)
-        return NULL;
-    if (plan_buffer(self, argv[2], &rv, 1, "recv") < 0) {
-        PyBuffer_Release(&sv);
-        return NULL;
-    }
-    int done = gathered_run(self, argv[0], &sv, argv[2], &rv);
-    PyBuffer_Release(&sv);
-    PyBuffer_Release(&rv);
-    if (done < 0)
-        return NULL;
-    Py_RETURN_NONE;
-}
-
-/* the Gathered plan of the call (a new reference), or NULL (none: no error set, or an error) */
-static Gathered *
-plan_of(PyObject *comm, PyObject *reproducible, PyObject *send, PyObject *recv, PyObject *op)
+hit_of(PyObject *comm, PyObject *reproducible, PyObject *send, PyObject *recv, PyObject *op, char *kind)
 {
     int on = reproducible == Py_None ? PyList_GET_ITEM(mode, 0) == Py_True : PyObject_IsTrue(reproducible);
     if (on <= 0 || Py_TYPE(send) != (PyTypeObject *)ndarray || Py_TYPE(recv) != (PyTypeObject *)ndarray
@@ -211,27 +128,28 @@ plan_of(PyObject *comm, PyObject *reproducible, PyObject *send, PyObject *recv, 
         return NULL;
     }
     Py_buffer view;    /* the key, (dtype char, length), from send's format and size */
-    PyObject *plan = NULL;
+    PyObject *stages = NULL;
     if (PyObject_GetBuffer(send, &view, PyBUF_FORMAT | PyBUF_ND) == 0) {
         const char *f = view.format ? view.format : "B";
-        PyObject *kind = strcmp(f, "d") == 0 ? kinds[0] : strcmp(f, "f") == 0 ? kinds[1] : NULL;
-        PyObject *n = kind ? PyLong_FromSsize_t(view.len / view.itemsize) : NULL;
-        PyObject *key = n ? PyTuple_Pack(2, kind, n) : NULL;
-        plan = key ? PyDict_GetItemWithError(plans, key) : NULL;    /* borrowed */
-        Py_XINCREF(plan);
+        PyObject *k = strcmp(f, "d") == 0 ? kinds[0] : strcmp(f, "f") == 0 ? kinds[1] : NULL;
+        PyObject *n = k ? PyLong_FromSsize_t(view.len / view.itemsize) : NULL;
+        PyObject *key = n ? PyTuple_Pack(2, k, n) : NULL;
+        stages = key ? PyDict_GetItemWithError(plans, key) : NULL;    /* borrowed */
+        *kind = f[0];
         Py_XDECREF(n);
         Py_XDECREF(key);
         PyBuffer_Release(&view);
     } else {
         PyErr_Clear();      /* (not a buffer this path takes: the definition decides) */
     }
+    PyObject *hit = stages ? PyObject_GetAttr(stages, s_hit) : NULL;
     Py_DECREF(plans);
-    if (plan != NULL && Py_TYPE(plan) != &GatheredType)
-        Py_CLEAR(plan);
-    return (Gathered *)plan;
+    if (hit == Py_None)
+        Py_CLEAR(hit);
+    return hit;
 }
 
-/* run_planned(comm, algorithm, reproducible, send, recv, op): True where a plan ran the call (see above) */
+/* run_planned(comm, algorithm, reproducible, send, recv, op): True where kept stages ran the call (see above) */
 PyObject *
 run_planned(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
 {
@@ -245,31 +163,69 @@ run_planned(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
         return NULL;
     }
     PyObject *send = argv[3] == in_place ? argv[4] : argv[3];
-    Gathered *plan = plan_of(argv[0], argv[2], send, argv[4], argv[5]);
+    char kind = 0;
+    PyObject *hit = hit_of(argv[0], argv[2], send, argv[4], argv[5], &kind);
+    if (hit == NULL && PyErr_Occurred())
+        return NULL;
+    Hit h;
+    if (hit != NULL && read_hit(hit, kind, &h) < 0) {
+        Py_DECREF(hit);
+        return NULL;
+    }
     Py_buffer sv, rv;
-    int usual = plan != NULL && plan_buffer(plan, send, &sv, 0, "send") == 0;
-    if (usual && plan_buffer(plan, argv[4], &rv, 1, "recv") < 0) {
+    int usual = hit != NULL && hit_buffer(&h, send, &sv, 0, "send") == 0;
+    if (usual && hit_buffer(&h, argv[4], &rv, 1, "recv") < 0) {
         PyBuffer_Release(&sv);
         usual = 0;
     }
-    if (!usual) {     /* (a buffer the plan does not take is not an error here: the definition decides) */
-        Py_XDECREF(plan);
-        if (plan != NULL)
+    if (!usual) {     /* (a buffer the stages do not take is not an error here: the definition decides) */
+        if (hit != NULL)
             PyErr_Clear();
-        else if (PyErr_Occurred())
-            return NULL;
+        Py_XDECREF(hit);
         return PyObject_Vectorcall(python_run_planned, argv, 6, NULL);
     }
-    int done = gathered_run(plan, argv[0], &sv, argv[4], &rv);
+    memcpy(h.row_buf, sv.buf, (size_t)h.nbytes);
+    PyObject *call[5] = {argv[0], s_allgather, s_auto, h.row, h.table};
+    PyObject *done = PyObject_Vectorcall(run_blocking, call, 5, NULL);
+    int summed = done == NULL ? -1 : hit_sum(&h, argv[4], &rv);
+    Py_XDECREF(done);
     PyBuffer_Release(&sv);
     PyBuffer_Release(&rv);
-    Py_DECREF(plan);
-    if (done < 0)
+    Py_DECREF(hit);
+    if (summed < 0)
         return NULL;
     Py_RETURN_TRUE;
 }
 
-/* init_planned(run_blocking, finish, definition, ndarray, MPI.SUM, MPI.IN_PLACE, CommState, DEFAULT) */
+/* sum_hit(hit, recv): step 3 alone, a request's last step on kept stages (recv: float64 or float32, C-contiguous,
+ * writable, of the hit's length) */
+PyObject *
+sum_hit(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
+{
+    (void)self;
+    if (argc != 2 || python_sum == NULL) {
+        PyErr_SetString(PyExc_TypeError, "sum_hit(hit, recv), after init_planned()");
+        return NULL;
+    }
+    Py_buffer rv;
+    char kind;
+    if (get_buffer(argv[1], &rv, 1, "df", &kind, "recv") < 0)
+        return NULL;
+    Hit h;
+    int summed = read_hit(argv[0], kind, &h);
+    if (summed == 0 && rv.len != h.nbytes) {
+        PyErr_SetString(PyExc_ValueError, "sum_hit: recv holds another length than the kept stages'");
+        summed = -1;
+    }
+    if (summed == 0)
+        summed = hit_sum(&h, argv[1], &rv);
+    PyBuffer_Release(&rv);
+    if (summed < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* init_planned(run_blocking, sum_table, definition, ndarray, MPI.SUM, MPI.IN_PLACE, CommState, DEFAULT) */
 PyObject *
 init_planned(PyObject *self, PyObject *args)
 {
@@ -284,44 +240,16 @@ init_planned(PyObject *self, PyObject *args)
     }
     s_state = PyUnicode_InternFromString("_state");
     s_plans = PyUnicode_InternFromString("reproducible_plans");
+    s_hit = PyUnicode_InternFromString("hit");
     s_allgather = PyUnicode_InternFromString("Allgather");
     s_auto = PyUnicode_InternFromString("auto");
     kinds[0] = PyUnicode_InternFromString("d");
     kinds[1] = PyUnicode_InternFromString("f");
-    if (!s_state || !s_plans || !s_allgather || !s_auto || !kinds[0] || !kinds[1])
+    if (!s_state || !s_plans || !s_hit || !s_allgather || !s_auto || !kinds[0] || !kinds[1])
         return NULL;
-    PyObject **slots[8] = {&run_blocking, &finish, &python_run_planned, &ndarray, &sum_op, &in_place, &state_class,
-                           &mode};
+    PyObject **slots[8] = {&run_blocking, &python_sum, &python_run_planned, &ndarray, &sum_op, &in_place,
+                           &state_class, &mode};
     for (int i = 0; i < 8; i++)
         Py_XSETREF(*slots[i], Py_NewRef(o[i]));
     Py_RETURN_NONE;
 }
-
-static PyMethodDef gathered_methods[] = {
-    {"run", (PyCFunction)(void (*)(void))gathered_run_method, METH_FASTCALL,
-     "run(comm, send, recv): the Allreduce of send into recv by this plan"},
-    {"fill", (PyCFunction)gathered_fill_method, METH_O, "fill(send): the contribution copied into this rank's row"},
-    {"sum", (PyCFunction)gathered_sum_method, METH_O, "sum(recv): the gathered table summed into recv"},
-    {NULL, NULL, 0, NULL},
-};
-
-static PyMemberDef gathered_members[] = {
-    {"row", T_OBJECT, offsetof(Gathered, row), READONLY, "this rank's row: the contribution, then its flag bytes"},
-    {"table", T_OBJECT, offsetof(Gathered, table), READONLY, "every rank's row"},
-    {"p", T_PYSSIZET, offsetof(Gathered, p), READONLY, "the number of ranks"},
-    {"n", T_PYSSIZET, offsetof(Gathered, n), READONLY, "the number of elements"},
-    {"params", T_OBJECT, offsetof(Gathered, params), READONLY, "the format, as the kernels take it"},
-    {NULL, 0, 0, 0, NULL},
-};
-
-PyTypeObject GatheredType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "mpicoll.data._fixedpoint.Gathered",
-    .tp_doc = "Gathered(row, table, p, kind, n, params): a small reproducible Allreduce's plan",
-    .tp_basicsize = sizeof(Gathered),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_new = gathered_new,
-    .tp_dealloc = (destructor)gathered_dealloc,
-    .tp_methods = gathered_methods,
-    .tp_members = gathered_members,
-};

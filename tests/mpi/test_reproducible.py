@@ -116,21 +116,17 @@ def test_scans_give_the_bits_of_every_algorithm_alike(comm, method):
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_small_calls_by_the_compiled_plan_and_by_its_definition(comm, dtype):
-    """A small Allreduce's plan (compiled where built: ``Gathered``) and its Python definition (``_Gathered``)
-    give the one-process bits, call after call, also where the values are near the largest float (the double
-    sum overflows in the highest windows: those columns are rounded by ``fixedpoint.combine``)."""
+def test_small_calls_by_the_compiled_hit_and_by_its_definition(comm, dtype):
+    """A small Allreduce's kept stages, run by the compiled hit (``run_planned``, where built) and by its Python
+    definition (``_run_planned``), give the one-process bits, call after call, also where the values are near
+    the largest float (the double sum overflows in the highest windows: those columns are rounded by
+    ``fixedpoint.combine``); the first call keeps the stages, the later ones reuse them."""
     from mpicoll.comm import reproducible_allreduce as ra
-    from mpicoll.data import fixedpoint_kernels as fk
 
     dtype = np.dtype(dtype)
     n = max(1, 512 // (P * dtype.itemsize))
-    width = n * dtype.itemsize + ra.FLAG_BYTES
-    params = fk.params(fp.format_of(dtype))
-    plans = [ra._Gathered(np.zeros(width, np.uint8), np.empty((P, width), np.uint8), P, dtype, n)]
-    if fk.KERNELS is not None:
-        plans.append(fk.KERNELS.Gathered(np.zeros(width, np.uint8), np.empty((P, width), np.uint8), P, dtype.char, n,
-                                         params))
+    kept = comm._state.reproducible_plans
+    key = ra.gathered_key(dtype, n)
     for seed in range(3):
         rows = table(P, n, dtype, seed, special=seed == 1)
         if seed == 2:
@@ -138,14 +134,16 @@ def test_small_calls_by_the_compiled_plan_and_by_its_definition(comm, dtype):
             rows[:, 1::4] = np.finfo(dtype).max / P
         expected = bits(fp.sum_rows(rows))
         mine = rows[permutation(seed)[R]].copy()
-        for plan in plans:
-            out = np.full(n, 7, dtype)
-            plan.run(comm, mine, out)
-            check(bits(out) == expected, f"{type(plan).__name__} seed {seed}")
-        for _ in range(2):                      # (the first call makes the communicator's plan, the next runs it)
+        for _ in range(2):                      # (the first call keeps the stages, the next runs them)
             out = np.full(n, 7, dtype)
             comm.Allreduce(mine, out, reproducible=True)
             check(bits(out) == expected, f"Allreduce seed {seed}")
+        stages = kept[key]
+        for run in {ra.run_planned, ra._run_planned}:
+            out = np.full(n, 7, dtype)
+            check(run(comm, "auto", True, mine, out, MPI.SUM) is True, f"{run} ran nothing")
+            check(bits(out) == expected, f"{run.__module__}.{run.__name__} seed {seed}")
+            check(kept[key] is stages, "the stages were made again")
         check(bits(mine) == bits(rows[permutation(seed)[R]]), "sendbuf was modified")
 
 

@@ -139,17 +139,32 @@ def test_ordinary_columns_give_the_definitions_bits(dtype, rows):
         assert fk.sum_rows(wide, 203, out=out) is out and bits(out) == bits(fp.sum_rows(x))
 
 
-def test_a_gathered_plan_checks_its_row_and_table():
+def test_the_gathered_hit_checks_what_it_reads_of_the_kept_stages():
+    """The compiled hit of a small reproducible Allreduce reads the kept stages' ``hit`` tuple: one not of its
+    shape, or a row too short for the contribution and its flag bytes, raises (before any message); a result
+    of another length goes to the Python definition, which runs nothing (False)."""
+    from mpi4py import MPI
+
+    import mpicoll
+    from mpicoll.comm import reproducible_allreduce as ra
+
+    comm = mpicoll.Comm(MPI.COMM_SELF)
     params = fk.params(fp.format_of(np.dtype(np.float64)))
-    row, table = np.zeros(5 * 8 + 8, np.uint8), np.empty((3, 5 * 8 + 8), np.uint8)
-    plan = COMPILED.Gathered(row, table, 3, "d", 5, params)
-    assert (plan.p, plan.n, plan.row is row, plan.table is table) == (3, 5, True, True)
-    for bad in [(row, table, 2, "d", 5), (row, table, 3, "d", 6), (row, table, 3, "e", 5),
-                (row[:-1], table, 3, "d", 5)]:
-        with pytest.raises(ValueError):
-            COMPILED.Gathered(*bad, params)
-    with pytest.raises(ValueError):
-        plan.run(None, np.zeros(4), np.zeros(5))        # not the plan's length: refused before any message
+    row, table = np.zeros(5 * 8 + 8, np.uint8), np.zeros((1, 5 * 8 + 8), np.uint8)
+
+    class Stages:
+        hit = (row, table, row.ctypes.data, table.ctypes.data, 5 * 8 + 8, 1, 5, params)
+
+    comm._state.reproducible_plans[("d", 5)] = stages = Stages()
+    x = np.arange(5.0)
+    assert ra.run_planned(comm, "auto", False, x, np.empty(5), MPI.SUM) is False     # (not in the mode)
+    assert ra.run_planned(comm, "auto", True, x, np.empty(4), MPI.SUM) is False
+    for bad, error in [((row, table), TypeError), (Stages.hit[:4] + (5 * 8, 1, 5, params), ValueError),
+                       (Stages.hit[:5] + (0, 5, params), ValueError)]:
+        stages.hit = bad
+        with pytest.raises(error):
+            ra.run_planned(comm, "auto", True, x, np.empty(5), MPI.SUM)
+    assert bits(row) == bits(np.zeros(5 * 8 + 8, np.uint8))      # (nothing was written)
 
 
 def test_a_gathered_table_sums_its_first_columns_only():
