@@ -363,6 +363,33 @@ put_argument(Key *key, PyObject *a)
     return 1;
 }
 
+/* ---- the keys made lately ----
+ * A program repeats its calls, so the bytes of a key are most often those of a key made a moment ago.  The
+ * newest key of each of MADE_SLOTS slots (chosen by the bytes' length and two of their words) is kept, and an
+ * equal key is that object again: no allocation, and its hash, which bytes compute once (SipHash: the
+ * largest part of a lookup's cost), is not computed again.  A bounded memo of immutable objects: equal bytes
+ * are an equal key, whatever made them. */
+#define MADE_SLOTS 16
+static PyObject *made_keys[MADE_SLOTS];
+
+static PyObject *
+key_object(const Key *key)
+{
+    uint64_t middle = 0, last = 0;        /* a cheap choice of slot, not a hash to trust */
+    Py_ssize_t n = key->n;
+    memcpy(&middle, key->bytes + n / 2, n - n / 2 >= 8 ? 8 : (size_t)(n - n / 2));
+    memcpy(&last, key->bytes + (n >= 8 ? n - 8 : 0), n >= 8 ? 8 : (size_t)n);
+    uint64_t mix = ((uint64_t)n ^ middle ^ (last << 1)) * 0x9E3779B97F4A7C15ull;
+    PyObject **slot = &made_keys[(mix >> 60) % MADE_SLOTS];
+    PyObject *made = *slot;
+    if (made != NULL && PyBytes_GET_SIZE(made) == key->n && memcmp(PyBytes_AS_STRING(made), key->bytes, key->n) == 0)
+        return Py_NewRef(made);
+    made = PyBytes_FromStringAndSize((const char *)key->bytes, key->n);
+    if (made != NULL)
+        Py_XSETREF(*slot, Py_NewRef(made));
+    return made;
+}
+
 /* the key of the arguments argv[0 .. nargs) (bytes), None, or FALLBACK; NULL on error */
 static PyObject *
 build(PyObject *method, PyObject *const *argv, Py_ssize_t nargs, PyObject *algorithm, PyObject *values)
@@ -394,7 +421,7 @@ build(PyObject *method, PyObject *const *argv, Py_ssize_t nargs, PyObject *algor
     }
     if (key.overflow)
         return FALLBACK;
-    return PyBytes_FromStringAndSize((const char *)key.bytes, key.n);
+    return key_object(&key);
 }
 
 /* the tuple of argv[0 .. n) */

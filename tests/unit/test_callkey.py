@@ -241,3 +241,18 @@ def test_overlapping_spans_are_told_apart():
     assert not plancache._disjoint([(100, 8), (104, 8)]) and not plancache._disjoint([(104, 8), (100, 8)])
     assert plancache._disjoint([(0, 4), (8, 4), (4, 4)]) and not plancache._disjoint([(0, 4), (8, 4), (2, 4)])
     assert plancache._disjoint([]) and plancache._disjoint([(5, 10)])
+
+
+@compiled
+def test_a_key_made_again_is_the_memo_s_object_and_only_an_equal_one():
+    """The compiled builder hands back the key it made a moment ago for equal bytes (its hash is not computed
+    again) and a new one otherwise: 40 calls of other memory, made twice in turn (more than its 16 slots hold),
+    give 40 distinct keys equal to the first round's, and a call repeated at once gets the same object."""
+    arrays = [np.zeros(4 + i % 3) for i in range(40)]
+    first = [plan.call_key("Bcast", (a, 0), "auto") for a in arrays]
+    again = [plan.call_key("Bcast", (a, 0), "auto") for a in arrays]
+    assert first == again and len(set(first)) == len(arrays)
+    key = plan.call_key("Allreduce", (_x, _y, MPI.SUM), "ring")
+    assert plan.call_key("Allreduce", (_x, _y, MPI.SUM), "ring") is key
+    assert plan.call_key("Allreduce", (_x, _y, MPI.MAX), "ring") != key
+    assert plan.call_key("Allreduce", (_y, _x, MPI.SUM), "ring") != key
