@@ -23,8 +23,9 @@ cannot match another's receives, because MPI keeps the order of two messages bet
 with the same tag.
 
 A larger ``Allreduce`` with ``algorithm="auto"`` runs its composed plan in its blocking form too (:func:`run`,
-with the blocking call's tag and the plan's signature: the collective and the count), so the scattered sum
-is written once for the three forms.
+with the blocking call's tag and the plan's signature: the collective and the count), and a small one's
+blocking form runs on the same stages (their row, table and sum, around mpicoll's own blocking ``Allgather``:
+:func:`mpicoll.comm.reproducible_allreduce.run_gathered`), so both sums are written once for the three forms.
 
 The limbs of a scan always have a column for the counts of inf and NaN (its buffers are bound before the
 codes say whether some element has any, and an all-zero count changes no sum); every other call keeps
@@ -80,14 +81,14 @@ def run(comm: Any, method: str, algorithm: str, reproducible: bool | None, *args
     state = comm._state
     size, itemsize = blocking.elements(args) if call is None else (call.values.shape[0], call.values.dtype.itemsize)
     if method == "Allreduce" and gathers(size * itemsize, state.size):
-        return _gathered(comm, algorithm, args, call, failure)
+        return _run_small(comm, algorithm, args, call, failure)
     if method != "Allreduce" or algorithm != "auto":
         return blocking.run(comm, method, algorithm, args, call, failure)
     _stages(comm, method, algorithm, args, call, failure).run()
     return None
 
 
-def _gathered(comm: Any, algorithm: str, args: tuple, call: Any, failure: Exception | None) -> None:
+def _run_small(comm: Any, algorithm: str, args: tuple, call: Any, failure: Exception | None) -> None:
     """A small Allreduce, blocking (:func:`~mpicoll.comm.reproducible_allreduce.run_gathered`): a call with the
     usual arguments on the stages kept for its dtype and length (made and kept by the first such call; the later
     ones find them before parsing, ``run_planned``), any other on stages of its own.  A rank whose arguments
