@@ -233,6 +233,8 @@ def statements() -> dict:
         "mpicoll_allreduce_init": start_wait(lambda: comm.Allreduce_init(x, y)),
         "builtin_iallreduce": lambda: world.Iallreduce(x, y).Wait(),
         "mpicoll_iallreduce": lambda: comm.Iallreduce(x, y).Wait(),
+        "builtin_iallreduce_waitall": lambda: MPI.Request.Waitall([world.Iallreduce(x, y)]),
+        "mpicoll_iallreduce_waitall": lambda: MPI.Request.Waitall([comm.Iallreduce(x, y)]),
         "builtin_barrier": world.Barrier,
         "mpicoll_barrier": comm.Barrier,
         "builtin_scatter": lambda: world.Scatter(*scatter_args, 0),
@@ -261,7 +263,8 @@ NAMES = [
     "builtin_bcast", "mpicoll_bcast", "builtin_bcast_numpy", "mpicoll_bcast_numpy", "builtin_bcast_receiver",
     "mpicoll_bcast_receiver", "builtin_bcast_numpy_receiver", "mpicoll_bcast_numpy_receiver", "builtin_allreduce",
     "mpicoll_allreduce", "builtin_allreduce_init", "mpicoll_allreduce_init", "builtin_iallreduce",
-    "mpicoll_iallreduce", "builtin_barrier", "mpicoll_barrier", "builtin_scatter", "mpicoll_scatter",
+    "mpicoll_iallreduce", "builtin_iallreduce_waitall", "mpicoll_iallreduce_waitall",
+    "builtin_barrier", "mpicoll_barrier", "builtin_scatter", "mpicoll_scatter",
     "builtin_gather", "mpicoll_gather",
     *(f"{kind}_{name}_object" for name in ("allgather", "allreduce", "bcast", "gather", "scatter", "alltoall")
       for kind in ("builtin", "mpicoll")),

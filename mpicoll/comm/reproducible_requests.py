@@ -120,7 +120,7 @@ def start(comm: Any, method: str, algorithm: str, reproducible: bool | None, *ar
     stages.fill()
     plan = stages.plan()
     rounds, steps, _, comms = plan.request_parts(state.private)
-    req = Request(rounds, comms, tag, None, steps, release=plan.give_back if stages.kept else None,
+    req = Request(rounds, comms, tag, None, steps, lent=plan if stages.kept else None,
                   keep=(args, stages))
     _watch(req, state, method)
     req._launch()

@@ -38,12 +38,12 @@ static PyObject *main_engine;      /* mpicoll.engine.nonblocking.ACTIVE */
 static PyObject *wake;             /* mpicoll.engine.nonblocking._WAKE: what a start calls, if anything */
 static PyObject *empty_status;     /* mpicoll.engine.nonblocking._empty(status) */
 static unsigned long main_thread;  /* threading.main_thread().ident: the thread whose queue is main_engine */
-static PyObject *s_start_failed, *s_advance_failed, *s_started, *s_ended, *s_acquire, *s_release;
+static PyObject *s_start_failed, *s_advance_failed, *s_started, *s_ended, *s_acquire, *s_release, *s_lent;
 static PyTypeObject *traced_type, *recorder_type;   /* mpicoll.engine.recorder's Traced and Recorder */
 static Py_ssize_t at_trace_recorder, at_trace_kind, at_trace_seq, at_trace_what, at_trace_starts, at_trace_slot,
     at_recorder_requests, at_recorder_next;
 static Py_ssize_t at_state, at_round, at_pending, at_engine, at_error, at_trace, at_generalized, at_direct,
-    at_requests, at_finish, at_release, at_keep, at_watch, at_guard, at_tag, at_before;
+    at_requests, at_finish, at_lent, at_keep, at_watch, at_guard, at_tag, at_before;
 
 #define SLOT(object, at) (*(PyObject **)((char *)(object) + (at)))
 
@@ -106,7 +106,7 @@ init_requests(PyObject *self, PyObject *args)
     struct { Py_ssize_t *at; const char *name; } slots[] = {
         {&at_state, "_state"}, {&at_round, "_round"}, {&at_pending, "_pending"}, {&at_engine, "_engine"},
         {&at_error, "_error"}, {&at_trace, "trace"}, {&at_generalized, "_generalized"}, {&at_direct, "_direct"},
-        {&at_finish, "_finish"}, {&at_release, "_release"}, {&at_keep, "_keep"}, {&at_watch, "watch"},
+        {&at_finish, "_finish"}, {&at_lent, "_lent"}, {&at_keep, "_keep"}, {&at_watch, "watch"},
         {&at_guard, "_guard"}, {&at_tag, "tag"}, {&at_requests, "_requests"}, {&at_before, "_before"},
     };
     size_t shared = sizeof slots / sizeof slots[0] - 2;     /* the last two are the persistent class's own */
@@ -128,7 +128,8 @@ init_requests(PyObject *self, PyObject *args)
     s_ended = PyUnicode_InternFromString("ended");
     s_acquire = PyUnicode_InternFromString("acquire");
     s_release = PyUnicode_InternFromString("release");
-    if (!s_start_failed || !s_advance_failed || !s_started || !s_ended || !s_acquire || !s_release)
+    s_lent = PyUnicode_InternFromString("lent");
+    if (!s_start_failed || !s_advance_failed || !s_started || !s_ended || !s_acquire || !s_release || !s_lent)
         return NULL;
     Py_XSETREF(prequest, (PyTypeObject *)Py_NewRef(persistent_cls));
     Py_XSETREF(request_type, (PyTypeObject *)Py_NewRef(request_cls));
@@ -152,6 +153,14 @@ applies(PyObject *request, Rounds **rounds, Generalized **generalized)
     *rounds = (Rounds *)r;
     *generalized = (Generalized *)g;
     return 1;
+}
+
+/* the cached plan lent to a request given back: plan.lent = False, as _Collective._complete does (0, or -1 with
+ * an error set) */
+static int
+give_back(PyObject *plan)
+{
+    return PyObject_SetAttr(plan, s_lent, Py_False);
 }
 
 /* time.time() */
@@ -330,14 +339,12 @@ fast_restart(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
     if (launched == NULL && state_of(request) != RUNNING) {
         /* it failed before posting anything (the generalized request): nothing will complete it, so its
          * cached plan, lent to this call, is given back now (the request's release, as a finished run's) */
-        PyObject *release = SLOT(request, at_release);
-        if (release != Py_None) {
+        PyObject *lent = SLOT(request, at_lent);
+        if (lent != Py_None) {
             PyObject *type, *value, *traceback;
             PyErr_Fetch(&type, &value, &traceback);
-            PyObject *result = PyObject_CallNoArgs(release);
-            if (result == NULL)
-                PyErr_WriteUnraisable(release);
-            Py_XDECREF(result);
+            if (give_back(lent) < 0)
+                PyErr_WriteUnraisable(lent);
             PyErr_Restore(type, value, traceback);
         }
     }
@@ -369,13 +376,9 @@ complete(PyObject *request, Generalized *generalized)
             break;
         }
     set_slot(request, at_pending, PyList_New(0));
-    PyObject *release = SLOT(request, at_release);
-    if (release != Py_None) {       /* a cached plan is given back */
-        PyObject *result = PyObject_CallNoArgs(release);
-        if (result == NULL)
-            return -1;
-        Py_DECREF(result);
-    }
+    PyObject *lent = SLOT(request, at_lent);
+    if (lent != Py_None && give_back(lent) < 0)
+        return -1;
     set_slot(request, at_keep, Py_NewRef(Py_None));
     PyObject *trace = SLOT(request, at_trace);
     if (trace != Py_None && note_ended(trace, SLOT(request, at_round)) < 0)

@@ -66,8 +66,8 @@ class _Collective(MPI.Request):
 
     ``_steps[t]`` are round t's local steps; ``_post(t)`` starts round t's
     messages and returns their MPI requests (``_pending``).  ``finish`` runs when
-    the collective completes; ``release`` when the engine is done with it,
-    completed or dropped by an error (a cached plan is given back).  ``_keep``
+    the collective completes; ``lent`` is the cached plan lent to it, given back
+    (its ``lent`` flag cleared) when the engine is done with it, completed or dropped by an error.  ``_keep``
     holds the call's arguments (the user's buffers) until the collective completes.
 
     The MPI handle is a generalized request started with each run (:meth:`_arm`)
@@ -75,20 +75,20 @@ class _Collective(MPI.Request):
     of mpi4py's functions) frees it, and the handle becomes ``MPI.REQUEST_NULL``.
     """
 
-    __slots__ = ("_steps", "_nrounds", "_round", "_pending", "_finish", "_release", "_state", "tag", "watch",
+    __slots__ = ("_steps", "_nrounds", "_round", "_pending", "_finish", "_lent", "_state", "tag", "watch",
                  "_engine", "_guard", "_greq", "_keep", "_error", "_comms", "trace", "_generalized", "_direct")
 
     def __new__(cls, *args: Any, **kwargs: Any) -> _Collective:
         return MPI.Request.__new__(cls)   # mpi4py's constructor takes a request to copy, not ours' arguments
 
     def __init__(self, steps: list[list[Callable[[], None]]], finish: Callable[[], None] | None, tag: int,
-                 release: Callable[[], None] | None = None, keep: Any = None) -> None:
+                 lent: Any = None, keep: Any = None) -> None:
         self._steps = steps
         self._nrounds = len(steps)
         self._round = 0
         self._pending: list[MPI.Request] = []
         self._finish = finish
-        self._release = release
+        self._lent = lent
         self._state = INACTIVE
         self.tag = tag
         # (collective, timeout, rank[, on_timeout]): Wait under the watchdog; on_timeout(exc) is told of a timeout
@@ -288,8 +288,8 @@ class _Collective(MPI.Request):
         except BaseException as exc:
             self._error = exc
         finally:
-            if self._release is not None:
-                self._release()
+            if self._lent is not None:
+                self._lent.lent = False     # (the cached plan may serve the next call)
             self._keep = None          # the buffers are no longer read or written
             if self.trace is not None:
                 self.trace.ended(self._error, self._round)

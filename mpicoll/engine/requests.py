@@ -56,9 +56,8 @@ class Request(MixedWaits, _Collective):
     __slots__ = ("_rounds",)
 
     def __init__(self, rounds: list[Round], comms: list[MPI.Comm], tag: int, finish: Callable[[], None] | None,
-                 steps: list[list[Callable[[], None]]] | None = None, release: Callable[[], None] | None = None,
-                 keep: Any = None) -> None:
-        super().__init__([steps for _, _, steps in rounds] if steps is None else steps, finish, tag, release, keep)
+                 steps: list[list[Callable[[], None]]] | None = None, lent: Any = None, keep: Any = None) -> None:
+        super().__init__([steps for _, _, steps in rounds] if steps is None else steps, finish, tag, lent, keep)
         self._rounds, self._comms = rounds, comms
 
     def _post(self, t: int) -> list[MPI.Request]:
@@ -198,7 +197,7 @@ def start(plan: Plan | None, comm: Comm, tag: int, lent: bool = False, keep: Any
         rounds, steps, posted_from_c, comms = plan.request_parts(comm.private)
         # (the messages carry the plan's signature too: C adds it to the tag it is given, Python here)
         req = plan.spare = Request(rounds, comms, tag if posted_from_c is not None else tag + plan.sig, plan.finish,
-                                   steps, plan.give_back, keep)
+                                   steps, plan, keep)
         req._direct = posted_from_c
     else:
         plan.begin()      # GPU buffers: stage the inputs in

@@ -62,7 +62,9 @@ class Plan:
     #: None before, and for a plan that cannot be moved to other memory (see :meth:`rebased`)
     relocations: dict[str, tuple[int, int]] | None = None
 
-    lent: bool = False     # a cached nonblocking plan in use by an unfinished request (see mpicoll.comm.dispatch._lend)
+    #: a cached nonblocking plan in use by an unfinished request, cleared when the request is done with it
+    #: (``_Collective._complete``; see mpicoll.engine.requests.start)
+    lent: bool = False
     #: the last request this cached plan was lent to: the compiled start runs it again when nothing else holds it
     #: (see mpicoll.engine.requests.start)
     spare: Any = field(default=None, repr=False)
@@ -125,10 +127,6 @@ class Plan:
                 stretches[-1][1].append(rnd)
             self._stretches = stretches
         return self._stretches
-
-    def give_back(self) -> None:
-        """A request this cached plan was lent to is done with it: the plan may serve the next call."""
-        self.lent = False
 
     def runner(self, comm: Any) -> Callable[[int], None]:
         """``run(tag)``: this plan run blocking on ``comm`` (the private communicator), ready-made; its messages
