@@ -236,12 +236,13 @@ class RequestStages(Composer):
 
         ``hit``: what the compiled blocking hit reads of stages kept for a call with the usual arguments
         (``mpicoll/data/_gathered.c``): the row and the table, their addresses, a row's bytes, the ranks, the
-        elements and the format as the kernels take it; None for other calls (and for no element)."""
+        elements and the format as the kernels take it; None for other calls (another dtype than float64 and
+        float32, no element)."""
         width, p = self.nbytes + FLAG_BYTES, self.state.size
         self.row, self.table = np.zeros(width, np.uint8), np.empty((p, width), np.uint8)
         self.values = self.row[:self.nbytes].view(np.uint8 if call is None else call.values.dtype)
         self.fill, self._later = self._fill_row, self._compose_gathered
-        self.hit = None if call is None or not call.plain or not self.size else (
+        self.hit = None if call is None or not call.plain or not self.size or call.values.dtype.char not in "df" else (
             self.row, self.table, self.row.ctypes.data, self.table.ctypes.data, width, p, self.size,
             kernels.params(call.fmt))
 
