@@ -95,15 +95,18 @@ def gathered_key(dtype: np.dtype, n: int) -> tuple[str, int]:
     return dtype.char, n
 
 
-def run_gathered(comm: Any, stages: Any, send: np.ndarray, recv: np.ndarray) -> None:
+def run_gathered(comm: Any, stages: Any, send: np.ndarray | None, recv: np.ndarray | None) -> None:
     """A small Allreduce's blocking form on gathered ``stages``
     (:class:`~mpicoll.comm.reproducible_requests.RequestStages`), ``send`` and ``recv`` 1-D of its dtype and
     length: the contribution copied into the stages' row, the rows gathered (``comm.Allgather``, mpicoll's own
-    blocking call: the same row and table every time, so its plan is a cache hit), the table summed into
-    ``recv``.  The compiled ``run_planned`` runs these three steps in C."""
-    stages.values[...] = send
+    blocking call: the same row and table every time, so a kept call's plan is a cache hit), the table summed
+    into ``recv``.  ``send`` and ``recv`` None: this rank's arguments failed, its row says so and it sums
+    nothing (the caller raises its error; every other rank raises at its sum).  The compiled ``run_planned``
+    runs these three steps in C."""
+    stages.put(send)
     run_blocking(comm, "Allgather", "auto", stages.row, stages.table)     # (comm.Allgather, one frame less)
-    sum_gathered(stages, recv)
+    if recv is not None:
+        sum_gathered(stages, recv)
 
 
 def blocks(n: int, p: int) -> tuple[list[int], list[int]]:

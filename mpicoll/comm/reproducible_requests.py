@@ -40,7 +40,6 @@ import numpy as np
 from mpi4py import MPI
 
 from mpicoll.comm import reproducible as blocking
-from mpicoll.comm.dispatch import run_blocking
 from mpicoll.comm.preparing import prepare, run_plan
 from mpicoll.comm.reproducible_allreduce import (
     FLAG_BYTES,
@@ -93,18 +92,17 @@ def _run_small(comm: Any, algorithm: str, args: tuple, call: Any, failure: Excep
     usual arguments on the stages kept for its dtype and length (made and kept by the first such call; the later
     ones find them before parsing, ``run_planned``), any other on stages of its own.  A rank whose arguments
     failed sends its row with the flag set, then raises; its peers raise at their sum."""
+    stages = None
     if failure is None and call.plain:
         key = gathered_key(call.values.dtype, call.values.shape[0])
         stages = comm._state.reproducible_plans.get(key)
         if stages is None:
             stages = RequestStages(comm, "Allreduce", algorithm, args, call, None)
             keep(comm, key, stages)
-        return run_gathered(comm, stages, call.values, call.out)
-    stages = RequestStages(comm, "Allreduce", algorithm, args, call, failure)
-    stages.fill()
-    run_blocking(comm, "Allgather", "auto", stages.row, stages.table)
-    stages.sum()
-    return None
+    run_gathered(comm, stages or RequestStages(comm, "Allreduce", algorithm, args, call, failure),
+                 None if call is None else call.values, None if call is None else call.out)
+    if failure is not None:
+        raise failure
 
 
 def start(comm: Any, method: str, algorithm: str, reproducible: bool | None, *args: Any) -> Request:
@@ -139,7 +137,7 @@ def _stages(comm: Any, method: str, algorithm: str, args: tuple, call: Any, fail
         return RequestStages(comm, method, algorithm, args, call, failure)
     values = call.values
     if gathers(values.nbytes, comm._state.size):
-        key = ("Iallreduce", values.dtype.str, values.shape[0])
+        key = ("Iallreduce", *gathered_key(values.dtype, values.shape[0]))
     else:
         key = kept_key(method, args, algorithm) if values.nbytes <= PLAN_BYTES else None
         if key is None or key[1] is None:      # (None: a call the key cannot describe)
@@ -235,16 +233,14 @@ class RequestStages(Composer):
         (:func:`~mpicoll.comm.reproducible_allreduce.run_gathered`), whose cached plan those rounds would repeat.
 
         ``hit``: what the compiled blocking hit reads of stages kept for a call with the usual arguments
-        (``mpicoll/data/_gathered.c``): the row and the table, their addresses, a row's bytes, the ranks, the
-        elements and the format as the kernels take it; None for other calls (another dtype than float64 and
-        float32, no element)."""
+        (``mpicoll/data/_gathered.c``): the row, the table, the elements and the format as the kernels take it;
+        None for other calls (another dtype than float64 and float32, no element)."""
         width, p = self.nbytes + FLAG_BYTES, self.state.size
         self.row, self.table = np.zeros(width, np.uint8), np.empty((p, width), np.uint8)
         self.values = self.row[:self.nbytes].view(np.uint8 if call is None else call.values.dtype)
         self.fill, self._later = self._fill_row, self._compose_gathered
-        self.hit = None if call is None or not call.plain or not self.size or call.values.dtype.char not in "df" else (
-            self.row, self.table, self.row.ctypes.data, self.table.ctypes.data, width, p, self.size,
-            kernels.params(call.fmt))
+        self.hit = None if call is None or not call.plain or not self.size or call.values.dtype.char not in "df" \
+            else (self.row, self.table, self.size, kernels.params(call.fmt))
 
     def _compose_gathered(self) -> None:
         self._collective("Allgather", (self.row, self.table), "auto")
@@ -338,10 +334,14 @@ class RequestStages(Composer):
             kernels.sum_rows(self.rows, out=block)
 
     def _fill_row(self) -> None:
-        if self.call is None:
+        self.put(None if self.call is None else self.call.values)
+
+    def put(self, values: np.ndarray | None) -> None:
+        """A gathered call's row: ``values`` copied in, or (None: this rank's arguments failed) its flag set."""
+        if values is None:
             self.row[self.nbytes] = 1
         else:
-            self.values[...] = self.call.values
+            self.values[...] = values
 
     def sum(self) -> None:
         """A gathered call's last step: the table summed into the result (this rank raises its own error where

@@ -4,9 +4,8 @@
  * function what it needs once (init_planned).  A small reproducible Allreduce (its contributions together
  * at most GATHER_BYTES) with the usual arguments keeps its stages (mpicoll.comm.reproducible_requests's
  * RequestStages) in its communicator's state, under (dtype char, length); every later such call runs here on
- * them, reading their `hit`: (row, table, row address, table address, a row's bytes, p, n, the format as the
- * kernels take it).  The row is this rank's contribution, then FLAG_BYTES saying whether its arguments
- * failed (0 here); the table is every rank's row.  The run is three steps, as run_gathered's:
+ * them, reading their `hit`: (row, table, n, the format as the kernels take it).  The row is this rank's
+ * contribution, then FLAG_BYTES saying whether its arguments failed (0 here); the table is every rank's row.  The run is three steps, as run_gathered's:
  *   1. the contribution copied into the row (memcpy);
  *   2. the rows gathered: comm.Allgather(row, table) through mpicoll's own blocking call (run_blocking, the
  *      compiled mpicoll.program._callkey.run: a hit of the communicator's plan cache, as the row and table are
@@ -40,7 +39,8 @@ typedef struct {
 } Hit;
 
 /* the stages' hit read into *h: 0, else -1 with an error set (a tuple not of the shape above); the last one
- * read is remembered (held, so that the same object is the same tuple: a communicator's repeated call) */
+ * read is remembered (held, so that the same object is the same tuple, its arrays alive and where they were:
+ * a communicator's repeated call reads nothing again) */
 static int
 read_hit(PyObject *hit, char kind, Hit *h)
 {
@@ -50,24 +50,37 @@ read_hit(PyObject *hit, char kind, Hit *h)
         *h = last_read;
         return 0;
     }
-    if (!PyTuple_CheckExact(hit) || PyTuple_GET_SIZE(hit) != 8) {
-        PyErr_SetString(PyExc_TypeError, "run_planned: a kept stages' hit is a tuple of 8");
+    if (!PyTuple_CheckExact(hit) || PyTuple_GET_SIZE(hit) != 4) {
+        PyErr_SetString(PyExc_TypeError, "run_planned: a kept stages' hit is (row, table, n, format)");
         return -1;
     }
     h->row = PyTuple_GET_ITEM(hit, 0);
     h->table = PyTuple_GET_ITEM(hit, 1);
-    h->row_buf = PyLong_AsVoidPtr(PyTuple_GET_ITEM(hit, 2));
-    h->table_buf = PyLong_AsVoidPtr(PyTuple_GET_ITEM(hit, 3));
-    h->width = PyLong_AsSsize_t(PyTuple_GET_ITEM(hit, 4));
-    h->p = PyLong_AsSsize_t(PyTuple_GET_ITEM(hit, 5));
-    h->n = PyLong_AsSsize_t(PyTuple_GET_ITEM(hit, 6));
-    if (PyErr_Occurred() || parse_format(PyTuple_GET_ITEM(hit, 7), &h->fmt) < 0)
+    h->n = PyLong_AsSsize_t(PyTuple_GET_ITEM(hit, 2));
+    if (h->n == -1 && PyErr_Occurred())
         return -1;
+    if (parse_format(PyTuple_GET_ITEM(hit, 3), &h->fmt) < 0)
+        return -1;
+    Py_buffer row, table;     /* (their addresses read once: the tuple keeps the arrays, which do not move) */
+    if (PyObject_GetBuffer(h->row, &row, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0)
+        return -1;
+    if (PyObject_GetBuffer(h->table, &table, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) {
+        PyBuffer_Release(&row);
+        return -1;
+    }
+    h->row_buf = row.buf;
+    h->table_buf = table.buf;
+    h->width = row.len;
+    h->p = row.len > 0 ? table.len / row.len : 0;
+    Py_ssize_t table_len = table.len;
+    PyBuffer_Release(&row);
+    PyBuffer_Release(&table);
     h->kind = kind;
     h->nbytes = h->n * (kind == 'd' ? 8 : 4);
-    if (h->row_buf == NULL || h->table_buf == NULL || h->p < 1 || h->n < 1 || h->width <= h->nbytes
-            || h->width % (kind == 'd' ? 8 : 4)) {
-        PyErr_SetString(PyExc_ValueError, "run_planned: a hit's row holds n elements and its flag bytes");
+    if (h->p < 1 || h->n < 1 || h->width <= h->nbytes || h->width % (kind == 'd' ? 8 : 4)
+            || h->p * h->width != table_len) {
+        PyErr_SetString(PyExc_ValueError, "run_planned: a hit's row holds n elements and its flag bytes, its "
+                                          "table p rows");
         return -1;
     }
     Py_INCREF(hit);

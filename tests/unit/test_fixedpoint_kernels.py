@@ -153,14 +153,14 @@ def test_the_gathered_hit_checks_what_it_reads_of_the_kept_stages():
     row, table = np.zeros(5 * 8 + 8, np.uint8), np.zeros((1, 5 * 8 + 8), np.uint8)
 
     class Stages:
-        hit = (row, table, row.ctypes.data, table.ctypes.data, 5 * 8 + 8, 1, 5, params)
+        hit = (row, table, 5, params)
 
     comm._state.reproducible_plans[("d", 5)] = stages = Stages()
     x = np.arange(5.0)
     assert ra.run_planned(comm, "auto", False, x, np.empty(5), MPI.SUM) is False     # (not in the mode)
     assert ra.run_planned(comm, "auto", True, x, np.empty(4), MPI.SUM) is False
-    for bad, error in [((row, table), TypeError), (Stages.hit[:4] + (5 * 8, 1, 5, params), ValueError),
-                       (Stages.hit[:5] + (0, 5, params), ValueError)]:
+    for bad, error in [((row, table), TypeError), ((row[:5 * 8], table, 5, params), ValueError),
+                       ((row, table[:, :-8], 5, params), ValueError), ((row, table, 0, params), ValueError)]:
         stages.hit = bad
         with pytest.raises(error):
             ra.run_planned(comm, "auto", True, x, np.empty(5), MPI.SUM)
