@@ -42,7 +42,7 @@ static PyObject *s_start_failed, *s_advance_failed, *s_started, *s_ended, *s_acq
 static PyTypeObject *traced_type, *recorder_type;   /* mpicoll.engine.recorder's Traced and Recorder */
 static Py_ssize_t at_trace_recorder, at_trace_kind, at_trace_seq, at_trace_what, at_trace_starts, at_trace_slot,
     at_recorder_requests, at_recorder_next;
-static Py_ssize_t at_state, at_round, at_pending, at_engine, at_error, at_trace, at_generalized, at_direct,
+static Py_ssize_t at_state, at_round, at_pending, at_queue, at_error, at_trace, at_generalized, at_direct,
     at_requests, at_finish, at_lent, at_keep, at_watch, at_guard, at_tag, at_before;
 
 #define SLOT(object, at) (*(PyObject **)((char *)(object) + (at)))
@@ -104,7 +104,7 @@ init_requests(PyObject *self, PyObject *args)
     Py_XSETREF(traced_type, (PyTypeObject *)Py_NewRef(traced_cls));
     Py_XSETREF(recorder_type, (PyTypeObject *)Py_NewRef(recorder_cls));
     struct { Py_ssize_t *at; const char *name; } slots[] = {
-        {&at_state, "_state"}, {&at_round, "_round"}, {&at_pending, "_pending"}, {&at_engine, "_engine"},
+        {&at_state, "_state"}, {&at_round, "_round"}, {&at_pending, "_pending"}, {&at_queue, "_queue"},
         {&at_error, "_error"}, {&at_trace, "trace"}, {&at_generalized, "_generalized"}, {&at_direct, "_direct"},
         {&at_finish, "_finish"}, {&at_lent, "_lent"}, {&at_keep, "_keep"}, {&at_watch, "watch"},
         {&at_guard, "_guard"}, {&at_tag, "tag"}, {&at_requests, "_requests"}, {&at_before, "_before"},
@@ -147,7 +147,7 @@ applies(PyObject *request, Rounds **rounds, Generalized **generalized)
         return 0;
     PyObject *r = SLOT(request, at_direct), *g = SLOT(request, at_generalized);
     if (r == NULL || Py_TYPE(r) != &RoundsType || ((Rounds *)r)->nrounds == 0 || g == NULL
-        || Py_TYPE(g) != &GeneralizedType || SLOT(request, at_engine) != main_engine
+        || Py_TYPE(g) != &GeneralizedType || SLOT(request, at_queue) != main_engine
         || SLOT(request, at_watch) != Py_None)
         return 0;
     *rounds = (Rounds *)r;

@@ -35,7 +35,7 @@ INACTIVE, RUNNING, COMPLETE, FREED = 0, 1, 2, 3
 #: is not empty; the progress thread advances both
 ACTIVE: list[Any] = []
 ELSEWHERE: list[Any] = []
-_THREAD = threading.local()   # .engine: this thread's started, unfinished requests; .guard: its lock
+_THREAD = threading.local()   # .queue: this thread's started, unfinished requests; .guard: its lock
 _MAIN_GUARD = threading.Lock()
 _waitany = MPI.Request.Waitany
 
@@ -45,7 +45,7 @@ def queue_of_this_thread() -> tuple[list[Any], threading.Lock]:
     queue = getattr(_THREAD, "queue", None)
     if queue is None:   # the main thread's is ACTIVE: a program without threads keeps one list
         main = threading.current_thread() is threading.main_thread()
-        queue = _THREAD.engine = ACTIVE if main else []
+        queue = _THREAD.queue = ACTIVE if main else []
         _THREAD.guard = _MAIN_GUARD if main else threading.Lock()
     return queue, _THREAD.guard
 

@@ -76,7 +76,7 @@ class _Collective(MPI.Request):
     """
 
     __slots__ = ("_steps", "_nrounds", "_round", "_pending", "_finish", "_lent", "_state", "tag", "watch",
-                 "_engine", "_guard", "_greq", "_keep", "_error", "_comms", "trace", "_generalized", "_direct")
+                 "_queue", "_guard", "_greq", "_keep", "_error", "_comms", "trace", "_generalized", "_direct")
 
     def __new__(cls, *args: Any, **kwargs: Any) -> _Collective:
         return MPI.Request.__new__(cls)   # mpi4py's constructor takes a request to copy, not ours' arguments
@@ -93,8 +93,8 @@ class _Collective(MPI.Request):
         self.tag = tag
         # (collective, timeout, rank[, on_timeout]): Wait under the watchdog; on_timeout(exc) is told of a timeout
         self.watch: tuple | None = None
-        # the requests advanced together with this one: those of the thread that made it (see _engine)
-        self._engine, self._guard = queue_of_this_thread()
+        # the requests advanced together with this one: those of the thread that made it (see _queue)
+        self._queue, self._guard = queue_of_this_thread()
         self._greq: MPI.Grequest | None = None
         self._keep = keep
         self._error: BaseException | None = None
@@ -202,9 +202,9 @@ class _Collective(MPI.Request):
                 return True
             t += 1
             if t == self._nrounds:
-                engine = self._engine   # self._leave(), inline: the end of every run of a persistent request
-                engine.remove(self)
-                if engine is not ACTIVE:
+                queue = self._queue   # self._leave(), inline: the end of every run of a persistent request
+                queue.remove(self)
+                if queue is not ACTIVE:
                     ELSEWHERE.remove(self)
                 self._complete()
                 return True
@@ -261,21 +261,21 @@ class _Collective(MPI.Request):
         return True
 
     def _enter(self) -> None:
-        """Note the start in the flight recorder; join the engine (another thread's also joins the list the hot
+        """Note the start in the flight recorder; join its queue (another thread's also joins the list the hot
         path reads); wake the progress thread."""
-        if self.trace is not None:    # (first: once in the engine, another thread may complete the request)
+        if self.trace is not None:    # (first: once in the queue, another thread may complete the request)
             self.trace.started(self)
-        engine = self._engine
-        engine.append(self)
-        if engine is not ACTIVE:
+        queue = self._queue
+        queue.append(self)
+        if queue is not ACTIVE:
             ELSEWHERE.append(self)
         if _WAKE:
             _WAKE[0]()
 
     def _leave(self) -> None:
-        engine = self._engine
-        engine.remove(self)
-        if engine is not ACTIVE:
+        queue = self._queue
+        queue.remove(self)
+        if queue is not ACTIVE:
             ELSEWHERE.remove(self)
 
     def _complete(self) -> None:
@@ -320,7 +320,7 @@ class _Collective(MPI.Request):
             guard = self._guard
             if guard.acquire(blocking=False):
                 try:
-                    progress(self._engine)
+                    progress(self._queue)
                 finally:
                     guard.release()
         return self._state != RUNNING
@@ -353,7 +353,7 @@ class _Collective(MPI.Request):
         """
         self._check_not_freed("waited on")
         if self._state == RUNNING:
-            with self._guard:       # the progress thread keeps off this engine while the waiting thread drives it
+            with self._guard:       # the progress thread keeps off this queue while the waiting thread drives it
                 if self._state == RUNNING:
                     self._wait_locked()
         if self._state == COMPLETE:
@@ -363,20 +363,20 @@ class _Collective(MPI.Request):
         return True
 
     def _wait_locked(self) -> None:
-        engine = self._engine
+        queue = self._queue
         if self.watch is not None:      # a timeout was set: poll under the watchdog
             try:
-                watchdog.wait(lambda: _progressed(self, engine), lambda: list(engine), *self.watch[:3])
+                watchdog.wait(lambda: _progressed(self, queue), lambda: list(queue), *self.watch[:3])
             except watchdog.CollectiveTimeout as exc:   # the request ends with it (Wait raises it), its
                 for told in self.watch[3:]:             # messages kept (rounds.ORPHANS)
                     told(exc)
                 if self._state != RUNNING:
                     raise
                 self._fail(exc, self._pending)
-        elif len(engine) == 1:          # alone: block in MPI round by round, no polling
+        elif len(queue) == 1:          # alone: block in MPI round by round, no polling
             self._advance(True)
         else:
-            wait_until(lambda: self._state != RUNNING, engine)
+            wait_until(lambda: self._state != RUNNING, queue)
 
     def Test(self, status: MPI.Status | None = None) -> bool:
         """Move every outstanding mpicoll request along, without blocking.
@@ -464,6 +464,6 @@ def _empty(status: MPI.Status | None) -> None:
         status.Set_elements(MPI.BYTE, 0)
 
 
-def _progressed(req: _Collective, engine: list[_Collective]) -> bool:
-    progress(engine)
+def _progressed(req: _Collective, queue: list[_Collective]) -> bool:
+    progress(queue)
     return req._state != RUNNING

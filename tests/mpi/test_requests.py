@@ -323,6 +323,43 @@ def test_threads_each_on_their_own_communicator(comm):
     check(not errors, "; ".join(errors[:3]))
 
 
+def test_a_thread_s_requests_share_its_queue_and_a_wait_moves_them_all(comm):
+    """Requests started by one thread (not the main one) join one queue with one guard, so a Wait on any of them
+    advances the others: ranks that wait for two multi-round requests in opposite orders, with the progress
+    thread paused, finish (with a queue per request, each rank would drive only the request it waits for)."""
+    c = mpicoll.Comm(WORLD.Dup())
+    seen: list = []
+    errors: list[str] = []
+
+    def work() -> None:
+        try:
+            queue, guard = inflight.queue_of_this_thread()
+            again = inflight.queue_of_this_thread()
+            ins = [np.full(64, 1.0 + RANK), np.full(64, 2.0 * RANK)]
+            outs = [np.zeros(64), np.zeros(64)]
+            reqs = [c.Iallreduce(ins[k], outs[k], algorithm="ring") for k in range(2)]
+            seen.append((again[0] is queue, again[1] is guard, queue is not inflight.ACTIVE,
+                         [r._queue is queue for r in reqs], [r._guard is guard for r in reqs]))
+            for r in (reqs if RANK % 2 == 0 else reversed(reqs)):
+                r.Wait()
+            want = [sum(1.0 + q for q in range(P)), sum(2.0 * q for q in range(P))]
+            if not (np.all(outs[0] == want[0]) and np.all(outs[1] == want[1])):
+                errors.append(f"{outs[0][:3]} {outs[1][:3]} want {want}")
+        except Exception as exc:    # (reported by the main thread)
+            errors.append(repr(exc))
+
+    progress.pause()
+    try:
+        t = threading.Thread(target=work)
+        t.start()
+        t.join()
+    finally:
+        progress.resume()
+    c.Free()
+    check(not errors, "; ".join(errors))
+    check(seen == [(True, True, True, [True, True], [True, True])], f"queues and guards: {seen}")
+
+
 def test_requests_of_derived_communicators_in_one_waitall(comm):
     if P < 2:
         pytest.skip("needs 2 processes")
