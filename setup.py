@@ -16,7 +16,8 @@ from setuptools import Extension, setup
 
 SOURCES = {"program._callkey": ["_callkey.c", "_callrun.c"], "engine._rounds": ["_rounds.c", "_hooks.c"],
            "data._fixedpoint": ["_fixedpoint.c", "_fixedpoint_simd.c", "_gathered.c"],
-           "engine._direct": ["_direct.c", "_requests.c", "_generalized.c", "_progress.c", "_steps.c", "_hooks.c"],
+           "engine._direct": ["_direct.c", "_requests.c", "_generalized.c", "_progress.c", "_steps.c", "_hooks.c",
+                              "_guard.c"],
            "calls.objects._codec": ["_codec.c"]}
 HEADERS = {"program": ["_callkey.h"], "engine": ["_direct.h", "_direct_family.h", "_hooks.h"], "data": ["_fixedpoint.h"],
            "calls/objects": []}

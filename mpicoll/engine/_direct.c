@@ -578,14 +578,16 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_direct", NULL, -1, 
 PyMODINIT_FUNC
 PyInit__direct(void)
 {
-    if (PyType_Ready(&RoundsType) < 0 || PyType_Ready(&GeneralizedType) < 0 || PyType_Ready(&ReduceType) < 0)
+    if (PyType_Ready(&RoundsType) < 0 || PyType_Ready(&GeneralizedType) < 0 || PyType_Ready(&ReduceType) < 0
+        || PyType_Ready(&GuardType) < 0)
         return NULL;
     PyObject *mod = hooks_init() == 0 ? PyModule_Create(&module) : NULL;
     if (mod == NULL)
         return NULL;
     if (PyModule_AddObjectRef(mod, "Rounds", (PyObject *)&RoundsType) < 0
         || PyModule_AddObjectRef(mod, "Generalized", (PyObject *)&GeneralizedType) < 0
-        || PyModule_AddObjectRef(mod, "Reduce", (PyObject *)&ReduceType) < 0) {
+        || PyModule_AddObjectRef(mod, "Reduce", (PyObject *)&ReduceType) < 0
+        || PyModule_AddObjectRef(mod, "Guard", (PyObject *)&GuardType) < 0) {
         Py_DECREF(mod);
         return NULL;
     }

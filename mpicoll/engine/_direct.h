@@ -1,6 +1,6 @@
 /* What the source files of mpicoll.engine._direct share: _direct.c binds a plan's rounds and runs them;
  * _generalized.c starts and completes generalized requests; _requests.c runs a request's Start and Wait;
- * _progress.c hooks Open MPI's progress loop. */
+ * _progress.c hooks Open MPI's progress loop; _guard.c is the lock of a thread's queue of requests. */
 #ifndef MPICOLL_DIRECT_H
 #define MPICOLL_DIRECT_H
 #define PY_SSIZE_T_CLEAN
@@ -57,7 +57,10 @@ typedef struct {
 
 extern Api api;                     /* the running MPI family's calls (set by init) */
 extern int ready;                   /* whether init succeeded */
-extern PyTypeObject RoundsType, GeneralizedType, ReduceType;   /* (_generalized.c, _steps.c) */
+extern PyTypeObject RoundsType, GeneralizedType, ReduceType, GuardType;   /* (_generalized.c, _steps.c, _guard.c) */
+/* _guard.c: take a Guard if it is free (1; 0: someone holds it), and give it back; no Python call, the GIL held */
+int guard_try(PyObject *guard);
+void guard_give(PyObject *guard);
 /* _steps.c: whether a step is a Reduce, and run one (no Python call) */
 int is_reduce_step(PyObject *step);
 void run_reduce_step(PyObject *step);
@@ -93,6 +96,6 @@ PyObject *request_methods(PyObject *self, PyObject *cls);
 PyObject *fast_restart(PyObject *self, PyObject *const *argv, Py_ssize_t argc);
 /* _requests.c: the main thread's requests advanced without blocking where C runs them all: 1, 0 where Python
  * must (nothing was done), or -1 with an exception set (the GIL held) */
-int advance_main_engine(void);
+int advance_main_queue(void);
 
 #endif

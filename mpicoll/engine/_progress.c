@@ -9,7 +9,7 @@
  * advance() (every request whose queue no thread is driving is tested and moved along), at most once per
  * INTERVAL_NS per thread, and never from within itself nor while the thread drives its own requests in
  * mpicoll's own waits (driving(): those already wait on the requests' messages); where the main thread's
- * requests are all ones C runs, C advances them (_requests.c: advance_main_engine) and Python is not called.
+ * requests are all ones C runs, C advances them (_requests.c: advance_main_queue) and Python is not called.
  * So a request waited for by MPI's own functions completes when its messages do, not when a polling thread
  * comes by.
  * unhook_progress() removes it (at exit, before MPI_Finalize and Python's finalization).
@@ -47,7 +47,7 @@ hook(void)
     last_call = t;
     inside = 1;
     PyGILState_STATE gil = PyGILState_Ensure();
-    int done = hooked && PyList_GET_SIZE(lists[1]) == 0 ? advance_main_engine() : 0;
+    int done = hooked && PyList_GET_SIZE(lists[1]) == 0 ? advance_main_queue() : 0;
     if (done < 0)
         PyErr_WriteUnraisable(advance);
     else if (hooked && done == 0) {

@@ -17,7 +17,7 @@
  * the call's arguments, its record's number) and started the same way, round 0 posted with Irecv/Isend (what
  * mpicoll.engine.nonblocking._Collective._launch does for a new one).  Wait: the queue's guard (taken
  * without blocking, else Python waits), every round in C, then what _complete and _settle do.
- * advance_main_engine: what Open MPI's progress hook (_progress.c) runs while the main thread's requests are
+ * advance_main_queue: what Open MPI's progress hook (_progress.c) runs while the main thread's requests are
  * all ones C runs: each advanced without blocking and, when done, completed as _complete does (an MPI wait on
  * its handle then returns, and frees it).
  */
@@ -34,11 +34,11 @@ static PyObject *start_doc, *wait_doc;         /* their documentation, with the 
 static PyMethodDef start_def, wait_def;        /* their C forms (see methods) */
 static const char *documented(PyObject **kept, const char *signature, PyObject *function);
 static PyTypeObject *request_type; /* the nonblocking request class (wait), whose shared slots lie alike */
-static PyObject *main_engine;      /* mpicoll.engine.nonblocking.ACTIVE */
+static PyObject *main_queue;      /* mpicoll.engine.nonblocking.ACTIVE */
 static PyObject *wake;             /* mpicoll.engine.nonblocking._WAKE: what a start calls, if anything */
 static PyObject *empty_status;     /* mpicoll.engine.nonblocking._empty(status) */
-static unsigned long main_thread;  /* threading.main_thread().ident: the thread whose queue is main_engine */
-static PyObject *s_start_failed, *s_advance_failed, *s_started, *s_ended, *s_acquire, *s_release, *s_lent;
+static unsigned long main_thread;  /* threading.main_thread().ident: the thread whose queue is main_queue */
+static PyObject *s_start_failed, *s_advance_failed, *s_started, *s_ended, *s_lent;
 static PyTypeObject *traced_type, *recorder_type;   /* mpicoll.engine.recorder's Traced and Recorder */
 static Py_ssize_t at_trace_recorder, at_trace_kind, at_trace_seq, at_trace_what, at_trace_starts, at_trace_slot,
     at_recorder_requests, at_recorder_next;
@@ -82,9 +82,9 @@ PyObject *
 init_requests(PyObject *self, PyObject *args)
 {
     (void)self;
-    PyObject *persistent_cls, *request_cls, *engine, *wakes, *empty, *traced_cls, *recorder_cls, *start, *wait;
+    PyObject *persistent_cls, *request_cls, *queue, *wakes, *empty, *traced_cls, *recorder_cls, *start, *wait;
     if (!PyArg_ParseTuple(args, "O!O!O!O!OO!O!kOO", &PyType_Type, &persistent_cls, &PyType_Type, &request_cls,
-                          &PyList_Type, &engine, &PyList_Type, &wakes, &empty, &PyType_Type, &traced_cls,
+                          &PyList_Type, &queue, &PyList_Type, &wakes, &empty, &PyType_Type, &traced_cls,
                           &PyType_Type, &recorder_cls, &main_thread, &start, &wait))
         return NULL;
     if ((start_def.ml_doc = documented(&start_doc, "Start($self, /)", start)) == NULL
@@ -126,14 +126,12 @@ init_requests(PyObject *self, PyObject *args)
     s_advance_failed = PyUnicode_InternFromString("_advance_failed");
     s_started = PyUnicode_InternFromString("started");
     s_ended = PyUnicode_InternFromString("ended");
-    s_acquire = PyUnicode_InternFromString("acquire");
-    s_release = PyUnicode_InternFromString("release");
     s_lent = PyUnicode_InternFromString("lent");
-    if (!s_start_failed || !s_advance_failed || !s_started || !s_ended || !s_acquire || !s_release || !s_lent)
+    if (!s_start_failed || !s_advance_failed || !s_started || !s_ended || !s_lent)
         return NULL;
     Py_XSETREF(prequest, (PyTypeObject *)Py_NewRef(persistent_cls));
     Py_XSETREF(request_type, (PyTypeObject *)Py_NewRef(request_cls));
-    Py_XSETREF(main_engine, Py_NewRef(engine));
+    Py_XSETREF(main_queue, Py_NewRef(queue));
     Py_XSETREF(wake, Py_NewRef(wakes));
     Py_XSETREF(empty_status, Py_NewRef(empty));
     Py_RETURN_NONE;
@@ -147,7 +145,7 @@ applies(PyObject *request, Rounds **rounds, Generalized **generalized)
         return 0;
     PyObject *r = SLOT(request, at_direct), *g = SLOT(request, at_generalized);
     if (r == NULL || Py_TYPE(r) != &RoundsType || ((Rounds *)r)->nrounds == 0 || g == NULL
-        || Py_TYPE(g) != &GeneralizedType || SLOT(request, at_queue) != main_engine
+        || Py_TYPE(g) != &GeneralizedType || SLOT(request, at_queue) != main_queue
         || SLOT(request, at_watch) != Py_None)
         return 0;
     *rounds = (Rounds *)r;
@@ -266,7 +264,7 @@ launch(PyObject *request, Rounds *rounds, Generalized *generalized, int tag)
     int noted = trace != Py_None ? note_started(trace, request) : 0;
     if (noted < 0)
         PyErr_Fetch(&type, &value, &traceback);
-    int joined = PyList_Append(main_engine, request);
+    int joined = PyList_Append(main_queue, request);
     if (noted < 0) {
         if (joined == 0)
             PyErr_Restore(type, value, traceback);
@@ -351,27 +349,15 @@ fast_restart(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
     return launched;
 }
 
-static int
-call_guard(PyObject *guard, PyObject *name, PyObject *argument)
-{
-    PyObject *result = argument ? PyObject_CallMethodOneArg(guard, name, argument)
-                                : PyObject_CallMethodNoArgs(guard, name);
-    if (result == NULL)
-        return -1;
-    int held = PyObject_IsTrue(result);
-    Py_DECREF(result);
-    return held;
-}
-
 /* what _leave and _complete do after the last round: the queue's list left, the recorder told, the
  * generalized request completed (MPI's waits on it may return) */
 static int
 complete(PyObject *request, Generalized *generalized)
 {
-    Py_ssize_t n = PyList_GET_SIZE(main_engine);
+    Py_ssize_t n = PyList_GET_SIZE(main_queue);
     for (Py_ssize_t i = 0; i < n; i++)
-        if (PyList_GET_ITEM(main_engine, i) == request) {
-            if (PyList_SetSlice(main_engine, i, i + 1, NULL) < 0)
+        if (PyList_GET_ITEM(main_queue, i) == request) {
+            if (PyList_SetSlice(main_queue, i, i + 1, NULL) < 0)
                 return -1;
             break;
         }
@@ -426,28 +412,32 @@ advance_failed(PyObject *request, Rounds *rounds)
 }
 
 int
-advance_main_engine(void)
+advance_main_queue(void)
 {
     if (prequest == NULL)
         return 0;
-    Py_ssize_t n = PyList_GET_SIZE(main_engine);
+    Py_ssize_t n = PyList_GET_SIZE(main_queue);
     Rounds *rounds;
     Generalized *generalized;
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *request = PyList_GET_ITEM(main_engine, i);
+        PyObject *request = PyList_GET_ITEM(main_queue, i);
         if (!applies(request, &rounds, &generalized) || state_of(request) != RUNNING
             || SLOT(request, at_finish) != Py_None)
             return 0;
     }
     if (n == 0)
         return 1;
-    PyObject *guard = Py_NewRef(SLOT(PyList_GET_ITEM(main_engine, 0), at_guard));
-    int held = call_guard(guard, s_acquire, Py_False), rc = held < 0 ? -1 : 1;
-    PyObject *engine = held > 0 ? PyList_GetSlice(main_engine, 0, n) : NULL;   /* (complete edits the list) */
-    if (held > 0 && engine == NULL)
-        rc = -1;
-    for (Py_ssize_t i = 0; engine != NULL && rc == 1 && i < n; i++) {
-        PyObject *request = PyList_GET_ITEM(engine, i);
+    PyObject *guard = SLOT(PyList_GET_ITEM(main_queue, 0), at_guard);
+    if (Py_TYPE(guard) != &GuardType)
+        return 0;
+    if (!guard_try(guard))
+        return 1;       /* (the main thread drives its requests itself) */
+    Py_INCREF(guard);   /* (a request completed here may be the last to hold it) */
+    int rc = 1;
+    PyObject *queue = n == 1 ? Py_NewRef(PyList_GET_ITEM(main_queue, 0))
+                             : PyList_GetSlice(main_queue, 0, n);   /* (complete edits the list) */
+    for (Py_ssize_t i = 0; queue != NULL && rc == 1 && i < n; i++) {
+        PyObject *request = n == 1 ? queue : PyList_GET_ITEM(queue, i);
         if (!applies(request, &rounds, &generalized) || state_of(request) != RUNNING)
             continue;       /* (a step of the one before may have ended it) */
         int done = rounds_advance_run(rounds, 0);
@@ -456,15 +446,10 @@ advance_main_engine(void)
         else if (done > 0 && complete(request, generalized) < 0)
             rc = -1;
     }
-    Py_XDECREF(engine);
-    if (held > 0) {
-        PyObject *type, *value, *traceback;
-        PyErr_Fetch(&type, &value, &traceback);
-        if (call_guard(guard, s_release, NULL) < 0 && type == NULL)
-            rc = -1;
-        else if (type != NULL)
-            PyErr_Restore(type, value, traceback);
-    }
+    if (queue == NULL)
+        rc = -1;
+    Py_XDECREF(queue);
+    guard_give(guard);
     Py_DECREF(guard);
     return rc;
 }
@@ -477,32 +462,20 @@ wait_run(PyObject *request, PyObject *status)
     Generalized *generalized;
     if (!applies(request, &rounds, &generalized) || state_of(request) != RUNNING
         || SLOT(request, at_finish) != Py_None
-        || PyList_GET_SIZE(main_engine) != 1 || PyList_GET_ITEM(main_engine, 0) != request)
+        || PyList_GET_SIZE(main_queue) != 1 || PyList_GET_ITEM(main_queue, 0) != request)
         Py_RETURN_FALSE;
     PyObject *guard = SLOT(request, at_guard);
-    int held = call_guard(guard, s_acquire, Py_False);
-    if (held <= 0)
-        return held < 0 ? NULL : Py_NewRef(Py_False);
+    if (Py_TYPE(guard) != &GuardType || !guard_try(guard))
+        Py_RETURN_FALSE;
     PyObject *outcome = Py_False;
     if (state_of(request) == RUNNING) {      /* (the progress thread may have finished it first) */
         if (rounds_advance_run(rounds, 1) < 0)     /* Python ends the request with the error; its Wait raises */
             outcome = advance_failed(request, rounds) < 0 ? NULL : Py_False;
-        else {
+        else
             outcome = finish(request, generalized, status) < 0 ? NULL : Py_True;
-        }
     }
-    if (outcome == NULL) {      /* the guard is released with no exception set, and the error raised after */
-        PyObject *type, *value, *traceback;
-        PyErr_Fetch(&type, &value, &traceback);
-        int released = call_guard(guard, s_release, NULL);
-        if (released < 0)
-            PyErr_Clear();
-        PyErr_Restore(type, value, traceback);
-        return NULL;
-    }
-    if (call_guard(guard, s_release, NULL) < 0)
-        return NULL;
-    return Py_NewRef(outcome);
+    guard_give(guard);
+    return Py_XNewRef(outcome);
 }
 
 /* -- the methods ---------------------------------------------------------------------------------- */

@@ -152,7 +152,7 @@ def generalized(request: MPI.Request) -> Any:
     return None if MODULE is None else MODULE.Generalized(MPI._addressof(request))
 
 
-def fast_requests(persistent: type, nonblocking: type, engine: list, wake: list, empty: Any, traced: type,
+def fast_requests(persistent: type, nonblocking: type, queue: list, wake: list, empty: Any, traced: type,
                   recorder: type) -> Any:
     """Give the request classes the C forms of their methods, and return ``restart``; None (and the classes
     unchanged) where the direct path does not apply.
@@ -160,13 +160,13 @@ def fast_requests(persistent: type, nonblocking: type, engine: list, wake: list,
     ``persistent.Start`` and both classes' ``Wait`` become method descriptors that run the common case from C
     and hand every other case to the Python method they replace (see ``mpicoll/engine/_requests.c``).
     ``restart(request, tag, keep, seq, recorder)`` starts a ``nonblocking`` request that ran before again, as
-    if new (True), or returns False where Python must make a new one.  ``engine``: the main thread's requests;
+    if new (True), or returns False where Python must make a new one.  ``queue``: the main thread's requests;
     ``wake``: what a start calls; ``empty(status)``: a collective's status; ``traced`` and ``recorder``: the
     flight recorder's classes, whose notes C writes as they do.
     """
     if MODULE is None:
         return None
-    MODULE.init_requests(persistent, nonblocking, engine, wake, empty, traced, recorder,
+    MODULE.init_requests(persistent, nonblocking, queue, wake, empty, traced, recorder,
                          threading.main_thread().ident, persistent.Start, nonblocking.Wait)
     for cls in (nonblocking, persistent):
         start, cls.Wait = MODULE.methods(cls)

@@ -22,7 +22,9 @@ from typing import Any
 
 from mpi4py import MPI
 
-__all__ = ["ACTIVE", "ELSEWHERE", "INACTIVE", "RUNNING", "COMPLETE", "FREED", "queue_of_this_thread", "guard",
+from mpicoll.engine import direct
+
+__all__ = ["ACTIVE", "ELSEWHERE", "INACTIVE", "RUNNING", "COMPLETE", "FREED", "queue_of_this_thread", "guard", "new_guard",
            "outstanding", "requests_outstanding", "progress", "poke", "advance_unowned", "advance_waiting",
            "wait_until",
            "block_once"]
@@ -36,21 +38,24 @@ INACTIVE, RUNNING, COMPLETE, FREED = 0, 1, 2, 3
 ACTIVE: list[Any] = []
 ELSEWHERE: list[Any] = []
 _THREAD = threading.local()   # .queue: this thread's started, unfinished requests; .guard: its lock
-_MAIN_GUARD = threading.Lock()
+#: a queue's guard: where the compiled engine runs requests, its lock (``Guard``, used as a ``threading.Lock``),
+#: which its Wait and the progress hook take and give back without calling Python
+new_guard: Callable[[], Any] = direct.MODULE.Guard if direct.MODULE is not None else threading.Lock
+_MAIN_GUARD = new_guard()
 _waitany = MPI.Request.Waitany
 
 
-def queue_of_this_thread() -> tuple[list[Any], threading.Lock]:
+def queue_of_this_thread() -> tuple[list[Any], Any]:
     """This thread's started, unfinished requests, and its guard (see the module's text)."""
     queue = getattr(_THREAD, "queue", None)
     if queue is None:   # the main thread's is ACTIVE: a program without threads keeps one list
         main = threading.current_thread() is threading.main_thread()
         queue = _THREAD.queue = ACTIVE if main else []
-        _THREAD.guard = _MAIN_GUARD if main else threading.Lock()
+        _THREAD.guard = _MAIN_GUARD if main else new_guard()
     return queue, _THREAD.guard
 
 
-def guard() -> threading.Lock:
+def guard() -> Any:
     """This thread's queue's lock."""
     return queue_of_this_thread()[1]
 

@@ -556,10 +556,11 @@ PyInit__callkey(void)
     if (array_type == NULL)
         return NULL;
     PyObject *made = PyModule_Create(&module);
-    /* what run reads, by the class that declares it (checked against Python by tests/unit/test_compiled_path.py) */
-    PyObject *reads = made ? Py_BuildValue("{s(s)s(ssss)s(sss)s(s)}", "Comm", "_state", "CommState", "tags",
-                                           "entries", "slow_path", "recorder", "Entry", "run", "used", "what",
-                                           "Recorder", "calls") : NULL;
+    /* what run and start read, by the class that declares it (checked against Python by tests/unit/test_compiled_path.py) */
+    PyObject *reads = made ? Py_BuildValue("{s(s)s(sssss)s(ssss)s(s)s(ss)}", "Comm", "_state", "CommState", "tags",
+                                           "entries", "request_entries", "slow_path", "recorder", "Entry", "run",
+                                           "used", "what", "program", "Recorder", "calls", "Plan", "lent",
+                                           "spare") : NULL;
     if (reads == NULL || PyModule_AddObject(made, "READS", reads) < 0) {
         Py_XDECREF(reads);
         Py_XDECREF(made);

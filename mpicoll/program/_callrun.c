@@ -30,7 +30,7 @@ static PyObject *on_failure;        /* mpicoll.engine.recorder.failed(slot, exc)
  * start, what runs a call once its tag is drawn, _direct.restart, and the nonblocking calls' kind of tag */
 static PyObject *state_class, *plan_class, *startable, *python_start, *start_drawn, *restart;
 static int nonblocking_kind;
-static PyObject *s_request_plans, *s_data, *s_program, *s_lent, *s_spare;
+static PyObject *s_request_entries, *s_program, *s_lent, *s_spare;
 
 /* ---- a __slots__ field read without the generic attribute lookup ----
  * The classes a call reads (mpicoll.Comm, CommState, the caches' Entry, the Recorder: READS in _callkey.c)
@@ -51,7 +51,8 @@ static Field f_state = {.name = &s_state}, f_tags = {.name = &s_tags}, f_entries
              f_slow_path = {.name = &s_slow_path},
              f_recorder = {.name = &s_recorder}, f_calls = {.name = &s_calls}, f_what = {.name = &s_what},
              f_run = {.name = &s_run},
-             f_used = {.name = &s_used};
+             f_used = {.name = &s_used}, f_request_entries = {.name = &s_request_entries},
+             f_program = {.name = &s_program};
 
 /* the offset of field's slot in obj, or -1: read it with the generic lookup */
 static Py_ssize_t
@@ -420,18 +421,16 @@ init_run(PyObject *self, PyObject *args)
 static PyObject *
 spare_of(PyObject *state, PyObject *key, PyObject **plan)
 {
-    PyObject *plans = key != Py_None ? PyObject_GetAttr(state, s_request_plans) : NULL;
-    PyObject *data = plans ? PyObject_GetAttr(plans, s_data) : NULL;
-    Py_XDECREF(plans);
+    PyObject *data = key != Py_None ? get_field(&f_request_entries, state) : NULL;
     PyObject *hit = data && PyDict_CheckExact(data) ? PyDict_GetItemWithError(data, key) : NULL;   /* borrowed */
     Py_XINCREF(hit);
     Py_XDECREF(data);
-    PyObject *found = hit ? PyObject_GetAttr(hit, s_program) : NULL;
+    PyObject *found = hit ? get_field(&f_program, hit) : NULL;
     PyObject *lent = found && Py_TYPE(found) == (PyTypeObject *)plan_class ? PyObject_GetAttr(found, s_lent) : NULL;
     PyObject *spare = lent == Py_False ? PyObject_GetAttr(found, s_spare) : NULL;
     Py_XDECREF(lent);
     if (spare != NULL && (spare == Py_None || Py_REFCNT(spare) != 2      /* (the plan's reference and ours) */
-                          || PyObject_SetAttr(hit, s_used, Py_True) < 0
+                          || set_field(&f_used, hit, Py_True) < 0
                           || PyObject_SetAttr(found, s_lent, Py_True) < 0))
         Py_CLEAR(spare);
     Py_XDECREF(hit);
@@ -509,12 +508,11 @@ init_start(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "O!O!O!OOOi:init_start", &PyType_Type, &states, &PyType_Type, &plans,
                           &PyFrozenSet_Type, &methods, &slow, &drawn, &restarting, &nonblocking_kind))
         return NULL;
-    s_request_plans = PyUnicode_InternFromString("request_plans");
-    s_data = PyUnicode_InternFromString("data");
+    s_request_entries = PyUnicode_InternFromString("request_entries");
     s_program = PyUnicode_InternFromString("program");
     s_lent = PyUnicode_InternFromString("lent");
     s_spare = PyUnicode_InternFromString("spare");
-    if (!s_request_plans || !s_data || !s_program || !s_lent || !s_spare)
+    if (!s_request_entries || !s_program || !s_lent || !s_spare)
         return NULL;
     Py_XSETREF(state_class, Py_NewRef(states));
     Py_XSETREF(plan_class, Py_NewRef(plans));

@@ -7,8 +7,8 @@ of its last wrapper).  Preparing a call reads it and never sends a message:
 the rank, the size, the node layout and the tuning data the ranks agreed on are
 all here before the first call.
 
-The compiled hot path (``mpicoll.program._callkey``) reads four of its fields,
-``tags``, ``entries``, ``slow_path`` and ``recorder``: they are declared in :data:`HOT_FIELDS`,
+The compiled hot path (``mpicoll.program._callkey``) reads five of its fields,
+``tags``, ``entries``, ``request_entries``, ``slow_path`` and ``recorder``: they are declared in :data:`HOT_FIELDS`,
 and a test checks that the C module reads exactly these.
 """
 
@@ -28,7 +28,7 @@ from mpicoll.program.plancache import REQUEST_PLAN_SCRATCH, PlanCache
 __all__ = ["CommState", "Preparation", "HOT_FIELDS"]
 
 #: the fields of a CommState the compiled hot path reads (see mpicoll.program._callkey's READS)
-HOT_FIELDS = ("tags", "entries", "slow_path", "recorder")
+HOT_FIELDS = ("tags", "entries", "request_entries", "slow_path", "recorder")
 
 #: the most plans of reproducible sums one communicator keeps (see mpicoll.comm.reproducible_allreduce)
 REPRODUCIBLE_PLANS = 16
@@ -60,6 +60,8 @@ class CommState:
         Cached plans of blocking calls, and of nonblocking ones (lent to one request at a time).
     entries : dict or None
         ``plans.data`` when calls take the fast path, None when they take the careful one.
+    request_entries : dict
+        ``request_plans.data``, where the compiled start finds a cached plan's spare request.
     slow_path : callable
         ``slow_path(state, method, algorithm, args, tag, key)``: what runs a call the fast path does not (a
         miss, or every call on the careful path); chosen once, when the communicator is made.
@@ -73,7 +75,8 @@ class CommState:
     """
 
     __slots__ = ("private", "rank", "size", "timeout", "debug", "agreed", "nodes", "tags", "plans",
-                 "request_plans", "reproducible", "reproducible_plans", "entries", "slow_path", "devices",
+                 "request_plans", "reproducible", "reproducible_plans", "entries", "request_entries", "slow_path",
+                 "devices",
                  "out_of_step", "messages_left", "recorder", "object_slots", "__weakref__")
 
     def __init__(self, private: MPI.Intracomm, agreed: Any, nodes: Nodes, *, timeout: float | None,
@@ -92,6 +95,7 @@ class CommState:
         self.reproducible = Bounded(REPRODUCIBLE_PLANS)
         self.reproducible_plans: dict = self.reproducible.data
         self.entries: dict | None = self.plans.data if timeout is None and not debug else None
+        self.request_entries: dict = self.request_plans.data
         self.slow_path: Callable[..., None] | None = None
         self.devices: dict[str, Any] = {}
         self.out_of_step: str | None = None   # why the ranks no longer agree on which call is which (a timeout)

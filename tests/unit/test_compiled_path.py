@@ -7,6 +7,7 @@ which MPI buffers, so a lone ``Send`` completes before its ``Recv``).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -26,6 +27,7 @@ from mpicoll.engine.recorder import Recorder
 from mpicoll.ir.layout import Layout
 from mpicoll.ir.schedule import Block, Reduce, Round, Schedule
 from mpicoll.program import plancache
+from mpicoll.program.plan import Plan
 from mpicoll.program.callkey import call_key
 from mpicoll.program.state import HOT_FIELDS, CommState
 
@@ -251,11 +253,12 @@ def test_the_compiled_hot_path_reads_only_declared_fields():
     from mpicoll.program import _callkey
 
     reads = _callkey.READS
-    assert set(reads) == {"Comm", "CommState", "Entry", "Recorder"}
+    assert set(reads) == {"Comm", "CommState", "Entry", "Recorder", "Plan"}
     assert set(reads["Recorder"]) <= set(Recorder.__slots__)
     assert reads["Comm"] == tuple(Comm.__slots__)
     assert reads["CommState"] == HOT_FIELDS and set(HOT_FIELDS) <= set(CommState.__slots__)
     assert set(reads["Entry"]) <= set(plancache.Entry.__slots__)
+    assert set(reads["Plan"]) <= {f.name for f in dataclasses.fields(Plan)}
 
 
 def _recorded(no_extensions: str) -> str:
