@@ -10,7 +10,8 @@ extension                              what it accelerates
                                        :mod:`mpicoll.comm.dispatch`)
 ``mpicoll.engine._rounds``             the blocking round loop (:mod:`mpicoll.engine.blocking`)
 ``mpicoll.engine._direct``             rounds and requests posted with the MPI library's own
-                                       functions (:mod:`mpicoll.engine.direct`)
+                                       functions (:mod:`mpicoll.engine.direct`), and the lock of a
+                                       thread's queue of requests (:mod:`mpicoll.engine.inflight`)
 ``mpicoll.data._fixedpoint``           the reproducible sums' local passes
                                        (:mod:`mpicoll.data.fixedpoint_kernels`)
 ``mpicoll.calls.objects._codec``       the object collectives' pickles written into and read out

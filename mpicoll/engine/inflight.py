@@ -24,10 +24,9 @@ from mpi4py import MPI
 
 from mpicoll.engine import direct
 
-__all__ = ["ACTIVE", "ELSEWHERE", "INACTIVE", "RUNNING", "COMPLETE", "FREED", "queue_of_this_thread", "guard", "new_guard",
-           "outstanding", "requests_outstanding", "progress", "poke", "advance_unowned", "advance_waiting",
-           "wait_until",
-           "block_once"]
+__all__ = ["ACTIVE", "ELSEWHERE", "INACTIVE", "RUNNING", "COMPLETE", "FREED", "queue_of_this_thread", "guard",
+           "new_guard", "outstanding", "requests_outstanding", "progress", "poke", "advance_unowned",
+           "advance_waiting", "wait_until", "block_once"]
 
 #: a request's states
 INACTIVE, RUNNING, COMPLETE, FREED = 0, 1, 2, 3

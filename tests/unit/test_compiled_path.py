@@ -27,8 +27,8 @@ from mpicoll.engine.recorder import Recorder
 from mpicoll.ir.layout import Layout
 from mpicoll.ir.schedule import Block, Reduce, Round, Schedule
 from mpicoll.program import plancache
-from mpicoll.program.plan import Plan
 from mpicoll.program.callkey import call_key
+from mpicoll.program.plan import Plan
 from mpicoll.program.state import HOT_FIELDS, CommState
 
 rounds_built = pytest.mark.skipif(blocking.execute is blocking._execute, reason="mpicoll.engine._rounds is not built")
