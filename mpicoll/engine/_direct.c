@@ -558,6 +558,8 @@ static PyMethodDef methods[] = {
      "hook_progress(path, active, elsewhere, advance)\n--\n\nHave Open MPI's progress loop (opal_progress, in the "
      "library at path) call advance() while either list is not empty; whether it could."},
     {"unhook_progress", unhook_progress, METH_NOARGS, "Undo hook_progress."},
+    {"hook_age", hook_age, METH_NOARGS,
+     "Seconds since the progress hook last advanced the requests (inf: never)."},
     {"init_requests", init_requests, METH_VARARGS,
      "init_requests(persistent, nonblocking, engine, wake, empty, traced, recorder, main_thread, start, wait)"
      "\n--\n\nThe request classes whose Start and Wait methods() makes (see mpicoll.engine.requests)."},

@@ -82,7 +82,7 @@ int generalized_complete_run(Generalized *self, int error_class);
 #include "_hooks.h"   /* round_failed, flagged_on, HOOK_METHODS */
 
 /* _progress.c: whether this thread drives its own requests in a blocking MPI call (the hook keeps out), and
- * the module's functions hook_progress and unhook_progress */
+ * the module's functions hook_progress, unhook_progress and hook_age */
 void driving(int on);
 /* the poll and wait functions of a generalized request (MPICH's extension): what MPI's waits on it call (each
  * runs the progress hook once) */
@@ -90,6 +90,7 @@ int poll_requests(void *state, void *status);
 int wait_requests(int count, void **states, double timeout, void *status);
 PyObject *hook_progress(PyObject *self, PyObject *args);
 PyObject *unhook_progress(PyObject *self, PyObject *unused);
+PyObject *hook_age(PyObject *self, PyObject *unused);
 /* _requests.c: the module's functions init_requests, methods and restart */
 PyObject *init_requests(PyObject *self, PyObject *args);
 PyObject *request_methods(PyObject *self, PyObject *cls);

@@ -12,7 +12,9 @@
  * requests are all ones C runs, C advances them (_requests.c: advance_main_queue) and Python is not called.
  * So a request waited for by MPI's own functions completes when its messages do, not when a polling thread
  * comes by.
- * unhook_progress() removes it (at exit, before MPI_Finalize and Python's finalization).
+ * unhook_progress() removes it (at exit, before MPI_Finalize and Python's finalization).  hook_age() is the time
+ * since the hook last advanced the requests (infinite: never), so the progress thread keeps off while a thread
+ * blocked in MPI advances them (mpicoll.engine.progress).
  */
 #include "_direct.h"
 #include <dlfcn.h>
@@ -25,6 +27,7 @@ static int (*opal_unregister)(int (*)(void));
 static PyObject *lists[2];          /* mpicoll.engine.inflight.ACTIVE, ELSEWHERE */
 static PyObject *advance;           /* what the hook calls */
 static volatile int hooked;
+static long long last_advanced;     /* when the hook last advanced the requests (written with the GIL held) */
 static _Thread_local int inside;    /* this thread is in the hook, or drives its own requests */
 static _Thread_local long long last_call;
 
@@ -56,6 +59,7 @@ hook(void)
             PyErr_WriteUnraisable(advance);
         Py_XDECREF(result);
     }
+    last_advanced = now_ns();
     PyGILState_Release(gil);
     inside = 0;
     return 0;
@@ -110,6 +114,14 @@ hook_progress(PyObject *self, PyObject *args)
         Py_RETURN_FALSE;
     hooked = 1;
     Py_RETURN_TRUE;
+}
+
+PyObject *
+hook_age(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    return PyFloat_FromDouble(last_advanced == 0 ? Py_HUGE_VAL : (double)(now_ns() - last_advanced) * 1e-9);
 }
 
 PyObject *

@@ -32,7 +32,7 @@ from mpicoll.engine import flags
 from mpicoll.engine.standin import continue_marked
 
 __all__ = ["MODULE", "available", "messages", "blocking", "persistent", "generalized", "fast_requests",
-           "hook_progress", "unhook_progress"]
+           "hook_progress", "hook_age", "unhook_progress"]
 
 #: the family's sizes of MPI_Request and MPI_Status, and its MPI_STATUS_IGNORE, that the extension was written for
 _FAMILIES = {"Open MPI": ("openmpi", 8, 24, 0), "MPICH": ("mpich", 4, 20, 1)}
@@ -185,6 +185,12 @@ def hook_progress(active: list, elsewhere: list, advance: Any) -> bool:
         return MODULE.hook_progress(None, active, elsewhere, advance)
     path = _library("libopen-pal.so")
     return path is not None and MODULE.hook_progress(path, active, elsewhere, advance)
+
+
+def hook_age() -> float:
+    """Seconds since the MPI library's progress loop (:func:`hook_progress`) last advanced mpicoll's requests: a
+    thread blocked in MPI does so while it waits; ``inf`` where it never did, or is not hooked."""
+    return MODULE.hook_age() if MODULE is not None else float("inf")
 
 
 def unhook_progress() -> None:

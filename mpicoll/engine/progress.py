@@ -24,6 +24,11 @@ it is not):
   :data:`POLL_MAX` seconds, doubling while nothing moves.  A thread blocked in an
   mpicoll ``Wait`` holds its queue's guard and drives it itself, in MPI's
   blocking waits, so the thread only acts where no one else does;
+- while a thread blocked in MPI advances the requests (MPI's progress loop runs mpicoll's hook:
+  :func:`~mpicoll.engine.direct.hook_progress`), the thread keeps off: where the hook has advanced them since
+  its last poll it does not poll, and backs off as when nothing moves, so that it does not compete with that
+  thread for the interpreter and the cores (a waited ``Iallreduce`` took 1.5-1.8 times as long with it
+  polling beside MPI's loop);
 - it lingers :data:`LINGER` seconds after the last request finishes before it
   sleeps again, so that a loop of short requests does not wake it every time.
 
@@ -86,7 +91,10 @@ class _Thread:
             requests = inflight.requests_outstanding()
             if requests:
                 last_seen = time.monotonic()
-                delay = POLL_MIN if inflight.advance_unowned(requests) else min(2 * delay, POLL_MAX)
+                if direct.hook_age() >= delay and inflight.advance_unowned(requests):
+                    delay = POLL_MIN
+                else:   # nothing moved, or a thread blocked in MPI advances them (its progress hook): back off
+                    delay = min(2 * delay, POLL_MAX)
                 requests = None     # (not held while asleep: a request the program dropped may be started again)
             elif time.monotonic() - last_seen > LINGER:
                 self.sleep()
