@@ -8,6 +8,8 @@ and making them sends no message of mpicoll's own (their state is inherited from
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 from mpi4py import MPI
@@ -121,6 +123,9 @@ def test_other_derived_communicators(comm, setup_messages):
         c.Free()
 
 
+@pytest.mark.skipif(P > 2 * (os.cpu_count() or 1),
+                    reason="Open MPI's own MPI_Comm_create_from_group (a PMIx group) stalled past the 180 s timeout "
+                           "once at 8 processes on 2 cores (CI, 2026-11-29), before mpicoll's wrapper runs")
 def test_create_from_group_inherits_world(comm, setup_messages):
     made = mpicoll.Comm.Create_from_group(WORLD.group, "mpicoll.test")
     ok = type(made) is mpicoll.Comm and _is_mpicoll(made) and _allreduce_works(made)
