@@ -84,6 +84,8 @@ int generalized_complete_run(Generalized *self, int error_class);
 /* _progress.c: whether this thread drives its own requests in a blocking MPI call (the hook keeps out), and
  * the module's functions hook_progress, unhook_progress and hook_age */
 void driving(int on);
+/* _progress.c: CLOCK_MONOTONIC in nanoseconds */
+long long now_ns(void);
 /* the poll and wait functions of a generalized request (MPICH's extension): what MPI's waits on it call (each
  * runs the progress hook once) */
 int poll_requests(void *state, void *status);

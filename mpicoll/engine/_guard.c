@@ -4,7 +4,6 @@
  * release(), locked(), a with block).  A blocking acquire waits with the GIL released and lets a signal's
  * handler run (an exception it raises ends the wait), as threading.Lock's does. */
 #include "_direct.h"
-#include <time.h>
 
 typedef struct {
     PyObject_HEAD
@@ -59,14 +58,6 @@ guard_dealloc(Guard *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-static long long
-now_us(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (long long)t.tv_sec * 1000000LL + t.tv_nsec / 1000;
-}
-
 /* wait for the lock up to microseconds (-1: no limit): 1, 0 (the time passed), -1 (a signal handler raised) */
 static int
 take(Guard *self, PY_TIMEOUT_T microseconds)
@@ -75,7 +66,7 @@ take(Guard *self, PY_TIMEOUT_T microseconds)
         return 1;
     if (microseconds == 0)
         return 0;
-    long long deadline = microseconds > 0 ? now_us() + microseconds : 0;
+    long long deadline = microseconds > 0 ? now_ns() / 1000 + microseconds : 0;
     for (;;) {
         PyLockStatus got;
         Py_BEGIN_ALLOW_THREADS
@@ -90,7 +81,7 @@ take(Guard *self, PY_TIMEOUT_T microseconds)
         if (Py_MakePendingCalls() < 0)      /* PY_LOCK_INTR: a signal; its handler runs here */
             return -1;
         if (microseconds > 0) {
-            microseconds = deadline - now_us();
+            microseconds = deadline - now_ns() / 1000;
             if (microseconds <= 0)
                 return guard_try((PyObject *)self);
         }

@@ -434,10 +434,9 @@ advance_main_queue(void)
         return 1;       /* (the main thread drives its requests itself) */
     Py_INCREF(guard);   /* (a request completed here may be the last to hold it) */
     int rc = 1;
-    PyObject *queue = n == 1 ? Py_NewRef(PyList_GET_ITEM(main_queue, 0))
-                             : PyList_GetSlice(main_queue, 0, n);   /* (complete edits the list) */
+    PyObject *queue = PyList_GetSlice(main_queue, 0, n);   /* (complete edits the list) */
     for (Py_ssize_t i = 0; queue != NULL && rc == 1 && i < n; i++) {
-        PyObject *request = n == 1 ? queue : PyList_GET_ITEM(queue, i);
+        PyObject *request = PyList_GET_ITEM(queue, i);
         if (!applies(request, &rounds, &generalized) || state_of(request) != RUNNING)
             continue;       /* (a step of the one before may have ended it) */
         int done = rounds_advance_run(rounds, 0);
