@@ -200,7 +200,7 @@ def cost(collective: str, algorithm: str, size: int, nbytes: int, machine: Machi
         params = {**params, "nodes": nodes}
     where = node_of(size, nodes) if nodes is not None else None
     nnodes = max(where) + 1 if where else 1
-    links: dict[int, list[list[int]]] = {}  # round -> per node [bytes out, bytes in], with link_per_node
+    crossings: list[tuple[np.ndarray, np.ndarray]] = []  # with link_per_node: (round * nnodes + node, [out, in])
     blocks = nodes is None or (isinstance(nodes, int) and nodes == per_node)  # what the rotation assumes
     fast = blocks and not machine.link_per_node and ranks is None and (
         sample or (sample is None and size > EXACT_LIMIT))
@@ -238,11 +238,10 @@ def cost(collective: str, algorithm: str, size: int, nbytes: int, machine: Machi
         for name in ("time", "latency", "bandwidth", "reduction", "overhead"):
             getattr(worst, name)[slower] = terms[name][first[slower], slower]
         worst.active[:nrounds] |= terms["active"].any(axis=0)
-        if machine.link_per_node and where:
-            for i, t in zip(*np.nonzero(terms["out"] | terms["into"])):
-                per = links.setdefault(int(t), [[0, 0] for _ in range(nnodes)])[where[chunk[i]]]
-                per[0] += int(terms["out"][i, t])
-                per[1] += int(terms["into"][i, t])
+        if machine.link_per_node and where:   # the bytes each rank sends and receives across its node's boundary
+            i, t = np.nonzero(terms["out"] | terms["into"])
+            crossings.append((t * nnodes + nodes_of[np.asarray(chunk)[i]],
+                              np.stack([terms["out"][i, t], terms["into"][i, t]], axis=1)))
 
     def add_all(ranks: list[int]) -> None:
         """Build, read and :func:`add` the ranks' schedules, about CHUNK_ROUNDS rounds at a time."""
@@ -284,16 +283,36 @@ def cost(collective: str, algorithm: str, size: int, nbytes: int, machine: Machi
         if fallback and not worst.active.all():
             add_all(sorted(set(range(size)) - set(chosen)))
             chosen = list(range(size))
-        for t, per in links.items():  # a node's link carries its ranks' inter-node bytes one after another
-            busiest = max(max(out, into) for out, into in per) * consts[1]
-            if consts[0] + busiest > worst.latency[t] + worst.bandwidth[t]:
-                worst.time[t] = consts[0] + busiest + worst.reduction[t] + worst.overhead[t]
-                worst.latency[t], worst.bandwidth[t] = consts[0], busiest
+        if crossings:   # a node's link carries its ranks' inter-node bytes one after another
+            t, busiest = _busiest_links(crossings, nnodes)
+            busiest = busiest * consts[1]
+            slower = consts[0] + busiest > worst.latency[t] + worst.bandwidth[t]
+            t, busiest = t[slower], busiest[slower]
+            worst.time[t] = consts[0] + busiest + worst.reduction[t] + worst.overhead[t]
+            worst.latency[t], worst.bandwidth[t] = consts[0], busiest
     # sums in round order, one at a time, as Python's sum: the figures do not depend on NumPy's summation
     return Cost(collective, algorithm, size, nbytes,
                 latency=sum(worst.latency.tolist()), bandwidth=sum(worst.bandwidth.tolist()),
                 reduction=sum(worst.reduction.tolist()), rounds=int((worst.time > 0).sum()),
                 sampled=len(chosen) < size, overhead=sum(worst.overhead.tolist()))
+
+
+def _busiest_links(crossings: list[tuple[np.ndarray, np.ndarray]], nnodes: int) -> tuple[np.ndarray, np.ndarray]:
+    """The rounds in which bytes cross a node's boundary, and in each the most bytes one node sends or receives.
+
+    ``crossings`` holds, per costed chunk of ranks, each rank's (round * nnodes + node) key and its
+    [bytes out, bytes in] in that round; a node's bytes are the sum over its ranks (integers, exact).
+    """
+    keys = np.concatenate([key for key, _ in crossings])
+    nbytes = np.concatenate([both for _, both in crossings])
+    cells, at = np.unique(keys, return_inverse=True)       # sorted: round-major
+    per_node = np.zeros((len(cells), 2), dtype=np.int64)
+    np.add.at(per_node, at.reshape(-1), nbytes)
+    rounds = cells // nnodes
+    if len(rounds) == 0:
+        return rounds, rounds
+    first = np.flatnonzero(np.r_[True, rounds[1:] != rounds[:-1]])
+    return rounds[first], np.maximum.reduceat(per_node.max(axis=1), first)
 
 
 def _shifted(rnd: Round, r: int, p: int) -> Round:
