@@ -9,6 +9,8 @@
     python3 tests/run_all.py --quick         # the edit-test loop: a fast subset (CI runs everything)
     python3 tests/run_all.py --mpi mpich     # on MPICH (a virtualenv of its own, .venv-mpich; see tests/mpi_family.py)
 
+The unit tests run on every core (pytest-xdist's ``-n auto``, from the ``[test]`` extra).
+
 Every pytest run here (unit, fault, MPI) reads ``[tool.pytest.ini_options]`` of
 ``pyproject.toml``, whose ``filterwarnings`` makes a ``DeprecationWarning`` raised
 from mpicoll's own modules an error.
@@ -99,6 +101,17 @@ def junit_counts(path: str) -> tuple[int, int, int]:
     failed = sum(int(s.get("failures", 0)) + int(s.get("errors", 0)) for s in suites)
     skipped = sum(int(s.get("skipped", 0)) for s in suites)
     return total - failed - skipped, failed, skipped
+
+
+def unit_workers() -> list[str]:
+    """pytest-xdist's options that spread the unit tests over the machine's cores (none where it is missing).
+
+    They start no MPI job and each is one process, so on 2 cores the phase takes about half as long."""
+    try:
+        import xdist  # noqa: F401
+    except ImportError:
+        return []
+    return ["-n", "auto"]
 
 
 def example_names() -> list[str]:
@@ -333,7 +346,7 @@ def main() -> int:
             t0 = time.time()
             report = os.path.join(tmp, "unit.xml")
             code = subprocess.call([sys.executable, "-m", "pytest", *(QUICK_UNIT if ns.quick else ["tests/unit"]), "-q",
-                                    f"--timeout={UNIT_TIMEOUT}", f"--junitxml={report}", *extra],
+                                    *unit_workers(), f"--timeout={UNIT_TIMEOUT}", f"--junitxml={report}", *extra],
                                    cwd=ROOT, env=env)
             passed, failed, skipped = junit_counts(report) if os.path.exists(report) else (0, 1, 0)
             if code not in (0, 5):
