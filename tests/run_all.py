@@ -48,7 +48,8 @@ MPI is the other one, the driver makes (once) and fills a virtual environment
 with the family's wheel from PyPI and runs itself again there.  The summary
 starts with the MPI library's version.  CI (``.ci/run``) runs Open MPI in full,
 then MPICH without the unit tests (they start no MPI job), the torch tests, the
-examples and the run without extensions, at 2 and 3 processes (``MPICH_CI_SIZES`` changes them).
+examples and the run without extensions, at 2 and 3 processes (``MPICH_CI_SIZES`` changes them), mpi4py's
+suites at 2 (``MPICH_CI_MPI4PY_SIZES``).
 """
 
 from __future__ import annotations
