@@ -179,7 +179,14 @@ VARIANT_RUNS = (  # (label, extra environment, launcher options, processes, test
     # the Python definitions of the compiled hot path (what runs where no C compiler built it)
     ("no-ext np=3", {"MPICOLL_NO_EXTENSIONS": "1"}, [], 3, ["tests/mpi"], None),
 )
-VARIANTS = ("nodes", "hosts", "no-ext")   # what --variants names: each label's first word
+
+
+def variant_name(label: str) -> str:
+    """What ``--variants`` calls a variant run: its label's first word (``nodes``, ``hosts``, ``no-ext``)."""
+    return label.split("=")[0].split()[0]
+
+
+VARIANTS = tuple(variant_name(label) for label, *_ in VARIANT_RUNS)
 
 
 def run_variant_tests(env: dict[str, str], tmp: str, extra: list[str], only: tuple[str, ...] = VARIANTS
@@ -195,7 +202,7 @@ def run_variant_tests(env: dict[str, str], tmp: str, extra: list[str], only: tup
 
     out = []
     for label, more, options, size, tests, keyword in VARIANT_RUNS:
-        if label.split("=")[0].split()[0] not in only:
+        if variant_name(label) not in only:
             continue
         t0 = time.time()
         prefix = os.path.join(tmp, f"{label.replace('=', '').replace(' ', '-')}-rank")
