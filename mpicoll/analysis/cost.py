@@ -306,11 +306,11 @@ def _busiest_links(crossings: list[tuple[np.ndarray, np.ndarray]], nnodes: int) 
     keys = np.concatenate([key for key, _ in crossings])
     nbytes = np.concatenate([both for _, both in crossings])
     cells, at = np.unique(keys, return_inverse=True)       # sorted: round-major
-    per_node = np.zeros((len(cells), 2), dtype=np.int64)
-    np.add.at(per_node, at.reshape(-1), nbytes)
     rounds = cells // nnodes
     if len(rounds) == 0:
         return rounds, rounds
+    per_node = np.zeros((len(cells), 2), dtype=np.int64)
+    np.add.at(per_node, at.reshape(-1), nbytes)
     first = np.flatnonzero(np.r_[True, rounds[1:] != rounds[:-1]])
     return rounds[first], np.maximum.reduceat(per_node.max(axis=1), first)
 
